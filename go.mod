@@ -1,0 +1,3 @@
+module github.com/siteline/outbox
+
+go 1.26

@@ -1,0 +1,61 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// AuditLog keeps the history of each notification: ingest, every delivery
+// attempt with its duration and outcome, every terminal status and every
+// operator action, each with its actor. The SQL store adapter implements it in
+// the same database as the Store. ports/storetest covers it.
+type AuditLog interface {
+	// Append stores records. It is all or nothing.
+	Append(ctx context.Context, records []AuditRecord) error
+
+	// History returns the records of one notification, oldest first (At
+	// ascending, then in the order they were appended). Unknown ids yield an
+	// empty slice, not an error.
+	History(ctx context.Context, notificationID string) ([]AuditRecord, error)
+
+	// Forget deletes the records of the given notifications (after a purge).
+	Forget(ctx context.Context, notificationIDs []string) error
+}
+
+// AuditKind says what an audit record records.
+type AuditKind string
+
+const (
+	// AuditIngested records central accepting the notification from a site.
+	AuditIngested AuditKind = "Ingested"
+	// AuditAttempted records one delivery attempt: its Outcome, Duration and
+	// Error.
+	AuditAttempted AuditKind = "Attempted"
+	// AuditDelivered, AuditParked and AuditDiscarded record the row reaching
+	// that terminal status.
+	AuditDelivered AuditKind = "Delivered"
+	AuditParked    AuditKind = "Parked"
+	AuditDiscarded AuditKind = "Discarded"
+	// AuditRetried records an operator moving a Parked row back to Pending.
+	AuditRetried AuditKind = "Retried"
+)
+
+// ActorSystem is the actor of records the dispatcher writes.
+const ActorSystem = "system"
+
+// AuditRecord is one entry of a notification's history.
+type AuditRecord struct {
+	NotificationID string
+	At             time.Time
+	Kind           AuditKind
+	// Actor is who caused it: ActorSystem, "site:<id>", or an operator name.
+	Actor string
+	// Outcome is set on Attempted records.
+	Outcome Outcome
+	// Status is the notification's status after the event.
+	Status Status
+	// Duration is the attempt's duration on Attempted records.
+	Duration time.Duration
+	// Error is the failure text, if any.
+	Error string
+}

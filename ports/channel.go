@@ -1,0 +1,69 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// Channel delivers notifications of one type (email, webhook, Slack, ...).
+// Built-in and third-party channels run as plugins; the plugin host adapts
+// them to this interface. The core calls Deliver from many goroutines at once.
+type Channel interface {
+	// Deliver makes one delivery attempt and classifies it. It never panics
+	// on bad input: a missing setting or an empty target list is a Permanent
+	// result. When ctx is cancelled it returns promptly; the core then does
+	// not count the attempt.
+	Deliver(ctx context.Context, d Delivery) Result
+}
+
+// ChannelRegistry finds the channel that delivers a notification type.
+type ChannelRegistry interface {
+	// Channel returns the channel for typ, or false when there is none.
+	Channel(typ string) (Channel, bool)
+}
+
+// ChannelMap is the simplest ChannelRegistry: a map from type to channel.
+type ChannelMap map[string]Channel
+
+// Channel implements ChannelRegistry.
+func (m ChannelMap) Channel(typ string) (Channel, bool) {
+	c, ok := m[typ]
+	return c, ok
+}
+
+// Delivery is what a channel needs for one attempt.
+type Delivery struct {
+	// Notification is the row being delivered.
+	Notification Notification
+	// Targets are the list's targets resolved at delivery time (addresses,
+	// webhook URLs).
+	Targets []string
+	// Settings are the channel's settings; secret values are references
+	// (env:NAME, file:/path) the channel resolves itself.
+	Settings map[string]string
+}
+
+// Outcome classifies a delivery attempt.
+type Outcome string
+
+const (
+	// OutcomeSuccess: delivered; the row becomes Delivered.
+	OutcomeSuccess Outcome = "Success"
+	// OutcomeTransient: may succeed later; the row is retried per the retry
+	// policy and parks when retries are exhausted.
+	OutcomeTransient Outcome = "Transient"
+	// OutcomePermanent: will never succeed as is; the row parks at once.
+	OutcomePermanent Outcome = "Permanent"
+)
+
+// Result is a channel's answer to one Delivery.
+type Result struct {
+	Outcome Outcome
+	// ResolvedTargets is who it actually went to (on success).
+	ResolvedTargets []string
+	// Error describes a failure. It never holds a secret or an address.
+	Error string
+	// RetryAfter, when positive on a Transient result, is the earliest the
+	// next attempt may run (an HTTP Retry-After, say).
+	RetryAfter time.Duration
+}

@@ -1,0 +1,118 @@
+package ports
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a notification is in its lifecycle. The legal moves between
+// statuses are enforced by the core (core.Move); ARCHITECTURE.md draws them.
+type Status string
+
+const (
+	// StatusForwarding is reported by a site for a notification still in its
+	// replicated buffer, not yet acknowledged by central. Central never
+	// stores it.
+	StatusForwarding Status = "Forwarding"
+
+	// StatusPending means central ingested the notification and it awaits
+	// its first delivery attempt.
+	StatusPending Status = "Pending"
+
+	// StatusRetrying means an attempt failed transiently; NextAttemptAt
+	// schedules the next one.
+	StatusRetrying Status = "Retrying"
+
+	// StatusDelivered is terminal: the channel accepted the notification;
+	// DeliveredAt and ResolvedTargets are set.
+	StatusDelivered Status = "Delivered"
+
+	// StatusParked is terminal-not-delivered: a permanent failure, retries
+	// exhausted, expiry, an unknown list or no channel for the type.
+	// LastError says which. An operator may Retry or Discard it.
+	StatusParked Status = "Parked"
+
+	// StatusDiscarded is terminal: an operator discarded a Parked
+	// notification. The row is kept for the audit record.
+	StatusDiscarded Status = "Discarded"
+
+	// StatusUnknown is what a status query answers for an id nobody knows.
+	StatusUnknown Status = "Unknown"
+)
+
+// CentralStatuses lists the statuses a central row can hold, in lifecycle order.
+var CentralStatuses = []Status{StatusPending, StatusRetrying, StatusDelivered, StatusParked, StatusDiscarded}
+
+// Terminal reports whether no delivery will be attempted for s again without an
+// operator: Delivered, Parked and Discarded.
+func (s Status) Terminal() bool {
+	return s == StatusDelivered || s == StatusParked || s == StatusDiscarded
+}
+
+// Due reports whether the dispatcher may pick a row in status s (Pending or
+// Retrying; a Retrying row also needs NextAttemptAt <= now).
+func (s Status) Due() bool { return s == StatusPending || s == StatusRetrying }
+
+// Valid reports whether s is one of the statuses a central row can hold.
+func (s Status) Valid() bool {
+	for _, c := range CentralStatuses {
+		if s == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Notification is one row of the Notifications table: the single audit source
+// of what was asked, where it came from and what became of it.
+type Notification struct {
+	// ID is the notification id generated at the site: a UUID in canonical
+	// lowercase text form. It is the idempotency key of ingest.
+	ID string
+	// Type names the channel that delivers it ("email", "webhook", ...). It is
+	// empty when the list was unknown at ingest; such a row parks at dispatch.
+	Type string
+	// List is the name of the notification list it is addressed to.
+	List string
+	// Subject and Body are plain text.
+	Subject string
+	Body    string
+	// TypeData is optional channel-specific JSON; nil when absent.
+	TypeData json.RawMessage
+	// Priority orders dispatch: higher first; 0 is the default.
+	Priority int
+
+	// Status is the lifecycle status.
+	Status Status
+	// RetryCount counts the failed attempts so far.
+	RetryCount int
+	// LastError is the reason of the most recent failure or park; empty otherwise.
+	LastError string
+	// ResolvedTargets is who the notification went to, snapshotted at delivery.
+	ResolvedTargets []string
+
+	// Provenance, carried from the site.
+	SourceSite        string
+	SourceInstance    string
+	SourceScript      string
+	ExecutionID       string
+	ParentExecutionID string
+	SiteEnqueuedAt    time.Time
+
+	// CreatedAt is when central ingested the row.
+	CreatedAt time.Time
+	// UpdatedAt is when the row last changed status or recorded an attempt.
+	UpdatedAt time.Time
+	// LastAttemptAt, NextAttemptAt and DeliveredAt are the delivery timestamps.
+	LastAttemptAt time.Time
+	NextAttemptAt time.Time
+	DeliveredAt   time.Time
+	// ExpiresAt, when set, parks the row with reason "expired" instead of
+	// delivering it after that instant.
+	ExpiresAt time.Time
+
+	// ClaimedBy and ClaimedUntil are the dispatch lease: the dispatcher that
+	// holds the row and until when. Empty and zero when unleased.
+	ClaimedBy    string
+	ClaimedUntil time.Time
+}

@@ -1,0 +1,182 @@
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Outbox is the driving port of central: what the site link, the operator API,
+// the CLI and the acceptance tests call. core.Service implements it.
+//
+// Errors wrap ErrInvalid for bad input, ErrNotFound for unknown ids and
+// ErrConflict for refused moves; any other error is a failure of a driven
+// port (the store, say) and the request may be repeated.
+type Outbox interface {
+	// Submit ingests a batch from a site: insert-if-not-exists on each ID.
+	// Invalid submissions are rejected one by one (Rejected, with the reason)
+	// and the rest are still ingested. A notification already stored counts
+	// as accepted, so a repeated Submit is harmless. On a store error Submit
+	// returns the error and accepts nothing: the site keeps the batch and
+	// sends it again.
+	Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error)
+
+	// Status returns the status of each id; ids central does not know map to
+	// StatusUnknown.
+	Status(ctx context.Context, ids []string) (map[string]Status, error)
+
+	// Notification returns one row with its history, or an error wrapping
+	// ErrNotFound.
+	Notification(ctx context.Context, id string) (Detail, error)
+
+	// Query returns one page of rows matching q, newest first.
+	Query(ctx context.Context, q Query) (QueryPage, error)
+
+	// Count returns how many rows match q's filter (q's paging is ignored).
+	Count(ctx context.Context, q Query) (int64, error)
+
+	// KPIs returns the delivery KPIs, globally and per source site.
+	KPIs(ctx context.Context) (KPIReport, error)
+
+	// Retry moves the selected Parked rows back to Pending, resetting
+	// RetryCount, NextAttemptAt and LastError. Rows in other statuses are
+	// refused, each with a reason.
+	Retry(ctx context.Context, a Action) (ActionResult, error)
+
+	// Discard moves the selected Parked rows to Discarded. Rows in other
+	// statuses are refused, each with a reason.
+	Discard(ctx context.Context, a Action) (ActionResult, error)
+}
+
+// SubmitRequest is one batch from a site.
+type SubmitRequest struct {
+	// Site is the authenticated site that sends the batch. When set, every
+	// submission must carry the same SourceSite; others are rejected. Empty
+	// means a trusted local caller.
+	Site string
+	// Notifications are the submissions, at most core.Config.MaxBatch.
+	Notifications []Submission
+}
+
+// Submission is one notification as a site hands it to central.
+type Submission struct {
+	// ID is the UUID generated at the site.
+	ID      string
+	List    string
+	Subject string
+	Body    string
+	// Type, when set, names the channel; when empty central takes the list's
+	// type from the Directory.
+	Type     string
+	TypeData json.RawMessage
+	Priority int
+	// ExpiresAt, when set, parks the notification with reason "expired" if it
+	// could not be delivered before then.
+	ExpiresAt time.Time
+
+	SourceSite        string
+	SourceInstance    string
+	SourceScript      string
+	ExecutionID       string
+	ParentExecutionID string
+	// SiteEnqueuedAt is when the script called Send.
+	SiteEnqueuedAt time.Time
+}
+
+// SubmitResult acknowledges a batch.
+type SubmitResult struct {
+	// Accepted are the IDs now stored (newly or before): the site may drop
+	// them from its buffer.
+	Accepted []string
+	// Rejected are the submissions refused as invalid, with the reason.
+	Rejected []Rejection
+}
+
+// Rejection is a submission refused as invalid.
+type Rejection struct {
+	ID     string
+	Reason string
+}
+
+// Query selects rows for listing.
+type Query struct {
+	Filter Filter
+	// StuckOnly keeps only stuck rows (Pending or Retrying older than the
+	// stuck threshold). It overrides Filter.StuckBefore.
+	StuckOnly bool
+	// Limit is the page size; 0 means the default (50); at most 1000.
+	Limit int
+	// After is the Next cursor of the previous page.
+	After string
+}
+
+// QueryPage is one page of a query.
+type QueryPage struct {
+	Items []Row
+	// Next is the cursor of the following page, "" when this is the last.
+	Next string
+}
+
+// Row is a notification as listed, with its stuck badge.
+type Row struct {
+	Notification
+	// Stuck is set on Pending or Retrying rows older than the threshold.
+	Stuck bool
+}
+
+// Detail is one notification with its history.
+type Detail struct {
+	Row
+	History []AuditRecord
+}
+
+// KPIReport is the delivery KPIs at one instant.
+type KPIReport struct {
+	At time.Time
+	// Window is the trailing window of Delivered.
+	Window time.Duration
+	Global KPI
+	// Sites is sorted by site id.
+	Sites []SiteKPI
+}
+
+// KPI is one set of delivery KPIs.
+type KPI struct {
+	QueueDepth       int64
+	Stuck            int64
+	Parked           int64
+	Delivered        int64
+	OldestPendingAge time.Duration
+}
+
+// SiteKPI is the KPIs of one source site.
+type SiteKPI struct {
+	Site string
+	KPI
+}
+
+// Action selects rows for an operator Retry or Discard: by IDs, or else by
+// Filter. An empty Filter with no IDs is refused unless All is set, so that a
+// forgotten filter never acts on every row.
+type Action struct {
+	// Actor is the operator, recorded in the audit log.
+	Actor  string
+	IDs    []string
+	Filter Filter
+	All    bool
+}
+
+// ActionResult reports an operator action.
+type ActionResult struct {
+	// Moved are the IDs that changed status.
+	Moved []string
+	// Refused are requested IDs that did not move, each with the reason (an
+	// error wrapping ErrNotFound or ErrConflict).
+	Refused []Refusal
+}
+
+// Refusal is one id an action did not move.
+type Refusal struct {
+	ID  string
+	Err error
+}

@@ -1,0 +1,191 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the Notifications table. The core is its only caller; adapters live
+// in adapters/sqlstore (SQLite, PostgreSQL, MS SQL) and adapters/memstore.
+// ports/storetest is the contract every adapter passes.
+//
+// A Store is safe for concurrent use, and any number of Store values (one per
+// central node) may share one database: Claim leases rows so that no row is
+// held by two owners at once.
+type Store interface {
+	// Insert adds each notification whose ID is not yet stored and leaves an
+	// existing row untouched (insert-if-not-exists). It returns the IDs it
+	// inserted, in any order. It is all or nothing: on error no row of the
+	// batch was inserted. Duplicate IDs inside one batch are inserted once.
+	Insert(ctx context.Context, ns []Notification) (inserted []string, err error)
+
+	// Claim leases up to req.Limit due, unleased rows to req.Owner until
+	// req.Now+req.Lease and returns them ordered by Priority descending, then
+	// CreatedAt ascending, then ID. A row is due when it is Pending, or
+	// Retrying with NextAttemptAt <= req.Now; it is unleased when ClaimedUntil
+	// is zero or <= req.Now (a dead owner's lease expires). Concurrent callers,
+	// in one process or many, never receive the same row while a lease lasts.
+	// The returned rows carry the new ClaimedBy and ClaimedUntil.
+	Claim(ctx context.Context, req ClaimRequest) ([]Notification, error)
+
+	// Record writes the result of attempts on rows that owner claimed and
+	// releases their leases (ClaimedBy empty, ClaimedUntil zero). An update
+	// whose row is no longer claimed by owner (its lease expired and another
+	// owner claimed it) is not applied; its ID is returned in lost.
+	Record(ctx context.Context, owner string, updates []Update) (lost []string, err error)
+
+	// Release drops owner's leases on ids without changing anything else, so
+	// that any dispatcher may claim them at once (used at shutdown).
+	Release(ctx context.Context, owner string, ids []string) error
+
+	// Get returns one row. It returns an error wrapping ErrNotFound when no row
+	// has that id.
+	Get(ctx context.Context, id string) (Notification, error)
+
+	// Statuses returns the status of each known id; unknown ids are absent
+	// from the map.
+	Statuses(ctx context.Context, ids []string) (map[string]Status, error)
+
+	// Query returns one page of rows matching f, newest first (CreatedAt
+	// descending, then ID descending), using keyset paging: page.After is the
+	// Next cursor of the previous page ("" for the first page). A cursor is
+	// opaque; a malformed one yields an error wrapping ErrInvalid.
+	Query(ctx context.Context, f Filter, page PageRequest) (Page, error)
+
+	// Count returns how many rows match f.
+	Count(ctx context.Context, f Filter) (int64, error)
+
+	// KPIs computes the delivery KPIs, globally and per source site.
+	KPIs(ctx context.Context, req KPIRequest) (KPIs, error)
+
+	// Transition moves every row selected by req.Selection that is in status
+	// req.From to status req.To, sets UpdatedAt to req.Now, releases any lease,
+	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and
+	// LastError. Rows in any other status are left untouched. It returns the
+	// IDs it moved. The core decides which moves are legal; the store only
+	// guarantees that From is checked atomically with the change.
+	Transition(ctx context.Context, req TransitionRequest) (moved []string, err error)
+
+	// Purge deletes up to limit terminal rows (Delivered, Parked, Discarded)
+	// whose UpdatedAt is before cutoff and returns their IDs. It never deletes
+	// a Pending or Retrying row.
+	Purge(ctx context.Context, cutoff time.Time, limit int) (deleted []string, err error)
+}
+
+// ClaimRequest asks Store.Claim for due rows.
+type ClaimRequest struct {
+	// Owner identifies the claiming dispatcher; unique per running node.
+	Owner string
+	// Now is the claim instant; rows are due and leases expire relative to it.
+	Now time.Time
+	// Lease is how long the claim holds: longer than any delivery may take.
+	Lease time.Duration
+	// Limit caps the number of rows returned; it must be positive.
+	Limit int
+}
+
+// Update is the result of one delivery attempt (or of a park without an
+// attempt, such as expiry) that Store.Record writes onto a claimed row. Every
+// field is written as given: a zero time clears the column.
+type Update struct {
+	ID              string
+	Status          Status
+	RetryCount      int
+	LastError       string
+	ResolvedTargets []string
+	LastAttemptAt   time.Time
+	NextAttemptAt   time.Time
+	DeliveredAt     time.Time
+	UpdatedAt       time.Time
+}
+
+// Filter selects rows. Zero fields do not filter; set fields are ANDed.
+type Filter struct {
+	// Statuses keeps rows in any of these statuses.
+	Statuses []Status
+	// Type, SourceSite and List keep rows with exactly that value.
+	Type       string
+	SourceSite string
+	List       string
+	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound CreatedAt.
+	CreatedFrom time.Time
+	CreatedTo   time.Time
+	// UpdatedFrom (inclusive) bounds UpdatedAt, e.g. "parked since T".
+	UpdatedFrom time.Time
+	// StuckBefore, when set, keeps only stuck rows: Pending or Retrying
+	// with CreatedAt before this instant.
+	StuckBefore time.Time
+	// Subject keeps rows whose subject contains this text, ignoring ASCII
+	// case. LIKE wildcards in it (% and _) match literally.
+	Subject string
+}
+
+// PageRequest asks for one page of a query.
+type PageRequest struct {
+	// Limit is the page size; it must be positive.
+	Limit int
+	// After is the Next cursor of the previous page, or "" for the first.
+	After string
+}
+
+// Page is one page of query results.
+type Page struct {
+	Items []Notification
+	// Next is the cursor of the following page, or "" when this is the last.
+	Next string
+}
+
+// KPIRequest fixes the instants the KPIs are computed against.
+type KPIRequest struct {
+	// StuckBefore: Pending or Retrying rows created before it are stuck.
+	StuckBefore time.Time
+	// DeliveredSince: rows with DeliveredAt >= it count as delivered recently.
+	DeliveredSince time.Time
+}
+
+// KPIs holds the delivery KPIs globally and for each source site that has a
+// non-terminal row, a parked row or a recent delivery.
+type KPIs struct {
+	Global KPICounts
+	// Sites is sorted by site id.
+	Sites []SiteKPICounts
+}
+
+// KPICounts are the raw KPI figures of a set of rows.
+type KPICounts struct {
+	// QueueDepth counts Pending and Retrying rows.
+	QueueDepth int64
+	// Stuck counts Pending and Retrying rows created before StuckBefore.
+	Stuck int64
+	// Parked counts Parked rows.
+	Parked int64
+	// Delivered counts rows with DeliveredAt >= DeliveredSince.
+	Delivered int64
+	// OldestPendingAt is the CreatedAt of the oldest Pending or Retrying
+	// row, zero when there is none.
+	OldestPendingAt time.Time
+}
+
+// SiteKPICounts are the KPI figures of one source site.
+type SiteKPICounts struct {
+	Site string
+	KPICounts
+}
+
+// Selection picks rows for a bulk action: by IDs when IDs is non-empty,
+// otherwise by Filter.
+type Selection struct {
+	IDs    []string
+	Filter Filter
+}
+
+// TransitionRequest asks Store.Transition to move selected rows between two
+// statuses.
+type TransitionRequest struct {
+	Selection Selection
+	From      Status
+	To        Status
+	Now       time.Time
+	// Reset clears RetryCount, NextAttemptAt and LastError (operator Retry).
+	Reset bool
+}
