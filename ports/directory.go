@@ -46,12 +46,15 @@ const (
 	// BackoffFixed waits Interval between attempts (the default).
 	BackoffFixed Backoff = "fixed"
 	// BackoffExponential doubles the wait after each failure, from Interval
-	// up to MaxInterval, with full jitter.
+	// up to MaxInterval, with jitter (each wait is drawn between half and
+	// all of its nominal value).
 	BackoffExponential Backoff = "exponential"
 )
 
-// RetrySettings are a channel's retry policy settings. Non-positive
-// MaxRetries or Interval fall back to 10 retries and 1 minute.
+// RetrySettings are a channel's retry policy settings. MaxRetries counts
+// failed attempts: the row parks when its RetryCount reaches it. Non-positive
+// MaxRetries or Interval fall back to 10 retries and 1 minute (with a warning).
+// A zero MaxInterval means 100 × Interval.
 type RetrySettings struct {
 	Backoff     Backoff
 	MaxRetries  int

@@ -1,0 +1,121 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config holds the outbox's options. The zero value of a field means "use the
+// default"; Validate rejects values that are set but unusable. Defaults follow
+// the source design (spec 001), except that dispatch is also woken by ingest.
+type Config struct {
+	// NodeID names this central node in leases and logs. Default: a random id.
+	NodeID string
+	// DispatchInterval is the fallback poll of the dispatcher. Default 10 s.
+	DispatchInterval time.Duration
+	// DispatchBatchSize is the most rows claimed per sweep. Default 100.
+	DispatchBatchSize int
+	// DispatchConcurrency bounds deliveries in flight at once. Default 32.
+	DispatchConcurrency int
+	// DeliveryTimeout bounds one delivery attempt. Default 30 s.
+	DeliveryTimeout time.Duration
+	// ClaimLease is how long a claimed row stays leased to this node; after
+	// it another node may claim the row. It must exceed DeliveryTimeout.
+	// Default 5 min.
+	ClaimLease time.Duration
+	// StuckAgeThreshold: Pending or Retrying rows older than it are stuck
+	// (display only). Default 10 min.
+	StuckAgeThreshold time.Duration
+	// TerminalRetention is how long terminal rows are kept. Default 365 days.
+	TerminalRetention time.Duration
+	// PurgeInterval is the cadence of the purge. Default 24 h.
+	PurgeInterval time.Duration
+	// DeliveredKpiWindow is the trailing window of the "delivered" KPI.
+	// Default 1 min.
+	DeliveredKpiWindow time.Duration
+	// MaxBatch caps the submissions of one Submit. Default 1000.
+	MaxBatch int
+	// MaxSubjectBytes and MaxBodyBytes cap a submission's subject and body.
+	// Defaults 255 and 65536.
+	MaxSubjectBytes int
+	MaxBodyBytes    int
+}
+
+// Defaults of Config.
+const (
+	DefaultDispatchInterval    = 10 * time.Second
+	DefaultDispatchBatchSize   = 100
+	DefaultDispatchConcurrency = 32
+	DefaultDeliveryTimeout     = 30 * time.Second
+	DefaultClaimLease          = 5 * time.Minute
+	DefaultStuckAgeThreshold   = 10 * time.Minute
+	DefaultTerminalRetention   = 365 * 24 * time.Hour
+	DefaultPurgeInterval       = 24 * time.Hour
+	DefaultDeliveredKpiWindow  = time.Minute
+	DefaultMaxBatch            = 1000
+	DefaultMaxSubjectBytes     = 255
+	DefaultMaxBodyBytes        = 64 << 10
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(i *int, v int) {
+		if *i == 0 {
+			*i = v
+		}
+	}
+	def(&c.DispatchInterval, DefaultDispatchInterval)
+	defInt(&c.DispatchBatchSize, DefaultDispatchBatchSize)
+	defInt(&c.DispatchConcurrency, DefaultDispatchConcurrency)
+	def(&c.DeliveryTimeout, DefaultDeliveryTimeout)
+	def(&c.ClaimLease, DefaultClaimLease)
+	def(&c.StuckAgeThreshold, DefaultStuckAgeThreshold)
+	def(&c.TerminalRetention, DefaultTerminalRetention)
+	def(&c.PurgeInterval, DefaultPurgeInterval)
+	def(&c.DeliveredKpiWindow, DefaultDeliveredKpiWindow)
+	defInt(&c.MaxBatch, DefaultMaxBatch)
+	defInt(&c.MaxSubjectBytes, DefaultMaxSubjectBytes)
+	defInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	return c
+}
+
+// Validate returns one precise error per broken rule, joined. It checks c as
+// given; call it on c.WithDefaults() to validate what will run.
+func (c Config) Validate() error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	positiveInt := func(name string, v int) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	positive("DispatchInterval", c.DispatchInterval)
+	positiveInt("DispatchBatchSize", c.DispatchBatchSize)
+	positiveInt("DispatchConcurrency", c.DispatchConcurrency)
+	positive("DeliveryTimeout", c.DeliveryTimeout)
+	positive("ClaimLease", c.ClaimLease)
+	positive("StuckAgeThreshold", c.StuckAgeThreshold)
+	positive("TerminalRetention", c.TerminalRetention)
+	positive("PurgeInterval", c.PurgeInterval)
+	positive("DeliveredKpiWindow", c.DeliveredKpiWindow)
+	positiveInt("MaxBatch", c.MaxBatch)
+	positiveInt("MaxSubjectBytes", c.MaxSubjectBytes)
+	positiveInt("MaxBodyBytes", c.MaxBodyBytes)
+	if c.DispatchBatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("DispatchBatchSize must be at most 10000, got %d", c.DispatchBatchSize))
+	}
+	if c.ClaimLease > 0 && c.DeliveryTimeout > 0 && c.ClaimLease <= c.DeliveryTimeout {
+		errs = append(errs, fmt.Errorf("ClaimLease (%s) must exceed DeliveryTimeout (%s), or a slow delivery could be claimed twice", c.ClaimLease, c.DeliveryTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,390 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// pipelineDepth is how many claimed batches a sweep may have in delivery and
+// recording at once. The sweep claims the next batch while earlier ones are
+// delivered and recorded, so that the database round trips overlap; claims
+// themselves never overlap on a node.
+const pipelineDepth = 4
+
+// recordTimeout bounds the writes that record a batch's outcomes. They run
+// even after shutdown began, so finished deliveries are never re-sent.
+const recordTimeout = 30 * time.Second
+
+// dispatchLoop sweeps at start, whenever ingest or an operator Retry wakes it,
+// when a retry this node scheduled falls due, and every DispatchInterval as the
+// fallback. It returns when ctx is done.
+func (s *Service) dispatchLoop(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.DispatchInterval)
+	defer ticker.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	<-retry.C
+	var retryAt time.Time // when retry fires; zero when idle
+	for {
+		next := s.sweep(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !next.IsZero() && (retryAt.IsZero() || next.Before(retryAt)) {
+			retryAt = next
+			retry.Reset(max(next.Sub(s.clock.Now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-ticker.C:
+		case <-retry.C:
+			retryAt = time.Time{}
+		}
+	}
+}
+
+// sweep claims and dispatches batches until a claim comes back short, and
+// returns the earliest retry it scheduled (zero if none). It returns after
+// every batch it claimed is recorded or released.
+func (s *Service) sweep(ctx context.Context) time.Time {
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, pipelineDepth)
+		mu    sync.Mutex
+		next  time.Time
+	)
+	defer wg.Wait()
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return time.Time{}
+		}
+		rows, err := s.claim(ctx)
+		if err != nil || len(rows) == 0 {
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("dispatch sweep failed", "err", err)
+			}
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			n := s.dispatch(ctx, rows)
+			mu.Lock()
+			next = earliest(next, n)
+			mu.Unlock()
+		})
+		if len(rows) < s.cfg.DispatchBatchSize {
+			break
+		}
+	}
+	wg.Wait()
+	return next
+}
+
+// DispatchOnce claims one batch of due rows, delivers it and records the
+// outcomes, and returns how many rows it handled. The dispatcher of Run does
+// the same in a loop; tests call DispatchOnce to step through the lifecycle.
+func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
+	rows, err := s.claim(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.dispatch(ctx, rows)
+	return len(rows), nil
+}
+
+func (s *Service) claim(ctx context.Context) ([]ports.Notification, error) {
+	rows, err := s.store.Claim(ctx, ports.ClaimRequest{
+		Owner: s.owner, Now: s.clock.Now(), Lease: s.cfg.ClaimLease, Limit: s.cfg.DispatchBatchSize,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim due notifications: %w", err)
+	}
+	return rows, nil
+}
+
+// job is one claimed row on its way through dispatch.
+type job struct {
+	row     ports.Notification
+	channel ports.Channel
+	policy  RetryPolicy
+	req     ports.Delivery
+
+	update  ports.Update
+	records []ports.AuditRecord
+	done    bool // update and records are final
+}
+
+// dispatch delivers one claimed batch with bounded parallelism, then records
+// every outcome in one write and releases the rows it could not attempt. One
+// bad row never stops the batch. It returns the earliest retry it scheduled.
+func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) time.Time {
+	now := s.clock.Now()
+	jobs := make([]job, len(rows))
+	var release []string
+	cache := batchCache{lists: make(map[string]listLookup), channels: make(map[string]channelLookup)}
+	for i, row := range rows {
+		jobs[i].row = row
+		if err := s.plan(ctx, &jobs[i], now, cache); err != nil {
+			// The directory failed (not "not found"): no attempt was made,
+			// so the row goes back untouched.
+			if ctx.Err() == nil {
+				s.log.Error("dispatch: cannot prepare notification", "id", row.ID, "err", err)
+			}
+			release = append(release, row.ID)
+			jobs[i].done = true
+			jobs[i].update.ID = ""
+		}
+	}
+
+	sem := make(chan struct{}, s.cfg.DispatchConcurrency)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		j := &jobs[i]
+		if j.done {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s.attempt(ctx, j)
+		})
+	}
+	wg.Wait()
+
+	var (
+		updates []ports.Update
+		records []ports.AuditRecord
+		next    time.Time
+	)
+	for i := range jobs {
+		j := &jobs[i]
+		switch {
+		case !j.done:
+			release = append(release, j.row.ID) // not attempted: shutdown
+		case j.update.ID != "":
+			updates = append(updates, j.update)
+			if j.update.Status == ports.StatusRetrying {
+				next = earliest(next, j.update.NextAttemptAt)
+			}
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if len(updates) > 0 {
+		lost, err := s.store.Record(wctx, s.owner, updates)
+		if err != nil {
+			// The leases expire and another sweep retries these rows; a
+			// delivery may then repeat, the accepted at-least-once cost.
+			s.log.Error("dispatch: record outcomes failed", "rows", len(updates), "err", err)
+			return next
+		}
+		if len(lost) > 0 {
+			s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
+				"rows", len(lost))
+		}
+		skip := make(map[string]bool, len(lost))
+		for _, id := range lost {
+			skip[id] = true
+		}
+		for i := range jobs {
+			if j := &jobs[i]; j.done && j.update.ID != "" && !skip[j.update.ID] {
+				records = append(records, j.records...)
+			}
+		}
+		s.appendAudit(wctx, records)
+	}
+	if len(release) > 0 {
+		if err := s.store.Release(wctx, s.owner, release); err != nil {
+			s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(release), "err", err)
+		}
+	}
+	return next
+}
+
+// batchCache keeps the directory's answers for one batch, so a batch asks
+// once per list and once per channel type.
+type batchCache struct {
+	lists    map[string]listLookup
+	channels map[string]channelLookup
+}
+
+type listLookup struct {
+	list ports.List
+	err  error
+}
+
+type channelLookup struct {
+	settings ports.ChannelSettings
+	policy   RetryPolicy
+	err      error
+}
+
+// plan decides what a claimed row needs: a park without an attempt (expired,
+// unknown list, no channel for its type) or a delivery through its channel.
+// It returns an error only when the directory itself failed.
+func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCache) error {
+	row := j.row
+	if !row.ExpiresAt.IsZero() && !now.Before(row.ExpiresAt) {
+		s.park(j, now, "expired")
+		return nil
+	}
+	l, ok := cache.lists[row.List]
+	if !ok {
+		l.list, l.err = s.directory.List(ctx, row.List)
+		cache.lists[row.List] = l
+	}
+	if errors.Is(l.err, ports.ErrNotFound) {
+		s.park(j, now, fmt.Sprintf("unknown list %q", row.List))
+		return nil
+	}
+	if l.err != nil {
+		return fmt.Errorf("resolve list: %w", l.err)
+	}
+	typ := row.Type
+	if typ == "" {
+		typ = l.list.Type
+	}
+	ch, ok := s.channels.Channel(typ)
+	if !ok {
+		s.park(j, now, fmt.Sprintf("no delivery adapter for type %s", typ))
+		return nil
+	}
+	c, ok := cache.channels[typ]
+	if !ok {
+		c.settings, c.policy, c.err = s.channelPolicy(ctx, typ)
+		cache.channels[typ] = c
+	}
+	if c.err != nil {
+		return c.err
+	}
+	j.channel, j.policy = ch, c.policy
+	j.req = ports.Delivery{Notification: row, Targets: l.list.Targets, Settings: c.settings.Settings}
+	return nil
+}
+
+// park finishes a job as Parked without a delivery attempt.
+func (s *Service) park(j *job, now time.Time, reason string) {
+	j.update = ports.Update{
+		ID: j.row.ID, Status: ports.StatusParked, RetryCount: j.row.RetryCount, LastError: reason,
+		ResolvedTargets: j.row.ResolvedTargets, LastAttemptAt: j.row.LastAttemptAt, UpdatedAt: now,
+	}
+	j.records = []ports.AuditRecord{{NotificationID: j.row.ID, At: now, Kind: ports.AuditParked,
+		Actor: ports.ActorSystem, Status: ports.StatusParked, Error: reason}}
+	j.done = true
+}
+
+// attempt makes one delivery and maps its result to the row's next status.
+// If ctx ends during the attempt (shutdown), the attempt does not count and
+// the job stays not done, so its row is released untouched.
+func (s *Service) attempt(ctx context.Context, j *job) {
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DeliveryTimeout)
+	start := time.Now()
+	res := deliverSafely(dctx, j.channel, j.req)
+	took := time.Since(start)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	at := s.clock.Now()
+	row := j.row
+	u := ports.Update{
+		ID: row.ID, RetryCount: row.RetryCount, LastError: row.LastError, ResolvedTargets: row.ResolvedTargets,
+		LastAttemptAt: at, UpdatedAt: at,
+	}
+	switch res.Outcome {
+	case ports.OutcomeSuccess:
+		u.Status, u.DeliveredAt, u.ResolvedTargets = ports.StatusDelivered, at, res.ResolvedTargets
+	case ports.OutcomePermanent:
+		u.Status, u.LastError = ports.StatusParked, res.Error
+	default: // Transient, or a channel that answered no outcome
+		if res.Outcome != ports.OutcomeTransient {
+			res = ports.Result{Outcome: ports.OutcomeTransient,
+				Error: fmt.Sprintf("channel answered an unknown outcome %q: %s", res.Outcome, res.Error)}
+		}
+		u.RetryCount++
+		u.LastError = res.Error
+		if delay, ok := j.policy.Next(u.RetryCount); ok {
+			u.Status, u.NextAttemptAt = ports.StatusRetrying, at.Add(max(delay, res.RetryAfter))
+		} else {
+			u.Status = ports.StatusParked
+			u.LastError = fmt.Sprintf("retries exhausted after %d attempts: %s", u.RetryCount, res.Error)
+		}
+	}
+	if err := Move(row.Status, u.Status); err != nil {
+		// Claim only returns Pending or Retrying rows, from which every
+		// outcome is legal; reaching this is a store bug.
+		s.log.Error("dispatch: refusing an illegal move", "id", row.ID, "err", err)
+		return
+	}
+	j.update = u
+	j.records = append(j.records[:0], ports.AuditRecord{
+		NotificationID: row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+		Outcome: res.Outcome, Status: u.Status, Duration: took, Error: res.Error,
+	})
+	if u.Status.Terminal() {
+		kind := ports.AuditDelivered
+		if u.Status == ports.StatusParked {
+			kind = ports.AuditParked
+		}
+		j.records = append(j.records, ports.AuditRecord{NotificationID: row.ID, At: at, Kind: kind,
+			Actor: ports.ActorSystem, Status: u.Status, Error: u.LastError})
+	}
+	j.done = true
+}
+
+// deliverSafely calls the channel and turns a panic into a transient failure,
+// so one bad channel call never takes the dispatcher down.
+func deliverSafely(ctx context.Context, ch ports.Channel, d ports.Delivery) (res ports.Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = ports.Result{Outcome: ports.OutcomeTransient, Error: fmt.Sprintf("channel panicked: %v", r)}
+		}
+	}()
+	return ch.Deliver(ctx, d)
+}
+
+// cachedPolicy is a channel's retry policy, rebuilt when its settings change
+// (so a clamp warning is logged once per change, not once per sweep).
+type cachedPolicy struct {
+	settings ports.RetrySettings
+	policy   RetryPolicy
+}
+
+// channelPolicy returns a channel type's settings and retry policy.
+func (s *Service) channelPolicy(ctx context.Context, typ string) (ports.ChannelSettings, RetryPolicy, error) {
+	cs, err := s.directory.ChannelSettings(ctx, typ)
+	if err != nil && !errors.Is(err, ports.ErrNotFound) {
+		return cs, nil, fmt.Errorf("channel settings of %s: %w", typ, err)
+	}
+	s.policyMu.Lock()
+	defer s.policyMu.Unlock()
+	c, ok := s.policies[typ]
+	if !ok || c.settings != cs.Retry {
+		c = cachedPolicy{settings: cs.Retry, policy: NewRetryPolicy(cs.Retry, typ, s.log)}
+		s.policies[typ] = c
+	}
+	return cs, c.policy, nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

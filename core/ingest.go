@@ -1,0 +1,168 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/siteline/outbox/ports"
+)
+
+// Limits on provenance fields, which have no setting of their own.
+const (
+	maxNameBytes = 200
+	maxTypeData  = 64 << 10
+)
+
+// Submit implements ports.Outbox: it validates each submission, inserts the
+// valid ones if not already stored, records their ingest, and wakes the
+// dispatcher.
+func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
+	if len(req.Notifications) > s.cfg.MaxBatch {
+		return ports.SubmitResult{}, fmt.Errorf("%w: batch of %d notifications exceeds the limit of %d",
+			ports.ErrInvalid, len(req.Notifications), s.cfg.MaxBatch)
+	}
+	now := s.clock.Now()
+	var res ports.SubmitResult
+	rows := make([]ports.Notification, 0, len(req.Notifications))
+	accepted := make([]string, 0, len(req.Notifications)) // ids as submitted
+	types := make(map[string]string)                      // list → type, per batch
+	for _, sub := range req.Notifications {
+		id, err := s.validate(req.Site, sub)
+		if err != nil {
+			res.Rejected = append(res.Rejected, ports.Rejection{ID: sub.ID, Reason: err.Error()})
+			continue
+		}
+		typ := sub.Type
+		if typ == "" {
+			if typ, err = s.listType(ctx, sub.List, types); err != nil {
+				return ports.SubmitResult{}, err
+			}
+		}
+		accepted = append(accepted, sub.ID)
+		rows = append(rows, ports.Notification{
+			ID:                id,
+			Type:              typ,
+			List:              sub.List,
+			Subject:           sub.Subject,
+			Body:              sub.Body,
+			TypeData:          sub.TypeData,
+			Priority:          sub.Priority,
+			Status:            ports.StatusPending,
+			SourceSite:        sub.SourceSite,
+			SourceInstance:    sub.SourceInstance,
+			SourceScript:      sub.SourceScript,
+			ExecutionID:       sub.ExecutionID,
+			ParentExecutionID: sub.ParentExecutionID,
+			SiteEnqueuedAt:    sub.SiteEnqueuedAt.UTC(),
+			ExpiresAt:         sub.ExpiresAt.UTC(),
+			CreatedAt:         now,
+			UpdatedAt:         now,
+		})
+	}
+	if len(rows) == 0 {
+		return res, nil
+	}
+	inserted, err := s.store.Insert(ctx, rows)
+	if err != nil {
+		return ports.SubmitResult{}, fmt.Errorf("ingest %d notifications: %w", len(rows), err)
+	}
+	res.Accepted = accepted
+	if len(inserted) > 0 {
+		s.Wake()
+		actor := "local"
+		if req.Site != "" {
+			actor = "site:" + req.Site
+		}
+		recs := make([]ports.AuditRecord, len(inserted))
+		for i, id := range inserted {
+			recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: ports.AuditIngested,
+				Actor: actor, Status: ports.StatusPending}
+		}
+		s.appendAudit(ctx, recs)
+	}
+	return res, nil
+}
+
+// validate checks one submission and returns its id in canonical form. The
+// error text names the field and the rule.
+func (s *Service) validate(site string, sub ports.Submission) (string, error) {
+	u, err := uuid.Parse(sub.ID)
+	if err != nil || len(sub.ID) != 36 {
+		return "", fmt.Errorf("%w: id %q is not a UUID in canonical form", ports.ErrInvalid, truncate(sub.ID, 40))
+	}
+	var errs []error
+	text := func(field, v string, limit int, required bool) {
+		switch {
+		case required && strings.TrimSpace(v) == "":
+			errs = append(errs, fmt.Errorf("%s is empty", field))
+		case len(v) > limit:
+			errs = append(errs, fmt.Errorf("%s is %d bytes, over the limit of %d", field, len(v), limit))
+		case !utf8.ValidString(v):
+			errs = append(errs, fmt.Errorf("%s is not valid UTF-8", field))
+		}
+	}
+	text("list", sub.List, maxNameBytes, true)
+	text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
+	text("body", sub.Body, s.cfg.MaxBodyBytes, false)
+	text("type", sub.Type, maxNameBytes, false)
+	text("source site", sub.SourceSite, maxNameBytes, true)
+	text("source instance", sub.SourceInstance, maxNameBytes, false)
+	text("source script", sub.SourceScript, maxNameBytes, false)
+	text("execution id", sub.ExecutionID, maxNameBytes, false)
+	text("parent execution id", sub.ParentExecutionID, maxNameBytes, false)
+	if site != "" && sub.SourceSite != site {
+		errs = append(errs, fmt.Errorf("source site %q is not the calling site %q", truncate(sub.SourceSite, 40), site))
+	}
+	if len(sub.TypeData) > maxTypeData {
+		errs = append(errs, fmt.Errorf("type data is %d bytes, over the limit of %d", len(sub.TypeData), maxTypeData))
+	} else if len(sub.TypeData) > 0 && !json.Valid(sub.TypeData) {
+		errs = append(errs, errors.New("type data is not valid JSON"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("%w: notification %s: %s", ports.ErrInvalid, u, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return u.String(), nil
+}
+
+// listType resolves a list's channel type for ingest, caching per batch. An
+// unknown list is not an ingest error: the row is stored with no type and
+// parks at dispatch with a reason an operator can act on.
+func (s *Service) listType(ctx context.Context, list string, cache map[string]string) (string, error) {
+	if t, ok := cache[list]; ok {
+		return t, nil
+	}
+	l, err := s.directory.List(ctx, list)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		l.Type = ""
+	case err != nil:
+		return "", fmt.Errorf("ingest: resolve list type: %w", err)
+	}
+	cache[list] = l.Type
+	return l.Type, nil
+}
+
+// appendAudit writes audit records; a failure is logged and never undoes or
+// fails the change it records (the Notifications row stands on its own).
+func (s *Service) appendAudit(ctx context.Context, recs []ports.AuditRecord) {
+	const chunk = 1000
+	for len(recs) > 0 {
+		n := min(chunk, len(recs))
+		if err := s.audit.Append(context.WithoutCancel(ctx), recs[:n]); err != nil {
+			s.log.Error("audit append failed", "records", n, "err", err)
+		}
+		recs = recs[n:]
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,190 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/siteline/outbox/ports"
+)
+
+// Paging limits of Query.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+	maxStatusIDs    = 10000
+)
+
+// Status implements ports.Outbox.
+func (s *Service) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+	if len(ids) > maxStatusIDs {
+		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), maxStatusIDs)
+	}
+	canon := make([]string, 0, len(ids))
+	given := make(map[string]string, len(ids))
+	out := make(map[string]ports.Status, len(ids))
+	for _, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			out[id] = ports.StatusUnknown // not a UUID: nobody can know it
+			continue
+		}
+		canon = append(canon, u.String())
+		given[u.String()] = id
+	}
+	found, err := s.store.Statuses(ctx, canon)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	for c, id := range given {
+		if st, ok := found[c]; ok {
+			out[id] = st
+		} else {
+			out[id] = ports.StatusUnknown
+		}
+	}
+	return out, nil
+}
+
+// Notification implements ports.Outbox.
+func (s *Service) Notification(ctx context.Context, id string) (ports.Detail, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return ports.Detail{}, fmt.Errorf("%w: id %q is not a UUID", ports.ErrInvalid, truncate(id, 40))
+	}
+	n, err := s.store.Get(ctx, u.String())
+	if err != nil {
+		return ports.Detail{}, fmt.Errorf("notification %s: %w", u, err)
+	}
+	hist, err := s.audit.History(ctx, n.ID)
+	if err != nil {
+		return ports.Detail{}, fmt.Errorf("notification %s: history: %w", u, err)
+	}
+	return ports.Detail{Row: s.row(n), History: hist}, nil
+}
+
+// Query implements ports.Outbox.
+func (s *Service) Query(ctx context.Context, q ports.Query) (ports.QueryPage, error) {
+	f, err := s.filter(q)
+	if err != nil {
+		return ports.QueryPage{}, err
+	}
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageSize
+	case limit < 0 || limit > MaxPageSize:
+		return ports.QueryPage{}, fmt.Errorf("%w: page size %d is outside 1..%d", ports.ErrInvalid, limit, MaxPageSize)
+	}
+	page, err := s.store.Query(ctx, f, ports.PageRequest{Limit: limit, After: q.After})
+	if err != nil {
+		return ports.QueryPage{}, fmt.Errorf("query: %w", err)
+	}
+	out := ports.QueryPage{Items: make([]ports.Row, len(page.Items)), Next: page.Next}
+	for i, n := range page.Items {
+		out.Items[i] = s.row(n)
+	}
+	return out, nil
+}
+
+// Count implements ports.Outbox.
+func (s *Service) Count(ctx context.Context, q ports.Query) (int64, error) {
+	f, err := s.filter(q)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.store.Count(ctx, f)
+	if err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
+	return n, nil
+}
+
+// KPIs implements ports.Outbox.
+func (s *Service) KPIs(ctx context.Context) (ports.KPIReport, error) {
+	now := s.clock.Now()
+	k, err := s.store.KPIs(ctx, ports.KPIRequest{
+		StuckBefore:    now.Add(-s.cfg.StuckAgeThreshold),
+		DeliveredSince: now.Add(-s.cfg.DeliveredKpiWindow),
+	})
+	if err != nil {
+		return ports.KPIReport{}, fmt.Errorf("kpis: %w", err)
+	}
+	kpi := func(c ports.KPICounts) ports.KPI {
+		out := ports.KPI{QueueDepth: c.QueueDepth, Stuck: c.Stuck, Parked: c.Parked, Delivered: c.Delivered}
+		if !c.OldestPendingAt.IsZero() {
+			out.OldestPendingAge = max(now.Sub(c.OldestPendingAt), 0)
+		}
+		return out
+	}
+	rep := ports.KPIReport{At: now, Window: s.cfg.DeliveredKpiWindow, Global: kpi(k.Global),
+		Sites: make([]ports.SiteKPI, len(k.Sites))}
+	for i, site := range k.Sites {
+		rep.Sites[i] = ports.SiteKPI{Site: site.Site, KPI: kpi(site.KPICounts)}
+	}
+	return rep, nil
+}
+
+// row adds the stuck badge to a notification.
+func (s *Service) row(n ports.Notification) ports.Row {
+	stuck := n.Status.Due() && n.CreatedAt.Before(s.clock.Now().Add(-s.cfg.StuckAgeThreshold))
+	return ports.Row{Notification: n, Stuck: stuck}
+}
+
+// filter turns a query into the store's filter.
+func (s *Service) filter(q ports.Query) (ports.Filter, error) {
+	f := q.Filter
+	if err := validFilter(f); err != nil {
+		return f, err
+	}
+	if q.StuckOnly {
+		f.StuckBefore = s.clock.Now().Add(-s.cfg.StuckAgeThreshold)
+	}
+	return f, nil
+}
+
+// validFilter rejects filter values no row can hold, with the reason.
+func validFilter(f ports.Filter) error {
+	for _, st := range f.Statuses {
+		if !st.Valid() {
+			return fmt.Errorf("%w: unknown status %q (want one of %s)", ports.ErrInvalid, truncate(string(st), 40), statusNames())
+		}
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedTo.IsZero() && !f.CreatedFrom.Before(f.CreatedTo) {
+		return fmt.Errorf("%w: the time range is empty: from %s is not before to %s", ports.ErrInvalid,
+			f.CreatedFrom.Format("2006-01-02T15:04:05Z07:00"), f.CreatedTo.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	if len(f.Subject) > maxNameBytes {
+		return fmt.Errorf("%w: subject keyword is %d bytes, over the limit of %d", ports.ErrInvalid, len(f.Subject), maxNameBytes)
+	}
+	return nil
+}
+
+// filterEmpty reports whether f selects every row.
+func filterEmpty(f ports.Filter) bool {
+	return len(f.Statuses) == 0 && f.Type == "" && f.SourceSite == "" && f.List == "" &&
+		f.CreatedFrom.IsZero() && f.CreatedTo.IsZero() && f.UpdatedFrom.IsZero() &&
+		f.StuckBefore.IsZero() && f.Subject == ""
+}
+
+// canonicalIDs checks that ids are UUIDs and returns them in canonical form.
+func canonicalIDs(ids []string) ([]string, error) {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, fmt.Errorf("%w: id %q is not a UUID", ports.ErrInvalid, truncate(id, 40))
+		}
+		out[i] = u.String()
+	}
+	return out, nil
+}
+
+func statusNames() string {
+	names := make([]string, len(ports.CentralStatuses))
+	for i, s := range ports.CentralStatuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
