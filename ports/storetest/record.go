@@ -1,0 +1,271 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+)
+
+func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
+	const lease = 5 * time.Minute
+	now := BaseTime.Add(time.Hour)
+
+	// claimOne claims the one due row for owner at instant at.
+	claimOne := func(t *testing.T, s ports.Store, owner string, at time.Time) {
+		t.Helper()
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: owner, Now: at, Lease: lease, Limit: 100})
+		if len(got) != 1 {
+			t.Fatalf("claim by %s got %d rows, want 1", owner, len(got))
+		}
+	}
+	// applied returns n with u written onto it and the lease released.
+	applied := func(n ports.Notification, u ports.Update) ports.Notification {
+		n.Status = u.Status
+		n.RetryCount = u.RetryCount
+		n.LastError = u.LastError
+		n.ResolvedTargets = u.ResolvedTargets
+		n.LastAttemptAt = u.LastAttemptAt
+		n.NextAttemptAt = u.NextAttemptAt
+		n.DeliveredAt = u.DeliveredAt
+		n.UpdatedAt = u.UpdatedAt
+		return released(n)
+	}
+
+	t.Run("AppliesEveryFieldAndReleases", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		n.TypeData = json.RawMessage(`{"k":"v"}`)
+		n.Priority = 2
+		n.ExpiresAt = now.Add(24 * time.Hour)
+		mustInsert(t, s, n)
+
+		claimOne(t, s, "a", now)
+		failed := ports.Update{
+			ID:            n.ID,
+			Status:        ports.StatusRetrying,
+			RetryCount:    1,
+			LastError:     "smtp: 421 try again later",
+			LastAttemptAt: now.Add(time.Second),
+			NextAttemptAt: now.Add(time.Minute),
+			UpdatedAt:     now.Add(2 * time.Second),
+		}
+		if lost := mustRecord(t, s, "a", failed); len(lost) != 0 {
+			t.Fatalf("Record by the lease holder lost %v", lost)
+		}
+		want := applied(n, failed)
+		requireSame(t, "row after a transient failure", want, mustGet(t, s, n.ID))
+
+		// Claim the retry when it is due and record its success: every field
+		// changes again, NextAttemptAt is cleared by its zero value.
+		later := now.Add(time.Minute)
+		claimOne(t, s, "b", later)
+		success := ports.Update{
+			ID:              n.ID,
+			Status:          ports.StatusDelivered,
+			RetryCount:      1,
+			ResolvedTargets: []string{"a@example.test", "b@example.test"},
+			LastAttemptAt:   later.Add(time.Second),
+			DeliveredAt:     later.Add(2 * time.Second),
+			UpdatedAt:       later.Add(3 * time.Second),
+		}
+		if lost := mustRecord(t, s, "b", success); len(lost) != 0 {
+			t.Fatalf("Record by the lease holder lost %v", lost)
+		}
+		checkSame(t, "row after a success", applied(want, success), mustGet(t, s, n.ID))
+	})
+
+	t.Run("ZeroValuesClear", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		n.RetryCount = 3
+		n.LastError = "previous failure"
+		n.ResolvedTargets = []string{"old@example.test"}
+		n.LastAttemptAt = BaseTime.Add(time.Minute)
+		n.NextAttemptAt = BaseTime.Add(2 * time.Minute)
+		n.DeliveredAt = BaseTime.Add(3 * time.Minute)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		u := ports.Update{ID: n.ID, Status: ports.StatusParked, UpdatedAt: now}
+		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		got := mustGet(t, s, n.ID)
+		checkSame(t, "row after an update of zero values", applied(n, u), got)
+		if !got.LastAttemptAt.IsZero() || !got.NextAttemptAt.IsZero() || !got.DeliveredAt.IsZero() {
+			t.Errorf("zero times in the update did not clear the row's times")
+		}
+	})
+
+	t.Run("RecordedRetryClaimableByAnyone", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		u := ports.Update{
+			ID: n.ID, Status: ports.StatusRetrying, RetryCount: 1, LastError: "timeout",
+			LastAttemptAt: now, NextAttemptAt: now, UpdatedAt: now,
+		}
+		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		// The lease is gone: another owner claims the row at the same instant.
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "b", Now: now, Lease: lease, Limit: 10})
+		checkIDs(t, "claim right after Record", []string{n.ID}, idsOf(got))
+	})
+
+	t.Run("TakenOverLeaseIsLost", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		claimOne(t, s, "b", now.Add(lease)) // a's lease expired; b took the row over
+		before := mustGet(t, s, n.ID)
+		if before.ClaimedBy != "b" {
+			t.Fatalf("row is held by %q after b's claim", before.ClaimedBy)
+		}
+		byA := ports.Update{
+			ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"a@example.test"},
+			LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
+		}
+		lost := mustRecord(t, s, "a", byA)
+		checkIDs(t, "lost of the former owner", []string{n.ID}, lost)
+		requireSame(t, "row after the former owner's Record", before, mustGet(t, s, n.ID))
+
+		byB := ports.Update{
+			ID: n.ID, Status: ports.StatusRetrying, RetryCount: 1, LastError: "timeout",
+			LastAttemptAt: now.Add(lease), NextAttemptAt: now.Add(lease + time.Minute), UpdatedAt: now.Add(lease),
+		}
+		if lost := mustRecord(t, s, "b", byB); len(lost) != 0 {
+			t.Errorf("Record by the current owner lost %v", lost)
+		}
+		checkSame(t, "row after the current owner's Record", applied(n, byB), mustGet(t, s, n.ID))
+	})
+
+	t.Run("MixedBatchAppliesHeldRowsOnly", func(t *testing.T) {
+		s := newHarness(t).Store
+		kept := NewNotification(BaseTime)
+		taken := NewNotification(BaseTime.Add(time.Second))
+		taken.Priority = 1 // claimed first by b
+		mustInsert(t, s, kept, taken)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: 10}); len(got) != 2 {
+			t.Fatalf("a claimed %d rows, want 2", len(got))
+		}
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "b", Now: now.Add(lease), Lease: lease, Limit: 1})
+		checkIDs(t, "b's claim", []string{taken.ID}, idsOf(got))
+		takenBefore := mustGet(t, s, taken.ID)
+
+		mk := func(id string) ports.Update {
+			return ports.Update{
+				ID: id, Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
+				LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
+			}
+		}
+		lost := mustRecord(t, s, "a", mk(kept.ID), mk(taken.ID))
+		checkIDs(t, "lost", []string{taken.ID}, lost)
+		checkSame(t, "row a still held", applied(kept, mk(kept.ID)), mustGet(t, s, kept.ID))
+		checkSame(t, "row b took over", takenBefore, mustGet(t, s, taken.ID))
+	})
+
+	t.Run("ExpiredLeaseNotTakenOverStillApplies", func(t *testing.T) {
+		// Record has no clock: a row still marked as the owner's is the
+		// owner's, even when its lease ran out, until someone claims it.
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		u := ports.Update{
+			ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"a@example.test"},
+			LastAttemptAt: now.Add(2 * lease), DeliveredAt: now.Add(2 * lease), UpdatedAt: now.Add(2 * lease),
+		}
+		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
+			t.Errorf("Record after the lease expired, with no other claim, lost %v", lost)
+		}
+		checkSame(t, "row", applied(n, u), mustGet(t, s, n.ID))
+	})
+
+	t.Run("UnclaimedOrUnknownRowIsLost", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		unknown := NewID()
+		u := func(id string) ports.Update {
+			return ports.Update{ID: id, Status: ports.StatusParked, LastError: "x", UpdatedAt: now}
+		}
+		lost := mustRecord(t, s, "a", u(n.ID), u(unknown))
+		checkIDSet(t, "lost", []string{n.ID, unknown}, lost)
+		checkSame(t, "unclaimed row", n, mustGet(t, s, n.ID))
+		requireNotFound(t, s, unknown)
+	})
+
+	t.Run("CallerCopiesAreIndependent", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		u := ports.Update{
+			ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"a@example.test", "b@example.test"},
+			LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
+		}
+		want := applied(n, u)
+		want.ResolvedTargets = []string{"a@example.test", "b@example.test"}
+		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		// Mutating the update's slice after Record must not reach the store.
+		u.ResolvedTargets[0] = "mutated"
+		checkSame(t, "row after mutating the recorded update", want, mustGet(t, s, n.ID))
+	})
+
+	t.Run("EmptyBatch", func(t *testing.T) {
+		s := newHarness(t).Store
+		lost, err := s.Record(t.Context(), "a", nil)
+		if err != nil {
+			t.Fatalf("Record of no updates: %v", err)
+		}
+		if len(lost) != 0 {
+			t.Errorf("Record of no updates lost %v", lost)
+		}
+	})
+
+	t.Run("ReleaseClearsLeaseOnly", func(t *testing.T) {
+		s := newHarness(t).Store
+		r1 := NewNotification(BaseTime)
+		r1.Status = ports.StatusRetrying
+		r1.RetryCount = 2
+		r1.LastError = "timeout"
+		r1.NextAttemptAt = now.Add(-time.Minute)
+		r1.LastAttemptAt = now.Add(-2 * time.Minute)
+		r2 := NewNotification(BaseTime.Add(time.Second))
+		mustInsert(t, s, r1, r2)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: 10}); len(got) != 2 {
+			t.Fatalf("a claimed %d rows, want 2", len(got))
+		}
+		if err := s.Release(t.Context(), "a", []string{r1.ID}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		checkSame(t, "released row", r1, mustGet(t, s, r1.ID))
+		if got := mustGet(t, s, r2.ID); got.ClaimedBy != "a" {
+			t.Errorf("row not named in Release lost its lease: ClaimedBy %q", got.ClaimedBy)
+		}
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "b", Now: now, Lease: lease, Limit: 10})
+		checkIDs(t, "claim right after Release", []string{r1.ID}, idsOf(got))
+	})
+
+	t.Run("ReleaseByOtherOwnerIgnored", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		if err := s.Release(t.Context(), "b", []string{n.ID}); err != nil {
+			t.Fatalf("Release by another owner: %v", err)
+		}
+		if got := mustGet(t, s, n.ID); got.ClaimedBy != "a" || !sameTime(got.ClaimedUntil, now.Add(lease)) {
+			t.Errorf("lease after another owner's Release = %q until %s, want a's", got.ClaimedBy, fmtTime(got.ClaimedUntil))
+		}
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "c", Now: now, Lease: lease, Limit: 10}); len(got) != 0 {
+			t.Errorf("claim got %v after another owner's Release", idsOf(got))
+		}
+	})
+}

@@ -1,0 +1,222 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// transitionFixture inserts rows for the transition tests and returns them by
+// name: p1, p2 (Parked, list L1), p3 (Parked, list L2), d1 (Delivered, L1),
+// r1 (Retrying, L1) and x1 (Discarded, L1). p1 carries retry fields and was
+// parked at +10m; p2 and p3 at +30m.
+func transitionFixture(t *testing.T, s ports.Store) map[string]ports.Notification {
+	t.Helper()
+	at := func(m int) time.Time { return BaseTime.Add(time.Duration(m) * time.Minute) }
+	mk := func(i int, st ports.Status, list string, updated int) ports.Notification {
+		n := NewNotification(at(i))
+		n.Status = st
+		n.List = list
+		n.UpdatedAt = at(updated)
+		return n
+	}
+	p1 := mk(1, ports.StatusParked, "L1", 10)
+	p1.RetryCount = 5
+	p1.LastError = "retries exhausted: smtp 421"
+	p1.LastAttemptAt = at(9)
+	p1.NextAttemptAt = at(11)
+	p2 := mk(2, ports.StatusParked, "L1", 30)
+	p2.LastError = "expired"
+	p3 := mk(3, ports.StatusParked, "L2", 30)
+	p3.LastError = "smtp 550"
+	p3.RetryCount = 1
+	d1 := mk(4, ports.StatusDelivered, "L1", 5)
+	d1.DeliveredAt = at(5)
+	d1.ResolvedTargets = []string{"a@example.test"}
+	r1 := mk(5, ports.StatusRetrying, "L1", 6)
+	r1.RetryCount = 2
+	r1.LastError = "timeout"
+	r1.NextAttemptAt = at(7)
+	x1 := mk(6, ports.StatusDiscarded, "L1", 8)
+	x1.LastError = "smtp 550"
+	rows := map[string]ports.Notification{"p1": p1, "p2": p2, "p3": p3, "d1": d1, "r1": r1, "x1": x1}
+	mustInsert(t, s, p1, p2, p3, d1, r1, x1)
+	return rows
+}
+
+func mustTransition(t *testing.T, s ports.Store, req ports.TransitionRequest) []string {
+	t.Helper()
+	moved, err := s.Transition(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Transition %s->%s: %v", req.From, req.To, err)
+	}
+	return moved
+}
+
+// checkUntouched reports rows, other than the named exceptions, that differ
+// from the fixture.
+func checkUntouched(t *testing.T, s ports.Store, rows map[string]ports.Notification, except ...string) {
+	t.Helper()
+	skip := map[string]bool{}
+	for _, e := range except {
+		skip[e] = true
+	}
+	for name, n := range rows {
+		if !skip[name] {
+			checkSame(t, "row "+name+" that must not move", n, mustGet(t, s, n.ID))
+		}
+	}
+}
+
+func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
+	now := BaseTime.Add(time.Hour)
+
+	t.Run("ByIDsWithReset", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		req := ports.TransitionRequest{
+			Selection: ports.Selection{IDs: []string{rows["p1"].ID, rows["d1"].ID, rows["r1"].ID, rows["p1"].ID, NewID()}},
+			From:      ports.StatusParked,
+			To:        ports.StatusPending,
+			Now:       now,
+			Reset:     true,
+		}
+		moved := mustTransition(t, s, req)
+		checkIDs(t, "moved", []string{rows["p1"].ID}, moved)
+
+		want := rows["p1"]
+		want.Status = ports.StatusPending
+		want.RetryCount = 0
+		want.NextAttemptAt = time.Time{}
+		want.LastError = ""
+		want.UpdatedAt = now
+		checkSame(t, "retried row", want, mustGet(t, s, want.ID))
+		checkUntouched(t, s, rows, "p1")
+
+		// From is checked against the row as it is now: a repeat moves nothing.
+		if moved := mustTransition(t, s, req); len(moved) != 0 {
+			t.Errorf("repeated transition moved %v", moved)
+		}
+		checkSame(t, "retried row after a repeat", want, mustGet(t, s, want.ID))
+	})
+
+	t.Run("ByFilterWithoutReset", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		moved := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{Filter: ports.Filter{List: "L1"}},
+			From:      ports.StatusParked,
+			To:        ports.StatusDiscarded,
+			Now:       now,
+		})
+		checkIDSet(t, "moved", []string{rows["p1"].ID, rows["p2"].ID}, moved)
+		for _, name := range []string{"p1", "p2"} {
+			want := rows[name]
+			want.Status = ports.StatusDiscarded
+			want.UpdatedAt = now
+			checkSame(t, "discarded row "+name+" (retry fields kept)", want, mustGet(t, s, want.ID))
+		}
+		checkUntouched(t, s, rows, "p1", "p2")
+	})
+
+	t.Run("ByFilterParkedSince", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		moved := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{Filter: ports.Filter{
+				List:        "L1",
+				UpdatedFrom: BaseTime.Add(20 * time.Minute),
+			}},
+			From:  ports.StatusParked,
+			To:    ports.StatusPending,
+			Now:   now,
+			Reset: true,
+		})
+		checkIDs(t, "moved", []string{rows["p2"].ID}, moved)
+		want := rows["p2"]
+		want.Status = ports.StatusPending
+		want.LastError = ""
+		want.UpdatedAt = now
+		checkSame(t, "retried row", want, mustGet(t, s, want.ID))
+		checkUntouched(t, s, rows, "p2")
+	})
+
+	t.Run("WithoutResetKeepsRetryFields", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		moved := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{IDs: []string{rows["p1"].ID}},
+			From:      ports.StatusParked,
+			To:        ports.StatusPending,
+			Now:       now,
+		})
+		checkIDs(t, "moved", []string{rows["p1"].ID}, moved)
+		want := rows["p1"]
+		want.Status = ports.StatusPending
+		want.UpdatedAt = now
+		checkSame(t, "moved row without Reset", want, mustGet(t, s, want.ID))
+	})
+
+	t.Run("IDsTakePrecedenceOverFilter", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		moved := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{IDs: []string{rows["p1"].ID}, Filter: ports.Filter{List: "L2"}},
+			From:      ports.StatusParked,
+			To:        ports.StatusDiscarded,
+			Now:       now,
+		})
+		checkIDs(t, "moved", []string{rows["p1"].ID}, moved)
+		checkUntouched(t, s, rows, "p1")
+	})
+
+	t.Run("EmptySelectionMovesEveryRowInFrom", func(t *testing.T) {
+		s := newHarness(t).Store
+		rows := transitionFixture(t, s)
+		moved := mustTransition(t, s, ports.TransitionRequest{
+			From: ports.StatusParked,
+			To:   ports.StatusDiscarded,
+			Now:  now,
+		})
+		checkIDSet(t, "moved", []string{rows["p1"].ID, rows["p2"].ID, rows["p3"].ID}, moved)
+		checkUntouched(t, s, rows, "p1", "p2", "p3")
+		if n := mustCount(t, s, ports.Filter{Statuses: []ports.Status{ports.StatusParked}}); n != 0 {
+			t.Errorf("%d Parked rows left", n)
+		}
+	})
+
+	t.Run("ReleasesLease", func(t *testing.T) {
+		s := newHarness(t).Store
+		a := NewNotification(BaseTime)
+		b := NewNotification(BaseTime.Add(time.Second))
+		b.List = "expiring"
+		mustInsert(t, s, a, b)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "node-a", Now: now, Lease: time.Hour, Limit: 10}); len(got) != 2 {
+			t.Fatalf("claimed %d rows, want 2", len(got))
+		}
+		byID := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{IDs: []string{a.ID}},
+			From:      ports.StatusPending, To: ports.StatusParked, Now: now.Add(time.Second),
+		})
+		checkIDs(t, "moved by id", []string{a.ID}, byID)
+		byFilter := mustTransition(t, s, ports.TransitionRequest{
+			Selection: ports.Selection{Filter: ports.Filter{List: "expiring"}},
+			From:      ports.StatusPending, To: ports.StatusRetrying, Now: now.Add(time.Second),
+		})
+		checkIDs(t, "moved by filter", []string{b.ID}, byFilter)
+		for _, n := range []ports.Notification{a, b} {
+			got := mustGet(t, s, n.ID)
+			if got.ClaimedBy != "" || !got.ClaimedUntil.IsZero() {
+				t.Errorf("row %s still leased after Transition: %q until %s", n.ID, got.ClaimedBy, fmtTime(got.ClaimedUntil))
+			}
+			if !sameTime(got.UpdatedAt, now.Add(time.Second)) {
+				t.Errorf("row %s UpdatedAt = %s, want %s", n.ID, fmtTime(got.UpdatedAt), fmtTime(now.Add(time.Second)))
+			}
+		}
+		// Nothing else changed on the row moved by filter.
+		b.Status = ports.StatusRetrying
+		b.UpdatedAt = now.Add(time.Second)
+		checkSame(t, "row moved by filter", b, mustGet(t, s, b.ID))
+	})
+}
