@@ -146,22 +146,17 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) time.
 		}
 	}
 
-	sem := make(chan struct{}, s.cfg.DispatchConcurrency)
 	var wg sync.WaitGroup
 	for i := range jobs {
 		j := &jobs[i]
 		if j.done {
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+		if !s.acquire(ctx) {
+			break // shutdown: the rest of the batch is released untouched
 		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-s.inFlight }()
 			s.attempt(ctx, j)
 		})
 	}
@@ -290,15 +285,18 @@ func (s *Service) park(j *job, now time.Time, reason string) {
 }
 
 // attempt makes one delivery and maps its result to the row's next status.
-// If ctx ends during the attempt (shutdown), the attempt does not count and
-// the job stays not done, so its row is released untouched.
+// If ctx ends during the attempt (shutdown) and the channel did not answer
+// Success, the attempt does not count and the job stays not done, so its row
+// is released untouched.
 func (s *Service) attempt(ctx context.Context, j *job) {
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DeliveryTimeout)
 	start := time.Now()
 	res := deliverSafely(dctx, j.channel, j.req)
 	took := time.Since(start)
 	cancel()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && res.Outcome != ports.OutcomeSuccess {
+		// Cut short by shutdown: not an attempt. (A success that made it
+		// back is recorded, or the notification would be sent again.)
 		return
 	}
 	at := s.clock.Now()
@@ -346,6 +344,20 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 			Actor: ports.ActorSystem, Status: u.Status, Error: u.LastError})
 	}
 	j.done = true
+}
+
+// acquire takes a delivery slot, or returns false once ctx is done.
+func (s *Service) acquire(ctx context.Context) bool {
+	select {
+	case s.inFlight <- struct{}{}:
+		if ctx.Err() != nil {
+			<-s.inFlight
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // deliverSafely calls the channel and turns a panic into a transient failure,

@@ -40,6 +40,9 @@ type Service struct {
 	owner string
 	// wake holds at most one pending wake-up of the dispatcher.
 	wake chan struct{}
+	// inFlight bounds the deliveries running at once on this node, across
+	// every batch of the pipeline (DispatchConcurrency).
+	inFlight chan struct{}
 
 	policyMu sync.Mutex
 	policies map[string]cachedPolicy
@@ -92,6 +95,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		log:       deps.Logger,
 		owner:     cfg.NodeID + "/" + randomHex(4),
 		wake:      make(chan struct{}, 1),
+		inFlight:  make(chan struct{}, cfg.DispatchConcurrency),
 		policies:  make(map[string]cachedPolicy),
 	}, nil
 }
