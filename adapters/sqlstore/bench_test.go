@@ -1,0 +1,242 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/storetest"
+)
+
+// benchStores runs fn once per backend: SQLite always, PostgreSQL when
+// OUTBOX_TEST_POSTGRES_DSN is set. Each call gets a fresh store.
+func benchStores(b *testing.B, fn func(b *testing.B, newStore func(b *testing.B) *Store)) {
+	b.Run("sqlite", func(b *testing.B) {
+		fn(b, func(b *testing.B) *Store { return newSQLiteStore(b) })
+	})
+	b.Run("postgres", func(b *testing.B) {
+		dsn := postgresDSN(b)
+		fn(b, func(b *testing.B) *Store { return newPostgresStore(b, dsn) })
+	})
+}
+
+// benchRows returns n fresh Pending notifications created a microsecond
+// apart, spread over a few sites, lists and types.
+func benchRows(n int, base time.Time) []ports.Notification {
+	ns := make([]ports.Notification, n)
+	for i := range ns {
+		r := storetest.NewNotification(base.Add(time.Duration(i) * time.Microsecond))
+		r.SourceSite = "site-" + strconv.Itoa(i%20)
+		r.List = "list-" + strconv.Itoa(i%50)
+		if i%4 == 0 {
+			r.Type = "webhook"
+		}
+		ns[i] = r
+	}
+	return ns
+}
+
+// BenchmarkInsert measures ingest (figure F1): 100-row batches from 4
+// concurrent goroutines. One op is one batch.
+func BenchmarkInsert(b *testing.B) {
+	const batch, writers = 100, 4
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+		s := newStore(b)
+		ctx := context.Background()
+		batches := make([][]ports.Notification, b.N)
+		base := time.Now().UTC().Truncate(time.Microsecond)
+		for i := range batches {
+			batches[i] = benchRows(batch, base.Add(time.Duration(i)*time.Millisecond))
+		}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		start := time.Now()
+		for range writers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(batches) {
+						return
+					}
+					got, err := s.Insert(ctx, batches[i])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if len(got) != batch {
+						b.Errorf("inserted %d of %d", len(got), batch)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkClaimRecord measures the store's share of dispatch (figure F2):
+// Claim a batch, Record every row Delivered, Append two audit records per
+// row (Attempted, Delivered). One op is one batch.
+func BenchmarkClaimRecord(b *testing.B) {
+	for _, batch := range []int{100, 1000} {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+				benchClaimRecord(b, newStore(b), batch)
+			})
+		})
+	}
+}
+
+func benchClaimRecord(b *testing.B, s *Store, batch int) {
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
+	total := b.N * batch
+	rows := benchRows(total, base)
+	for i := 0; i < total; i += 1000 {
+		if _, err := s.Insert(ctx, rows[i:min(i+1000, total)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows = nil
+	b.ResetTimer()
+	start := time.Now()
+	done := 0
+	for range b.N {
+		now := time.Now().UTC()
+		got, err := s.Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Minute, Limit: batch})
+		if err != nil {
+			b.Fatal(err)
+		}
+		us := make([]ports.Update, len(got))
+		recs := make([]ports.AuditRecord, 0, 2*len(got))
+		for i, n := range got {
+			us[i] = ports.Update{
+				ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"ops@example.test"},
+				LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
+			}
+			recs = append(recs,
+				ports.AuditRecord{NotificationID: n.ID, At: now, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+					Outcome: ports.OutcomeSuccess, Status: ports.StatusDelivered, Duration: 3 * time.Millisecond},
+				ports.AuditRecord{NotificationID: n.ID, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
+					Status: ports.StatusDelivered})
+		}
+		lost, err := s.Record(ctx, "bench", us)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(lost) > 0 {
+			b.Fatalf("lost %d", len(lost))
+		}
+		if err := s.Append(ctx, recs); err != nil {
+			b.Fatal(err)
+		}
+		done += len(got)
+	}
+	elapsed := time.Since(start)
+	if done != total {
+		b.Fatalf("claimed %d of %d rows", done, total)
+	}
+	b.ReportMetric(float64(done)/elapsed.Seconds(), "rows/s")
+}
+
+// BenchmarkQueries1M measures the operator reads (figure F7) on a store of
+// OUTBOX_BENCH_ROWS rows (default 1,000,000): 90 % Delivered, 4 % Pending,
+// 3 % Retrying, 2 % Parked, 1 % Discarded, over 20 sites. Filling the store
+// takes a while, so it runs only when selected by -bench.
+func BenchmarkQueries1M(b *testing.B) {
+	size := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("OUTBOX_BENCH_ROWS")); err == nil && v > 0 {
+		size = v
+	}
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+		s := newStore(b)
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		base := now.Add(-time.Duration(size) * time.Millisecond) // one row a millisecond
+		fillStart := time.Now()
+		for i := 0; i < size; i += 1000 {
+			chunk := make([]ports.Notification, 0, 1000)
+			for j := i; j < min(i+1000, size); j++ {
+				n := storetest.NewNotification(base.Add(time.Duration(j) * time.Millisecond))
+				n.SourceSite = "site-" + strconv.Itoa(j%20)
+				n.List = "list-" + strconv.Itoa(j%50)
+				switch p := j % 100; {
+				case p < 90:
+					n.Status = ports.StatusDelivered
+					n.DeliveredAt = n.CreatedAt.Add(time.Second)
+					n.UpdatedAt = n.DeliveredAt
+					n.ResolvedTargets = []string{"ops@example.test"}
+				case p < 94:
+					n.Status = ports.StatusPending
+				case p < 97:
+					n.Status = ports.StatusRetrying
+					n.RetryCount = 1
+					n.NextAttemptAt = now.Add(time.Minute)
+				case p < 99:
+					n.Status = ports.StatusParked
+					n.LastError = "smtp: 550 mailbox unavailable"
+				default:
+					n.Status = ports.StatusDiscarded
+				}
+				chunk = append(chunk, n)
+			}
+			if _, err := s.Insert(ctx, chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Logf("filled %d rows in %s", size, time.Since(fillStart).Round(time.Millisecond))
+		if s.driver == DriverPostgres {
+			if _, err := s.wdb.ExecContext(ctx, "VACUUM ANALYZE notifications"); err != nil {
+				b.Fatal(err)
+			}
+		} else if _, err := s.wdb.ExecContext(ctx, "ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+		page := ports.PageRequest{Limit: 50}
+		cases := []struct {
+			name string
+			run  func() error
+		}{
+			{"KPIs", func() error {
+				_, err := s.KPIs(ctx, ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)})
+				return err
+			}},
+			{"FirstPage", func() error { _, err := s.Query(ctx, ports.Filter{}, page); return err }},
+			{"FirstPageParked", func() error {
+				_, err := s.Query(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusParked}}, page)
+				return err
+			}},
+			{"FirstPageSite", func() error { _, err := s.Query(ctx, ports.Filter{SourceSite: "site-7"}, page); return err }},
+			{"FirstPageList", func() error { _, err := s.Query(ctx, ports.Filter{List: "list-7"}, page); return err }},
+			{"FirstPageType", func() error { _, err := s.Query(ctx, ports.Filter{Type: "email"}, page); return err }},
+			{"FirstPageStuck", func() error {
+				_, err := s.Query(ctx, ports.Filter{StuckBefore: now.Add(-10 * time.Minute)}, page)
+				return err
+			}},
+			{"FirstPageSubject", func() error { _, err := s.Query(ctx, ports.Filter{Subject: "PUMP 7"}, page); return err }},
+			{"Claim100", func() error {
+				// Claims nothing new after the first: leased rows are skipped.
+				_, err := s.Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Hour, Limit: 100})
+				return err
+			}},
+		}
+		for _, c := range cases {
+			b.Run(c.name, func(b *testing.B) {
+				for b.Loop() {
+					if err := c.run(); err != nil {
+						b.Fatal(fmt.Errorf("%s: %w", c.name, err))
+					}
+				}
+			})
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/siteline/outbox/ports/storetest"
+)
+
+// Environment variables naming the servers the suite runs against.
+const (
+	envPostgres = "OUTBOX_TEST_POSTGRES_DSN"
+	envMSSQL    = "OUTBOX_TEST_MSSQL_DSN"
+)
+
+// newSQLiteStore opens and migrates a store on a fresh file in t's temp dir.
+func newSQLiteStore(t testing.TB) *Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	s, err := Open(context.Background(), Config{Driver: DriverSQLite, DSN: path}, nil)
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate sqlite: %v", err)
+	}
+	return s
+}
+
+// postgresDSN returns the server DSN, or skips t.
+func postgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(envPostgres)
+	if dsn == "" {
+		t.Skipf("set %s to a PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable) to run against PostgreSQL", envPostgres)
+	}
+	return dsn
+}
+
+// newPostgresSchema creates a fresh schema on the server of dsn, drops it
+// when t ends, and returns dsn with search_path set to it.
+func newPostgresSchema(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", envPostgres, err)
+	}
+	admin := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return withSearchPath(t, dsn, schema)
+}
+
+func withSearchPath(t testing.TB, dsn, schema string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("%s is not a URL: %v", envPostgres, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// newPostgresStore opens and migrates a store on a fresh schema.
+func newPostgresStore(t testing.TB, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Config{Driver: DriverPostgres, DSN: newPostgresSchema(t, dsn)}, nil)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate postgres: %v", err)
+	}
+	return s
+}
+
+func TestContractSQLite(t *testing.T) {
+	t.Parallel()
+	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
+		s := newSQLiteStore(t)
+		return storetest.Harness{Store: s, Audit: s}
+	})
+}
+
+func TestContractPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
+		s := newPostgresStore(t, dsn)
+		return storetest.Harness{Store: s, Audit: s}
+	})
+}
+
+// TestContractMSSQL runs the suite on the MS SQL server of
+// OUTBOX_TEST_MSSQL_DSN, a fresh database per harness (the login must be
+// allowed to create databases).
+func TestContractMSSQL(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv(envMSSQL)
+	if dsn == "" {
+		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
+	}
+	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
+		s := newMSSQLStore(t, dsn)
+		return storetest.Harness{Store: s, Audit: s}
+	})
+}
+
+// newMSSQLStore creates a fresh database on the server of dsn, drops it when
+// t ends, and opens and migrates a store on it.
+func newMSSQLStore(t testing.TB, dsn string) *Store {
+	t.Helper()
+	admin, err := sql.Open("sqlserver", dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", envMSSQL, err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "outbox_t_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		_, err := admin.ExecContext(context.Background(),
+			"ALTER DATABASE "+name+" SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE "+name)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("%s is not a URL: %v", envMSSQL, err)
+	}
+	q := u.Query()
+	q.Set("database", name)
+	u.RawQuery = q.Encode()
+	s, err := Open(context.Background(), Config{Driver: DriverMSSQL, DSN: u.String()}, nil)
+	if err != nil {
+		t.Fatalf("open mssql: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate mssql: %v", err)
+	}
+	return s
+}

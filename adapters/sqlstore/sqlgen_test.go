@@ -1,0 +1,449 @@
+package sqlstore
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/storetest"
+)
+
+// No MS SQL server runs in CI, so these tests build every statement the
+// store issues on MS SQL through the mssql dialect and check what can be
+// checked without a server: the locking hints, OUTPUT instead of RETURNING,
+// TOP instead of LIMIT, N'...' literals, double-quoted identifiers, no
+// parameters (MS SQL caps a request at 2,100), no construct of another
+// dialect, balanced parentheses outside literals.
+
+func mssqlGen(t *testing.T) *sqlgen {
+	t.Helper()
+	g, err := newSQLGen(DriverMSSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// stripLiterals removes the string literals of a T-SQL statement, so that
+// checks on its syntax ignore the data.
+func stripLiterals(sql string) string {
+	var b strings.Builder
+	in := false
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case in && c == '\'' && i+1 < len(sql) && sql[i+1] == '\'':
+			i++ // doubled quote inside a literal
+		case c == '\'':
+			in = !in
+			b.WriteString("''")
+		case !in:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// foreign lists constructs of the other dialects that T-SQL lacks.
+var foreign = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\bLIMIT\b`),
+	regexp.MustCompile(`(?i)\bRETURNING\b`),
+	regexp.MustCompile(`(?i)\bON CONFLICT\b`),
+	regexp.MustCompile(`(?i)\bFOR UPDATE\b`),
+	regexp.MustCompile(`(?i)\bSKIP LOCKED\b`),
+	regexp.MustCompile(`(?i)\bILIKE\b`),
+	regexp.MustCompile(`(?i)\bINDEXED BY\b`),
+	regexp.MustCompile(`(?i)\btimestamptz\b`),
+	regexp.MustCompile(`(?i)\bunnest\b`),
+	regexp.MustCompile(`::`),
+	regexp.MustCompile(`\$\d`),
+	regexp.MustCompile("`"),
+	regexp.MustCompile(`\?`), // an unformatted bun placeholder
+}
+
+// checkTSQL reports what in q is not T-SQL as the store writes it.
+func checkTSQL(t *testing.T, name string, q query) string {
+	t.Helper()
+	if len(q.args) != 0 {
+		t.Errorf("%s: %d parameters, want the values inlined", name, len(q.args))
+	}
+	code := stripLiterals(q.text)
+	for _, re := range foreign {
+		if loc := re.FindStringIndex(code); loc != nil {
+			t.Errorf("%s: %q is not T-SQL in:\n%s", name, code[loc[0]:loc[1]], q.text)
+		}
+	}
+	depth := 0
+	for _, c := range code {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth < 0 {
+				t.Fatalf("%s: unbalanced ')' in:\n%s", name, q.text)
+			}
+		}
+	}
+	if depth != 0 {
+		t.Errorf("%s: %d unclosed '(' in:\n%s", name, depth, q.text)
+	}
+	// Identifiers are quoted with the dialect's quote, never brackets.
+	if strings.ContainsAny(code, "[]") {
+		t.Errorf("%s: bracket-quoted identifier in:\n%s", name, q.text)
+	}
+	// Every string literal is Unicode (N'...') except the LIKE escape
+	// character and the datetime2 texts inside CAST(... AS datetime2(6)).
+	lits := regexp.MustCompile(`(N?)'((?:[^']|'')*)'`).FindAllStringSubmatchIndex(q.text, -1)
+	for _, m := range lits {
+		prefix := q.text[m[2]:m[3]]
+		body := q.text[m[4]:m[5]]
+		before := q.text[:m[0]]
+		switch {
+		case prefix == "N":
+		case body == `\` && strings.HasSuffix(before, "ESCAPE "):
+		case strings.HasSuffix(before, "CAST("):
+			if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$`).MatchString(body) {
+				t.Errorf("%s: instant literal %q is not ISO 8601 with microseconds", name, body)
+			}
+		default:
+			t.Errorf("%s: literal '%s' lacks the N prefix", name, body)
+		}
+	}
+	return q.text
+}
+
+func mustContain(t *testing.T, name, sql string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(sql, p) {
+			t.Errorf("%s: missing %q in:\n%s", name, p, sql)
+		}
+	}
+}
+
+func buildT(t *testing.T, name string, q query, err error) string {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return checkTSQL(t, name, q)
+}
+
+func TestMSSQLClaim(t *testing.T) {
+	g := mssqlGen(t)
+	q, err := g.claim(ports.ClaimRequest{Owner: "node-'a'", Now: storetest.BaseTime, Lease: time.Minute, Limit: 250})
+	sql := buildT(t, "claim", q, err)
+	mustContain(t, "claim", sql,
+		`WITH (READPAST, UPDLOCK, ROWLOCK)`,
+		`SELECT TOP (250) "id", "priority", "created_at" FROM "notifications" WITH (READPAST, UPDLOCK, ROWLOCK) WHERE "status" = N'Pending'`,
+		`WHERE "status" = N'Retrying' AND "next_attempt_at" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6)) AND ("claimed_until"`,
+		`WHERE "status" = N'Retrying' AND "next_attempt_at" IS NULL AND ("claimed_until"`,
+		`("claimed_until" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6)))`,
+		`ORDER BY "priority" DESC, "created_at", "id"`,
+		`chosen AS (SELECT TOP (250) "id" FROM (SELECT * FROM c0 UNION ALL SELECT * FROM c1 UNION ALL SELECT * FROM c2) AS u`,
+		`UPDATE n SET "claimed_by" = N'node-''a''', "claimed_until" = CAST('2025-06-02T09:31:00.123456' AS datetime2(6))`,
+		`OUTPUT inserted."id", inserted."type", inserted."list"`,
+		`inserted."claimed_until" FROM "notifications" AS n INNER JOIN chosen ON n."id" = chosen."id"`,
+	)
+	if strings.Count(sql, "READPAST, UPDLOCK, ROWLOCK") != len(claimParts) {
+		t.Errorf("claim: every part must carry the hints:\n%s", sql)
+	}
+	// The OUTPUT columns are the ones scanNotification reads, in order.
+	if !strings.Contains(sql, allColsIns) {
+		t.Errorf("claim: OUTPUT is not %s", allColsIns)
+	}
+}
+
+func TestMSSQLInsert(t *testing.T) {
+	g := mssqlGen(t)
+	n := storetest.NewNotification(storetest.BaseTime)
+	n.Subject = "it's ünïcödé"
+	n.TypeData = json.RawMessage(`{"k":"v's"}`)
+	n.ResolvedTargets = []string{"a@example.test"}
+	bare := storetest.NewNotification(storetest.BaseTime)
+	q, err := g.insert([]ports.Notification{n, bare})
+	sql := buildT(t, "insert", q, err)
+	mustContain(t, "insert", sql,
+		`INSERT INTO "notifications" (`+allCols+`) OUTPUT inserted."id" SELECT `+allColsV+` FROM ( VALUES (N'`+n.ID+`'`,
+		`N'it''s ünïcödé'`, `N'{"k":"v''s"}'`, `N'["a@example.test"]'`,
+		`CAST(NULL AS nvarchar(max))`, `CAST(NULL AS datetime2(6))`,
+		`CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`,
+		`) AS v (`+allCols+`) WHERE NOT EXISTS (SELECT 1 FROM "notifications" AS n WITH (UPDLOCK, HOLDLOCK) WHERE n."id" = v."id")`,
+	)
+	// A large batch stays one statement without parameters (a derived
+	// VALUES table has no 1,000-row cap).
+	big := make([]ports.Notification, 1500)
+	for i := range big {
+		big[i] = storetest.NewNotification(storetest.BaseTime)
+	}
+	q, err = g.insert(big)
+	buildT(t, "insert 1500", q, err)
+}
+
+func TestMSSQLRecordAndRelease(t *testing.T) {
+	g := mssqlGen(t)
+	q, err := g.record("node-a", []ports.Update{
+		{ID: storetest.NewID(), Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
+			LastAttemptAt: storetest.BaseTime, DeliveredAt: storetest.BaseTime, UpdatedAt: storetest.BaseTime},
+		{ID: storetest.NewID(), Status: ports.StatusRetrying, RetryCount: 2, LastError: "smtp: 451 try later",
+			NextAttemptAt: storetest.BaseTime.Add(time.Minute), UpdatedAt: storetest.BaseTime},
+	})
+	sql := buildT(t, "record", q, err)
+	mustContain(t, "record", sql,
+		`UPDATE n SET "status" = v."status", "retry_count" = v."retry_count"`,
+		`"claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6))`,
+		`OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (VALUES (N'`,
+		`N'smtp: 451 try later'`,
+		`) AS v ("id", "status", "retry_count", "last_error", "resolved_targets", "last_attempt_at", "next_attempt_at", "delivered_at", "updated_at") ON n."id" = v."id" WHERE n."claimed_by" = N'node-a'`,
+	)
+	q, err = g.release("node-a", []string{"a", "b"})
+	sql = buildT(t, "release", q, err)
+	mustContain(t, "release", sql,
+		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6)) WHERE "id" IN (N'a', N'b') AND "claimed_by" = N'node-a'`)
+}
+
+func TestMSSQLReads(t *testing.T) {
+	g := mssqlGen(t)
+	q, err := g.get("x'y")
+	mustContain(t, "get", buildT(t, "get", q, err), `SELECT `+allCols+` FROM "notifications" WHERE "id" = N'x''y'`)
+	q, err = g.statuses([]string{"a", "b"})
+	mustContain(t, "statuses", buildT(t, "statuses", q, err), `SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a', N'b')`)
+
+	at := storetest.BaseTime
+	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`
+	filters := []struct {
+		name string
+		f    ports.Filter
+		want string
+	}{
+		{"none", ports.Filter{}, `WHERE 1 = 1 ORDER BY`},
+		{"statuses", ports.Filter{Statuses: []ports.Status{ports.StatusParked, ports.StatusRetrying}}, `AND "status" IN (N'Parked', N'Retrying')`},
+		{"type", ports.Filter{Type: "email"}, `AND "type" = N'email'`},
+		{"site", ports.Filter{SourceSite: "site-1"}, `AND "source_site" = N'site-1'`},
+		{"list", ports.Filter{List: "ops"}, `AND "list" = N'ops'`},
+		{"created from", ports.Filter{CreatedFrom: at}, `AND "created_at" >= ` + ts},
+		{"created to", ports.Filter{CreatedTo: at}, `AND "created_at" < ` + ts},
+		{"updated from", ports.Filter{UpdatedFrom: at}, `AND "updated_at" >= ` + ts},
+		{"stuck", ports.Filter{StuckBefore: at}, `AND "status" IN (N'Pending', N'Retrying') AND "created_at" < ` + ts},
+		{"subject", ports.Filter{Subject: `50%_Off [x] it's`}, `AND "subject" COLLATE Latin1_General_100_CI_AS LIKE N'%50\%\_off \[x] it''s%' ESCAPE '\'`},
+	}
+	for _, tc := range filters {
+		q, err := g.query(tc.f, nil, 51)
+		sql := buildT(t, "query "+tc.name, q, err)
+		mustContain(t, "query "+tc.name, sql, `SELECT TOP (51) `+allCols+` FROM "notifications" WHERE 1 = 1`, tc.want,
+			`ORDER BY "created_at" DESC, "id" DESC`)
+		q, err = g.count(tc.f)
+		sql = buildT(t, "count "+tc.name, q, err)
+		mustContain(t, "count "+tc.name, sql, `SELECT COUNT_BIG(*) FROM "notifications" WHERE 1 = 1`)
+		if tc.name != "none" {
+			mustContain(t, "count "+tc.name, sql, tc.want)
+		}
+	}
+	q, err = g.query(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10)
+	mustContain(t, "query after", buildT(t, "query after", q, err),
+		`AND ("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc'))`)
+
+	q, err = g.kpis(ports.KPIRequest{StuckBefore: at, DeliveredSince: at})
+	mustContain(t, "kpis", buildT(t, "kpis", q, err),
+		`SELECT 0 AS kind, "source_site", "status", COUNT_BIG(*) AS n, SUM(CASE WHEN "created_at" < `+ts+` THEN 1 ELSE 0 END) AS stuck`,
+		`WHERE "status" IN (N'Pending', N'Retrying', N'Parked') GROUP BY "status", "source_site"`,
+		`UNION ALL SELECT 1, "source_site", N'', COUNT_BIG(*), 0, CAST(NULL AS datetime2(6)) FROM "notifications" WHERE "delivered_at" >= `+ts)
+	q, err = g.kpis(ports.KPIRequest{})
+	buildT(t, "kpis without instants", q, err)
+}
+
+func TestMSSQLWrites(t *testing.T) {
+	g := mssqlGen(t)
+	at := storetest.BaseTime
+	q, err := g.transition(ports.TransitionRequest{
+		Selection: ports.Selection{IDs: []string{"a", "b"}},
+		From:      ports.StatusParked, To: ports.StatusPending, Now: at, Reset: true,
+	})
+	mustContain(t, "transition ids", buildT(t, "transition ids", q, err),
+		`UPDATE "notifications" SET "status" = N'Pending', "updated_at" = CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), "claimed_by" = NULL`,
+		`"retry_count" = 0, "next_attempt_at" = CAST(NULL AS datetime2(6)), "last_error" = N''`,
+		` OUTPUT inserted."id" WHERE "status" = N'Parked' AND "id" IN (N'a', N'b')`)
+	q, err = g.transition(ports.TransitionRequest{
+		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
+		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,
+	})
+	sql := buildT(t, "transition filter", q, err)
+	mustContain(t, "transition filter", sql, ` OUTPUT inserted."id" WHERE "status" = N'Parked' AND "list" = N'ops' AND "updated_at" >= `)
+	if strings.Contains(sql, "retry_count") {
+		t.Errorf("transition without Reset touches retry_count:\n%s", sql)
+	}
+
+	q, err = g.purge(at, 500)
+	mustContain(t, "purge", buildT(t, "purge", q, err),
+		`DELETE TOP (500) FROM "notifications" OUTPUT deleted."id" WHERE "status" IN (N'Delivered', N'Parked', N'Discarded') AND ("updated_at" < CAST(`, `OR "updated_at" IS NULL)`)
+
+	q, err = g.appendAudit([]ports.AuditRecord{
+		{NotificationID: "a", At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: ports.OutcomeTransient,
+			Status: ports.StatusRetrying, Duration: 1500 * time.Microsecond, Error: "smtp: 451"},
+	})
+	mustContain(t, "append", buildT(t, "append", q, err),
+		`INSERT INTO "notification_audit" (`+auditCols+`) SELECT * FROM ( VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451')) AS v (`+auditCols+`)`)
+	q, err = g.history("a")
+	mustContain(t, "history", buildT(t, "history", q, err),
+		`SELECT `+auditCols+` FROM "notification_audit" WHERE "notification_id" = N'a' ORDER BY "at", "id"`)
+	q, err = g.forget([]string{"a"})
+	mustContain(t, "forget", buildT(t, "forget", q, err), `DELETE FROM "notification_audit" WHERE "notification_id" IN (N'a')`)
+
+	q, err = g.markMigration("0001_init")
+	buildT(t, "mark migration", q, err)
+	for name, sql := range map[string]string{
+		"migration lock":   g.migrationLock(),
+		"migrations table": g.createMigrationsTable(),
+		"applied":          g.appliedMigrations(),
+	} {
+		checkTSQL(t, name, query{text: sql})
+	}
+	mustContain(t, "migration lock", g.migrationLock(), `sp_getapplock`, `@LockOwner = N'Transaction'`)
+}
+
+func TestNULIsInvalid(t *testing.T) {
+	for _, driver := range []string{DriverSQLite, DriverPostgres, DriverMSSQL} {
+		g, err := newSQLGen(driver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := storetest.NewNotification(storetest.BaseTime)
+		n.Body = "a\x00b"
+		if _, err := g.insert([]ports.Notification{n}); err == nil || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("%s: insert of a NUL byte = %v, want an error", driver, err)
+		}
+	}
+}
+
+// createdColumns returns, per CREATE TABLE of stmts, the column names.
+func createdColumns(stmts []string) map[string][]string {
+	tables := map[string][]string{}
+	tableRE := regexp.MustCompile(`(?is)CREATE TABLE (?:IF NOT EXISTS )?"?(\w+)"?\s*\((.*)\)`)
+	colRE := regexp.MustCompile(`^\s*(\w+)\s+\w+`)
+	for _, s := range stmts {
+		m := tableRE.FindStringSubmatch(s)
+		if m == nil {
+			continue
+		}
+		for _, line := range strings.Split(m[2], "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "--") || strings.HasPrefix(strings.ToUpper(line), "CONSTRAINT") ||
+				strings.HasPrefix(strings.ToUpper(line), "CHECK") {
+				continue
+			}
+			if c := colRE.FindStringSubmatch(line); c != nil {
+				tables[m[1]] = append(tables[m[1]], c[1])
+			}
+		}
+	}
+	return tables
+}
+
+// TestMigrationFiles parses the embedded migrations of every dialect into
+// statements and checks that they create the same tables and columns, the
+// columns the statements write, and (MS SQL) only T-SQL.
+func TestMigrationFiles(t *testing.T) {
+	var tablesOf []map[string][]string
+	for _, dialect := range []string{DriverSQLite, DriverPostgres, DriverMSSQL} {
+		steps, err := loadMigrations(dialect)
+		if err != nil {
+			t.Fatalf("%s: %v", dialect, err)
+		}
+		if len(steps) == 0 {
+			t.Fatalf("%s: no migrations", dialect)
+		}
+		var all []string
+		for _, m := range steps {
+			for i, stmt := range m.statements {
+				if strings.Contains(stmt, splitMarker) {
+					t.Errorf("%s %s statement %d still holds a split marker", dialect, m.version, i+1)
+				}
+				all = append(all, stmt)
+			}
+		}
+		tables := createdColumns(all)
+		for table, want := range map[string][]string{
+			"notifications":      notificationColumns,
+			"notification_audit": append([]string{"id"}, auditColumns...),
+		} {
+			got := slices.Clone(tables[table])
+			w := slices.Clone(want)
+			slices.Sort(got)
+			slices.Sort(w)
+			if !slices.Equal(got, w) {
+				t.Errorf("%s: table %s has columns %v, want %v", dialect, table, got, w)
+			}
+		}
+		tablesOf = append(tablesOf, tables)
+		if dialect != DriverMSSQL {
+			continue
+		}
+		for i, stmt := range all {
+			code := stripLiterals(stmt)
+			for _, bad := range []string{"IF NOT EXISTS", "::", "timestamptz", `COLLATE "C"`, "GENERATED", " text ", "INTEGER PRIMARY KEY", "--bun:"} {
+				if strings.Contains(code, bad) {
+					t.Errorf("mssql statement %d holds %q, which is not T-SQL:\n%s", i+1, bad, stmt)
+				}
+			}
+			if !regexp.MustCompile(`^(--[^\n]*\n|\s)*(CREATE|ALTER|DROP|IF)\b`).MatchString(stmt) {
+				t.Errorf("mssql statement %d does not start with DDL:\n%s", i+1, stmt)
+			}
+			checkTSQL(t, "mssql migration statement", query{text: stmt})
+		}
+	}
+	// The SQLite claim and KPIs name their indexes.
+	sqlite, err := loadMigrations(DriverSQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ""
+	for _, m := range sqlite {
+		text += strings.Join(m.statements, "\n")
+	}
+	for _, ix := range []string{"notifications_claim_pending_idx", "notifications_claim_retrying_idx", "notifications_kpi_idx"} {
+		if !strings.Contains(text, "CREATE INDEX IF NOT EXISTS "+ix) {
+			t.Errorf("sqlite migrations lack %s, which the statements name", ix)
+		}
+	}
+}
+
+func TestSplitStatements(t *testing.T) {
+	got := splitStatements("-- header\n\nCREATE TABLE a (x int);\n\n--bun:split\n-- only a comment\n--bun:split\nCREATE INDEX b ON a (x);\n")
+	want := []string{"-- header\n\nCREATE TABLE a (x int);", "CREATE INDEX b ON a (x);"}
+	if !slices.Equal(got, want) {
+		t.Errorf("splitStatements = %q, want %q", got, want)
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	c := cursor{createdAt: storetest.BaseTime, id: storetest.NewID()}
+	got, err := decodeCursor(encodeCursor(c))
+	if err != nil || !got.createdAt.Equal(c.createdAt) || got.id != c.id {
+		t.Fatalf("decode(encode(%v)) = %v, %v", c, got, err)
+	}
+	for _, bad := range []string{"!!", "eA", "MTIzfA", "MTIz", "eHx5"} {
+		if _, err := decodeCursor(bad); err == nil {
+			t.Errorf("decodeCursor(%q) accepted a malformed cursor", bad)
+		}
+	}
+}
+
+func TestIsUUID(t *testing.T) {
+	for id, want := range map[string]bool{
+		storetest.NewID():                      true,
+		"3F2504E0-4F89-11D3-9A0C-0305E82C3301": true,
+		"3f2504e04f8911d39a0c0305e82c3301":     false,
+		"3f2504e0-4f89-11d3-9a0c-0305e82c330":  false,
+		"3f2504e0-4f89-11d3-9a0c-0305e82c330g": false,
+		"":                                     false,
+	} {
+		if got := isUUID(id); got != want {
+			t.Errorf("isUUID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
