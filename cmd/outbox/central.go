@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/ports"
+)
+
+// setup parses a subcommand's flags, loads and checks the configuration and
+// builds the logger. When it returns ok false, the command exits with code.
+func setup(name, summary string, args, environ []string, stderr io.Writer) (l *loaded, logger *slog.Logger, code int, ok bool) {
+	var cl commandLine
+	fs := newFlagSet("outbox "+name, &cl, stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: outbox %s [-config FILE] [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fs.PrintDefaults()
+		fmt.Fprint(w, "\nEvery setting can also be set in the file or the environment (OUTBOX_*);\nflags override the environment, which overrides the file. configs/README.md\ndescribes every setting.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, exitOK, false
+		}
+		return nil, nil, exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "outbox %s: unexpected argument %q\n", name, fs.Arg(0))
+		fs.Usage()
+		return nil, nil, exitUsage, false
+	}
+	l, err := loadConfig(cl, environ)
+	if err != nil {
+		printConfigError(stderr, "outbox "+name, err)
+		if l != nil {
+			for _, w := range l.warnings {
+				fmt.Fprintf(stderr, "warning: %s\n", w)
+			}
+		}
+		return nil, nil, exitUsage, false
+	}
+	logger = newLogger(l.cfg.Log, stderr, isTerminal(stderr))
+	for _, w := range l.warnings {
+		logger.Warn(w)
+	}
+	return l, logger, exitOK, true
+}
+
+// runCentral is `outbox central`.
+func runCentral(ctx context.Context, args, environ []string, _, stderr io.Writer) int {
+	l, logger, code, ok := setup("central",
+		"Runs central: opens the store, applies migrations, then dispatches notifications\nuntil SIGINT or SIGTERM, and stops gracefully.",
+		args, environ, stderr)
+	if !ok {
+		return code
+	}
+	if err := central(ctx, l, logger); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// A signal came while central was still starting: a stop,
+			// not a failure.
+			logger.Info("central stopped while starting", "reason", context.Cause(ctx))
+			return exitOK
+		}
+		logger.Error("central failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runMigrate is `outbox migrate`.
+func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer) int {
+	l, logger, code, ok := setup("migrate",
+		"Applies the database migrations of the configured store and exits. Running it\nagain is harmless.",
+		args, environ, stderr)
+	if !ok {
+		return code
+	}
+	store, err := openStore(ctx, l.cfg, logger)
+	if err != nil {
+		logger.Error("migrate failed", "err", err)
+		return exitFailure
+	}
+	err = migrate(ctx, store, l.cfg, logger)
+	if cerr := store.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close store: %w", cerr)
+	}
+	if err != nil {
+		logger.Error("migrate failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// central wires central and runs it until ctx is done: store, migrations,
+// directory, core. It returns after Run has returned and the store is closed.
+func central(ctx context.Context, l *loaded, logger *slog.Logger) (err error) {
+	cfg := l.cfg
+	store, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+	if err := migrate(ctx, store, cfg, logger); err != nil {
+		return err
+	}
+	dir, err := cfg.Directory()
+	if err != nil {
+		return err
+	}
+	// Channel plugins come in a later issue: until then no channel is
+	// registered and the dispatcher parks every notification with a "no
+	// channel" reason.
+	channels := ports.ChannelMap{}
+	logger.Warn("no channels registered yet: channel plugins come in a later issue, so every notification parks with reason no channel",
+		"lists", dir.Lists(), "channel_settings", dir.Channels())
+	svc, err := core.New(cfg.CoreConfig(), core.Deps{
+		Store:     store,
+		Audit:     store,
+		Channels:  channels,
+		Directory: dir,
+		Clock:     ports.SystemClock{},
+		Logger:    logger,
+	})
+	if err != nil {
+		return fmt.Errorf("build outbox: %w", err)
+	}
+
+	cc := svc.Config()
+	attrs := []any{
+		"version", versionString(),
+		"node_id", cc.NodeID,
+		"owner", svc.Owner(),
+		"store_driver", cfg.Store.Driver,
+	}
+	if cfg.Store.Driver == sqlstore.DriverSQLite {
+		attrs = append(attrs, "sqlite_path", cfg.StoreSettings().DSN)
+	}
+	// Durations as text ("10s"), as in the configuration, also in JSON.
+	attrs = append(attrs,
+		"dispatch_interval", cc.DispatchInterval.String(),
+		"dispatch_batch_size", cc.DispatchBatchSize,
+		"dispatch_concurrency", cc.DispatchConcurrency,
+		"delivery_timeout", cc.DeliveryTimeout.String(),
+		"claim_lease", cc.ClaimLease.String(),
+		"purge_interval", cc.PurgeInterval.String(),
+		"terminal_retention", cc.TerminalRetention.String(),
+		"config_file", l.file,
+	)
+	logger.Info("central started", attrs...)
+
+	runErr := svc.Run(ctx)
+	if runErr != nil {
+		return fmt.Errorf("run outbox: %w", runErr)
+	}
+	logger.Info("central stopped", "node_id", cc.NodeID, "reason", context.Cause(ctx))
+	return nil
+}
+
+// openStore opens the configured database, creating the data directory of
+// the embedded SQLite file when needed.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlstore.Store, error) {
+	sc := cfg.StoreSettings()
+	if cfg.Store.Driver == sqlstore.DriverSQLite && strings.TrimSpace(cfg.Store.DSN) == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data_dir: %w", err)
+		}
+	}
+	store, err := sqlstore.Open(ctx, sc, logger.With("component", "store"))
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", sc.Driver, err)
+	}
+	return store, nil
+}
+
+// migrate applies the store's migrations.
+func migrate(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slog.Logger) error {
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s store: %w", cfg.Store.Driver, err)
+	}
+	logger.Info("migrations applied", "store_driver", cfg.Store.Driver)
+	return nil
+}

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/adapters/staticdir"
+	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/ports"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the configuration of `outbox central` and `outbox migrate`, one
+// struct per component. Settings come, each overriding the one before, from
+// the defaults (defaultConfig), the YAML file (-config or OUTBOX_CONFIG), the
+// environment (OUTBOX_*, see the settings table) and the flags.
+// configs/README.md describes every setting.
+type Config struct {
+	// DataDir holds the embedded SQLite database (outbox.db) when store.dsn
+	// is not set. Default ".".
+	DataDir  string          `yaml:"data_dir"`
+	Store    StoreConfig     `yaml:"store"`
+	Outbox   OutboxConfig    `yaml:"outbox"`
+	Log      LogConfig       `yaml:"log"`
+	Lists    []ListConfig    `yaml:"lists"`
+	Channels []ChannelConfig `yaml:"channels"`
+}
+
+// StoreConfig says which database holds the notifications.
+type StoreConfig struct {
+	// Driver is sqlite (default), postgres or mssql.
+	Driver string `yaml:"driver"`
+	// DSN is the connection string: for sqlite a file path (default
+	// DATA_DIR/outbox.db), for postgres a postgres:// URL, for mssql a
+	// sqlserver:// URL. Give passwords through OUTBOX_STORE_DSN, never in a
+	// file.
+	DSN string `yaml:"dsn"`
+	// MaxOpenConns caps the connection pool; 0 lets the store pick.
+	MaxOpenConns int `yaml:"max_open_conns"`
+}
+
+// OutboxConfig is core.Config in YAML. The defaults are core's.
+type OutboxConfig struct {
+	NodeID              string   `yaml:"node_id"`
+	DispatchInterval    Duration `yaml:"dispatch_interval"`
+	DispatchBatchSize   int      `yaml:"dispatch_batch_size"`
+	DispatchConcurrency int      `yaml:"dispatch_concurrency"`
+	DeliveryTimeout     Duration `yaml:"delivery_timeout"`
+	ClaimLease          Duration `yaml:"claim_lease"`
+	StuckAgeThreshold   Duration `yaml:"stuck_age_threshold"`
+	TerminalRetention   Duration `yaml:"terminal_retention"`
+	PurgeInterval       Duration `yaml:"purge_interval"`
+	DeliveredKpiWindow  Duration `yaml:"delivered_kpi_window"`
+	MaxBatch            int      `yaml:"max_batch"`
+	MaxSubjectBytes     int      `yaml:"max_subject_bytes"`
+	MaxBodyBytes        int      `yaml:"max_body_bytes"`
+}
+
+// LogConfig configures the logs written to standard error.
+type LogConfig struct {
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
+	// Format is auto (default: colored text on a terminal, JSON otherwise),
+	// text or json.
+	Format string `yaml:"format"`
+}
+
+// ListConfig is one notification list (ports.List).
+type ListConfig struct {
+	Name    string   `yaml:"name"`
+	Type    string   `yaml:"type"`
+	Targets []string `yaml:"targets"`
+}
+
+// ChannelConfig is the settings of one channel type (ports.ChannelSettings).
+type ChannelConfig struct {
+	Type string `yaml:"type"`
+	// Settings are channel specific; secret values are references
+	// (env:NAME, file:/path).
+	Settings  map[string]string `yaml:"settings"`
+	Retry     RetryConfig       `yaml:"retry"`
+	RateLimit float64           `yaml:"rate_limit"`
+}
+
+// RetryConfig is a channel's retry policy (ports.RetrySettings).
+type RetryConfig struct {
+	Backoff     string   `yaml:"backoff"`
+	MaxRetries  int      `yaml:"max_retries"`
+	Interval    Duration `yaml:"interval"`
+	MaxInterval Duration `yaml:"max_interval"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10s",
+// "8760h") in YAML, the environment and flags.
+type Duration time.Duration
+
+// String returns the duration in Go syntax.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+	}
+	*d = v
+	return nil
+}
+
+// parseDuration parses a Go duration string, with an error that shows the
+// expected form.
+func parseDuration(s string) (Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (want a number with a unit, e.g. \"10s\", \"5m\", \"8760h\")", s)
+	}
+	return Duration(d), nil
+}
+
+// storeDrivers are the accepted store.driver values.
+var storeDrivers = []string{sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqlstore.DriverMSSQL}
+
+// defaultConfig returns the defaults: SQLite in the current directory, core's
+// dispatch defaults, info logs in the automatic format.
+func defaultConfig() Config {
+	d := core.Config{}.WithDefaults()
+	return Config{
+		DataDir: ".",
+		Store:   StoreConfig{Driver: sqlstore.DriverSQLite},
+		Outbox: OutboxConfig{
+			DispatchInterval:    Duration(d.DispatchInterval),
+			DispatchBatchSize:   d.DispatchBatchSize,
+			DispatchConcurrency: d.DispatchConcurrency,
+			DeliveryTimeout:     Duration(d.DeliveryTimeout),
+			ClaimLease:          Duration(d.ClaimLease),
+			StuckAgeThreshold:   Duration(d.StuckAgeThreshold),
+			TerminalRetention:   Duration(d.TerminalRetention),
+			PurgeInterval:       Duration(d.PurgeInterval),
+			DeliveredKpiWindow:  Duration(d.DeliveredKpiWindow),
+			MaxBatch:            d.MaxBatch,
+			MaxSubjectBytes:     d.MaxSubjectBytes,
+			MaxBodyBytes:        d.MaxBodyBytes,
+		},
+		Log: LogConfig{Level: "info", Format: "auto"},
+	}
+}
+
+// SettingError is one broken rule: the setting's key (its YAML path, e.g.
+// store.driver or lists[1].type), what is wrong, and where the value came
+// from when known (a file and line, an environment variable, a flag).
+type SettingError struct {
+	Key    string
+	Msg    string
+	Source string
+
+	// related is the key of another setting the rule depends on; its
+	// source is shown when Key itself was not set.
+	related string
+}
+
+// Error implements error.
+func (e *SettingError) Error() string {
+	s := e.Key + ": " + e.Msg
+	if e.Source != "" {
+		s += " [" + e.Source + "]"
+	}
+	return s
+}
+
+// rules collects SettingErrors.
+type rules []error
+
+func (r *rules) add(key, format string, args ...any) {
+	*r = append(*r, &SettingError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// addRelated adds a rule on key that another setting, related, brought in.
+func (r *rules) addRelated(key, related, format string, args ...any) {
+	*r = append(*r, &SettingError{Key: key, Msg: fmt.Sprintf(format, args...), related: related})
+}
+
+// Validate checks every component and returns one *SettingError per broken
+// rule, joined, or nil.
+func (c Config) Validate() error {
+	var r rules
+	dsnFromDataDir := c.Store.Driver == sqlstore.DriverSQLite && strings.TrimSpace(c.Store.DSN) == ""
+	if dsnFromDataDir && strings.TrimSpace(c.DataDir) == "" {
+		r.addRelated("data_dir", "store.dsn", "empty (it holds outbox.db when store.dsn is not set)")
+	}
+	r = append(r, c.Store.validate()...)
+	r = append(r, c.Outbox.validate()...)
+	r = append(r, c.Log.validate()...)
+	r = append(r, c.validateDirectory()...)
+	if len(r) == 0 {
+		// Backstops: the components' own checks, should ours have missed a rule.
+		if err := c.StoreSettings().Validate(); err != nil {
+			r.add("store", "%v", err)
+		}
+		if err := c.CoreConfig().Validate(); err != nil {
+			r.add("outbox", "%v", err)
+		}
+	}
+	return errors.Join(r...)
+}
+
+// Validate checks the store settings.
+func (s StoreConfig) Validate() error { return errors.Join(s.validate()...) }
+
+func (s StoreConfig) validate() rules {
+	var r rules
+	switch s.Driver {
+	case sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqlstore.DriverMSSQL:
+		if s.Driver != sqlstore.DriverSQLite && strings.TrimSpace(s.DSN) == "" {
+			r.addRelated("store.dsn", "store.driver", "required for driver %s (set OUTBOX_STORE_DSN; keep passwords out of files)", s.Driver)
+		}
+	case "":
+		r.add("store.driver", "empty (want %s)", orList(storeDrivers))
+	default:
+		r.add("store.driver", "unknown driver %q (want %s)", s.Driver, orList(storeDrivers))
+	}
+	if s.DSN != "" {
+		switch {
+		case s.Driver == sqlstore.DriverPostgres && strings.Contains(s.DSN, "://") && !strings.HasPrefix(s.DSN, "postgres://") && !strings.HasPrefix(s.DSN, "postgresql://"):
+			r.add("store.dsn", "driver postgres wants a postgres:// URL, got a %s URL", scheme(s.DSN))
+		case s.Driver == sqlstore.DriverMSSQL && !strings.HasPrefix(s.DSN, "sqlserver://"):
+			r.add("store.dsn", "driver mssql wants a sqlserver:// URL")
+		}
+	}
+	if s.MaxOpenConns < 0 {
+		r.add("store.max_open_conns", "must not be negative, got %d (0 lets the store pick)", s.MaxOpenConns)
+	}
+	return r
+}
+
+// scheme returns the scheme of a URL-looking DSN without repeating the rest,
+// which may hold a password.
+func scheme(dsn string) string {
+	s, _, _ := strings.Cut(dsn, "://")
+	return s
+}
+
+// Validate checks the outbox settings.
+func (o OutboxConfig) Validate() error { return errors.Join(o.validate()...) }
+
+func (o OutboxConfig) validate() rules {
+	var r rules
+	if o.NodeID != "" {
+		if len(o.NodeID) > 64 {
+			r.add("outbox.node_id", "longer than 64 characters (%d)", len(o.NodeID))
+		}
+		if i := strings.IndexFunc(o.NodeID, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-:", c))
+		}); i >= 0 {
+			r.add("outbox.node_id", "%q holds %q (use letters, digits, '.', '_', '-' and ':')", o.NodeID, o.NodeID[i:i+1])
+		}
+	}
+	positive := func(key string, d Duration) {
+		if d <= 0 {
+			r.add(key, "must be positive, got %s (leave it out for the default)", d)
+		}
+	}
+	positiveInt := func(key string, v int) {
+		if v <= 0 {
+			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+		}
+	}
+	positive("outbox.dispatch_interval", o.DispatchInterval)
+	positiveInt("outbox.dispatch_batch_size", o.DispatchBatchSize)
+	if o.DispatchBatchSize > 10000 {
+		r.add("outbox.dispatch_batch_size", "must be at most 10000, got %d", o.DispatchBatchSize)
+	}
+	positiveInt("outbox.dispatch_concurrency", o.DispatchConcurrency)
+	positive("outbox.delivery_timeout", o.DeliveryTimeout)
+	positive("outbox.claim_lease", o.ClaimLease)
+	if o.ClaimLease > 0 && o.DeliveryTimeout > 0 && o.ClaimLease <= o.DeliveryTimeout {
+		r.addRelated("outbox.claim_lease", "outbox.delivery_timeout", "%s must exceed outbox.delivery_timeout (%s), or a slow delivery could be claimed twice", o.ClaimLease, o.DeliveryTimeout)
+	}
+	positive("outbox.stuck_age_threshold", o.StuckAgeThreshold)
+	positive("outbox.terminal_retention", o.TerminalRetention)
+	positive("outbox.purge_interval", o.PurgeInterval)
+	positive("outbox.delivered_kpi_window", o.DeliveredKpiWindow)
+	positiveInt("outbox.max_batch", o.MaxBatch)
+	positiveInt("outbox.max_subject_bytes", o.MaxSubjectBytes)
+	positiveInt("outbox.max_body_bytes", o.MaxBodyBytes)
+	return r
+}
+
+// Log levels and formats.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"auto", "text", "json"}
+)
+
+// Validate checks the log settings.
+func (l LogConfig) Validate() error { return errors.Join(l.validate()...) }
+
+func (l LogConfig) validate() rules {
+	var r rules
+	if !slices.Contains(logLevels, l.Level) {
+		r.add("log.level", "unknown level %q (want %s)", l.Level, orList(logLevels))
+	}
+	if !slices.Contains(logFormats, l.Format) {
+		r.add("log.format", "unknown format %q (want %s)", l.Format, orList(logFormats))
+	}
+	return r
+}
+
+// validateDirectory checks lists and channels with the rules of the directory
+// that will serve them.
+func (c Config) validateDirectory() rules {
+	_, err := c.Directory()
+	if err == nil {
+		return nil
+	}
+	var r rules
+	for _, e := range unjoin(err) {
+		var fe *staticdir.FieldError
+		if errors.As(e, &fe) {
+			r = append(r, &SettingError{Key: fe.Field, Msg: fe.Msg})
+		} else {
+			r.add("lists", "%v", e)
+		}
+	}
+	return r
+}
+
+// Directory builds the static directory of the configured lists and channels.
+func (c Config) Directory() (*staticdir.Directory, error) {
+	lists := make([]ports.List, len(c.Lists))
+	for i, l := range c.Lists {
+		lists[i] = ports.List{Name: l.Name, Type: l.Type, Targets: l.Targets}
+	}
+	channels := make([]ports.ChannelSettings, len(c.Channels))
+	for i, ch := range c.Channels {
+		channels[i] = ports.ChannelSettings{
+			Type:     ch.Type,
+			Settings: ch.Settings,
+			Retry: ports.RetrySettings{
+				Backoff:     ports.Backoff(ch.Retry.Backoff),
+				MaxRetries:  ch.Retry.MaxRetries,
+				Interval:    time.Duration(ch.Retry.Interval),
+				MaxInterval: time.Duration(ch.Retry.MaxInterval),
+			},
+			RateLimit: ch.RateLimit,
+		}
+	}
+	d, err := staticdir.New(lists, channels)
+	if err != nil {
+		return nil, fmt.Errorf("lists and channels: %w", err)
+	}
+	return d, nil
+}
+
+// StoreSettings returns the sqlstore configuration, with the SQLite file in
+// the data directory when no DSN is set.
+func (c Config) StoreSettings() sqlstore.Config {
+	s := sqlstore.Config{Driver: c.Store.Driver, DSN: c.Store.DSN, MaxOpenConns: c.Store.MaxOpenConns}
+	if s.Driver == sqlstore.DriverSQLite && strings.TrimSpace(s.DSN) == "" {
+		s.DSN = filepath.Join(c.DataDir, "outbox.db")
+	}
+	return s
+}
+
+// CoreConfig returns the core configuration.
+func (c Config) CoreConfig() core.Config {
+	o := c.Outbox
+	return core.Config{
+		NodeID:              o.NodeID,
+		DispatchInterval:    time.Duration(o.DispatchInterval),
+		DispatchBatchSize:   o.DispatchBatchSize,
+		DispatchConcurrency: o.DispatchConcurrency,
+		DeliveryTimeout:     time.Duration(o.DeliveryTimeout),
+		ClaimLease:          time.Duration(o.ClaimLease),
+		StuckAgeThreshold:   time.Duration(o.StuckAgeThreshold),
+		TerminalRetention:   time.Duration(o.TerminalRetention),
+		PurgeInterval:       time.Duration(o.PurgeInterval),
+		DeliveredKpiWindow:  time.Duration(o.DeliveredKpiWindow),
+		MaxBatch:            o.MaxBatch,
+		MaxSubjectBytes:     o.MaxSubjectBytes,
+		MaxBodyBytes:        o.MaxBodyBytes,
+	}
+}
+
+// dsnHasPassword reports whether a DSN carries a password in clear: a URL
+// with user:password@, or a password= / pwd= keyword.
+func dsnHasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Query().Has("password") || u.Query().Has("pwd")) {
+		return true
+	}
+	l := strings.ToLower(dsn)
+	return strings.Contains(l, "password=") || strings.Contains(l, "pwd=")
+}
+
+// unjoin returns the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	// Look through one layer of %w wrapping (as Directory adds).
+	if u := errors.Unwrap(err); u != nil {
+		if _, ok := u.(interface{ Unwrap() []error }); ok {
+			return unjoin(u)
+		}
+	}
+	return []error{err}
+}
+
+// orList writes "a, b or c".
+func orList(list []string) string {
+	if len(list) == 1 {
+		return list[0]
+	}
+	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+}

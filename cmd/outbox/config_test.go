@@ -1,0 +1,607 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/core"
+)
+
+// load runs the loader as a subcommand would: yamlText (when not empty) is
+// written to a file given with -config, env is the whole environment, and
+// args are the flags.
+func load(t *testing.T, yamlText string, env map[string]string, args ...string) (*loaded, error) {
+	t.Helper()
+	if yamlText != "" {
+		file := filepath.Join(t.TempDir(), "central.yaml")
+		if err := os.WriteFile(file, []byte(yamlText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"-config", file}, args...)
+	}
+	var cl commandLine
+	fs := newFlagSet("outbox test", &cl, io.Discard)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("flags %v: %v", args, err)
+	}
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	return loadConfig(cl, environ)
+}
+
+// problems returns the lines of a configuration error, with the temporary
+// file's directory replaced by DIR.
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	var out []string
+	for _, e := range unjoin(err) {
+		s := e.Error()
+		if i := strings.LastIndex(s, " ["); i >= 0 {
+			i++
+			if j := strings.Index(s[i:], "central.yaml"); j >= 0 {
+				s = s[:i+1] + "FILE" + s[i+j+len("central.yaml"):]
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestDefaults(t *testing.T) {
+	l, err := load(t, "", nil)
+	if err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	c := l.cfg
+	if c.Store.Driver != "sqlite" || c.DataDir != "." || c.Log.Level != "info" || c.Log.Format != "auto" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if got := c.StoreSettings(); got.DSN != "outbox.db" {
+		t.Fatalf("default SQLite DSN = %q, want outbox.db (./outbox.db)", got.DSN)
+	}
+	// The outbox defaults are core's.
+	if want := (core.Config{}).WithDefaults(); c.CoreConfig() != want {
+		t.Fatalf("CoreConfig() = %+v, want core's defaults %+v", c.CoreConfig(), want)
+	}
+	if l.file != "" || len(l.warnings) != 0 {
+		t.Fatalf("file %q, warnings %v", l.file, l.warnings)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	file := `
+data_dir: /from/file
+store:
+  driver: sqlite
+outbox:
+  node_id: from-file
+  dispatch_interval: 1s
+  dispatch_batch_size: 7
+log:
+  level: debug
+  format: text
+`
+	env := map[string]string{
+		"OUTBOX_NODE_ID":           "from-env",
+		"OUTBOX_DISPATCH_INTERVAL": "2s",
+		"OUTBOX_LOG_FORMAT":        "json",
+		"OUTBOX_DATA_DIR":          "/from/env",
+	}
+	l, err := load(t, file, env, "-node-id", "from-flag", "-data-dir", "/from/flag")
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	c := l.cfg
+	checks := []struct {
+		key, got, want, source string
+	}{
+		{"outbox.node_id", c.Outbox.NodeID, "from-flag", "flag -node-id"},                                      // flag > env > file
+		{"data_dir", c.DataDir, "/from/flag", "flag -data-dir"},                                                // flag > env > file
+		{"outbox.dispatch_interval", c.Outbox.DispatchInterval.String(), "2s", "env OUTBOX_DISPATCH_INTERVAL"}, // env > file
+		{"log.format", c.Log.Format, "json", "env OUTBOX_LOG_FORMAT"},                                          // env > file
+		{"log.level", c.Log.Level, "debug", "central.yaml:10"},                                                 // file > default
+		{"outbox.dispatch_concurrency", "", "", ""},                                                            // default
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %q, want %q", ch.key, ch.got, ch.want)
+		}
+		if src := l.sources[ch.key]; !strings.HasSuffix(src, ch.source) || (ch.source == "" && src != "") {
+			t.Errorf("source of %s = %q, want %q", ch.key, src, ch.source)
+		}
+	}
+	if c.Outbox.DispatchBatchSize != 7 {
+		t.Errorf("dispatch_batch_size = %d, want 7 from the file", c.Outbox.DispatchBatchSize)
+	}
+	if c.Outbox.DispatchConcurrency != core.DefaultDispatchConcurrency {
+		t.Errorf("dispatch_concurrency = %d, want the default %d", c.Outbox.DispatchConcurrency, core.DefaultDispatchConcurrency)
+	}
+	if got := c.StoreSettings().DSN; got != filepath.Join("/from/flag", "outbox.db") {
+		t.Errorf("SQLite DSN = %q, want it in the data dir", got)
+	}
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "env.yaml")
+	flagFile := filepath.Join(dir, "flag.yaml")
+	if err := os.WriteFile(envFile, []byte("outbox: {node_id: env-file}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flagFile, []byte("outbox: {node_id: flag-file}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OUTBOX_CONFIG": envFile}
+	l, err := load(t, "", env)
+	if err != nil || l.cfg.Outbox.NodeID != "env-file" || l.file != envFile {
+		t.Fatalf("OUTBOX_CONFIG: %v, %+v", err, l)
+	}
+	l, err = load(t, "", env, "-config", flagFile)
+	if err != nil || l.cfg.Outbox.NodeID != "flag-file" || l.file != flagFile {
+		t.Fatalf("-config over OUTBOX_CONFIG: %v, %+v", err, l)
+	}
+	if _, err := load(t, "", nil, "-config", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestEveryEnvironmentVariable(t *testing.T) {
+	env := map[string]string{}
+	want := map[string]string{}
+	for i, s := range settings {
+		var v string
+		switch s.field(&Config{}).(type) {
+		case *string:
+			v = map[string]string{
+				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
+				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json",
+			}[s.key]
+		case *int:
+			v = "3" + strings.Repeat("0", i%2)
+		case *Duration:
+			v = "1h2m" + string(rune('1'+i%8)) + "s"
+		}
+		if v == "" {
+			t.Fatalf("no test value for %s", s.key)
+		}
+		env[s.env] = v
+		want[s.key] = v
+	}
+	l, err := load(t, "", env)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	for _, s := range settings {
+		var got string
+		switch p := s.field(&l.cfg).(type) {
+		case *string:
+			got = *p
+		case *int:
+			got = strconv.Itoa(*p)
+		case *Duration:
+			d, _ := time.ParseDuration(want[s.key])
+			if time.Duration(*p) == d {
+				got = want[s.key]
+			}
+		}
+		if got != want[s.key] {
+			t.Errorf("%s from %s = %q, want %q", s.key, s.env, got, want[s.key])
+		}
+		if l.sources[s.key] != "env "+s.env {
+			t.Errorf("source of %s = %q", s.key, l.sources[s.key])
+		}
+	}
+}
+
+func TestUnknownKeysRefused(t *testing.T) {
+	file := `
+store:
+  driver: sqlite
+  drvier: postgres
+outbox:
+  dispatch_intervall: 5s
+loglevel: debug
+lists:
+  - name: ops
+    type: email
+    target: [a@example.com]
+channels:
+  - type: email
+    retry:
+      backof: fixed
+`
+	_, err := load(t, file, nil)
+	if err == nil {
+		t.Fatal("unknown keys accepted")
+	}
+	want := []string{
+		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
+		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels) [FILE:7]`,
+		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
+		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
+	}
+	if got := problems(t, err); !slices.Equal(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestKnownFieldsBackstop(t *testing.T) {
+	// Decoding refuses unknown keys by itself too (KnownFields), should the
+	// walk ever miss one.
+	l := &loaded{cfg: defaultConfig(), sources: map[string]string{}}
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("store: {nope: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.readFile(file); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("readFile: %v", err)
+	}
+}
+
+func TestWrongKindsRefused(t *testing.T) {
+	file := `
+store: sqlite
+outbox:
+  dispatch_interval: 10
+  delivery_timeout: [1s]
+  dispatch_batch_size: many
+log:
+  - level: info
+lists:
+  name: ops
+channels:
+  - type: email
+    rate_limit: fast
+    settings: [host]
+`
+	_, err := load(t, file, nil)
+	want := []string{
+		`store: want a mapping of settings, got a value [FILE:2]`,
+		`outbox.dispatch_interval: "10" is not a duration (want a number with a unit, e.g. "10s", "5m", "8760h") [FILE:4]`,
+		`outbox.delivery_timeout: want a duration such as "10s", got a list [FILE:5]`,
+		`outbox.dispatch_batch_size: "many" is not a whole number [FILE:6]`,
+		`log: want a mapping of settings, got a list [FILE:8]`,
+		`lists: want a list, got a mapping [FILE:10]`,
+		`channels[0].rate_limit: "fast" is not a number [FILE:13]`,
+		`channels[0].settings: want a mapping, got a list [FILE:14]`,
+	}
+	if got := problems(t, err); !slices.Equal(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestEmptySectionsKeepDefaults(t *testing.T) {
+	for _, file := range []string{"# nothing but a comment\n", "store:\noutbox:\nlog:\ndata_dir:\nlists:\n", "outbox: {}\n"} {
+		l, err := load(t, file, nil)
+		if err != nil {
+			t.Fatalf("%q refused: %v", file, err)
+		}
+		if want := defaultConfig(); l.cfg.Outbox != want.Outbox || l.cfg.Store != want.Store || l.cfg.Log != want.Log || l.cfg.DataDir != want.DataDir {
+			t.Fatalf("%q: cfg = %+v, want the defaults", file, l.cfg)
+		}
+	}
+	if _, err := load(t, "hello\n", nil); err == nil || !strings.Contains(err.Error(), "(top level): want a mapping of settings, got a value") {
+		t.Fatalf("a file that is not a mapping: %v", err)
+	}
+}
+
+func TestYAMLSyntaxError(t *testing.T) {
+	_, err := load(t, "store:\n  driver: [sqlite\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "central.yaml") || !strings.Contains(err.Error(), "line") {
+		t.Fatalf("syntax error: %v", err)
+	}
+}
+
+func TestScalarsIntoStrings(t *testing.T) {
+	// Unquoted numbers and booleans are fine where a string is wanted.
+	l, err := load(t, `
+outbox: {node_id: 42}
+channels:
+  - type: email
+    settings: {port: 587, starttls: true}
+lists:
+  - {name: 7, type: email, targets: [a@example.com]}
+`, nil)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if l.cfg.Outbox.NodeID != "42" || l.cfg.Channels[0].Settings["port"] != "587" || l.cfg.Channels[0].Settings["starttls"] != "true" || l.cfg.Lists[0].Name != "7" {
+		t.Fatalf("cfg = %+v", l.cfg)
+	}
+}
+
+func TestValidationRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		file  string
+		env   map[string]string
+		flags []string
+		want  []string
+	}{
+		{
+			name: "unknown driver from env",
+			env:  map[string]string{"OUTBOX_STORE_DRIVER": "orcale"},
+			want: []string{`store.driver: unknown driver "orcale" (want sqlite, postgres or mssql) [env OUTBOX_STORE_DRIVER]`},
+		},
+		{
+			name: "empty driver in file",
+			file: "store:\n  driver: \"\"\n",
+			want: []string{`store.driver: empty (want sqlite, postgres or mssql) [FILE:2]`},
+		},
+		{
+			name:  "postgres without dsn",
+			flags: []string{"-store-driver", "postgres"},
+			want:  []string{`store.dsn: required for driver postgres (set OUTBOX_STORE_DSN; keep passwords out of files) [flag -store-driver]`},
+		},
+		{
+			name: "mssql without dsn",
+			file: "store: {driver: mssql}\n",
+			want: []string{`store.dsn: required for driver mssql (set OUTBOX_STORE_DSN; keep passwords out of files) [FILE:1]`},
+		},
+		{
+			name: "postgres with a mysql url",
+			env:  map[string]string{"OUTBOX_STORE_DRIVER": "postgres", "OUTBOX_STORE_DSN": "mysql://root:hunter2@h/db"},
+			want: []string{`store.dsn: driver postgres wants a postgres:// URL, got a mysql URL [env OUTBOX_STORE_DSN]`},
+		},
+		{
+			name: "mssql without sqlserver url",
+			env:  map[string]string{"OUTBOX_STORE_DRIVER": "mssql", "OUTBOX_STORE_DSN": "server=h;password=hunter2"},
+			want: []string{`store.dsn: driver mssql wants a sqlserver:// URL [env OUTBOX_STORE_DSN]`},
+		},
+		{
+			name: "negative pool",
+			env:  map[string]string{"OUTBOX_STORE_MAX_OPEN_CONNS": "-1"},
+			want: []string{`store.max_open_conns: must not be negative, got -1 (0 lets the store pick) [env OUTBOX_STORE_MAX_OPEN_CONNS]`},
+		},
+		{
+			name: "empty data dir",
+			file: "data_dir: \"\"\n",
+			want: []string{`data_dir: empty (it holds outbox.db when store.dsn is not set) [FILE:1]`},
+		},
+		{
+			name:  "node id with a space",
+			flags: []string{"-node-id", "a b"},
+			want:  []string{`outbox.node_id: "a b" holds " " (use letters, digits, '.', '_', '-' and ':') [flag -node-id]`},
+		},
+		{
+			name: "node id too long",
+			env:  map[string]string{"OUTBOX_NODE_ID": strings.Repeat("n", 65)},
+			want: []string{`outbox.node_id: longer than 64 characters (65) [env OUTBOX_NODE_ID]`},
+		},
+		{
+			name: "zero and negative outbox settings",
+			file: `
+outbox:
+  dispatch_interval: 0s
+  dispatch_batch_size: 0
+  dispatch_concurrency: -1
+  delivery_timeout: -1s
+  claim_lease: 0s
+  stuck_age_threshold: 0s
+  terminal_retention: -1h
+  purge_interval: 0s
+  delivered_kpi_window: 0s
+  max_batch: 0
+  max_subject_bytes: -5
+  max_body_bytes: 0
+`,
+			want: []string{
+				`outbox.dispatch_interval: must be positive, got 0s (leave it out for the default) [FILE:3]`,
+				`outbox.dispatch_batch_size: must be positive, got 0 (leave it out for the default) [FILE:4]`,
+				`outbox.dispatch_concurrency: must be positive, got -1 (leave it out for the default) [FILE:5]`,
+				`outbox.delivery_timeout: must be positive, got -1s (leave it out for the default) [FILE:6]`,
+				`outbox.claim_lease: must be positive, got 0s (leave it out for the default) [FILE:7]`,
+				`outbox.stuck_age_threshold: must be positive, got 0s (leave it out for the default) [FILE:8]`,
+				`outbox.terminal_retention: must be positive, got -1h0m0s (leave it out for the default) [FILE:9]`,
+				`outbox.purge_interval: must be positive, got 0s (leave it out for the default) [FILE:10]`,
+				`outbox.delivered_kpi_window: must be positive, got 0s (leave it out for the default) [FILE:11]`,
+				`outbox.max_batch: must be positive, got 0 (leave it out for the default) [FILE:12]`,
+				`outbox.max_subject_bytes: must be positive, got -5 (leave it out for the default) [FILE:13]`,
+				`outbox.max_body_bytes: must be positive, got 0 (leave it out for the default) [FILE:14]`,
+			},
+		},
+		{
+			name: "batch too large",
+			env:  map[string]string{"OUTBOX_DISPATCH_BATCH_SIZE": "10001"},
+			want: []string{`outbox.dispatch_batch_size: must be at most 10000, got 10001 [env OUTBOX_DISPATCH_BATCH_SIZE]`},
+		},
+		{
+			name: "lease not above timeout",
+			file: "outbox:\n  claim_lease: 30s\n",
+			want: []string{`outbox.claim_lease: 30s must exceed outbox.delivery_timeout (30s), or a slow delivery could be claimed twice [FILE:2]`},
+		},
+		{
+			name:  "log level and format",
+			env:   map[string]string{"OUTBOX_LOG_FORMAT": "xml"},
+			flags: []string{"-log-level", "loud"},
+			want: []string{
+				`log.level: unknown level "loud" (want debug, info, warn or error) [flag -log-level]`,
+				`log.format: unknown format "xml" (want auto, text or json) [env OUTBOX_LOG_FORMAT]`,
+			},
+		},
+		{
+			name: "lists and channels",
+			file: `
+lists:
+  - name: ops
+    type: email
+  - name: ops
+  - type: webhook
+channels:
+  - type: email
+    settings: {password: hunter2}
+    retry: {backoff: linear, max_retries: -1}
+    rate_limit: -3
+`,
+			want: []string{
+				`lists[1].name: duplicate list name "ops" (also lists[0]) [FILE:5]`,
+				`lists[1].type: empty (list "ops" needs a channel type such as email) [FILE:5]`,
+				`lists[2].name: empty (every list needs a name) [FILE:6]`,
+				`channels[0].retry.backoff: unknown backoff "linear" (want fixed or exponential) [FILE:10]`,
+				`channels[0].retry.max_retries: must not be negative, got -1 [FILE:10]`,
+				`channels[0].rate_limit: must be a finite number of deliveries per second, 0 or more (0 means unlimited), got -3 [FILE:11]`,
+				`channels[0].settings.password: secret values must be references (env:NAME or file:/path), not clear text [FILE:9]`,
+			},
+		},
+		{
+			name:  "values that do not parse, with every other rule",
+			env:   map[string]string{"OUTBOX_DISPATCH_INTERVAL": "10", "OUTBOX_STORE_DRIVER": "orcale"},
+			flags: []string{"-dispatch-interval", "soon"},
+			file:  "outbox:\n  max_batch: 0\n",
+			want: []string{
+				`outbox.dispatch_interval: "10" is not a duration (want a number with a unit, e.g. "10s", "5m", "8760h") [env OUTBOX_DISPATCH_INTERVAL]`,
+				`outbox.dispatch_interval: "soon" is not a duration (want a number with a unit, e.g. "10s", "5m", "8760h") [flag -dispatch-interval]`,
+				`store.driver: unknown driver "orcale" (want sqlite, postgres or mssql) [env OUTBOX_STORE_DRIVER]`,
+				`outbox.max_batch: must be positive, got 0 (leave it out for the default) [FILE:2]`,
+			},
+		},
+		{
+			name: "number that does not parse",
+			env:  map[string]string{"OUTBOX_DISPATCH_CONCURRENCY": "lots"},
+			want: []string{`outbox.dispatch_concurrency: "lots" is not a whole number [env OUTBOX_DISPATCH_CONCURRENCY]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.file, tt.env, tt.flags...)
+			if err == nil {
+				t.Fatal("configuration accepted")
+			}
+			if got := problems(t, err); !slices.Equal(got, tt.want) {
+				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("an error repeats a secret: %v", err)
+			}
+			for _, e := range unjoin(err) {
+				var se *SettingError
+				if !errors.As(e, &se) || se.Source == "" {
+					t.Errorf("%v: no *SettingError with a source", e)
+				}
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	l, err := load(t, "store:\n  driver: postgres\n  dsn: postgres://outbox:hunter2@db/outbox\n",
+		map[string]string{"OUTBOX_STORE_DRVIER": "x", "OUTBOX_TEST_POSTGRES_DSN": "ignored"})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	got := strings.Join(l.warnings, "\n")
+	if !strings.Contains(got, "unknown environment variable OUTBOX_STORE_DRVIER ignored") {
+		t.Errorf("no warning for a misspelled variable: %q", got)
+	}
+	if strings.Contains(got, "OUTBOX_TEST_") {
+		t.Errorf("warned about a test variable: %q", got)
+	}
+	if !strings.Contains(got, "store.dsn holds a password in clear outside the environment") || strings.Contains(got, "hunter2") {
+		t.Errorf("password warning: %q", got)
+	}
+	// The same DSN from the environment is the recommended way: no warning.
+	l, err = load(t, "", map[string]string{"OUTBOX_STORE_DRIVER": "postgres", "OUTBOX_STORE_DSN": "postgres://outbox:hunter2@db/outbox"})
+	if err != nil || len(l.warnings) != 0 {
+		t.Fatalf("DSN from env: %v, warnings %v", err, l.warnings)
+	}
+}
+
+func TestDSNHasPassword(t *testing.T) {
+	for dsn, want := range map[string]bool{
+		"postgres://u:p@h/db":                     true,
+		"postgres://u@h/db":                       false,
+		"postgres://u@h/db?password=p":            true,
+		"host=h user=u password=p":                true,
+		"sqlserver://u:p@h:1433?database=outbox":  true,
+		"sqlserver://h:1433?database=x&user id=u": false,
+		"./data/outbox.db":                        false,
+	} {
+		if got := dsnHasPassword(dsn); got != want {
+			t.Errorf("dsnHasPassword(%q) = %v, want %v", dsn, got, want)
+		}
+	}
+}
+
+// TestExampleConfigs loads and validates every configs/central* file. A file
+// for a server database holds no DSN; it gets a placeholder through
+// OUTBOX_STORE_DSN, as its comments tell operators to do.
+func TestExampleConfigs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "central*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("found %d example configs (%v), want at least central.yaml, central-postgres.yaml and central-mssql.yaml", len(files), files)
+	}
+	placeholder := map[string]string{
+		"postgres": "postgres://outbox@db.example.com:5432/outbox?sslmode=verify-full",
+		"mssql":    "sqlserver://outbox@db.example.com:1433?database=outbox",
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cl := commandLine{file: f}
+			l, err := loadConfig(cl, nil)
+			if err != nil {
+				// Only a missing DSN is allowed, and it must say so.
+				for _, line := range problems(t, err) {
+					if !strings.HasPrefix(line, "store.dsn: required for driver") {
+						t.Fatalf("%s refused: %v", f, err)
+					}
+				}
+				l, err = loadConfig(cl, []string{"OUTBOX_STORE_DSN=" + placeholder[l.cfg.Store.Driver]})
+				if err != nil {
+					t.Fatalf("%s with OUTBOX_STORE_DSN refused: %v", f, err)
+				}
+			}
+			if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) {
+				t.Errorf("%s: a DSN with a password", f)
+			}
+			if len(l.warnings) != 0 {
+				t.Errorf("%s: warnings %v", f, l.warnings)
+			}
+			if len(l.cfg.Lists) == 0 || len(l.cfg.Channels) == 0 {
+				t.Errorf("%s: want a sample list and channel", f)
+			}
+			if _, err := l.cfg.Directory(); err != nil {
+				t.Errorf("%s: directory: %v", f, err)
+			}
+		})
+	}
+}
+
+// TestREADMENamesEverySetting keeps configs/README.md in step with the
+// settings table and the YAML keys.
+func TestREADMENamesEverySetting(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for _, s := range settings {
+		for _, name := range []string{"`" + s.key + "`", "`" + s.env + "`"} {
+			if !strings.Contains(readme, name) {
+				t.Errorf("configs/README.md does not name %s", name)
+			}
+		}
+		if s.flag != "" && !strings.Contains(readme, "`-"+s.flag+"`") {
+			t.Errorf("configs/README.md does not name the flag -%s", s.flag)
+		}
+	}
+	for _, key := range []string{"lists[].name", "lists[].type", "lists[].targets", "channels[].type", "channels[].settings",
+		"channels[].retry.backoff", "channels[].retry.max_retries", "channels[].retry.interval", "channels[].retry.max_interval",
+		"channels[].rate_limit", "OUTBOX_CONFIG"} {
+		if !strings.Contains(readme, "`"+key+"`") {
+			t.Errorf("configs/README.md does not name %s", key)
+		}
+	}
+}

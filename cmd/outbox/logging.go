@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+)
+
+// newLogger builds the process logger writing to w. Format auto picks tinted
+// text when w is a terminal and JSON otherwise; text and json force one.
+// Every handler is wrapped in maskHandler, so e-mail addresses and secrets
+// never reach the output.
+func newLogger(cfg LogConfig, w io.Writer, terminal bool) *slog.Logger {
+	level := parseLevel(cfg.Level)
+	var h slog.Handler
+	switch {
+	case cfg.Format == "json" || cfg.Format != "text" && !terminal:
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	default:
+		h = tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !terminal})
+	}
+	return slog.New(maskHandler{next: h})
+}
+
+// parseLevel maps a validated log.level to a slog.Level.
+func parseLevel(s string) slog.Level {
+	switch s {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// maskHandler rewrites every record before the next handler sees it: e-mail
+// addresses in the message and in every string value (attributes, groups,
+// errors, Stringers, string slices) become a***@example.com, passwords in
+// connection strings become ***, and the value of an attribute whose key
+// names a secret (password, token, secret, ...) becomes ***.
+type maskHandler struct {
+	next slog.Handler
+}
+
+// Enabled implements slog.Handler.
+func (h maskHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+// Handle implements slog.Handler.
+func (h maskHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, maskText(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(maskAttr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+// WithAttrs implements slog.Handler.
+func (h maskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	masked := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		masked[i] = maskAttr(a)
+	}
+	return maskHandler{next: h.next.WithAttrs(masked)}
+}
+
+// WithGroup implements slog.Handler.
+func (h maskHandler) WithGroup(name string) slog.Handler {
+	return maskHandler{next: h.next.WithGroup(name)}
+}
+
+// maskAttr masks one attribute, looking into groups.
+func maskAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	if v.Kind() != slog.KindGroup && secretAttrKey(a.Key) {
+		return slog.String(a.Key, "***")
+	}
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, maskText(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		masked := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			masked[i] = maskAttr(ga)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(masked...)}
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			// Still an error, so that handlers show it as one.
+			return slog.Any(a.Key, maskedError(maskText(x.Error())))
+		case fmt.Stringer:
+			return slog.String(a.Key, maskText(x.String()))
+		case []string:
+			out := make([]string, len(x))
+			for i, s := range x {
+				out[i] = maskText(s)
+			}
+			return slog.Any(a.Key, out)
+		case []byte:
+			return slog.String(a.Key, maskText(string(x)))
+		case json.RawMessage:
+			return slog.String(a.Key, maskText(string(x)))
+		default:
+			// Anything else is printed by the handler in its own way; if
+			// its text holds something to mask, log the masked text
+			// instead.
+			s := fmt.Sprintf("%+v", x)
+			if m := maskText(s); m != s {
+				return slog.String(a.Key, m)
+			}
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// secretAttrKey reports whether an attribute key names a secret whose value
+// is never logged.
+func secretAttrKey(key string) bool {
+	k := strings.ToLower(key)
+	for _, w := range []string{"password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "cookie"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskedError is an error's text after masking.
+type maskedError string
+
+func (e maskedError) Error() string { return string(e) }
+
+var (
+	// urlPassword matches the password of user:password@ in a URL.
+	urlPassword = regexp.MustCompile(`(://[^/\s:@]*:)[^@\s/]*@`)
+	// keywordPassword matches password=... and pwd=... in a keyword DSN.
+	keywordPassword = regexp.MustCompile(`(?i)\b(password|pwd)=('[^']*'|[^;\s&]*)`)
+	// emailAddress matches an e-mail address; the first character of the
+	// local part and the domain are kept.
+	emailAddress = regexp.MustCompile(`([A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+)`)
+)
+
+// maskText hides passwords in connection strings and masks e-mail addresses:
+// alice@example.com becomes a***@example.com. It is idempotent.
+func maskText(s string) string {
+	if !strings.ContainsAny(s, "@=") {
+		return s
+	}
+	s = urlPassword.ReplaceAllString(s, "${1}***@")
+	s = keywordPassword.ReplaceAllString(s, "${1}=***")
+	return emailAddress.ReplaceAllString(s, "${1}***@${2}")
+}

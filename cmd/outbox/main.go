@@ -1,0 +1,147 @@
+// Command outbox is the notification outbox: one binary whose subcommands run
+// central, apply database migrations and print the version. All wiring lives
+// in this package as plain constructor calls: the settings are loaded and
+// checked here (config.go, load.go), the logger built (logging.go), and the
+// adapters and the core put together (central.go).
+//
+// Usage:
+//
+//	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
+//	outbox migrate [-config FILE] [flags]   apply database migrations and exit
+//	outbox version                          print the version
+//	outbox help [command]                   show help
+//
+// Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
+// configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module version from the build info is used.
+var version string
+
+func main() {
+	// The first SIGINT or SIGTERM cancels ctx and central stops gracefully;
+	// once ctx is done the signals get their default behaviour again, so a
+	// second one ends the process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the exit code.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "central":
+		return runCentral(ctx, rest, environ, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, environ, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			usage(stdout)
+			return exitOK
+		}
+		switch rest[0] {
+		case "central":
+			return runCentral(ctx, []string{"-h"}, environ, stdout, stdout)
+		case "migrate":
+			return runMigrate(ctx, []string{"-h"}, environ, stdout, stdout)
+		case "version", "help":
+			usage(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "outbox help: unknown command %q\n\n", rest[0])
+		usage(stderr)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "outbox: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return exitUsage
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: outbox <command> [flags]
+
+Commands:
+  central   run central (ingest, store, dispatcher) until SIGINT or SIGTERM
+  migrate   apply the database migrations and exit
+  version   print the version
+  help      show this help, or "outbox help <command>" for a command's flags
+
+Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
+the environment (OUTBOX_*) and flags, each overriding the one before.
+configs/README.md describes every setting.
+`)
+}
+
+// versionString returns the build's version.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return "dev"
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// printConfigError writes an invalid configuration's errors, one a line.
+func printConfigError(w io.Writer, cmd string, err error) {
+	errs := unjoin(err)
+	var se *SettingError
+	if len(errs) == 1 && !errors.As(errs[0], &se) {
+		fmt.Fprintf(w, "%s: %v\n", cmd, err)
+		return
+	}
+	problems := "problem"
+	if len(errs) > 1 {
+		problems += "s"
+	}
+	fmt.Fprintf(w, "%s: invalid configuration, %d %s:\n", cmd, len(errs), problems)
+	for _, e := range errs {
+		fmt.Fprintf(w, "  %v\n", e)
+	}
+}
