@@ -61,7 +61,7 @@ func (s *Service) Notification(ctx context.Context, id string) (ports.Detail, er
 	if err != nil {
 		return ports.Detail{}, fmt.Errorf("notification %s: history: %w", u, err)
 	}
-	return ports.Detail{Row: s.row(n), History: hist}, nil
+	return ports.Detail{Row: s.row(n), History: append([]ports.AuditRecord{ingestRecord(n)}, hist...)}, nil
 }
 
 // Query implements ports.Outbox.
