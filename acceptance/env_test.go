@@ -145,7 +145,7 @@ func testLogger() *slog.Logger {
 // submission returns a valid submission to list from site-a.
 func submission(list string) ports.Submission {
 	return ports.Submission{
-		ID: uuid.NewString(), List: list, Subject: "Tank 3 level high", Body: "Level 93% at 08:00.",
+		ID: uuid.Must(uuid.NewV7()).String(), List: list, Subject: "Tank 3 level high", Body: "Level 93% at 08:00.",
 		SourceSite: "site-a", SourceInstance: "tank-3", SourceScript: "alarms/level",
 		ExecutionID: "exec-1", SiteEnqueuedAt: t0.Add(-time.Second),
 	}
