@@ -321,6 +321,55 @@ func (g *sqlgen) insert(ns []ports.Notification) (query, error) {
 	return s.done()
 }
 
+// sqliteInsertText is SQLite's insert-if-not-exists of rows rows with ?
+// parameters. The store prepares it once per size (see Store.insertSQLite).
+func sqliteInsertText(rows int) string {
+	row := "(?" + strings.Repeat(", ?", len(notificationColumns)-1) + ")"
+	var b strings.Builder
+	b.WriteString(`INSERT INTO "notifications" (` + allCols + `) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(` ON CONFLICT ("id") DO NOTHING RETURNING "id"`)
+	return b.String()
+}
+
+// appendSQLiteArgs appends the parameters of n for sqliteInsertText, in the
+// order of notificationColumns (as notificationValues writes them inline).
+func (g *sqlgen) appendSQLiteArgs(args []any, n *ports.Notification) ([]any, error) {
+	s := g.stmt(0)
+	str := func(v string) any { return s.check(v) }
+	tm := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return toMicros(t)
+	}
+	targets, ok, err := jsonStrings(n.ResolvedTargets)
+	if err != nil {
+		return args, err
+	}
+	var typeData, resolved, claimedBy any
+	if len(n.TypeData) > 0 {
+		typeData = s.check(string(n.TypeData))
+	}
+	if ok {
+		resolved = s.check(targets)
+	}
+	if n.ClaimedBy != "" {
+		claimedBy = s.check(n.ClaimedBy)
+	}
+	args = append(args, str(n.ID), str(n.Type), str(n.List), str(n.Subject), str(n.Body), typeData,
+		int64(n.Priority), str(string(n.Status)), int64(n.RetryCount), str(n.LastError), resolved,
+		str(n.SourceSite), str(n.SourceInstance), str(n.SourceScript), str(n.ExecutionID), str(n.ParentExecutionID),
+		tm(n.SiteEnqueuedAt), tm(n.CreatedAt), tm(n.UpdatedAt), tm(n.LastAttemptAt), tm(n.NextAttemptAt),
+		tm(n.DeliveredAt), tm(n.ExpiresAt), claimedBy, tm(n.ClaimedUntil))
+	return args, s.err
+}
+
 func (g *sqlgen) notificationValues(s *stmt, n *ports.Notification) error {
 	targets, ok, err := jsonStrings(n.ResolvedTargets)
 	if err != nil {
