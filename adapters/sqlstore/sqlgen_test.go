@@ -252,7 +252,7 @@ func TestMSSQLReads(t *testing.T) {
 	mustContain(t, "kpis", buildT(t, "kpis", q, err),
 		`SELECT 0 AS kind, "source_site", "status", COUNT_BIG(*) AS n, SUM(CASE WHEN "created_at" < `+ts+` THEN 1 ELSE 0 END) AS stuck`,
 		`WHERE "status" IN (N'Pending', N'Retrying', N'Parked') GROUP BY "status", "source_site"`,
-		`UNION ALL SELECT 1, "source_site", N'', COUNT_BIG(*), 0, CAST(NULL AS datetime2(6)) FROM "notifications" WHERE "delivered_at" >= `+ts)
+		`UNION ALL SELECT 1, "source_site", N'', COUNT_BIG(*), 0, CAST(NULL AS datetime2(6)) FROM "notifications" WHERE "delivered_at" IS NOT NULL AND "delivered_at" >= `+ts)
 	q, err = g.kpis(ports.KPIRequest{})
 	buildT(t, "kpis without instants", q, err)
 }

@@ -445,3 +445,43 @@ func TestSQLiteDSN(t *testing.T) {
 		t.Errorf("DSN with its own settings became %q", got)
 	}
 }
+
+// TestSQLitePlansUseIndexes guards the planner hints of SQLite (which has no
+// statistics): the KPIs and the claim must search indexes, never scan the
+// table, or they cost seconds at a million rows.
+func TestSQLitePlansUseIndexes(t *testing.T) {
+	s := newSQLiteStore(t)
+	ctx := context.Background()
+	now := storetest.BaseTime
+	kpis, err := s.g.kpis(ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := s.g.claim(ports.ClaimRequest{Owner: "node", Now: now, Lease: time.Minute, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]query{"kpis": kpis, "claim": claim} {
+		rows, err := s.reader().QueryContext(ctx, "EXPLAIN QUERY PLAN "+q.text, q.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, line := range plan {
+			// The claim walks the partial index of Pending rows in claim
+			// order and stops at its limit: that scan is the point.
+			if strings.HasPrefix(line, "SCAN notifications") && !strings.Contains(line, "notifications_claim_pending_idx") {
+				t.Errorf("%s scans the table: %q in plan %q", name, line, plan)
+			}
+		}
+	}
+}
