@@ -10,16 +10,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"github.com/siteline/outbox/adapters/sqlstore/sqlstoretest"
 	"github.com/siteline/outbox/ports/storetest"
 )
 
 // Environment variables naming the servers the suite runs against.
 const (
-	envPostgres = "OUTBOX_TEST_POSTGRES_DSN"
-	envMSSQL    = "OUTBOX_TEST_MSSQL_DSN"
+	envMSSQL = "OUTBOX_TEST_MSSQL_DSN"
 )
 
 // newSQLiteStore opens and migrates a store on a fresh file in t's temp dir.
@@ -38,49 +35,10 @@ func newSQLiteStore(t testing.TB) *Store {
 }
 
 // postgresDSN returns the server DSN, or skips t.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv(envPostgres)
-	if dsn == "" {
-		t.Skipf("set %s to a PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable) to run against PostgreSQL", envPostgres)
-	}
-	return dsn
-}
+func postgresDSN(t testing.TB) string { return sqlstoretest.PostgresServer(t) }
 
-// newPostgresSchema creates a fresh schema on the server of dsn, drops it
-// when t ends, and returns dsn with search_path set to it.
-func newPostgresSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("parse %s: %v", envPostgres, err)
-	}
-	admin := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { _ = admin.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "t_" + hex.EncodeToString(b[:])
-	if _, err := admin.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withSearchPath(t, dsn, schema)
-}
-
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("%s is not a URL: %v", envPostgres, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// newPostgresSchema returns the DSN of a fresh schema on the server of dsn.
+func newPostgresSchema(t testing.TB, dsn string) string { return sqlstoretest.PostgresSchema(t, dsn) }
 
 // newPostgresStore opens and migrates a store on a fresh schema.
 func newPostgresStore(t testing.TB, dsn string) *Store {

@@ -335,6 +335,22 @@ func (s *Store) write(ctx context.Context, multi bool, fn func(ctx context.Conte
 	return fn(ctx, s.writer())
 }
 
+// writeIDs runs qs, all or nothing (see write), and collects the ids they
+// return.
+func (s *Store) writeIDs(ctx context.Context, qs []query, sizeHint int) ([]string, error) {
+	var ids []string
+	err := s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) (err error) {
+		ids = make([]string, 0, sizeHint) // afresh: a group writer may run this twice
+		for _, q := range qs {
+			if ids, err = queryIDs(ctx, c, q, ids); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ids, err
+}
+
 // chunks calls fn with consecutive pieces of up to size elements of v.
 func chunks[T any](v []T, size int, fn func([]T) error) error {
 	for len(v) > 0 {
@@ -390,16 +406,7 @@ func (s *Store) Insert(ctx context.Context, ns []ports.Notification) ([]string, 
 	if err != nil {
 		return nil, err
 	}
-	var inserted []string
-	err = s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) (err error) {
-		inserted = make([]string, 0, len(batch))
-		for _, q := range qs {
-			if inserted, err = queryIDs(ctx, c, q, inserted); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	inserted, err := s.writeIDs(ctx, qs, len(batch))
 	if err != nil {
 		return nil, s.fail(fmt.Sprintf("insert %d notifications", len(batch)), err)
 	}
@@ -600,16 +607,7 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 	if err != nil {
 		return nil, err
 	}
-	var applied []string
-	err = s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) (err error) {
-		applied = make([]string, 0, len(batch))
-		for _, q := range qs {
-			if applied, err = queryIDs(ctx, c, q, applied); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	applied, err := s.writeIDs(ctx, qs, len(batch))
 	if err != nil {
 		return nil, s.fail(fmt.Sprintf("record %d updates for %s", len(batch), owner), err)
 	}
