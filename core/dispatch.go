@@ -14,7 +14,7 @@ import (
 // recording at once. The sweep claims the next batch while earlier ones are
 // delivered and recorded, so that the database round trips overlap; claims
 // themselves never overlap on a node.
-const pipelineDepth = 4
+const pipelineDepth = 8
 
 // recordTimeout bounds the writes that record a batch's outcomes. They run
 // even after shutdown began, so finished deliveries are never re-sent.
