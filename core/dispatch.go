@@ -1,10 +1,12 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -55,13 +57,14 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 // every batch it claimed is recorded or released.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	var (
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, pipelineDepth)
-		mu    sync.Mutex
-		next  time.Time
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, pipelineDepth)
+		mu      sync.Mutex
+		next    time.Time
+		stalled atomic.Bool // a batch could not be prepared: stop claiming
 	)
 	defer wg.Wait()
-	for {
+	for !stalled.Load() {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -77,7 +80,12 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			n := s.dispatch(ctx, rows)
+			n, ok := s.dispatch(ctx, rows)
+			if !ok {
+				// Its rows went back untouched; claiming again now would
+				// only spin on them. The next wake-up or poll retries.
+				stalled.Store(true)
+			}
 			mu.Lock()
 			next = earliest(next, n)
 			mu.Unlock()
@@ -98,7 +106,9 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.dispatch(ctx, rows)
+	if _, ok := s.dispatch(ctx, rows); !ok {
+		return len(rows), errors.New("dispatch: some notifications could not be prepared; they were released")
+	}
 	return len(rows), nil
 }
 
@@ -126,24 +136,31 @@ type job struct {
 
 // dispatch delivers one claimed batch with bounded parallelism, then records
 // every outcome in one write and releases the rows it could not attempt. One
-// bad row never stops the batch. It returns the earliest retry it scheduled.
-func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) time.Time {
+// bad row never stops the batch. It returns the earliest retry it scheduled,
+// and false when the directory failed for some rows (they were released).
+func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time.Time, bool) {
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
-	var release []string
+	var (
+		release   []string
+		planErr   error
+		unplanned int
+	)
 	cache := batchCache{lists: make(map[string]listLookup), channels: make(map[string]channelLookup)}
 	for i, row := range rows {
 		jobs[i].row = row
 		if err := s.plan(ctx, &jobs[i], now, cache); err != nil {
 			// The directory failed (not "not found"): no attempt was made,
 			// so the row goes back untouched.
-			if ctx.Err() == nil {
-				s.log.Error("dispatch: cannot prepare notification", "id", row.ID, "err", err)
-			}
+			planErr = cmp.Or(planErr, err)
+			unplanned++
 			release = append(release, row.ID)
 			jobs[i].done = true
-			jobs[i].update.ID = ""
 		}
+	}
+	if planErr != nil && ctx.Err() == nil {
+		s.log.Error("dispatch: cannot prepare notifications; released for a later sweep",
+			"rows", unplanned, "err", planErr)
 	}
 
 	var wg sync.WaitGroup
@@ -187,7 +204,7 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) time.
 			// The leases expire and another sweep retries these rows; a
 			// delivery may then repeat, the accepted at-least-once cost.
 			s.log.Error("dispatch: record outcomes failed", "rows", len(updates), "err", err)
-			return next
+			return next, planErr == nil
 		}
 		if len(lost) > 0 {
 			s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
@@ -209,7 +226,7 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) time.
 			s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(release), "err", err)
 		}
 	}
-	return next
+	return next, planErr == nil
 }
 
 // batchCache keeps the directory's answers for one batch, so a batch asks
