@@ -123,7 +123,7 @@ func central(ctx context.Context, l *loaded, logger *slog.Logger) (err error) {
 	// registered and the dispatcher parks every notification with a "no
 	// channel" reason.
 	channels := ports.ChannelMap{}
-	logger.Warn("no channels registered yet: channel plugins come in a later issue, so every notification parks with reason no channel",
+	logger.Warn("no channels registered yet: channel plugins come in a later issue, so every notification parks with reason \"no delivery adapter for type ...\"",
 		"lists", dir.Lists(), "channel_settings", dir.Channels())
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
 		Store:     store,
