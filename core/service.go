@@ -125,7 +125,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 
 	s.log.Info("outbox running", "owner", s.owner,
-		"dispatch_interval", s.cfg.DispatchInterval, "batch", s.cfg.DispatchBatchSize,
+		"dispatch_interval", s.cfg.DispatchInterval.String(), "batch", s.cfg.DispatchBatchSize,
 		"concurrency", s.cfg.DispatchConcurrency)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.dispatchLoop(ctx) })
