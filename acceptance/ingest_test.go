@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -48,6 +49,9 @@ func TestIngest(t *testing.T) {
 				"body is not valid UTF-8":    func(s *ports.Submission) { s.Body = "bad \xff byte" },
 				"source site is empty":       func(s *ports.Submission) { s.SourceSite = "" },
 				"type data is not valid JSO": func(s *ports.Submission) { s.TypeData = []byte("{") },
+				"subject holds a NUL byte":   func(s *ports.Submission) { s.Subject = "a\x00b" },
+				"outside the 32-bit range":   func(s *ports.Submission) { s.Priority = 1 << 40 },
+				"expires at is outside":      func(s *ports.Submission) { s.ExpiresAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC) },
 			}
 			subs := []ports.Submission{good}
 			for _, mutate := range bad {

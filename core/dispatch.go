@@ -142,9 +142,8 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
 	var (
-		release   []string
-		planErr   error
-		unplanned int
+		release []string
+		planErr error
 	)
 	cache := batchCache{lists: make(map[string]listLookup), channels: make(map[string]channelLookup)}
 	for i, row := range rows {
@@ -153,14 +152,13 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 			// The directory failed (not "not found"): no attempt was made,
 			// so the row goes back untouched.
 			planErr = cmp.Or(planErr, err)
-			unplanned++
 			release = append(release, row.ID)
 			jobs[i].done = true
 		}
 	}
 	if planErr != nil && ctx.Err() == nil {
 		s.log.Error("dispatch: cannot prepare notifications; released for a later sweep",
-			"rows", unplanned, "err", planErr)
+			"rows", len(release), "err", planErr)
 	}
 
 	var wg sync.WaitGroup
@@ -198,6 +196,11 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	if len(release) > 0 {
+		if err := s.store.Release(wctx, s.owner, release); err != nil {
+			s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(release), "err", err)
+		}
+	}
 	if len(updates) > 0 {
 		lost, err := s.store.Record(wctx, s.owner, updates)
 		if err != nil {
@@ -220,11 +223,6 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 			}
 		}
 		s.appendAudit(wctx, records)
-	}
-	if len(release) > 0 {
-		if err := s.store.Release(wctx, s.owner, release); err != nil {
-			s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(release), "err", err)
-		}
 	}
 	return next, planErr == nil
 }
@@ -292,6 +290,10 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 
 // park finishes a job as Parked without a delivery attempt.
 func (s *Service) park(j *job, now time.Time, reason string) {
+	if err := Move(j.row.Status, ports.StatusParked); err != nil {
+		s.log.Error("dispatch: refusing an illegal move", "id", j.row.ID, "err", err)
+		return // not done: released untouched
+	}
 	j.update = ports.Update{
 		ID: j.row.ID, Status: ports.StatusParked, RetryCount: j.row.RetryCount, LastError: reason,
 		ResolvedTargets: j.row.ResolvedTargets, LastAttemptAt: j.row.LastAttemptAt, UpdatedAt: now,
@@ -302,10 +304,17 @@ func (s *Service) park(j *job, now time.Time, reason string) {
 }
 
 // attempt makes one delivery and maps its result to the row's next status.
-// If ctx ends during the attempt (shutdown) and the channel did not answer
+// It makes none when the row's lease would run out within DeliveryTimeout
+// (the job stays not done, and its row is released). If ctx ends during the attempt (shutdown) and the channel did not answer
 // Success, the attempt does not count and the job stays not done, so its row
 // is released untouched.
 func (s *Service) attempt(ctx context.Context, j *job) {
+	if s.clock.Now().Add(s.cfg.DeliveryTimeout).After(j.row.ClaimedUntil) {
+		// The lease would run out before a slow delivery could finish, and
+		// another node could then deliver the row too. Leave it: its row is
+		// released untouched for a fresh claim.
+		return
+	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DeliveryTimeout)
 	start := time.Now()
 	res := deliverSafely(dctx, j.channel, j.req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,4 +73,78 @@ func TestSweepStopsWhenTheDirectoryFails(t *testing.T) {
 	if _, err := svc.DispatchOnce(ctx); err == nil || !strings.Contains(err.Error(), "could not be prepared") {
 		t.Errorf("DispatchOnce with a failing directory: %v", err)
 	}
+}
+
+// stepClock is a manual clock.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// slowChannel succeeds, taking d of the clock's time per delivery.
+type slowChannel struct {
+	clock *stepClock
+	d     time.Duration
+	calls atomic.Int64
+}
+
+func (c *slowChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
+	c.calls.Add(1)
+	c.clock.advance(c.d)
+	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+}
+
+// TestNoDeliveryStartsThatCouldOutliveItsLease: rows whose lease would run
+// out during a delivery are released untouched instead of delivered, so no
+// other node can take over a row this one is still delivering.
+func TestNoDeliveryStartsThatCouldOutliveItsLease(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ch := &slowChannel{clock: clock, d: 90 * time.Second}
+	dir := okDirectory{}
+	svc, err := New(Config{DispatchBatchSize: 2, DispatchConcurrency: 1, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute},
+		Deps{Store: store, Audit: store, Directory: dir, Clock: clock, Channels: ports.ChannelMap{"email": ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
+			ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := svc.DispatchOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("dispatch: %d, %v", n, err)
+	}
+	if got := ch.calls.Load(); got != 1 {
+		t.Fatalf("%d deliveries; want 1: the second started 90 s into a 2 min lease with a 1 min timeout", got)
+	}
+	page, err := store.Query(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusPending}}, ports.PageRequest{Limit: 10})
+	if err != nil || len(page.Items) != 1 || page.Items[0].ClaimedBy != "" || page.Items[0].RetryCount != 0 {
+		t.Fatalf("the skipped row should be Pending, unleased and unattempted: %+v, %v", page.Items, err)
+	}
+}
+
+// okDirectory knows every list as an email list.
+type okDirectory struct{}
+
+func (okDirectory) List(_ context.Context, name string) (ports.List, error) {
+	return ports.List{Name: name, Type: "email", Targets: []string{"ops@example.com"}}, nil
+}
+
+func (okDirectory) ChannelSettings(context.Context, string) (ports.ChannelSettings, error) {
+	return ports.ChannelSettings{}, ports.ErrNotFound
 }

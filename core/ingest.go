@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -97,6 +99,21 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 			errs = append(errs, fmt.Errorf("%s is not valid UTF-8", field))
 		}
 	}
+	for field, v := range map[string]string{"list": sub.List, "subject": sub.Subject, "body": sub.Body,
+		"type": sub.Type, "source site": sub.SourceSite, "source instance": sub.SourceInstance,
+		"source script": sub.SourceScript, "execution id": sub.ExecutionID, "parent execution id": sub.ParentExecutionID} {
+		if strings.IndexByte(v, 0) >= 0 {
+			errs = append(errs, fmt.Errorf("%s holds a NUL byte", field))
+		}
+	}
+	if sub.Priority < math.MinInt32 || sub.Priority > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("priority %d is outside the 32-bit range", sub.Priority))
+	}
+	for field, t := range map[string]time.Time{"expires at": sub.ExpiresAt, "site enqueued at": sub.SiteEnqueuedAt} {
+		if !t.IsZero() && (t.UTC().Year() < 1 || t.UTC().Year() > 9999) {
+			errs = append(errs, fmt.Errorf("%s is outside the years 1 to 9999", field))
+		}
+	}
 	text("list", sub.List, maxNameBytes, true)
 	text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
 	text("body", sub.Body, s.cfg.MaxBodyBytes, false)
@@ -153,9 +170,13 @@ func ingestRecord(n ports.Notification) ports.AuditRecord {
 // fails the change it records (the Notifications row stands on its own).
 func (s *Service) appendAudit(ctx context.Context, recs []ports.AuditRecord) {
 	const chunk = 1000
+	// Detached from cancellation (the change it records has happened), but
+	// bounded, so a hung database cannot hold up shutdown.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	for len(recs) > 0 {
 		n := min(chunk, len(recs))
-		if err := s.audit.Append(context.WithoutCancel(ctx), recs[:n]); err != nil {
+		if err := s.audit.Append(ctx, recs[:n]); err != nil {
 			s.log.Error("audit append failed", "records", n, "err", err)
 		}
 		recs = recs[n:]

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -34,8 +36,9 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 	if len(a.IDs) == 0 && !a.All && filterEmpty(a.Filter) {
 		return ports.ActionResult{}, fmt.Errorf("%w: select notifications by ids or by a filter (or ask for all explicitly)", ports.ErrInvalid)
 	}
-	if a.Actor == "" {
-		return ports.ActionResult{}, fmt.Errorf("%w: an operator action needs an actor for the audit log", ports.ErrInvalid)
+	if strings.TrimSpace(a.Actor) == "" || len(a.Actor) > maxNameBytes || !utf8.ValidString(a.Actor) || strings.IndexByte(a.Actor, 0) >= 0 {
+		return ports.ActionResult{}, fmt.Errorf("%w: an operator action needs an actor for the audit log: a name of 1 to %d bytes of UTF-8 text",
+			ports.ErrInvalid, maxNameBytes)
 	}
 	if err := validFilter(a.Filter); err != nil {
 		return ports.ActionResult{}, err
@@ -52,6 +55,11 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 	if err != nil {
 		return ports.ActionResult{}, fmt.Errorf("%s: %w", verb, err)
 	}
+	recs := make([]ports.AuditRecord, len(moved))
+	for i, id := range moved {
+		recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: kind, Actor: a.Actor, Status: to}
+	}
+	s.appendAudit(ctx, recs) // before anything else can fail: the rows have moved
 	res := ports.ActionResult{Moved: moved}
 	if len(ids) > 0 && len(moved) < len(ids) {
 		res.Refused, err = s.refusals(ctx, ids, moved, to, verb)
@@ -59,11 +67,6 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 			return res, err
 		}
 	}
-	recs := make([]ports.AuditRecord, len(moved))
-	for i, id := range moved {
-		recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: kind, Actor: a.Actor, Status: to}
-	}
-	s.appendAudit(ctx, recs)
 	if len(moved) > 0 {
 		s.log.Info("operator action", "action", verb, "actor", a.Actor, "rows", len(moved), "refused", len(res.Refused))
 	}

@@ -43,7 +43,12 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 		}
 		total += len(ids)
 		if len(ids) > 0 {
-			if err := s.audit.Forget(ctx, ids); err != nil {
+			// The rows are gone: forget their history even if shutdown
+			// began meanwhile, or no later purge could find it.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+			err := s.audit.Forget(fctx, ids)
+			cancel()
+			if err != nil {
 				return total, fmt.Errorf("purge: forget audit history: %w", err)
 			}
 		}

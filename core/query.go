@@ -1,8 +1,10 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -21,28 +23,19 @@ func (s *Service) Status(ctx context.Context, ids []string) (map[string]ports.St
 	if len(ids) > maxStatusIDs {
 		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), maxStatusIDs)
 	}
-	canon := make([]string, 0, len(ids))
-	given := make(map[string]string, len(ids))
-	out := make(map[string]ports.Status, len(ids))
-	for _, id := range ids {
-		u, err := uuid.Parse(id)
-		if err != nil {
-			out[id] = ports.StatusUnknown // not a UUID: nobody can know it
-			continue
+	canon := make([]string, len(ids)) // "" for an id that is not a UUID
+	for i, id := range ids {
+		if u, err := uuid.Parse(id); err == nil {
+			canon[i] = u.String()
 		}
-		canon = append(canon, u.String())
-		given[u.String()] = id
 	}
-	found, err := s.store.Statuses(ctx, canon)
+	found, err := s.store.Statuses(ctx, slices.DeleteFunc(slices.Clone(canon), func(c string) bool { return c == "" }))
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	for c, id := range given {
-		if st, ok := found[c]; ok {
-			out[id] = st
-		} else {
-			out[id] = ports.StatusUnknown
-		}
+	out := make(map[string]ports.Status, len(ids))
+	for i, id := range ids {
+		out[id] = cmp.Or(found[canon[i]], ports.StatusUnknown)
 	}
 	return out, nil
 }

@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// AuditLog keeps the history of each notification: ingest, every delivery
-// attempt with its duration and outcome, every terminal status and every
-// operator action, each with its actor. The SQL store adapter implements it in
+// AuditLog keeps the history of each notification: every delivery attempt
+// with its duration and outcome, every terminal status and every operator
+// action, each with its actor. (Ingest is recorded by the row itself; the core
+// presents it as the first record of a history.) The SQL store adapter implements it in
 // the same database as the Store. ports/storetest covers it.
 type AuditLog interface {
 	// Append stores records. It is all or nothing.
@@ -27,6 +28,8 @@ type AuditKind string
 
 const (
 	// AuditIngested records central accepting the notification from a site.
+	// The core derives it from the row (CreatedAt, SourceSite); it is not
+	// appended to the log.
 	AuditIngested AuditKind = "Ingested"
 	// AuditAttempted records one delivery attempt: its Outcome, Duration and
 	// Error.

@@ -54,7 +54,7 @@ const (
 // RetrySettings are a channel's retry policy settings. MaxRetries counts
 // failed attempts: the row parks when its RetryCount reaches it. Non-positive
 // MaxRetries or Interval fall back to 10 retries and 1 minute (with a warning).
-// A zero MaxInterval means 100 × Interval.
+// A MaxInterval below Interval (zero, say) means 100 × Interval.
 type RetrySettings struct {
 	Backoff     Backoff
 	MaxRetries  int

@@ -70,7 +70,8 @@ type Notification struct {
 	// lowercase text form. It is the idempotency key of ingest.
 	ID string
 	// Type names the channel that delivers it ("email", "webhook", ...). It is
-	// empty when the list was unknown at ingest; such a row parks at dispatch.
+	// empty when the list was unknown at ingest; at dispatch such a row takes
+	// the list's type if the list exists by then, and parks otherwise.
 	Type string
 	// List is the name of the notification list it is addressed to.
 	List string
@@ -84,7 +85,8 @@ type Notification struct {
 
 	// Status is the lifecycle status.
 	Status Status
-	// RetryCount counts the failed attempts so far.
+	// RetryCount counts the transient failures so far (a permanent failure
+	// parks the row without counting).
 	RetryCount int
 	// LastError is the reason of the most recent failure or park; empty otherwise.
 	LastError string

@@ -1,7 +1,9 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
@@ -92,7 +94,21 @@ func openPostgres(dsn string) (db *sql.DB, custom bool, err error) {
 	if !custom {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
-	return stdlib.OpenDB(*cfg), custom, nil
+	// Literals are quoted by doubling ' only, which is safe only while
+	// backslashes are plain characters in strings: ask for that at start-up
+	// and refuse a connection where something (a DSN option, a role or
+	// database default) turned it off.
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["standard_conforming_strings"] = "on"
+	check := stdlib.OptionAfterConnect(func(ctx context.Context, c *pgx.Conn) error {
+		if v := c.PgConn().ParameterStatus("standard_conforming_strings"); v != "on" {
+			return fmt.Errorf("sqlstore: PostgreSQL standard_conforming_strings is %q; the store needs it on", v)
+		}
+		return nil
+	})
+	return stdlib.OpenDB(*cfg, check), custom, nil
 }
 
 // kvPassword finds password=... or pwd=... in key/value connection strings

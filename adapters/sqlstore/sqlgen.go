@@ -822,8 +822,14 @@ func (g *sqlgen) purge(cutoff time.Time, limit int) (query, error) {
 			sql(` AND ("updated_at" < `).time(cutoff).sql(` OR "updated_at" IS NULL)`)
 		return s.done()
 	}
+	// The conditions stand in the outer WHERE too: PostgreSQL re-checks only
+	// those on a row another transaction changed meanwhile (an operator
+	// Retry of a Parked row), so without them it would delete a row that is
+	// no longer terminal.
 	s.sql(`DELETE FROM "notifications" WHERE "id" IN (SELECT "id" FROM "notifications" WHERE "status" IN `).strs(termStatuses).
-		sql(` AND ("updated_at" < `).time(cutoff).sql(` OR "updated_at" IS NULL)`).limit(limit).sql(`) RETURNING "id"`)
+		sql(` AND ("updated_at" < `).time(cutoff).sql(` OR "updated_at" IS NULL)`).limit(limit).
+		sql(`) AND "status" IN `).strs(termStatuses).
+		sql(` AND ("updated_at" < `).time(cutoff).sql(` OR "updated_at" IS NULL) RETURNING "id"`)
 	return s.done()
 }
 
