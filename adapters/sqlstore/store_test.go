@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -483,5 +484,71 @@ func TestSQLitePlansUseIndexes(t *testing.T) {
 				t.Errorf("%s scans the table: %q in plan %q", name, line, plan)
 			}
 		}
+	}
+}
+
+// TestPostgresPurgeSparesARowMovedMeanwhile: an operator moves a Parked row
+// back to Pending while a purge is deciding to delete it. PostgreSQL re-checks
+// only the outer WHERE of a row that changed under it, so the purge must carry
+// its conditions there, or it deletes a row that is no longer terminal.
+func TestPostgresPurgeSparesARowMovedMeanwhile(t *testing.T) {
+	s := newPostgresStore(t, postgresDSN(t))
+	ctx := context.Background()
+	old := storetest.BaseTime
+	n := storetest.NewNotification(old)
+	n.Status = ports.StatusParked
+	if _, err := s.Insert(ctx, []ports.Notification{n}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// The operator's Retry, holding the row; updated_at kept old so that only
+	// the status tells the purge to keep it.
+	if _, err := tx.ExecContext(ctx, `UPDATE notifications SET status = 'Pending' WHERE id = $1`, n.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ids []string
+		err error
+	}
+	purged := make(chan result, 1)
+	go func() {
+		ids, err := s.Purge(ctx, old.Add(24*time.Hour), 10)
+		purged <- result{ids, err}
+	}()
+	// Wait until the purge waits for the row lock (a condition, not a time).
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := s.reader().QueryRowContext(ctx,
+			`SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case r := <-purged:
+			t.Fatalf("the purge finished without waiting for the row lock: %v, %v", r.ids, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the purge never waited for the row lock")
+		}
+		runtime.Gosched()
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-purged
+	if r.err != nil || len(r.ids) != 0 {
+		t.Fatalf("purge deleted %v (%v); the row had become Pending", r.ids, r.err)
+	}
+	got, err := s.Get(ctx, n.ID)
+	if err != nil || got.Status != ports.StatusPending {
+		t.Fatalf("the row moved to Pending is gone or changed: %+v, %v", got.Status, err)
 	}
 }
