@@ -175,15 +175,7 @@ func (s *Store) open(cfg Config) error {
 			return err
 		}
 		s.g.pgPrepare = !custom
-		conns := cfg.MaxOpenConns
-		if conns == 0 {
-			conns = max(8, 4*runtime.GOMAXPROCS(0))
-		}
-		db.SetMaxOpenConns(conns)
-		db.SetMaxIdleConns(conns)
-		db.SetConnMaxIdleTime(5 * time.Minute)
-		s.wdb = db
-		s.rdb = s.wdb
+		s.useServerPool(db, cfg)
 		s.analyze = newAnalyzer(s.wdb, func(err error) {
 			s.logger.Warn("sqlstore: background ANALYZE failed", "err", s.redact(err))
 		})
@@ -192,17 +184,23 @@ func (s *Store) open(cfg Config) error {
 		if err != nil {
 			return err
 		}
-		conns := cfg.MaxOpenConns
-		if conns == 0 {
-			conns = max(8, 4*runtime.GOMAXPROCS(0))
-		}
-		db.SetMaxOpenConns(conns)
-		db.SetMaxIdleConns(conns)
-		db.SetConnMaxIdleTime(5 * time.Minute)
-		s.wdb = db
-		s.rdb = s.wdb
+		s.useServerPool(db, cfg)
 	}
 	return nil
+}
+
+// useServerPool sizes the one pool of a database server (PostgreSQL, MS SQL)
+// and serves both reads and writes from it.
+func (s *Store) useServerPool(db *sql.DB, cfg Config) {
+	conns := cfg.MaxOpenConns
+	if conns == 0 {
+		conns = max(8, 4*runtime.GOMAXPROCS(0))
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s.wdb = db
+	s.rdb = db
 }
 
 func (s *Store) ping(ctx context.Context) error {
