@@ -146,7 +146,8 @@ var (
 	// urlPassword matches the password of user:password@ in a URL.
 	urlPassword = regexp.MustCompile(`(://[^/\s:@]*:)[^@\s/]*@`)
 	// keywordPassword matches password=... and pwd=... in a keyword DSN.
-	keywordPassword = regexp.MustCompile(`(?i)\b(password|pwd)=('[^']*'|[^;\s&]*)`)
+	// The value may be quoted ('…' with \' escapes, "…") or braced ({…}).
+	keywordPassword = regexp.MustCompile(`(?i)\b(password|pwd)\s*=\s*('(?:[^'\\]|\\.)*'|"[^"]*"|\{[^}]*\}|[^;\s&]*)`)
 	// emailAddress matches an e-mail address; the first character of the
 	// local part and the domain are kept.
 	emailAddress = regexp.MustCompile(`([A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+)`)

@@ -145,6 +145,9 @@ func TestMaskText(t *testing.T) {
 		"postgres://u:p@h:5432/db":               "postgres://u:***@h:5432/db",
 		"postgres://u@h/db":                      "postgres://u@h/db",
 		"host=h password=secret user=u":          "host=h password=*** user=u",
+		`host=h password='a b\' c' user=u`:       "host=h password=*** user=u",
+		`server=s;password="a b";database=d`:     "server=s;password=***;database=d",
+		"server=s;password={a; b};database=d":    "server=s;password=***;database=d",
 		"Server=h;Password=secret;":              "Server=h;Password=***;",
 	} {
 		if got := maskText(in); got != want {
