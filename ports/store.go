@@ -22,7 +22,7 @@ type Store interface {
 	// Claim leases up to req.Limit due, unleased rows to req.Owner until
 	// req.Now+req.Lease and returns them ordered by Priority descending, then
 	// CreatedAt ascending, then ID. A row is due when it is Pending, or
-	// Retrying with NextAttemptAt <= req.Now; it is unleased when ClaimedUntil
+	// Retrying with NextAttemptAt <= req.Now or unset; it is unleased when ClaimedUntil
 	// is zero or <= req.Now (a dead owner's lease expires). Concurrent callers,
 	// in one process or many, never receive the same row while a lease lasts.
 	// The returned rows carry the new ClaimedBy and ClaimedUntil.
@@ -67,7 +67,7 @@ type Store interface {
 	Transition(ctx context.Context, req TransitionRequest) (moved []string, err error)
 
 	// Purge deletes up to limit terminal rows (Delivered, Parked, Discarded)
-	// whose UpdatedAt is before cutoff and returns their IDs. It never deletes
+	// whose UpdatedAt is before cutoff or unset, and returns their IDs. It never deletes
 	// a Pending or Retrying row.
 	Purge(ctx context.Context, cutoff time.Time, limit int) (deleted []string, err error)
 }
@@ -139,7 +139,8 @@ type Page struct {
 type KPIRequest struct {
 	// StuckBefore: Pending or Retrying rows created before it are stuck.
 	StuckBefore time.Time
-	// DeliveredSince: rows with DeliveredAt >= it count as delivered recently.
+	// DeliveredSince: rows with DeliveredAt >= it count as delivered recently;
+	// zero counts every row with a DeliveredAt.
 	DeliveredSince time.Time
 }
 

