@@ -68,18 +68,7 @@ func New(lists []ports.List, channels []ports.ChannelSettings) (*Directory, erro
 	firstList := map[string]int{}
 	for i, l := range lists {
 		at := fmt.Sprintf("lists[%d]", i)
-		switch {
-		case strings.TrimSpace(l.Name) == "":
-			bad(at+".name", "empty (every list needs a name)")
-		case strings.TrimSpace(l.Name) != l.Name:
-			bad(at+".name", "%q has leading or trailing spaces", l.Name)
-		default:
-			if j, dup := firstList[l.Name]; dup {
-				bad(at+".name", "duplicate list name %q (also lists[%d])", l.Name, j)
-			} else {
-				firstList[l.Name] = i
-			}
-		}
+		checkKey(bad, firstList, "lists", i, "name", l.Name, "every list needs a name", "list name")
 		if strings.TrimSpace(l.Type) == "" {
 			bad(at+".type", "empty (list %q needs a channel type such as email)", l.Name)
 		}
@@ -96,18 +85,7 @@ func New(lists []ports.List, channels []ports.ChannelSettings) (*Directory, erro
 	firstChannel := map[string]int{}
 	for i, c := range channels {
 		at := fmt.Sprintf("channels[%d]", i)
-		switch {
-		case strings.TrimSpace(c.Type) == "":
-			bad(at+".type", "empty (every channel needs a type such as email)")
-		case strings.TrimSpace(c.Type) != c.Type:
-			bad(at+".type", "%q has leading or trailing spaces", c.Type)
-		default:
-			if j, dup := firstChannel[c.Type]; dup {
-				bad(at+".type", "duplicate channel type %q (also channels[%d])", c.Type, j)
-			} else {
-				firstChannel[c.Type] = i
-			}
-		}
+		checkKey(bad, firstChannel, "channels", i, "type", c.Type, "every channel needs a type such as email", "channel type")
 		r := c.Retry
 		switch r.Backoff {
 		case "", ports.BackoffFixed, ports.BackoffExponential:
@@ -165,6 +143,26 @@ func (d *Directory) ChannelSettings(_ context.Context, typ string) (ports.Channe
 		return ports.ChannelSettings{}, fmt.Errorf("channel settings for type %q: %w", typ, ports.ErrNotFound)
 	}
 	return copyChannel(c), nil
+}
+
+// checkKey checks the key field of entry i of a section (a list's name, a
+// channel's type): not empty, no surrounding spaces, not a duplicate of an
+// earlier entry, whose index first remembers.
+func checkKey(bad func(field, format string, args ...any), first map[string]int,
+	section string, i int, field, v, why, what string) {
+	at := fmt.Sprintf("%s[%d].%s", section, i, field)
+	switch {
+	case strings.TrimSpace(v) == "":
+		bad(at, "empty (%s)", why)
+	case strings.TrimSpace(v) != v:
+		bad(at, "%q has leading or trailing spaces", v)
+	default:
+		if j, dup := first[v]; dup {
+			bad(at, "duplicate %s %q (also %s[%d])", what, v, section, j)
+		} else {
+			first[v] = i
+		}
+	}
 }
 
 // Lists returns the names of the configured lists, sorted.
