@@ -1,0 +1,204 @@
+// Package channel is version 1 of the contract between outbox central and a
+// delivery channel: the interface a channel implements, its plain request and
+// response types, and Serve, the one call that runs a channel as a plugin
+// process.
+//
+// A channel delivers notifications of one type (email, webhook, Slack, ...).
+// Central runs every channel, built-in or third-party, as a separate process
+// through hashicorp/go-plugin over gRPC with mutual TLS. Integrators use only
+// the Go types of this package: protobuf stays inside its gRPC glue.
+//
+//	func main() { channel.Serve(myChannel{}) }
+//
+// The major version is part of the import path. A change that would break a
+// built plugin gets a new version (v2) and a new handshake, and central keeps
+// serving v1 plugins.
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Channel delivers notifications of one type. Central calls Deliver from many
+// goroutines at once, so an implementation must be safe for concurrent use.
+type Channel interface {
+	// Deliver makes one delivery attempt and classifies it: Success,
+	// Transient (may succeed later: a timeout, a busy server) or Permanent
+	// (will never succeed as is: a rejected recipient, a missing setting, an
+	// empty target list). It never panics on bad input. ctx carries the
+	// attempt's deadline; when it ends, Deliver returns promptly with a
+	// Transient result. The Error of a result never holds a secret setting
+	// or a target's address.
+	Deliver(ctx context.Context, req Request) Result
+}
+
+// Describer is implemented by a channel that describes itself, so that
+// central can check its settings before the first delivery. A channel that
+// does not implement it is described by the name it is configured under.
+type Describer interface {
+	// Describe returns the channel's name, version and settings schema.
+	Describe(ctx context.Context) (Description, error)
+}
+
+// Request is one delivery attempt of one notification.
+type Request struct {
+	// Notification is what to deliver.
+	Notification Notification
+	// Targets are the notification list's targets, resolved at delivery
+	// time: e-mail addresses, webhook URLs.
+	Targets []string
+	// Settings are the channel's settings (host, port, from, ...) with every
+	// secret reference already resolved to its value: a channel never reads
+	// central's environment or files.
+	Settings map[string]string
+}
+
+// Notification is the part of a notification a channel sees.
+type Notification struct {
+	// ID is the notification's id, a UUID. It stays the same across the
+	// attempts of one notification, so a receiver can drop a repeat.
+	ID string
+	// List is the name of the list it is addressed to.
+	List string
+	// Subject and Body are plain text.
+	Subject string
+	Body    string
+	// TypeData is optional channel-specific JSON; nil when absent.
+	TypeData []byte
+	// Priority is the dispatch priority (higher first, 0 the default).
+	Priority int
+	// SourceSite is the site that sent it.
+	SourceSite string
+	// CreatedAt is when central accepted it.
+	CreatedAt time.Time
+	// Attempt counts delivery attempts, this one included (1 for the first).
+	Attempt int
+}
+
+// Outcome classifies a delivery attempt.
+type Outcome int
+
+const (
+	// Transient is a failure that may pass (a timeout, a 4xx SMTP reply, an
+	// HTTP 503): central retries per the channel's retry policy. It is the
+	// zero value, so a Result left empty is never taken for a delivery.
+	Transient Outcome = iota
+	// Success means the notification was handed over to every target.
+	Success
+	// Permanent is a failure that will recur (a rejected recipient, a
+	// missing setting): central parks the notification at once.
+	Permanent
+)
+
+// String returns "Success", "Transient" or "Permanent".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "Success"
+	case Transient:
+		return "Transient"
+	case Permanent:
+		return "Permanent"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result is a channel's answer to one Request.
+type Result struct {
+	Outcome Outcome
+	// ResolvedTargets, on Success, is who the notification went to. Central
+	// stores it with the notification as the delivery's audit record, so a
+	// target holding a secret (a webhook URL with a token) is given in a
+	// redacted form.
+	ResolvedTargets []string
+	// Error describes a failure, without secrets or addresses.
+	Error string
+	// RetryAfter, when positive on a Transient result, is the earliest the
+	// next attempt may run (an HTTP Retry-After, say).
+	RetryAfter time.Duration
+}
+
+// Delivered is a Success result for the given resolved targets.
+func Delivered(targets ...string) Result {
+	return Result{Outcome: Success, ResolvedTargets: targets}
+}
+
+// Retry is a Transient result with the error's text.
+func Retry(err error) Result { return Result{Outcome: Transient, Error: errText(err)} }
+
+// Fail is a Permanent result with the error's text.
+func Fail(err error) Result { return Result{Outcome: Permanent, Error: errText(err)} }
+
+func errText(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
+}
+
+// Description is a channel's answer to Describe.
+type Description struct {
+	// Name is the channel type it delivers ("email").
+	Name string
+	// Version is the plugin's version, for logs and the operator page.
+	Version string
+	// Settings is the schema of the channel's settings. A setting not in it
+	// is refused; an empty schema accepts any settings.
+	Settings []Setting
+}
+
+// Setting describes one channel setting.
+type Setting struct {
+	// Name is the key in Request.Settings ("host").
+	Name string
+	// Description says what the setting does, for people.
+	Description string
+	// Required settings must be present and not blank.
+	Required bool
+	// Secret settings hold credentials: central stores only a reference
+	// (env:NAME or file:/path) and resolves it at delivery time.
+	Secret bool
+	// Default is the value used when the setting is absent, for people.
+	Default string
+	// Allowed, when not empty, lists the only values accepted.
+	Allowed []string
+}
+
+// ErrInvalidSettings is wrapped by every error of Description.Validate.
+var ErrInvalidSettings = errors.New("invalid channel settings")
+
+// Validate checks settings against the schema and returns one error per
+// problem, joined, each wrapping ErrInvalidSettings: a required setting
+// missing or blank, a value outside Allowed, a setting the schema does not
+// know. Values are never repeated in the errors (they may be secrets). An
+// empty schema accepts any settings.
+func (d Description) Validate(settings map[string]string) error {
+	if len(d.Settings) == 0 {
+		return nil
+	}
+	var errs []error
+	known := make(map[string]bool, len(d.Settings))
+	for _, s := range d.Settings {
+		known[s.Name] = true
+		v, ok := settings[s.Name]
+		switch {
+		case s.Required && strings.TrimSpace(v) == "":
+			errs = append(errs, fmt.Errorf("%w: %s: setting %q is required", ErrInvalidSettings, d.Name, s.Name))
+		case ok && v != "" && len(s.Allowed) > 0 && !slices.Contains(s.Allowed, v):
+			errs = append(errs, fmt.Errorf("%w: %s: setting %q must be one of %s",
+				ErrInvalidSettings, d.Name, s.Name, strings.Join(s.Allowed, ", ")))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if !known[k] {
+			errs = append(errs, fmt.Errorf("%w: %s: unknown setting %q", ErrInvalidSettings, d.Name, k))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,216 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
+)
+
+// countingServer counts the Deliver calls (batches) reaching the plugin side.
+type countingServer struct {
+	*grpcServer
+	calls, items atomic.Int64
+}
+
+func (s *countingServer) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.DeliverResponse, error) {
+	s.calls.Add(1)
+	s.items.Add(int64(len(req.GetDeliveries())))
+	return s.grpcServer.Deliver(ctx, req)
+}
+
+// serve runs impl behind a real gRPC server over an in-memory connection and
+// returns a Client of it.
+func serve(t *testing.T, impl Channel) (*Client, *countingServer, *grpc.Server) {
+	t.Helper()
+	ln := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	cs := &countingServer{grpcServer: &grpcServer{impl: impl}}
+	pb.RegisterChannelServer(srv, cs)
+	go func() { _ = srv.Serve(ln) }()
+	conn, err := grpc.NewClient("passthrough:///plugin",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(conn, nil)
+	t.Cleanup(func() {
+		srv.Stop()
+		_ = conn.Close()
+		_ = c.Close()
+	})
+	return c, cs, srv
+}
+
+// gated answers Success with the notification id as the resolved target,
+// once the gate is open; with a timeout in the subject it waits for its
+// context instead.
+type gated struct{ gate chan struct{} }
+
+func (g gated) Deliver(ctx context.Context, req Request) Result {
+	if req.Notification.Subject == "wait for the deadline" {
+		<-ctx.Done()
+		return Retry(ctx.Err())
+	}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return Retry(ctx.Err())
+	}
+	return Delivered(req.Notification.ID)
+}
+
+func deliverN(t *testing.T, c *Client, n int) []Result {
+	t.Helper()
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			results[i] = c.Deliver(ctx, Request{Notification: Notification{ID: string(rune('a'+i%26)) + strings.Repeat("x", i)}})
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// Concurrent deliveries share calls, and each caller gets its own result.
+func TestClientBatchesConcurrentDeliveries(t *testing.T) {
+	g := gated{gate: make(chan struct{})}
+	c, cs, _ := serve(t, g)
+	const n = 400
+	done := make(chan []Result)
+	go func() { done <- deliverN(t, c, n) }()
+	// The first deliveries take the sender slots and wait at the gate; the
+	// rest queue behind them. Open the gate once every one has queued.
+	for {
+		c.mu.Lock()
+		queued := len(c.queue)
+		c.mu.Unlock()
+		if queued+int(cs.items.Load()) >= n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(g.gate)
+	results := <-done
+	for i, r := range results {
+		want := string(rune('a'+i%26)) + strings.Repeat("x", i)
+		if r.Outcome != Success || len(r.ResolvedTargets) != 1 || r.ResolvedTargets[0] != want {
+			t.Fatalf("delivery %d got %+v: another caller's result", i, r)
+		}
+	}
+	if calls := cs.calls.Load(); calls > maxSenders+n/maxBatch+maxSenders {
+		t.Fatalf("%d deliveries took %d calls: not batched", n, calls)
+	}
+}
+
+// Each delivery of a batch has its own deadline: one that runs out does not
+// hold the others back, and ends Transient.
+func TestClientPerDeliveryDeadline(t *testing.T) {
+	g := gated{gate: make(chan struct{})}
+	close(g.gate)
+	c, _, _ := serve(t, g)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	r := c.Deliver(ctx, Request{Notification: Notification{ID: "a", Subject: "wait for the deadline"}})
+	if r.Outcome != Transient {
+		t.Fatalf("a delivery past its deadline: %+v", r)
+	}
+	if r := c.Deliver(t.Context(), Request{Notification: Notification{ID: "b"}}); r.Outcome != Success {
+		t.Fatalf("next delivery: %+v", r)
+	}
+}
+
+// A failed call (the plugin process gone) is Transient for every delivery in
+// it, never Success, and is reported to onCallError.
+func TestClientCallFailureIsTransient(t *testing.T) {
+	g := gated{gate: make(chan struct{})}
+	c, cs, srv := serve(t, g)
+	var reported atomic.Int64
+	c.onCallError = func(error) { reported.Add(1) }
+	done := make(chan []Result)
+	go func() { done <- deliverN(t, c, 8) }()
+	for cs.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Stop() // closes the connections with the calls in flight
+	for i, r := range <-done {
+		if r.Outcome != Transient || !strings.Contains(r.Error, "outcome unknown") {
+			t.Fatalf("delivery %d of a failed call: %+v", i, r)
+		}
+	}
+	if reported.Load() == 0 {
+		t.Fatal("onCallError was not told")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Deliver(t.Context(), Request{}); r.Outcome != Transient || !strings.Contains(r.Error, ErrClosed.Error()) {
+		t.Fatalf("delivery through a closed client: %+v", r)
+	}
+}
+
+func TestDescriptionValidate(t *testing.T) {
+	d := Description{Name: "email", Settings: []Setting{
+		{Name: "host", Required: true},
+		{Name: "tls", Allowed: []string{"none", "starttls"}},
+		{Name: "password", Secret: true},
+	}}
+	if err := d.Validate(map[string]string{"host": "h", "tls": "none", "password": "x"}); err != nil {
+		t.Fatalf("valid settings: %v", err)
+	}
+	err := d.Validate(map[string]string{"host": " ", "tls": "ssl", "colour": "hunter2"})
+	if !errors.Is(err, ErrInvalidSettings) {
+		t.Fatalf("want ErrInvalidSettings, got %v", err)
+	}
+	for _, want := range []string{`"host" is required`, `"tls" must be one of none, starttls`, `unknown setting "colour"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ssl") {
+		t.Errorf("a value is repeated: %v", err)
+	}
+	if err := (Description{Name: "any"}).Validate(map[string]string{"x": "y"}); err != nil {
+		t.Errorf("an empty schema refused settings: %v", err)
+	}
+}
+
+// The wire form carries every field both ways.
+func TestConvertRoundTrip(t *testing.T) {
+	created := time.Date(2026, 3, 2, 8, 0, 0, 123456000, time.UTC)
+	req := Request{
+		Notification: Notification{ID: "id", List: "ops", Subject: "s", Body: "b", TypeData: []byte(`{"k":1}`),
+			Priority: 3, SourceSite: "site-a", CreatedAt: created, Attempt: 2},
+		Targets: []string{"a", "b"}, Settings: map[string]string{"k": "v"},
+	}
+	got := requestFromPB(requestToPB(req, time.Second))
+	if (got.Notification.ID != "id" || got.Notification.List != "ops" ||
+		got.Notification.Subject != "s" || got.Notification.Body != "b" || string(got.Notification.TypeData) != `{"k":1}` ||
+		got.Notification.Priority != 3 || got.Notification.SourceSite != "site-a" || !got.Notification.CreatedAt.Equal(created) ||
+		got.Notification.Attempt != 2 || strings.Join(got.Targets, ",") != "a,b" || got.Settings["k"] != "v") {
+		t.Fatalf("request round trip: %+v", got)
+	}
+	res := Result{Outcome: Permanent, ResolvedTargets: []string{"x"}, Error: "e", RetryAfter: 1500 * time.Millisecond}
+	if r := resultFromPB(resultToPB(res)); r.Outcome != Permanent || r.ResolvedTargets[0] != "x" || r.Error != "e" || r.RetryAfter != res.RetryAfter {
+		t.Fatalf("result round trip: %+v", r)
+	}
+	desc := Description{Name: "n", Version: "v", Settings: []Setting{{Name: "s", Description: "d", Required: true, Secret: true, Default: "x", Allowed: []string{"x"}}}}
+	if d := descriptionFromPB(descriptionToPB(desc)); d.Name != "n" || d.Version != "v" || len(d.Settings) != 1 ||
+		d.Settings[0].Name != "s" || !d.Settings[0].Required || !d.Settings[0].Secret || d.Settings[0].Default != "x" || d.Settings[0].Allowed[0] != "x" {
+		t.Fatalf("description round trip: %+v", d)
+	}
+}

@@ -1,0 +1,283 @@
+// Package email is the built-in email channel: it delivers a notification as
+// one plain-text message through an SMTP server, with github.com/wneessen/go-mail.
+//
+// The list's targets are e-mail addresses. They all receive the same message
+// as blind copies: they are the envelope recipients (RCPT TO) and appear in
+// no header; the To header is "undisclosed-recipients:;". The message's
+// Message-ID is derived from the notification id, so it is the same on every
+// attempt.
+//
+// Connections are pooled per set of connection settings and reused from
+// message to message. A change of the settings starts a new pool and closes
+// the old one's connections.
+//
+// Errors and logs never hold a secret setting, an OAuth2 token or an e-mail
+// address: addresses in SMTP replies are masked (b***@example.com).
+package email
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	netmail "net/mail"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wneessen/go-mail"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+)
+
+// Name is the notification type the channel delivers.
+const Name = "email"
+
+// Version is the channel's version, as Describe reports it.
+const Version = "1.0.0"
+
+// maxTokenSources bounds the cache of OAuth2 token sources; it is emptied
+// when full (settings changed that often).
+const maxTokenSources = 16
+
+var (
+	_ channel.Channel   = (*Channel)(nil)
+	_ channel.Describer = (*Channel)(nil)
+)
+
+// Channel is the email channel. It is safe for concurrent use. Close it to
+// close its pooled connections.
+type Channel struct {
+	logger *slog.Logger
+	now    func() time.Time // the clock of token expiry; tests move it
+	http   *http.Client     // for the OAuth2 token endpoint
+
+	current atomic.Pointer[pool] // the pool of the latest settings
+
+	mu     sync.Mutex // serializes pool changes; guards tokens
+	tokens map[[sha256.Size]byte]*tokenSource
+}
+
+// New returns an email channel that logs to logger; a nil logger discards.
+func New(logger *slog.Logger) *Channel {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	return &Channel{
+		logger: logger,
+		now:    time.Now,
+		http:   &http.Client{Transport: transport},
+		tokens: make(map[[sha256.Size]byte]*tokenSource),
+	}
+}
+
+// Describe returns the channel's name, version and settings schema.
+func (c *Channel) Describe(context.Context) (channel.Description, error) {
+	settings := make([]channel.Setting, len(schema))
+	for i, s := range schema {
+		s.Allowed = append([]string(nil), s.Allowed...)
+		settings[i] = s
+	}
+	return channel.Description{Name: Name, Version: Version, Settings: settings}, nil
+}
+
+// Close closes the pooled connections, saying QUIT on the idle ones and
+// closing the busy ones when their delivery ends. The channel stays usable:
+// a later Deliver opens new connections. It always returns nil.
+func (c *Channel) Close() error {
+	c.mu.Lock()
+	old := c.current.Swap(nil)
+	c.mu.Unlock()
+	if old != nil {
+		old.retire()
+	}
+	c.http.CloseIdleConnections()
+	return nil
+}
+
+// Deliver sends the notification to its targets as one message. See the
+// package documentation and Describe for the settings.
+func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Result {
+	cfg, err := parseSettings(req.Settings)
+	if err != nil {
+		return c.failure(ctx, req.Notification.ID, &masker{}, permanent(err))
+	}
+	m := &masker{secrets: cfg.secrets()}
+	for _, t := range req.Targets {
+		m.addresses = append(m.addresses, strings.TrimSpace(t))
+	}
+	rcpts, err := parseTargets(req.Targets)
+	if err != nil {
+		return c.failure(ctx, req.Notification.ID, m, err)
+	}
+	for _, a := range rcpts {
+		m.addresses = append(m.addresses, a.Address)
+	}
+	if err := ctx.Err(); err != nil {
+		return c.failure(ctx, req.Notification.ID, m, fmt.Errorf("before sending: %w", err))
+	}
+	p, err := c.poolFor(cfg)
+	if err != nil {
+		return c.failure(ctx, req.Notification.ID, m, err)
+	}
+	msg := newMessage(cfg, req.Notification, rcpts)
+	if err := p.send(ctx, msg); err != nil {
+		if p.tokens != nil {
+			m = m.withSecret(p.tokens.current())
+		}
+		return c.failure(ctx, req.Notification.ID, m, err)
+	}
+	addrs := make([]string, len(rcpts))
+	for i, a := range rcpts {
+		addrs[i] = a.Address
+	}
+	return channel.Delivered(addrs...)
+}
+
+// failure classifies err into a Result whose Error is masked, and logs it.
+// Once ctx has ended, the result is Transient whatever the error.
+func (c *Channel) failure(ctx context.Context, id string, m *masker, err error) channel.Result {
+	outcome := classify(err)
+	text := errorText(err)
+	if ctxErr := ended(ctx); ctxErr != nil {
+		outcome = channel.Transient
+		if !errors.Is(err, ctxErr) {
+			text += " (" + ctxErr.Error() + ")"
+		}
+	}
+	text = m.mask(text)
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "email: delivery failed",
+		slog.String("notification", id), slog.String("outcome", outcome.String()), slog.String("error", text))
+	return channel.Result{Outcome: outcome, Error: text}
+}
+
+// ended returns ctx's error, or context.DeadlineExceeded once its deadline
+// has passed: a network timeout set to the deadline may fire a moment
+// before the context notices.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// poolFor returns the pool of cfg's connection settings, replacing the
+// current pool when they changed; the replaced pool's idle connections are
+// closed.
+func (c *Channel) poolFor(cfg *config) (*pool, error) {
+	key := cfg.key()
+	if p := c.current.Load(); p != nil && p.key == key {
+		return p, nil
+	}
+	c.mu.Lock()
+	if p := c.current.Load(); p != nil && p.key == key {
+		c.mu.Unlock()
+		return p, nil
+	}
+	var tokens *tokenSource
+	if cfg.auth == authXOAUTH2 {
+		tokens = c.tokenSourceLocked(cfg)
+	}
+	p, err := newPool(cfg, key, tokens, c.logger)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	old := c.current.Swap(p)
+	c.mu.Unlock()
+
+	c.logger.LogAttrs(context.Background(), slog.LevelInfo, "email: new SMTP connection pool",
+		slog.String("host", cfg.host), slog.Int("port", cfg.port), slog.String("tls", cfg.tls),
+		slog.String("auth", cfg.auth), slog.Int("pool_size", cfg.poolSize), slog.Bool("replaced", old != nil))
+	if old != nil {
+		old.retire()
+	}
+	return p, nil
+}
+
+// tokenSourceLocked returns the token source of cfg's OAuth2 client, the
+// same one as long as the client's settings stay the same. c.mu is held.
+func (c *Channel) tokenSourceLocked(cfg *config) *tokenSource {
+	key := cfg.tokenKey()
+	if ts, ok := c.tokens[key]; ok {
+		return ts
+	}
+	if len(c.tokens) >= maxTokenSources {
+		clear(c.tokens)
+	}
+	ts := newTokenSource(cfg, c.http, func() time.Time { return c.now() })
+	c.tokens[key] = ts
+	return ts
+}
+
+// parseTargets checks the targets and returns their addresses, without
+// display names and duplicates. Its errors are Permanent and never repeat a
+// target.
+func parseTargets(targets []string) ([]*netmail.Address, error) {
+	if len(targets) == 0 {
+		return nil, permanent(errors.New("no targets: the list resolved to no e-mail address"))
+	}
+	rcpts := make([]*netmail.Address, 0, len(targets))
+	seen := make(map[string]bool, len(targets))
+	for i, t := range targets {
+		a, err := netmail.ParseAddress(strings.TrimSpace(t))
+		if err != nil || a.Address == "" {
+			return nil, permanent(fmt.Errorf("target %d of %d is not a valid e-mail address", i+1, len(targets)))
+		}
+		if seen[a.Address] {
+			continue
+		}
+		seen[a.Address] = true
+		rcpts = append(rcpts, &netmail.Address{Address: a.Address})
+	}
+	return rcpts, nil
+}
+
+// oneLine maps line breaks and other control characters to spaces, for a
+// header.
+func oneLine(r rune) rune {
+	if r < ' ' || r == 0x7f {
+		return ' '
+	}
+	return r
+}
+
+// messageIDPart tells whether a notification id may make the local part
+// of the Message-ID: letters, digits, '.', '_' and '-', at most 128.
+func messageIDPart(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newMessage builds the message of one notification.
+func newMessage(cfg *config, n channel.Notification, rcpts []*netmail.Address) *mail.Msg {
+	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
+	msg.FromMailAddress(cfg.from)
+	msg.BccMailAddress(rcpts...)
+	msg.SetGenHeaderPreformatted(mail.Header("To"), "undisclosed-recipients:;")
+	msg.SetGenHeader(mail.Header("Auto-Submitted"), "auto-generated")
+	msg.SetUserAgent("siteline-outbox-email/" + Version)
+	msg.Subject(strings.Map(oneLine, n.Subject))
+	if messageIDPart(n.ID) {
+		domain := cfg.from.Address[strings.LastIndexByte(cfg.from.Address, '@')+1:]
+		msg.SetMessageIDWithValue(n.ID + "@" + domain)
+	}
+	msg.SetBodyString(mail.TypeTextPlain, n.Body)
+	return msg
+}

@@ -1,0 +1,281 @@
+package email
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/textproto"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wneessen/go-mail"
+	gmsmtp "github.com/wneessen/go-mail/smtp"
+)
+
+const (
+	// maxIdle is how long an idle connection is reused. Servers drop idle
+	// clients after a while (Postfix after 300 s); one idle for longer is
+	// closed instead of risking a failure.
+	maxIdle = 30 * time.Second
+	// quitTimeout bounds the polite QUIT when a healthy connection is closed.
+	quitTimeout = time.Second
+)
+
+// smtpConn is one connection to an SMTP server, greeted, secured and
+// authenticated, ready for MAIL FROM.
+type smtpConn struct {
+	mc       *mail.Client // its settings; one per connection, so none is shared
+	sc       *gmsmtp.Client
+	dc       *deadlineConn
+	lastUsed time.Time
+	reused   bool // it sent a message before this one
+}
+
+// close closes the connection. A graceful close says QUIT first.
+func (cn *smtpConn) close(graceful bool) {
+	if cn.sc == nil {
+		if cn.dc != nil {
+			_ = cn.dc.Close()
+		}
+		return
+	}
+	if graceful {
+		_ = cn.dc.SetDeadline(time.Now().Add(quitTimeout))
+		if err := cn.sc.Quit(); err == nil {
+			return
+		}
+	}
+	_ = cn.sc.Close()
+}
+
+// pool holds the connections of one set of connection settings: at most
+// poolSize open at once, the idle ones kept for the next message.
+type pool struct {
+	key    poolKey
+	cfg    *config // the settings it was made for, secrets included
+	tls    *tls.Config
+	tokens *tokenSource // xoauth2 only
+	logger *slog.Logger
+
+	slots chan struct{} // one token per open connection
+
+	mu      sync.Mutex
+	idle    []*smtpConn // the most recently used last
+	retired bool        // replaced or closed: connections are closed when released
+}
+
+// newPool returns an empty pool for cfg. It reads the tls_ca_file.
+func newPool(cfg *config, key poolKey, tokens *tokenSource, logger *slog.Logger) (*pool, error) {
+	p := &pool{
+		key:    key,
+		cfg:    cfg,
+		tokens: tokens,
+		logger: logger,
+		slots:  make(chan struct{}, cfg.poolSize),
+	}
+	if cfg.tls != tlsNone {
+		p.tls = &tls.Config{
+			ServerName:         cfg.serverName,
+			MinVersion:         tls.VersionTLS12,
+			ClientSessionCache: tls.NewLRUClientSessionCache(cfg.poolSize),
+		}
+		if cfg.caFile != "" {
+			pem, err := os.ReadFile(cfg.caFile)
+			if err != nil {
+				return nil, permanent(fmt.Errorf("%w: setting %q: cannot read the file", errSettings, settingTLSCAFile))
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(pem) {
+				return nil, permanent(fmt.Errorf("%w: setting %q: the file holds no PEM certificate", errSettings, settingTLSCAFile))
+			}
+			p.tls.RootCAs = roots
+		}
+	}
+	return p, nil
+}
+
+// send sends msg over a pooled connection. When a reused connection turns out
+// to have been closed by the server before any part of the message was
+// accepted (its MAIL FROM failed without a reply, or with 421), it is
+// dropped and the message goes over the next idle connection, or a new one.
+func (p *pool) send(ctx context.Context, msg *mail.Msg) error {
+	for {
+		cn, err := p.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		unbind := cn.dc.bind(ctx, p.cfg.connectTimeout)
+		err = cn.mc.SendWithSMTPClient(cn.sc, msg)
+		unbind()
+		p.release(cn, err == nil && ended(ctx) == nil)
+		if err != nil && cn.reused && ended(ctx) == nil && isStale(err) {
+			p.logger.LogAttrs(ctx, slog.LevelDebug, "email: pooled SMTP connection was closed by the server, reconnecting")
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sending the message: %w", err)
+		}
+		return nil
+	}
+}
+
+// acquire returns an idle connection, or a new one when none is idle, once
+// fewer than poolSize connections are in use.
+func (p *pool) acquire(ctx context.Context) (*smtpConn, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free SMTP connection: %w", ctx.Err())
+	}
+	now := time.Now()
+	var stale []*smtpConn
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		cn := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if now.Sub(cn.lastUsed) < maxIdle {
+			p.mu.Unlock()
+			for _, s := range stale {
+				s.close(false)
+			}
+			cn.reused = true
+			return cn, nil
+		}
+		stale = append(stale, cn)
+	}
+	p.mu.Unlock()
+	for _, s := range stale {
+		s.close(false)
+	}
+
+	cn, err := p.dial(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return cn, nil
+}
+
+// release gives back a connection acquired from the pool. A healthy one is
+// kept for the next message unless the pool is retired; any other is closed.
+func (p *pool) release(cn *smtpConn, healthy bool) {
+	defer func() { <-p.slots }()
+	cn.lastUsed = time.Now()
+	p.mu.Lock()
+	if healthy && !p.retired {
+		p.idle = append(p.idle, cn)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	cn.close(healthy)
+}
+
+// retire closes the idle connections, politely and at once, and makes
+// release close the connections still in use.
+func (p *pool) retire() {
+	p.mu.Lock()
+	p.retired = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, cn := range idle {
+		wg.Go(func() { cn.close(true) })
+	}
+	wg.Wait()
+}
+
+// dial opens, secures and authenticates a new connection. Its deadlines
+// follow ctx and connect_timeout.
+func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
+	var token string
+	if p.tokens != nil {
+		t, err := p.tokens.token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
+
+	cn := &smtpConn{}
+	var unbind func()
+	addr := net.JoinHostPort(p.cfg.host, strconv.Itoa(p.cfg.port))
+	dial := func(dialCtx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		raw, err := d.DialContext(dialCtx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		cn.dc = &deadlineConn{Conn: raw}
+		unbind = cn.dc.bind(ctx, p.cfg.connectTimeout)
+		if p.cfg.tls != tlsImplicit {
+			return cn.dc, nil
+		}
+		tc := tls.Client(cn.dc, p.tls)
+		if err := tc.HandshakeContext(dialCtx); err != nil {
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		return tc, nil
+	}
+
+	// go-mail's debug log stays off: it would write the SMTP dialogue,
+	// addresses included.
+	opts := []mail.Option{
+		mail.WithPort(p.cfg.port),
+		mail.WithTimeout(p.cfg.connectTimeout),
+		mail.WithDialContextFunc(dial),
+		// The connection is known good (it just sent a message) and a new
+		// MAIL FROM starts a new transaction: no NOOP before, no RSET after
+		// each message. A connection the server closed is retried (send).
+		mail.WithoutNoop(),
+		mail.WithoutRset(),
+	}
+	switch p.cfg.tls {
+	case tlsNone:
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	case tlsStartTLS:
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory), mail.WithTLSConfig(p.tls))
+	case tlsImplicit:
+		opts = append(opts, mail.WithSSL(), mail.WithTLSConfig(p.tls))
+	}
+	switch p.cfg.auth {
+	case authPlain:
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain),
+			mail.WithUsername(p.cfg.username), mail.WithPassword(p.cfg.password))
+	case authLogin:
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthLogin),
+			mail.WithUsername(p.cfg.username), mail.WithPassword(p.cfg.password))
+	case authXOAUTH2:
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthXOAUTH2),
+			mail.WithUsername(p.cfg.username), mail.WithPassword(token))
+	}
+	mc, err := mail.NewClient(p.cfg.host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the SMTP client: %w", err)
+	}
+	sc, err := mc.DialToSMTPClientWithContext(ctx)
+	if unbind != nil {
+		unbind()
+	}
+	if err != nil {
+		if cn.dc != nil {
+			_ = cn.dc.Close()
+		}
+		var te *textproto.Error
+		if token != "" && errors.As(err, &te) && te.Code == 535 {
+			p.tokens.forget(token) // revoked, say: the next connection fetches a new one
+		}
+		return nil, fmt.Errorf("connecting to the SMTP server: %w", err)
+	}
+	cn.mc, cn.sc = mc, sc
+	p.logger.LogAttrs(ctx, slog.LevelDebug, "email: SMTP connection opened",
+		slog.String("host", p.cfg.host), slog.Int("port", p.cfg.port), slog.String("tls", p.cfg.tls))
+	return cn, nil
+}

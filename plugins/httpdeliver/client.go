@@ -1,0 +1,310 @@
+package httpdeliver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+)
+
+// Connection pool sizes: central runs DispatchConcurrency (32 by default)
+// deliveries at once per node, often to one host (hooks.slack.com), so idle
+// connections per host must exceed that or every burst opens new ones.
+const (
+	maxIdleConns        = 512
+	maxIdleConnsPerHost = 128
+	idleConnTimeout     = 90 * time.Second
+)
+
+// maxTargetsInFlight bounds the POSTs of one request running at once.
+const maxTargetsInFlight = 8
+
+// Limits on reading an answer's body: a failed answer is read up to
+// errorBodyLimit for its error text; any answer is drained up to drainLimit
+// so that its connection can be reused.
+const (
+	errorBodyLimit = 4 << 10
+	drainLimit     = 64 << 10
+)
+
+// UserAgent is sent with every POST unless the message sets its own.
+const UserAgent = "siteline-outbox"
+
+// ErrNoTargets is the error of a request without targets.
+var ErrNoTargets = errors.New("no targets")
+
+// Client posts messages to HTTP targets. It holds one connection pool; a
+// channel makes one Client and shares it between all its deliveries. It is
+// safe for concurrent use.
+type Client struct {
+	transport *http.Transport
+	client    *http.Client
+	logger    *slog.Logger
+	now       func() time.Time
+}
+
+// NewClient returns a Client logging to logger (nil discards). It never
+// follows redirects: a 3xx answer is a Permanent failure.
+func NewClient(logger *slog.Logger) *Client {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	transport := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          maxIdleConns,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
+		IdleConnTimeout:       idleConnTimeout,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &Client{
+		transport: transport,
+		client: &http.Client{
+			Transport: transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		logger: logger,
+		now:    time.Now,
+	}
+}
+
+// Close closes the idle connections of the pool. The Client stays usable: a
+// later POST opens a new connection.
+func (c *Client) Close() { c.transport.CloseIdleConnections() }
+
+// Message is what a channel posts to every target of one request.
+type Message struct {
+	// ID is the notification's id, for logs.
+	ID string
+	// Body is the payload, posted as is to every target.
+	Body []byte
+	// Header holds the request's headers. Content-Type defaults to
+	// application/json and User-Agent to UserAgent.
+	Header http.Header
+	// Timeout bounds each POST, from dialling to the end of the answer's
+	// body; 0 means DefaultTimeout. The context's deadline still applies.
+	Timeout time.Duration
+	// Redact gives a delivered target's form in Result.ResolvedTargets; nil
+	// means RedactPath. Logs always use RedactPath.
+	Redact func(*url.URL) string
+}
+
+// Attempt is the outcome of one POST to one target.
+type Attempt struct {
+	// Outcome classifies the answer, or the failure to get one.
+	Outcome channel.Outcome
+	// Status is the answer's HTTP status; 0 when there was no answer.
+	Status int
+	// RetryAfter is the server's Retry-After on a Transient answer, capped
+	// at MaxRetryAfter.
+	RetryAfter time.Duration
+	// Err describes a failure without the target's URL or address; nil on
+	// Success.
+	Err error
+}
+
+// Deliver posts msg to every target and combines the attempts into one
+// result: Success when every target answered 2xx; otherwise Transient when
+// any target failed transiently (RetryAfter the largest of theirs), else
+// Permanent. A request without targets, or with a target that is not an
+// absolute http or https URL, is Permanent and nothing is posted. Repeated
+// targets are posted once. The error text names failed targets by their
+// position in the list, never by URL.
+func (c *Client) Deliver(ctx context.Context, targets []string, msg Message) channel.Result {
+	if len(targets) == 0 {
+		return channel.Fail(ErrNoTargets)
+	}
+	urls := make([]*url.URL, 0, len(targets))
+	seen := make(map[string]bool, len(targets))
+	for i, raw := range targets {
+		u, err := ParseTarget(raw)
+		if err != nil {
+			return channel.Fail(fmt.Errorf("target %d of %d: %w", i+1, len(targets), err))
+		}
+		if key := u.String(); !seen[key] {
+			seen[key] = true
+			urls = append(urls, u)
+		}
+	}
+
+	attempts := make([]Attempt, len(urls))
+	if len(urls) == 1 {
+		attempts[0] = c.Post(ctx, urls[0], msg)
+	} else {
+		slots := make(chan struct{}, maxTargetsInFlight)
+		var wg sync.WaitGroup
+		for i, u := range urls {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				attempts[i] = c.Post(ctx, u, msg)
+			})
+		}
+		wg.Wait()
+	}
+	return combine(urls, attempts, msg.Redact)
+}
+
+// combine folds the attempts of one request into its result.
+func combine(urls []*url.URL, attempts []Attempt, redact func(*url.URL) string) channel.Result {
+	if redact == nil {
+		redact = RedactPath
+	}
+	var (
+		failed     []string
+		transient  bool
+		retryAfter time.Duration
+	)
+	for i, a := range attempts {
+		switch a.Outcome {
+		case channel.Success:
+			continue
+		case channel.Transient:
+			transient = true
+			retryAfter = max(retryAfter, a.RetryAfter)
+		}
+		text := "unknown error"
+		if a.Err != nil {
+			text = a.Err.Error()
+		}
+		if len(attempts) > 1 {
+			text = fmt.Sprintf("target %d: %s", i+1, text)
+		}
+		failed = append(failed, text)
+	}
+	if len(failed) == 0 {
+		resolved := make([]string, len(urls))
+		for i, u := range urls {
+			resolved[i] = redact(u)
+		}
+		return channel.Delivered(resolved...)
+	}
+	text := strings.Join(failed, "; ")
+	if len(attempts) > 1 {
+		text = fmt.Sprintf("%d of %d targets failed: %s", len(failed), len(attempts), text)
+	}
+	if transient {
+		return channel.Result{Outcome: channel.Transient, Error: text, RetryAfter: retryAfter}
+	}
+	return channel.Result{Outcome: channel.Permanent, Error: text}
+}
+
+// Post makes one POST of msg to target and classifies it. It returns when
+// the answer is read, the timeout passes or ctx ends, whichever is first.
+func (c *Client) Post(ctx context.Context, target *url.URL, msg Message) Attempt {
+	start := time.Now()
+	a := c.post(ctx, target, msg)
+	c.log(ctx, target, msg.ID, a, time.Since(start))
+	return a
+}
+
+func (c *Client) post(ctx context.Context, target *url.URL, msg Message) Attempt {
+	timeout := msg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	secrets := urlSecrets(target)
+	req, err := http.NewRequestWithContext(pctx, http.MethodPost, target.String(), bytes.NewReader(msg.Body))
+	if err != nil {
+		return Attempt{Outcome: channel.Permanent, Err: &safeError{
+			msg:   "build the request: " + netErrorText(err, secrets),
+			cause: err,
+		}}
+	}
+	for k, vs := range msg.Header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", UserAgent)
+	}
+
+	resp, err := c.client.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return Attempt{Outcome: channel.Transient, Err: fmt.Errorf("no answer before the attempt ended: %w", ctx.Err())}
+		case pctx.Err() != nil:
+			return Attempt{Outcome: channel.Transient, Err: fmt.Errorf("no answer within the timeout of %s: %w", timeout, pctx.Err())}
+		}
+		return Attempt{Outcome: channel.Transient, Err: describeNetError(err, secrets)}
+	}
+	defer func() {
+		// Drain what is left (bounded) so that the connection can be reused.
+		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+		_ = resp.Body.Close()
+	}()
+
+	a := Attempt{Outcome: Classify(resp.StatusCode), Status: resp.StatusCode}
+	if a.Outcome == channel.Success {
+		return a
+	}
+	if a.Outcome == channel.Transient {
+		a.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+	}
+	text := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if st := http.StatusText(resp.StatusCode); st != "" {
+		text += " " + st
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		text += " (redirects are not followed)"
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
+	if quoted := Sanitize(body, secrets...); quoted != "" {
+		text += ": " + strconv.Quote(quoted)
+	}
+	a.Err = errors.New(text)
+	return a
+}
+
+// log records one attempt, naming the target by scheme and host only.
+func (c *Client) log(ctx context.Context, target *url.URL, id string, a Attempt, took time.Duration) {
+	level := slog.LevelDebug
+	if a.Outcome != channel.Success {
+		level = slog.LevelInfo
+	}
+	if !c.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("target", RedactPath(target)),
+		slog.String("outcome", a.Outcome.String()),
+		slog.Duration("took", took),
+	}
+	if id != "" {
+		attrs = append(attrs, slog.String("id", id))
+	}
+	if a.Status != 0 {
+		attrs = append(attrs, slog.Int("status", a.Status))
+	}
+	if a.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", a.RetryAfter))
+	}
+	if a.Err != nil {
+		attrs = append(attrs, slog.String("error", a.Err.Error()))
+	}
+	c.logger.LogAttrs(ctx, level, "HTTP delivery attempt", attrs...)
+}
