@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for VACUUM
 
+	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/sqlstore"
-	"github.com/siteline/outbox/adapters/staticdir"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -31,7 +31,7 @@ func benchEnv(b *testing.B, be backend, ch ports.Channel, cfg core.Config) (*cor
 	b.Helper()
 	sc := be.config(b)
 	store := open(b, sc)
-	dir, err := staticdir.New(testLists, testChannels)
+	dir, err := memdir.New(testLists, testChannels)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -108,26 +108,45 @@ func BenchmarkDispatch(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			benchBackends(b, func(b *testing.B, be backend) {
-				ch := &countingChannel{target: int64(b.N), done: make(chan struct{})}
-				svc, store, _ := benchEnv(b, be, ch, core.Config{DispatchBatchSize: batch, DispatchConcurrency: 64})
-				seed(b, store, b.N, func(i int, n *ports.Notification) {})
-				ctx, cancel := context.WithCancel(context.Background())
-				ran := make(chan error, 1)
-				b.ResetTimer()
-				start := time.Now()
-				go func() { ran <- svc.Run(ctx) }()
-				<-ch.done
-				cancel()
-				if err := <-ran; err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
-				if n, _ := store.Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
-					b.Fatalf("%d rows Delivered, want %d", n, b.N)
-				}
+				benchDispatch(b, be, noopChannel{}, core.Config{DispatchBatchSize: batch, DispatchConcurrency: 64})
 			})
 		})
+	}
+}
+
+// BenchmarkDispatchPlugin measures F2 through a real plugin subprocess: claim
+// → the plugin host → gRPC with mutual TLS → a no-op channel in another
+// process → recorded, by the real dispatcher, with central's default batch
+// size and concurrency.
+func BenchmarkDispatchPlugin(b *testing.B) {
+	host := startPlugins(b, "noop")
+	ch, _ := host.Channel("noop")
+	benchBackends(b, func(b *testing.B, be backend) {
+		benchDispatch(b, be, ch, core.Config{})
+	})
+}
+
+// benchDispatch seeds b.N due rows and measures how fast the dispatcher
+// delivers them all through ch.
+func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config) {
+	b.Helper()
+	counter := &countingChannel{Channel: ch, target: int64(b.N), done: make(chan struct{})}
+	svc, store, _ := benchEnv(b, be, counter, cfg)
+	seed(b, store, b.N, func(i int, n *ports.Notification) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() { ran <- svc.Run(ctx) }()
+	<-counter.done
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
+	if n, _ := store.Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
+		b.Fatalf("%d rows Delivered, want %d", n, b.N)
 	}
 }
 
@@ -230,15 +249,18 @@ func (noopChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
 }
 
-// countingChannel delivers instantly and closes done at the target count.
+// countingChannel delivers through Channel and closes done when the target
+// count of successes is reached.
 type countingChannel struct {
+	ports.Channel
 	n, target int64
 	done      chan struct{}
 }
 
-func (c *countingChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
-	if atomic.AddInt64(&c.n, 1) == c.target {
+func (c *countingChannel) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
+	res := c.Channel.Deliver(ctx, d)
+	if res.Outcome == ports.OutcomeSuccess && atomic.AddInt64(&c.n, 1) == c.target {
 		close(c.done)
 	}
-	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+	return res
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/sqlstore"
-	"github.com/siteline/outbox/adapters/staticdir"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -68,7 +68,7 @@ func (e *env) service(store *sqlstore.Store, cfg core.Config) *core.Service {
 	if settings == nil {
 		settings = testChannels
 	}
-	dir, err := staticdir.New(testLists, settings)
+	dir, err := memdir.New(testLists, settings)
 	if err != nil {
 		e.t.Fatal(err)
 	}

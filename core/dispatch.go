@@ -284,7 +284,8 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 		return c.err
 	}
 	j.channel, j.policy = ch, c.policy
-	j.req = ports.Delivery{Notification: row, Targets: l.list.Targets, Settings: c.settings.Settings}
+	j.req = ports.Delivery{Notification: row, Targets: l.list.Targets, Settings: c.settings.Settings,
+		RateLimit: c.settings.RateLimit}
 	return nil
 }
 

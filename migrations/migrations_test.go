@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,5 +26,27 @@ func TestFS(t *testing.T) {
 	}
 	if _, err := FS("oracle"); err == nil || !strings.Contains(err.Error(), "sqlite, postgres, mssql") {
 		t.Errorf("FS(oracle) = %v, want an error naming the dialects", err)
+	}
+}
+
+// TestSameVersions: every dialect has the same migrations, in the same order.
+func TestSameVersions(t *testing.T) {
+	want := []string{"0001_init", "0002_directory"}
+	for _, d := range Dialects {
+		fsys, err := FS(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups, err := fs.Glob(fsys, "*.up.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(ups))
+		for i, up := range ups {
+			got[i] = strings.TrimSuffix(up, ".up.sql")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s migrations = %q, want %q", d, got, want)
+		}
 	}
 }

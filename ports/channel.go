@@ -39,8 +39,13 @@ type Delivery struct {
 	// webhook URLs).
 	Targets []string
 	// Settings are the channel's settings; secret values are references
-	// (env:NAME, file:/path) the channel resolves itself.
+	// (env:NAME, file:/path) resolved at delivery time by the channel's
+	// adapter, which also resolves a target given as a reference.
 	Settings map[string]string
+	// RateLimit caps deliveries per second through this channel (the
+	// channel settings' RateLimit); 0 means unlimited. The channel's adapter
+	// enforces it.
+	RateLimit float64
 }
 
 // Outcome classifies a delivery attempt.

@@ -17,12 +17,47 @@ type Directory interface {
 	ChannelSettings(ctx context.Context, typ string) (ChannelSettings, error)
 }
 
+// DirectoryAdmin manages the lists and channel settings a Directory resolves:
+// the admin API, the CLI, and central seeding them from its configuration use
+// it. Every method is safe for concurrent use. Values handed in and returned
+// are copies: changing them afterwards changes nothing stored.
+type DirectoryAdmin interface {
+	Directory
+
+	// PutList creates the list l.Name or replaces it whole. An invalid list
+	// (see List.Validate) is refused with an error wrapping ErrInvalid that
+	// names each broken rule, and nothing is written.
+	PutList(ctx context.Context, l List) error
+
+	// DeleteList deletes the named list, or returns an error wrapping
+	// ErrNotFound when there is none.
+	DeleteList(ctx context.Context, name string) error
+
+	// Lists returns every list, sorted by name (byte order).
+	Lists(ctx context.Context) ([]List, error)
+
+	// PutChannel creates the settings of channel type c.Type or replaces them
+	// whole. Invalid settings (see ChannelSettings.Validate) are refused with
+	// an error wrapping ErrInvalid, and nothing is written.
+	PutChannel(ctx context.Context, c ChannelSettings) error
+
+	// DeleteChannel deletes the settings of channel type typ, or returns an
+	// error wrapping ErrNotFound when there are none.
+	DeleteChannel(ctx context.Context, typ string) error
+
+	// Channels returns the settings of every channel type, sorted by type
+	// (byte order).
+	Channels(ctx context.Context) ([]ChannelSettings, error)
+}
+
 // List is a typed notification list.
 type List struct {
 	Name string
 	// Type is the channel type that delivers to this list ("email", ...).
 	Type string
-	// Targets are type-specific: e-mail addresses, webhook URLs.
+	// Targets are type-specific: e-mail addresses, webhook URLs. A target may
+	// be a reference (env:NAME or file:/path), since a webhook URL may carry
+	// a token; the channel resolves it at delivery time.
 	Targets []string
 }
 
@@ -54,7 +89,9 @@ const (
 // RetrySettings are a channel's retry policy settings. MaxRetries counts
 // failed attempts: the row parks when its RetryCount reaches it. Non-positive
 // MaxRetries or Interval fall back to 10 retries and 1 minute (with a warning).
-// A MaxInterval below Interval (zero, say) means 100 × Interval.
+// A MaxInterval below Interval (zero, say) means 100 × Interval. Interval and
+// MaxInterval are whole milliseconds (see ChannelSettings.Validate), the
+// precision a directory keeps.
 type RetrySettings struct {
 	Backoff     Backoff
 	MaxRetries  int

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/siteline/outbox/adapters/sqlstore/sqlstoretest"
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/directorytest"
 	"github.com/siteline/outbox/ports/storetest"
 )
 
@@ -84,6 +86,28 @@ func TestContractMSSQL(t *testing.T) {
 		s := newMSSQLStore(t, dsn)
 		return storetest.Harness{Store: s, Audit: s}
 	})
+}
+
+func TestDirectoryContractSQLite(t *testing.T) {
+	t.Parallel()
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newSQLiteStore(t) })
+}
+
+func TestDirectoryContractPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newPostgresStore(t, dsn) })
+}
+
+// TestDirectoryContractMSSQL runs the directory suite on the MS SQL server of
+// OUTBOX_TEST_MSSQL_DSN (see TestContractMSSQL).
+func TestDirectoryContractMSSQL(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv(envMSSQL)
+	if dsn == "" {
+		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
+	}
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newMSSQLStore(t, dsn) })
 }
 
 // newMSSQLStore creates a fresh database on the server of dsn, drops it when

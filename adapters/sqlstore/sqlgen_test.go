@@ -368,8 +368,10 @@ func TestMigrationFiles(t *testing.T) {
 		}
 		tables := createdColumns(all)
 		for table, want := range map[string][]string{
-			"notifications":      notificationColumns,
-			"notification_audit": append([]string{"id"}, auditColumns...),
+			"notifications":         notificationColumns,
+			"notification_audit":    append([]string{"id"}, auditColumns...),
+			"notification_lists":    listColumns,
+			"notification_channels": channelColumns,
 		} {
 			got := slices.Clone(tables[table])
 			w := slices.Clone(want)

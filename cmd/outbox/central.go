@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -100,7 +102,9 @@ func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer
 }
 
 // central wires central and runs it until ctx is done: store, migrations,
-// directory, core. It returns after Run has returned and the store is closed.
+// the directory seeded from the configuration, the channel plugins, core. It
+// returns after Run has returned, the plugins are stopped and the store is
+// closed.
 func central(ctx context.Context, l *loaded, logger *slog.Logger) (err error) {
 	cfg := l.cfg
 	store, err := openStore(ctx, cfg, logger)
@@ -115,21 +119,39 @@ func central(ctx context.Context, l *loaded, logger *slog.Logger) (err error) {
 	if err := migrate(ctx, store, cfg, logger); err != nil {
 		return err
 	}
-	dir, err := cfg.Directory()
+	seeded, err := seedDirectory(ctx, store, cfg, logger)
 	if err != nil {
 		return err
 	}
-	// Channel plugins come in a later issue: until then no channel is
-	// registered and the dispatcher parks every notification with a "no
-	// channel" reason.
-	channels := ports.ChannelMap{}
-	logger.Warn("no channels registered yet: channel plugins come in a later issue, so every notification parks with reason \"no delivery adapter for type ...\"",
-		"lists", dir.Lists(), "channel_settings", dir.Channels())
+	if c := cfg.SMTPCapture; c.Addr != "" {
+		capture, serr := smtpcapture.Start(smtpcapture.Config{Addr: c.Addr, Dir: c.Dir})
+		if serr != nil {
+			return serr
+		}
+		defer func() {
+			if cerr := capture.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+		logger.Info("smtp capture listening: messages sent to it are kept, not delivered", "addr", capture.Addr(), "dir", c.Dir)
+	}
+	host, err := startPlugins(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := host.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("stop channel plugins: %w", cerr))
+		}
+	}()
+	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
+		return err
+	}
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
 		Store:     store,
 		Audit:     store,
-		Channels:  channels,
-		Directory: dir,
+		Channels:  host,
+		Directory: store,
 		Clock:     ports.SystemClock{},
 		Logger:    logger,
 	})
@@ -191,4 +213,96 @@ func migrate(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slo
 	}
 	logger.Info("migrations applied", "store_driver", cfg.Store.Driver)
 	return nil
+}
+
+// seedDirectory writes the configured lists and channel settings into the
+// database's directory, replacing entries of the same name; entries made
+// through the API and absent from the file are kept. It returns the channel
+// types the file configures.
+func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slog.Logger) (map[string]bool, error) {
+	dir, err := cfg.Directory()
+	if err != nil {
+		return nil, err
+	}
+	lists, err := dir.Lists(ctx)
+	if err != nil {
+		return nil, err
+	}
+	channels, err := dir.Channels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seeded := make(map[string]bool, len(channels))
+	for _, l := range lists {
+		if err := store.PutList(ctx, l); err != nil {
+			return nil, fmt.Errorf("seed list %q: %w", l.Name, err)
+		}
+	}
+	for _, c := range channels {
+		if err := store.PutChannel(ctx, c); err != nil {
+			return nil, fmt.Errorf("seed channel %q: %w", c.Type, err)
+		}
+		seeded[c.Type] = true
+	}
+	if len(lists)+len(channels) > 0 {
+		logger.Info("directory seeded from the configuration", "lists", len(lists), "channels", len(channels))
+	}
+	return seeded, nil
+}
+
+// startPlugins starts the configured channel plugins.
+func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*pluginhost.Host, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the outbox binary for the built-in channels: %w", err)
+	}
+	plugins, err := cfg.Plugins.hostPlugins(exe)
+	if err != nil {
+		return nil, err
+	}
+	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins")})
+	if err != nil {
+		return nil, err
+	}
+	if err := host.Start(ctx); err != nil {
+		return nil, err
+	}
+	return host, nil
+}
+
+// checkChannels checks the stored channel settings against the schema of
+// their plugins before the first delivery. Invalid settings from the
+// configuration file stop central; invalid settings managed through the API
+// are logged, and their notifications park with the channel's reason. Lists
+// and settings of a type no plugin delivers are logged.
+func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.Host, seeded map[string]bool, logger *slog.Logger) error {
+	channels, err := store.Channels(ctx)
+	if err != nil {
+		return fmt.Errorf("read channel settings: %w", err)
+	}
+	var errs []error
+	for _, c := range channels {
+		if _, ok := host.Channel(c.Type); !ok {
+			logger.Warn("channel settings for a type no plugin delivers", "type", c.Type, "plugins", host.Types())
+			continue
+		}
+		err := host.ValidateSettings(c.Type, c.Settings)
+		switch {
+		case err == nil:
+		case seeded[c.Type]:
+			errs = append(errs, fmt.Errorf("channels (type %s): %w", c.Type, err))
+		default:
+			logger.Error("stored channel settings are invalid", "type", c.Type, "err", err)
+		}
+	}
+	lists, err := store.Lists(ctx)
+	if err != nil {
+		return fmt.Errorf("read lists: %w", err)
+	}
+	for _, l := range lists {
+		if _, ok := host.Channel(l.Type); !ok {
+			logger.Warn("list of a type no plugin delivers: its notifications will park", "list", l.Name, "type", l.Type)
+		}
+	}
+	return errors.Join(errs...)
 }

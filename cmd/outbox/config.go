@@ -3,14 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/sqlstore"
-	"github.com/siteline/outbox/adapters/staticdir"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 	"gopkg.in/yaml.v3"
@@ -30,6 +32,43 @@ type Config struct {
 	Log      LogConfig       `yaml:"log"`
 	Lists    []ListConfig    `yaml:"lists"`
 	Channels []ChannelConfig `yaml:"channels"`
+	Plugins  PluginsConfig   `yaml:"plugins"`
+	// SMTPCapture runs a local SMTP server that keeps what it receives.
+	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
+}
+
+// SMTPCaptureConfig configures the embedded SMTP capture server: a local
+// mail sink for trying outbox without a mail server (the default set-up
+// points the email channel at it), like MailHog. It has no TLS and no
+// authentication, so it listens on loopback only.
+type SMTPCaptureConfig struct {
+	// Addr is the loopback address to listen on (127.0.0.1:2525); empty
+	// runs no capture server.
+	Addr string `yaml:"addr"`
+	// Dir, when set, receives every captured message as a .eml file.
+	Dir string `yaml:"dir"`
+}
+
+func (c SMTPCaptureConfig) validate() rules {
+	var r rules
+	if c.Addr == "" {
+		if c.Dir != "" {
+			r.add("smtp_capture.dir", "set, but smtp_capture.addr is empty: no capture server runs")
+		}
+		return r
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		r.add("smtp_capture.addr", "%q is not host:port", c.Addr)
+		return r
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		r.add("smtp_capture.addr", "%q is not a loopback address: the capture server has no TLS nor authentication", host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		r.add("smtp_capture.addr", "port %q is not a number from 0 to 65535", port)
+	}
+	return r
 }
 
 // StoreConfig says which database holds the notifications.
@@ -200,6 +239,8 @@ func (c Config) Validate() error {
 	r = append(r, c.Outbox.validate()...)
 	r = append(r, c.Log.validate()...)
 	r = append(r, c.validateDirectory()...)
+	r = append(r, c.Plugins.validate()...)
+	r = append(r, c.SMTPCapture.validate()...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {
@@ -323,7 +364,7 @@ func (c Config) validateDirectory() rules {
 	}
 	var r rules
 	for _, e := range unjoin(err) {
-		var fe *staticdir.FieldError
+		var fe *ports.FieldError
 		if errors.As(e, &fe) {
 			r = append(r, &SettingError{Key: fe.Field, Msg: fe.Msg})
 		} else {
@@ -333,8 +374,9 @@ func (c Config) validateDirectory() rules {
 	return r
 }
 
-// Directory builds the static directory of the configured lists and channels.
-func (c Config) Directory() (*staticdir.Directory, error) {
+// Directory checks the configured lists and channels and holds them in an
+// in-memory directory; central seeds the database's directory from it.
+func (c Config) Directory() (*memdir.Directory, error) {
 	lists := make([]ports.List, len(c.Lists))
 	for i, l := range c.Lists {
 		lists[i] = ports.List{Name: l.Name, Type: l.Type, Targets: l.Targets}
@@ -353,7 +395,7 @@ func (c Config) Directory() (*staticdir.Directory, error) {
 			RateLimit: ch.RateLimit,
 		}
 	}
-	d, err := staticdir.New(lists, channels)
+	d, err := memdir.New(lists, channels)
 	if err != nil {
 		return nil, fmt.Errorf("lists and channels: %w", err)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"github.com/siteline/outbox/plugins/builtin"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"io"
 	"os"
 	"path/filepath"
@@ -163,7 +165,7 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 		case *string:
 			v = map[string]string{
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
-				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json",
+				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json", "plugins.dir": "/plugins",
 			}[s.key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
@@ -226,7 +228,7 @@ channels:
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
 		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
-		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels) [FILE:7]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
 	}
@@ -328,6 +330,26 @@ func TestValidationRules(t *testing.T) {
 		flags []string
 		want  []string
 	}{
+		{
+			name: "smtp capture off loopback",
+			file: "smtp_capture:\n  addr: 0.0.0.0:2525\n",
+			want: []string{`smtp_capture.addr: "0.0.0.0" is not a loopback address: the capture server has no TLS nor authentication [FILE:2]`},
+		},
+		{
+			name: "smtp capture dir without addr",
+			file: "smtp_capture: {dir: ./mail}\n",
+			want: []string{`smtp_capture.dir: set, but smtp_capture.addr is empty: no capture server runs [FILE:1]`},
+		},
+		{
+			name: "plugins",
+			file: "plugins:\n  builtin: [email, fax]\n  external:\n    - {type: email, command: /x}\n    - {type: jp, sha256: abc}\n",
+			want: []string{
+				`plugins.builtin[1]: "fax" is not a built-in channel (want email, slack, teams or webhook, or none alone) [FILE:2]`,
+				`plugins.external[0].type: "email" is a built-in channel; give the plugin another type, or leave "email" out of plugins.builtin [FILE:4]`,
+				`plugins.external[1].command: empty, and no plugins.dir to find "jp" in [FILE:5]`,
+				`plugins.external[1].sha256: must be 64 hexadecimal digits [FILE:5]`,
+			},
+		},
 		{
 			name: "unknown driver from env",
 			env:  map[string]string{"OUTBOX_STORE_DRIVER": "orcale"},
@@ -574,6 +596,22 @@ func TestExampleConfigs(t *testing.T) {
 			}
 			if _, err := l.cfg.Directory(); err != nil {
 				t.Errorf("%s: directory: %v", f, err)
+			}
+			// The settings pass the schema of the built-in channel they
+			// configure, as central checks at start.
+			for _, c := range l.cfg.Channels {
+				newChannel, ok := builtin.Channels[c.Type]
+				if !ok {
+					t.Errorf("%s: channel type %q is not built in", f, c.Type)
+					continue
+				}
+				desc, err := newChannel(nil).(channel.Describer).Describe(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := desc.Validate(c.Settings); err != nil {
+					t.Errorf("%s: channel %s: %v", f, c.Type, err)
+				}
 			}
 		})
 	}

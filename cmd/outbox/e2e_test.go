@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,11 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to create a throwaway database
+
+	"github.com/siteline/outbox/adapters/smtpcapture"
+	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/plugins/builtin"
+	"github.com/siteline/outbox/ports"
 )
 
 // Bounds of the end-to-end tests. They are deadlines, not waits: each test
@@ -295,8 +301,77 @@ func TestCentralDefaultSQLite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "outbox.db")); err != nil {
 		t.Errorf("no ./outbox.db: %v", err)
 	}
-	if !strings.Contains(out, "channel plugins come in a later issue") {
-		t.Errorf("no log line about the missing channel plugins:\n%s", out)
+	// Every built-in channel ran as its own process, started from this
+	// binary, and none outlives central.
+	for _, typ := range builtin.Types() {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, `"msg":"channel plugin started"`) && strings.Contains(l, `"channel":"`+typ+`"`) {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("no \"channel plugin started\" line for %s:\n%s", typ, out)
+			continue
+		}
+		rec := jsonLine(t, line)
+		pid, _ := rec["pid"].(float64)
+		if rec["version"] == "" || pid <= 0 {
+			t.Errorf("plugin %s: started line %v", typ, rec)
+		}
+		if err := syscall.Kill(int(pid), 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("plugin %s (pid %v) still exists after central stopped: %v", typ, pid, err)
+		}
+	}
+}
+
+// TestCentralRefusesInvalidChannelSettings: settings from the file that the
+// channel's own schema refuses stop central at start, with the reason.
+func TestCentralRefusesInvalidChannelSettings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "central.yaml")
+	data := "data_dir: " + dir + "\nchannels:\n  - type: email\n    settings: {host: localhost, tls: sometimes, colour: red}\n"
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runToEnd(t, dir, childEnv("OUTBOX_LOG_FORMAT=json"), "central", "-config", file)
+	if code != exitFailure {
+		t.Errorf("exit code %d, want %d", code, exitFailure)
+	}
+	for _, want := range []string{`setting \"from\" is required`, `setting \"tls\" must be one of none, starttls, implicit`, `unknown setting \"colour\"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"msg":"central started"`) {
+		t.Errorf("central started with invalid channel settings")
+	}
+}
+
+// TestPluginDeliverEmail runs the built-in email channel the way central does
+// (outbox plugin serve email, a separate process over gRPC with mutual TLS)
+// through `outbox plugin deliver`, to a real SMTP server.
+func TestPluginDeliverEmail(t *testing.T) {
+	srv, err := smtpcapture.Start(smtpcapture.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	host, port, _ := strings.Cut(srv.Addr(), ":")
+	code, out := runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver",
+		"-setting", "host="+host, "-setting", "port="+port, "-setting", "tls=none", "-setting", "from=outbox@example.com",
+		"-target", "ops@example.com", "-subject", "Pump 3 stopped", "-body", "Pressure low.", "email")
+	if code != exitOK || !strings.Contains(out, "outcome: Success") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	msgs := srv.Messages()
+	if len(msgs) != 1 || msgs[0].To[0] != "ops@example.com" || !strings.Contains(string(msgs[0].Data), "Pump 3 stopped") {
+		t.Fatalf("server got %+v", msgs)
+	}
+
+	code, out = runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver", "-setting", "host="+host, "email")
+	if code != exitFailure || !strings.Contains(out, "outcome: Permanent") {
+		t.Fatalf("a delivery without from nor targets: exit %d:\n%s", code, out)
 	}
 }
 
@@ -319,7 +394,7 @@ lists:
     targets: [alice@example.com]
 channels:
   - type: email
-    settings: {host: localhost, password: "env:SMTP_PASSWORD"}
+    settings: {host: localhost, from: outbox@example.com, password: "env:SMTP_PASSWORD"}
 `, filepath.Join(dir, "data"))
 	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
@@ -461,4 +536,74 @@ func throwawayPostgresDB(t *testing.T, dsn string) string {
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// TestCentralDeliversToSMTPCapture runs the built binary end to end: central
+// with the embedded SMTP capture and the built-in email channel in its plugin
+// process. A notification stored in its SQLite database (as ingest would) is
+// delivered through the plugin to the capture server, which writes it as a
+// .eml file, and the row ends Delivered.
+func TestCentralDeliversToSMTPCapture(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	host, port, _ := strings.Cut(addr, ":")
+	file := filepath.Join(dir, "central.yaml")
+	data := fmt.Sprintf(`
+data_dir: %[1]s
+outbox: {dispatch_interval: 50ms}
+log: {format: json}
+smtp_capture: {addr: "%[2]s", dir: %[1]s/mail}
+lists:
+  - {name: ops, type: email, targets: [ops@example.com]}
+channels:
+  - {type: email, settings: {host: "%[3]s", port: "%[4]s", tls: none, from: outbox@example.com}}
+`, dir, addr, host, port)
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, dir, childEnv(), "central", "-config", file)
+	p.waitFor(t, `"msg":"central started"`, startTimeout)
+
+	ctx := t.Context()
+	store, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: filepath.Join(dir, "outbox.db")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now().UTC()
+	id := "0194f0d2-7a3b-7c4d-8e5f-000000000042"
+	if _, err := store.Insert(ctx, []ports.Notification{{ID: id, Type: "email", List: "ops", Subject: "Pump 3 stopped",
+		Body: "Pressure low.", Status: ports.StatusPending, SourceSite: "site-a", CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(runTimeout)
+	var n ports.Notification
+	for {
+		if n, err = store.Get(ctx, id); err == nil && n.Status == ports.StatusDelivered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not Delivered in time: %+v, %v\n%s", n, err, p.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(n.ResolvedTargets) != 1 || n.ResolvedTargets[0] != "ops@example.com" {
+		t.Errorf("ResolvedTargets %v", n.ResolvedTargets)
+	}
+	eml, err := os.ReadFile(filepath.Join(dir, "mail", "000001.eml"))
+	if err != nil || !strings.Contains(string(eml), "Pump 3 stopped") || strings.Contains(string(eml), "ops@example.com") {
+		t.Errorf("captured message (%v):\n%s", err, eml)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(t, stopTimeout); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.Output())
+	}
 }

@@ -51,6 +51,7 @@ type setting struct {
 //	OUTBOX_MAX_BODY_BYTES        outbox.max_body_bytes
 //	OUTBOX_LOG_LEVEL             log.level
 //	OUTBOX_LOG_FORMAT            log.format
+//	OUTBOX_PLUGINS_DIR           plugins.dir
 var settings = []setting{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
@@ -71,6 +72,7 @@ var settings = []setting{
 	{"outbox.max_body_bytes", "OUTBOX_MAX_BODY_BYTES", "", "", func(c *Config) any { return &c.Outbox.MaxBodyBytes }},
 	{"log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *Config) any { return &c.Log.Format }},
+	{"plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }},
 }
 
 // envConfigFile names the configuration file when -config is not given.

@@ -62,6 +62,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return runCentral(ctx, rest, environ, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, environ, stdout, stderr)
+	case "plugin":
+		return runPlugin(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
@@ -75,6 +77,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return runCentral(ctx, []string{"-h"}, environ, stdout, stdout)
 		case "migrate":
 			return runMigrate(ctx, []string{"-h"}, environ, stdout, stdout)
+		case "plugin":
+			return runPlugin(ctx, []string{"help"}, stdout, stdout)
 		case "version", "help":
 			usage(stdout)
 			return exitOK
@@ -95,6 +99,7 @@ func usage(w io.Writer) {
 Commands:
   central   run central (ingest, store, dispatcher) until SIGINT or SIGTERM
   migrate   apply the database migrations and exit
+  plugin    serve, list, describe or try a channel plugin ("outbox help plugin")
   version   print the version
   help      show this help, or "outbox help <command>" for a command's flags
 

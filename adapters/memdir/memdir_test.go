@@ -1,4 +1,4 @@
-package staticdir_test
+package memdir_test
 
 import (
 	"context"
@@ -8,15 +8,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteline/outbox/adapters/staticdir"
+	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/directorytest"
 )
 
-func TestLookups(t *testing.T) {
+func TestContract(t *testing.T) {
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin {
+		d, err := memdir.New(nil, nil)
+		if err != nil {
+			t.Fatalf("New(nil, nil): %v", err)
+		}
+		return d
+	})
+}
+
+func TestNewHoldsItsInput(t *testing.T) {
 	ctx := context.Background()
 	lists := []ports.List{
 		{Name: "ops", Type: "email", Targets: []string{"alice@example.com", "bob@example.com"}},
-		{Name: "hooks", Type: "webhook", Targets: []string{"https://hooks.example.com/x"}},
+		{Name: "hooks", Type: "webhook", Targets: []string{"env:HOOK_URL"}},
 		{Name: "nobody", Type: "email"},
 	}
 	channels := []ports.ChannelSettings{{
@@ -25,68 +36,29 @@ func TestLookups(t *testing.T) {
 		Retry:     ports.RetrySettings{Backoff: ports.BackoffExponential, MaxRetries: 5, Interval: time.Second, MaxInterval: time.Minute},
 		RateLimit: 100,
 	}}
-	d, err := staticdir.New(lists, channels)
+	d, err := memdir.New(lists, channels)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// Changing the caller's input after New changes nothing.
+	lists[0].Targets[0] = "mallory@example.com"
+	channels[0].Settings["host"] = "evil.example.com"
 
 	got, err := d.List(ctx, "ops")
-	if err != nil {
-		t.Fatalf("List(ops): %v", err)
+	if err != nil || got.Type != "email" || len(got.Targets) != 2 || got.Targets[0] != "alice@example.com" {
+		t.Fatalf("List(ops) = %+v, %v", got, err)
 	}
-	if got.Name != "ops" || got.Type != "email" || len(got.Targets) != 2 || got.Targets[1] != "bob@example.com" {
-		t.Fatalf("List(ops) = %+v", got)
-	}
-	if l, err := d.List(ctx, "nobody"); err != nil || l.Type != "email" || len(l.Targets) != 0 {
-		t.Fatalf("List(nobody) = %+v, %v; a list without targets is allowed", l, err)
-	}
-
 	cs, err := d.ChannelSettings(ctx, "email")
-	if err != nil {
-		t.Fatalf("ChannelSettings(email): %v", err)
-	}
-	if cs.Settings["host"] != "smtp.example.com" || cs.Retry.MaxRetries != 5 || cs.Retry.Backoff != ports.BackoffExponential || cs.RateLimit != 100 {
-		t.Fatalf("ChannelSettings(email) = %+v", cs)
-	}
-
-	if _, err := d.List(ctx, "missing"); !errors.Is(err, ports.ErrNotFound) || !strings.Contains(err.Error(), `"missing"`) {
-		t.Fatalf("List(missing) error = %v, want ErrNotFound naming the list", err)
+	if err != nil || cs.Settings["host"] != "smtp.example.com" || cs.Retry.MaxRetries != 5 || cs.RateLimit != 100 {
+		t.Fatalf("ChannelSettings(email) = %+v, %v", cs, err)
 	}
 	// A type with a list but no channel settings: not found, the core uses defaults.
 	if _, err := d.ChannelSettings(ctx, "webhook"); !errors.Is(err, ports.ErrNotFound) || !strings.Contains(err.Error(), `"webhook"`) {
 		t.Fatalf("ChannelSettings(webhook) error = %v, want ErrNotFound naming the type", err)
 	}
-
-	if names := strings.Join(d.Lists(), ","); names != "hooks,nobody,ops" {
-		t.Fatalf("Lists() = %s", names)
-	}
-	if types := strings.Join(d.Channels(), ","); types != "email" {
-		t.Fatalf("Channels() = %s", types)
-	}
-}
-
-func TestLookupsReturnCopies(t *testing.T) {
-	ctx := context.Background()
-	targets := []string{"alice@example.com"}
-	settings := map[string]string{"host": "smtp.example.com"}
-	d, err := staticdir.New([]ports.List{{Name: "ops", Type: "email", Targets: targets}},
-		[]ports.ChannelSettings{{Type: "email", Settings: settings}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Changing the caller's input after New changes nothing.
-	targets[0] = "mallory@example.com"
-	settings["host"] = "evil.example.com"
-	// Nor does changing what a lookup returned.
-	l, _ := d.List(ctx, "ops")
-	l.Targets[0] = "eve@example.com"
-	cs, _ := d.ChannelSettings(ctx, "email")
-	cs.Settings["host"] = "evil.example.com"
-
-	l, _ = d.List(ctx, "ops")
-	cs, _ = d.ChannelSettings(ctx, "email")
-	if l.Targets[0] != "alice@example.com" || cs.Settings["host"] != "smtp.example.com" {
-		t.Fatalf("directory changed through an alias: %+v %+v", l, cs)
+	all, err := d.Lists(ctx)
+	if err != nil || len(all) != 3 || all[0].Name != "hooks" || all[1].Name != "nobody" || all[2].Name != "ops" {
+		t.Fatalf("Lists() = %+v, %v", all, err)
 	}
 }
 
@@ -131,6 +103,11 @@ func TestNewRefuses(t *testing.T) {
 			want:  []string{`lists[0].targets[1]: empty target in list "ops"`},
 		},
 		{
+			name:  "reference target naming nothing",
+			lists: []ports.List{{Name: "hooks", Type: "webhook", Targets: []string{"env:HOOK", "file:"}}},
+			want:  []string{`lists[0].targets[1]: reference in list "hooks" names nothing (want env:NAME or file:/path)`},
+		},
+		{
 			name:     "channel without type",
 			channels: []ports.ChannelSettings{{}},
 			want:     []string{"channels[0].type: empty"},
@@ -154,6 +131,12 @@ func TestNewRefuses(t *testing.T) {
 				"channels[0].retry.interval: must not be negative, got -1s",
 				"channels[0].retry.max_interval: must not be negative, got -1m0s",
 			},
+		},
+		{
+			name: "interval finer than a millisecond",
+			channels: []ports.ChannelSettings{{Type: "email", Retry: ports.RetrySettings{
+				Interval: 1500 * time.Microsecond}}},
+			want: []string{"channels[0].retry.interval: 1.5ms is not a whole number of milliseconds"},
 		},
 		{
 			name: "exponential max below interval",
@@ -200,7 +183,7 @@ func TestNewRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := staticdir.New(tt.lists, tt.channels)
+			d, err := memdir.New(tt.lists, tt.channels)
 			if err == nil {
 				t.Fatalf("New accepted it: %+v", d)
 			}
@@ -222,38 +205,20 @@ func TestNewRefuses(t *testing.T) {
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("error repeats a secret: %v", err)
 			}
-			var fe *staticdir.FieldError
+			var fe *ports.FieldError
 			if !errors.As(err, &fe) || fe.Field == "" {
-				t.Errorf("error %v holds no *FieldError with a field", err)
+				t.Errorf("error %v holds no *ports.FieldError with a field", err)
 			}
 		})
 	}
 }
 
 func TestEmpty(t *testing.T) {
-	d, err := staticdir.New(nil, nil)
+	d, err := memdir.New(nil, nil)
 	if err != nil {
 		t.Fatalf("New(nil, nil): %v", err)
 	}
 	if _, err := d.List(context.Background(), "ops"); !errors.Is(err, ports.ErrNotFound) {
 		t.Fatalf("List on empty directory: %v", err)
-	}
-}
-
-func TestSecretHelpers(t *testing.T) {
-	for _, k := range []string{"password", "SMTP_PASSWORD", "client_secret", "token", "oauth_token", "api_key", "ApiKey"} {
-		if !staticdir.IsSecretKey(k) {
-			t.Errorf("IsSecretKey(%q) = false", k)
-		}
-	}
-	for _, k := range []string{"host", "port", "from", "tls", "auth", "oauth_token_url", "token_endpoint"} {
-		if staticdir.IsSecretKey(k) {
-			t.Errorf("IsSecretKey(%q) = true", k)
-		}
-	}
-	for v, want := range map[string]bool{"env:X": true, "file:/run/s": true, "env:": false, "file: ": false, "hunter2": false, "": false} {
-		if got := staticdir.IsSecretRef(v); got != want {
-			t.Errorf("IsSecretRef(%q) = %v, want %v", v, got, want)
-		}
 	}
 }

@@ -1,0 +1,105 @@
+package pluginhost
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclogger is an hclog.Logger that writes to a *slog.Logger, so that
+// go-plugin's own log lines and the lines a plugin process logs reach
+// central's log with their level and attributes.
+type hclogger struct {
+	l       *slog.Logger
+	name    string
+	implied []any
+}
+
+var _ hclog.Logger = (*hclogger)(nil)
+
+func newHclogger(l *slog.Logger) hclog.Logger { return &hclogger{l: l} }
+
+func slogLevel(l hclog.Level) slog.Level {
+	switch l {
+	case hclog.Trace:
+		return slog.LevelDebug - 4
+	case hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
+	lv := slogLevel(level)
+	if !h.l.Enabled(context.Background(), lv) {
+		return
+	}
+	if h.name != "" {
+		args = append(args, "logger", h.name)
+	}
+	h.l.Log(context.Background(), lv, msg, args...)
+}
+
+func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
+func (h *hclogger) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }
+func (h *hclogger) Info(msg string, args ...any)  { h.Log(hclog.Info, msg, args...) }
+func (h *hclogger) Warn(msg string, args ...any)  { h.Log(hclog.Warn, msg, args...) }
+func (h *hclogger) Error(msg string, args ...any) { h.Log(hclog.Error, msg, args...) }
+
+func (h *hclogger) enabled(l hclog.Level) bool {
+	return h.l.Enabled(context.Background(), slogLevel(l))
+}
+
+func (h *hclogger) IsTrace() bool { return h.enabled(hclog.Trace) }
+func (h *hclogger) IsDebug() bool { return h.enabled(hclog.Debug) }
+func (h *hclogger) IsInfo() bool  { return h.enabled(hclog.Info) }
+func (h *hclogger) IsWarn() bool  { return h.enabled(hclog.Warn) }
+func (h *hclogger) IsError() bool { return h.enabled(hclog.Error) }
+
+func (h *hclogger) ImpliedArgs() []any { return h.implied }
+
+func (h *hclogger) With(args ...any) hclog.Logger {
+	return &hclogger{l: h.l.With(args...), name: h.name, implied: append(append([]any(nil), h.implied...), args...)}
+}
+
+func (h *hclogger) Name() string { return h.name }
+
+func (h *hclogger) Named(name string) hclog.Logger {
+	n := name
+	if h.name != "" {
+		n = h.name + "." + name
+	}
+	return &hclogger{l: h.l, name: n, implied: h.implied}
+}
+
+func (h *hclogger) ResetNamed(name string) hclog.Logger {
+	return &hclogger{l: h.l, name: name, implied: h.implied}
+}
+
+// SetLevel does nothing: the slog handler decides what is logged.
+func (h *hclogger) SetLevel(hclog.Level) {}
+
+// GetLevel reports the most verbose level the slog handler takes.
+func (h *hclogger) GetLevel() hclog.Level {
+	for _, l := range []hclog.Level{hclog.Trace, hclog.Debug, hclog.Info, hclog.Warn, hclog.Error} {
+		if h.enabled(l) {
+			return l
+		}
+	}
+	return hclog.Off
+}
+
+func (h *hclogger) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(h.StandardWriter(opts), "", 0)
+}
+
+func (h *hclogger) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo).Writer()
+}

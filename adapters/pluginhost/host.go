@@ -1,0 +1,258 @@
+// Package pluginhost runs channel plugins and offers them to the core as
+// ports.Channel values. Each configured channel type is one plugin process,
+// started through hashicorp/go-plugin over gRPC with AutoMTLS, optionally
+// pinned to a SHA-256 checksum of its binary, restarted with backoff when it
+// crashes, and killed when the host closes. Deliveries through a plugin are
+// bounded in number (MaxConcurrency) and rate (the channel's rate limit), and
+// have their secret references resolved just before they are sent.
+package pluginhost
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/ports"
+)
+
+// ErrUnknownChannel is returned for a channel type no plugin delivers.
+var ErrUnknownChannel = errors.New("no channel plugin for this type")
+
+// Plugin configures one channel plugin process.
+type Plugin struct {
+	// Type is the channel type the plugin delivers ("email"); lists of this
+	// type are delivered through it.
+	Type string
+	// Command is the plugin binary's path and Args its arguments (a built-in
+	// channel is the outbox binary with args plugin serve <type>).
+	Command string
+	Args    []string
+	// Env holds NAME=value pairs added to the process's environment, which
+	// is otherwise central's own.
+	Env []string
+	// SHA256, when set, is the hex SHA-256 checksum the binary must have:
+	// a binary that differs is never started.
+	SHA256 string
+	// MaxConcurrency bounds the deliveries in flight through this plugin.
+	// Default 64.
+	MaxConcurrency int
+}
+
+// Config configures a Host.
+type Config struct {
+	// Plugins are the channel plugins to run, one per type.
+	Plugins []Plugin
+	// Logger receives the host's log and every plugin's log lines.
+	Logger *slog.Logger
+	// StartTimeout bounds the start of one plugin process (handshake and
+	// description). Default 30 s.
+	StartTimeout time.Duration
+	// MinRestartDelay and MaxRestartDelay bound the backoff between restarts
+	// of a crashed plugin: the first restart waits MinRestartDelay, each
+	// failed or short-lived start doubles it up to MaxRestartDelay. Defaults
+	// 100 ms and 30 s.
+	MinRestartDelay time.Duration
+	MaxRestartDelay time.Duration
+	// CheckInterval is how often the host checks that each plugin process
+	// is alive (a failed call checks at once). Default 250 ms.
+	CheckInterval time.Duration
+}
+
+// DefaultMaxConcurrency is the default of Plugin.MaxConcurrency.
+const DefaultMaxConcurrency = 64
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.MinRestartDelay <= 0 {
+		c.MinRestartDelay = 100 * time.Millisecond
+	}
+	if c.MaxRestartDelay <= 0 {
+		c.MaxRestartDelay = 30 * time.Second
+	}
+	c.MaxRestartDelay = max(c.MaxRestartDelay, c.MinRestartDelay)
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = 250 * time.Millisecond
+	}
+	for i := range c.Plugins {
+		if c.Plugins[i].MaxConcurrency <= 0 {
+			c.Plugins[i].MaxConcurrency = DefaultMaxConcurrency
+		}
+	}
+}
+
+// Validate returns one error per broken rule: a plugin without a type or
+// command, two plugins of one type, a checksum that is not 64 hex digits.
+func (c Config) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, p := range c.Plugins {
+		at := fmt.Sprintf("plugins[%d]", i)
+		switch {
+		case strings.TrimSpace(p.Type) == "":
+			errs = append(errs, fmt.Errorf("%s: no channel type", at))
+		case seen[p.Type]:
+			errs = append(errs, fmt.Errorf("%s: a second plugin for channel type %q", at, p.Type))
+		}
+		seen[p.Type] = true
+		if strings.TrimSpace(p.Command) == "" {
+			errs = append(errs, fmt.Errorf("%s (%s): no command", at, p.Type))
+		}
+		if p.SHA256 != "" {
+			if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 {
+				errs = append(errs, fmt.Errorf("%s (%s): sha256 must be 64 hex digits", at, p.Type))
+			}
+		}
+		if p.MaxConcurrency < 0 {
+			errs = append(errs, fmt.Errorf("%s (%s): max_concurrency must not be negative", at, p.Type))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Host runs the configured channel plugins. It is a ports.ChannelRegistry.
+// Start launches the plugins, Close stops them; between the two a Host is
+// safe for concurrent use.
+type Host struct {
+	cfg     Config
+	log     *slog.Logger
+	plugins map[string]*plugin
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ ports.ChannelRegistry = (*Host)(nil)
+
+// New checks cfg and builds a Host; nothing runs until Start.
+func New(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("plugin host: %w", err)
+	}
+	cfg.setDefaults()
+	h := &Host{cfg: cfg, log: cfg.Logger, plugins: make(map[string]*plugin, len(cfg.Plugins))}
+	for _, pc := range cfg.Plugins {
+		h.plugins[pc.Type] = newPlugin(pc, &h.cfg, cfg.Logger.With("channel", pc.Type))
+	}
+	return h, nil
+}
+
+// Start launches every plugin process and waits until each answered its
+// handshake and description. If one cannot start (its binary is missing or
+// fails its checksum, it does not speak the protocol), Start stops the others
+// and returns the error. After Start, a supervisor per plugin restarts it
+// when it exits, until Close.
+func (h *Host) Start(ctx context.Context) error {
+	var errs []error
+	for _, t := range h.Types() {
+		if err := h.plugins[t].start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("start channel plugin %s: %w", t, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range h.plugins {
+			p.stop()
+		}
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancel = cancel
+	for _, p := range h.plugins {
+		h.wg.Go(func() { p.supervise(sctx) })
+	}
+	return nil
+}
+
+// Close stops the supervisors and kills every plugin process, waiting for
+// them to exit. Deliveries still running end with a Transient result.
+func (h *Host) Close() error {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.wg.Wait()
+	for _, p := range h.plugins {
+		p.stop()
+	}
+	return nil
+}
+
+// Types returns the channel types the host runs plugins for, sorted.
+func (h *Host) Types() []string { return slices.Sorted(maps.Keys(h.plugins)) }
+
+// Channel implements ports.ChannelRegistry.
+func (h *Host) Channel(typ string) (ports.Channel, bool) {
+	p, ok := h.plugins[typ]
+	if !ok {
+		return nil, false
+	}
+	return p, true
+}
+
+// Describe returns the description the plugin of typ gave at its last start.
+func (h *Host) Describe(typ string) (channel.Description, error) {
+	p, ok := h.plugins[typ]
+	if !ok {
+		return channel.Description{}, fmt.Errorf("%w: %s", ErrUnknownChannel, typ)
+	}
+	return p.description(), nil
+}
+
+// ValidateSettings checks the settings of channel type typ against its
+// plugin's schema, before any delivery: required settings present, values
+// allowed, no unknown setting, and every secret setting given as a reference
+// (env:NAME or file:/path), never in clear. Each error wraps ports.ErrInvalid
+// and names the setting, never its value.
+func (h *Host) ValidateSettings(typ string, settings map[string]string) error {
+	d, err := h.Describe(typ)
+	if err != nil {
+		return err
+	}
+	errs := []error{d.Validate(settings)}
+	for _, s := range d.Settings {
+		if v := settings[s.Name]; s.Secret && v != "" && !ports.IsSecretRef(v) {
+			errs = append(errs, fmt.Errorf("%s: secret setting %q must be a reference (env:NAME or file:/path), not clear text", typ, s.Name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
+	}
+	return nil
+}
+
+// Status describes one plugin process, for logs, metrics and the operator
+// page.
+type Status struct {
+	Type    string
+	Name    string // the name it describes itself with
+	Version string
+	Command string
+	// Running is false while the process is down (between a crash and its
+	// restart).
+	Running bool
+	PID     int
+	// Started is when the current process started.
+	Started time.Time
+	// Restarts counts the restarts after crashes since Start.
+	Restarts int
+}
+
+// Status returns the status of every plugin, sorted by type.
+func (h *Host) Status() []Status {
+	out := make([]Status, 0, len(h.plugins))
+	for _, t := range h.Types() {
+		out = append(out, h.plugins[t].status())
+	}
+	return out
+}

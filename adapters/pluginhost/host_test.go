@@ -1,0 +1,419 @@
+package pluginhost_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/adapters/pluginhost"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
+	"github.com/siteline/outbox/ports"
+)
+
+func TestMain(m *testing.M) {
+	plugintest.Main(m, map[string]func() channel.Channel{"test": func() channel.Channel { return testChannel{} }})
+}
+
+// testChannel is the plugin the host runs in these tests (the test binary
+// itself, re-executed). With a url setting it GETs it and answers by its
+// status, so a test server sees and gates each delivery from outside the
+// plugin process; it answers Success with the token setting and the targets
+// as resolved targets, so a test sees what the plugin received.
+type testChannel struct{}
+
+func (testChannel) Describe(context.Context) (channel.Description, error) {
+	return channel.Description{Name: "test", Version: "1.2.3", Settings: []channel.Setting{
+		{Name: "url"},
+		{Name: "token", Secret: true},
+		{Name: "log"},
+		{Name: "mode", Allowed: []string{"a", "b"}},
+		{Name: "required_one", Required: true},
+	}}, nil
+}
+
+func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Result {
+	if req.Settings["log"] != "" {
+		channel.Logger().Warn("test plugin delivering", "list", req.Notification.List, "attempt", req.Notification.Attempt)
+	}
+	if u := req.Settings["url"]; u != "" {
+		hreq, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"?id="+req.Notification.ID, nil)
+		resp, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			return channel.Retry(errors.New("gate unreachable"))
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return channel.Fail(fmt.Errorf("gate answered %d", resp.StatusCode))
+		}
+	}
+	return channel.Delivered(append([]string{req.Settings["token"]}, req.Targets...)...)
+}
+
+func testPlugin(t *testing.T) pluginhost.Plugin {
+	t.Helper()
+	path, args, env, err := plugintest.Self("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pluginhost.Plugin{Type: "test", Command: path, Args: args, Env: []string{env}}
+}
+
+// logBuffer is a slog handler target safe for concurrent writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startHost(t *testing.T, cfg pluginhost.Config) *pluginhost.Host {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg.MinRestartDelay = 10 * time.Millisecond
+	h, err := pluginhost.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func mustChannel(t *testing.T, h *pluginhost.Host, typ string) ports.Channel {
+	t.Helper()
+	ch, ok := h.Channel(typ)
+	if !ok {
+		t.Fatalf("no channel %q", typ)
+	}
+	return ch
+}
+
+func delivery(settings map[string]string, targets ...string) ports.Delivery {
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	return ports.Delivery{
+		Notification: ports.Notification{ID: "0194f0d2-0000-7000-8000-000000000001", List: "ops", Subject: "s", Body: "b"},
+		Targets:      targets, Settings: settings,
+	}
+}
+
+func deliver(t *testing.T, ch ports.Channel, d ports.Delivery) ports.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	return ch.Deliver(ctx, d)
+}
+
+func TestDeliverThroughPluginProcess(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	res := deliver(t, mustChannel(t, h, "test"), delivery(nil, "a@example.com"))
+	if res.Outcome != ports.OutcomeSuccess || len(res.ResolvedTargets) != 2 || res.ResolvedTargets[1] != "a@example.com" {
+		t.Fatalf("got %+v", res)
+	}
+	st := h.Status()
+	if len(st) != 1 || !st[0].Running || st[0].PID <= 0 || st[0].PID == os.Getpid() || st[0].Version != "1.2.3" {
+		t.Fatalf("status %+v", st)
+	}
+	if _, ok := h.Channel("nope"); ok {
+		t.Error("Channel of an unknown type answered ok")
+	}
+}
+
+func TestSecretReferencesResolvedAtDelivery(t *testing.T) {
+	t.Setenv("PLUGINHOST_TEST_TOKEN", "from-env")
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	ch := mustChannel(t, h, "test")
+
+	res := deliver(t, ch, delivery(map[string]string{"token": "env:PLUGINHOST_TEST_TOKEN"}, "file:"+file))
+	if res.Outcome != ports.OutcomeSuccess || res.ResolvedTargets[0] != "from-env" || res.ResolvedTargets[1] != "from-file" {
+		t.Fatalf("references not resolved: %+v", res)
+	}
+	// Resolved at delivery time: a changed file is read again.
+	if err := os.WriteFile(file, []byte("rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = deliver(t, ch, delivery(map[string]string{"token": "file:" + file}))
+	if res.ResolvedTargets[0] != "rotated" {
+		t.Fatalf("file not read again: %+v", res)
+	}
+
+	res = deliver(t, ch, delivery(map[string]string{"token": "env:PLUGINHOST_TEST_UNSET"}))
+	if res.Outcome != ports.OutcomePermanent || !strings.Contains(res.Error, "PLUGINHOST_TEST_UNSET") {
+		t.Fatalf("unset variable: %+v, want Permanent naming the variable", res)
+	}
+}
+
+func TestValidateSettingsAgainstSchema(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	if err := h.ValidateSettings("test", map[string]string{"required_one": "x", "token": "env:T", "mode": "a"}); err != nil {
+		t.Fatalf("valid settings refused: %v", err)
+	}
+	err := h.ValidateSettings("test", map[string]string{"token": "hunter2", "mode": "c", "colour": "red"})
+	if !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("want ErrInvalid, got %v", err)
+	}
+	for _, want := range []string{`"required_one" is required`, `"mode" must be one of a, b`, `unknown setting "colour"`, `"token" must be a reference`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error repeats a secret value: %v", err)
+	}
+	if err := h.ValidateSettings("nope", nil); !errors.Is(err, pluginhost.ErrUnknownChannel) {
+		t.Errorf("unknown type: %v", err)
+	}
+}
+
+func TestChecksumPin(t *testing.T) {
+	p := testPlugin(t)
+	b, err := os.ReadFile(p.Command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+
+	p.SHA256 = hex.EncodeToString(sum[:])
+	startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{p}})
+
+	sum[0] ^= 0xff
+	p.SHA256 = hex.EncodeToString(sum[:])
+	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("a binary with another checksum started: %v", err)
+	}
+	if st := h.Status(); st[0].Running {
+		t.Fatalf("status %+v after a refused start", st)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	for name, p := range map[string]pluginhost.Plugin{
+		"missing binary": {Type: "x", Command: "/nonexistent/plugin"},
+		"not a plugin":   {Type: "x", Command: "/bin/true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, StartTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Start(t.Context()); err == nil {
+				_ = h.Close()
+				t.Fatal("Start succeeded")
+			}
+		})
+	}
+	_, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{
+		{Type: "a", Command: "/x"}, {Type: "a", Command: "/y", SHA256: "abc"}, {Command: "/z"},
+	}})
+	for _, want := range []string{"second plugin", "64 hex", "no channel type"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config error %v lacks %q", err, want)
+		}
+	}
+}
+
+// gate is an HTTP server that holds each request until released, and
+// counts requests in flight.
+type gate struct {
+	release  chan struct{}
+	arrived  chan string
+	inFlight atomic.Int64
+	maxSeen  atomic.Int64
+}
+
+func newGate(t *testing.T) (*gate, string) {
+	g := &gate{release: make(chan struct{}), arrived: make(chan string, 1000)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := g.inFlight.Add(1)
+		defer g.inFlight.Add(-1)
+		for {
+			m := g.maxSeen.Load()
+			if n <= m || g.maxSeen.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		g.arrived <- r.URL.Query().Get("id")
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-g.release:
+		default:
+			close(g.release)
+		}
+		srv.Close()
+	})
+	return g, srv.URL
+}
+
+func TestConcurrencyBoundPerChannel(t *testing.T) {
+	p := testPlugin(t)
+	p.MaxConcurrency = 2
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{p}})
+	ch := mustChannel(t, h, "test")
+	g, url := newGate(t)
+
+	results := make(chan ports.Result, 6)
+	for range 6 {
+		go func() { results <- deliver(t, ch, delivery(map[string]string{"url": url}, "t")) }()
+	}
+	<-g.arrived
+	<-g.arrived
+	// Two are held at the gate; the other four must wait for a slot. Let
+	// one through and the next arrives; the maximum seen stays two.
+	close(g.release)
+	for range 6 {
+		if res := <-results; res.Outcome != ports.OutcomeSuccess {
+			t.Fatalf("delivery: %+v", res)
+		}
+	}
+	if m := g.maxSeen.Load(); m != 2 {
+		t.Fatalf("at most %d deliveries were in flight at once, want exactly 2", m)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	ch := mustChannel(t, h, "test")
+	const perSecond, n = 50.0, 100
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			d := delivery(nil, "t")
+			d.RateLimit = perSecond
+			if res := deliver(t, ch, d); res.Outcome != ports.OutcomeSuccess {
+				t.Errorf("delivery: %+v", res)
+			}
+		})
+	}
+	wg.Wait()
+	// A burst of 50 passes at once; the other 50 need at least one second.
+	// Only this lower bound is certain; a slow machine takes longer.
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("%d deliveries at %g/s took %s: the rate limit was not applied", n, perSecond, took)
+	}
+}
+
+func TestPluginLogsReachCentralLog(t *testing.T) {
+	var buf logBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}, Logger: logger})
+	d := delivery(map[string]string{"log": "yes"}, "t")
+	d.Notification.RetryCount = 2
+	if res := deliver(t, mustChannel(t, h, "test"), d); res.Outcome != ports.OutcomeSuccess {
+		t.Fatal(res)
+	}
+	_ = h.Close() // flushes the plugin's stderr
+	out := buf.String()
+	for _, want := range []string{`"msg":"test plugin delivering"`, `"level":"WARN"`, `"list":"ops"`, `"attempt":3`, `"channel":"test"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("central's log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestCrashedPluginIsRestarted kills the plugin process (SIGKILL) while
+// deliveries are running in it: they end Transient, never Success, and the
+// host restarts the process, through which the next deliveries succeed.
+func TestCrashedPluginIsRestarted(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	ch := mustChannel(t, h, "test")
+	g, url := newGate(t)
+	pid := h.Status()[0].PID
+
+	results := make(chan ports.Result, 3)
+	for range 3 {
+		go func() { results <- deliver(t, ch, delivery(map[string]string{"url": url}, "t")) }()
+	}
+	for range 3 {
+		<-g.arrived
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if res := <-results; res.Outcome != ports.OutcomeTransient {
+			t.Fatalf("a delivery running in a killed plugin ended %+v, want Transient", res)
+		}
+	}
+	close(g.release)
+	// A delivery made between the crash and the moment go-plugin sees the
+	// process gone may fail too (Transient, harmless); once the host has
+	// restarted it, deliveries succeed.
+	waitFor(t, func() bool { return h.Status()[0].Restarts == 1 })
+	if res := deliver(t, ch, delivery(map[string]string{"url": url}, "t")); res.Outcome != ports.OutcomeSuccess {
+		t.Fatalf("after restart: %+v", res)
+	}
+	st := h.Status()[0]
+	if !st.Running || st.Restarts != 1 || st.PID == pid {
+		t.Fatalf("status after restart %+v (old pid %d)", st, pid)
+	}
+}
+
+func TestCloseStopsEveryProcess(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	pid := h.Status()[0].PID
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Signal 0 tests for existence; Close waited for the exit, and the
+	// process was reaped.
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("plugin process %d still exists after Close: %v", pid, err)
+	}
+}
+
+// waitFor polls cond until it holds, for at most 30 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,198 @@
+// Package smtpcapture is a local SMTP server that accepts every message and
+// keeps it instead of sending it on: the mail sink of the embedded default
+// set-up and of tests, like MailHog or smtp4dev. It speaks real SMTP over TCP
+// (github.com/emersion/go-smtp), without TLS or authentication, so it must
+// only listen on loopback.
+package smtpcapture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Message is one captured message.
+type Message struct {
+	// From is the envelope sender and To the envelope recipients (for a
+	// BCC-only message, the only place they appear).
+	From string
+	To   []string
+	// Data is the message as received (headers and body).
+	Data []byte
+	// At is when it was received.
+	At time.Time
+}
+
+// Server is a running capture server. It is safe for concurrent use.
+type Server struct {
+	srv  *smtp.Server
+	ln   net.Listener
+	done chan struct{}
+
+	dir string
+
+	mu       sync.Mutex
+	received int
+	messages []Message
+	limit    int
+	notify   chan struct{} // closed and replaced at each message
+}
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the TCP address to listen on; default 127.0.0.1:0 (a free
+	// port, see Server.Addr).
+	Addr string
+	// Keep is how many messages are kept, oldest dropped first; default
+	// 10,000.
+	Keep int
+	// MaxMessageBytes caps one message; default 10 MiB.
+	MaxMessageBytes int64
+	// Dir, when set, also receives every message as a file NNNNNN.eml
+	// (numbered from 1 per start; existing files are overwritten), to open
+	// in a mail client.
+	Dir string
+}
+
+// Start listens on cfg.Addr and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 10_000
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 10 << 20
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("smtp capture: listen: %w", err)
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("smtp capture: %w", err)
+		}
+	}
+	s := &Server{ln: ln, done: make(chan struct{}), limit: cfg.Keep, notify: make(chan struct{}), dir: cfg.Dir}
+	s.srv = smtp.NewServer(s)
+	s.srv.Domain = "localhost"
+	s.srv.MaxMessageBytes = cfg.MaxMessageBytes
+	s.srv.MaxRecipients = 10_000
+	s.srv.ReadTimeout = time.Minute
+	s.srv.WriteTimeout = time.Minute
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server, closing open connections, and waits for it.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	// Close only closes listeners Serve already took up; closing ours too
+	// ends a Serve that had not started yet.
+	_ = s.ln.Close()
+	<-s.done
+	if errors.Is(err, smtp.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Messages returns the captured messages, oldest first.
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.messages...)
+}
+
+// Count returns how many messages are kept.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.messages)
+}
+
+// Wait blocks until at least n messages are kept or ctx ends.
+func (s *Server) Wait(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		got, ch := len(s.messages), s.notify
+		s.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("smtp capture: %d of %d messages: %w", got, n, ctx.Err())
+		}
+	}
+}
+
+func (s *Server) keep(m Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.received++
+	if s.dir != "" {
+		name := filepath.Join(s.dir, fmt.Sprintf("%06d.eml", s.received))
+		if err := os.WriteFile(name, m.Data, 0o640); err != nil {
+			return fmt.Errorf("smtp capture: keep message: %w", err)
+		}
+	}
+	if len(s.messages) >= s.limit {
+		s.messages = append(s.messages[:0], s.messages[len(s.messages)-s.limit+1:]...)
+	}
+	s.messages = append(s.messages, m)
+	close(s.notify)
+	s.notify = make(chan struct{})
+	return nil
+}
+
+// NewSession implements smtp.Backend.
+func (s *Server) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: s}, nil }
+
+// session is one SMTP connection's state.
+type session struct {
+	s    *Server
+	from string
+	to   []string
+}
+
+func (x *session) Mail(from string, _ *smtp.MailOptions) error {
+	x.from = from
+	return nil
+}
+
+func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	x.to = append(x.to, to)
+	return nil
+}
+
+func (x *session) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	err = x.s.keep(Message{From: x.from, To: x.to, Data: b, At: time.Now()})
+	x.to = nil
+	return err
+}
+
+func (x *session) Reset() { x.from, x.to = "", nil }
+
+func (x *session) Logout() error { return nil }

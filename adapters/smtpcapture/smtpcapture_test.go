@@ -1,0 +1,57 @@
+package smtpcapture
+
+import (
+	"net/smtp"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCapturesOverTCP(t *testing.T) {
+	dir := t.TempDir() + "/mail"
+	s, err := Start(Config{Keep: 2, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, to := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+		msg := "Subject: n" + string(rune('0'+i)) + "\r\n\r\nbody\r\n"
+		if err := smtp.SendMail(s.Addr(), nil, "outbox@example.com", []string{to}, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	if err := s.Wait(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Messages()
+	if len(got) != 2 || got[0].To[0] != "b@example.com" || got[1].To[0] != "c@example.com" ||
+		got[1].From != "outbox@example.com" || !strings.Contains(string(got[1].Data), "Subject: n2") {
+		t.Fatalf("kept %+v", got)
+	}
+	if got[1].At.IsZero() || time.Since(got[1].At) > time.Minute {
+		t.Errorf("At = %v", got[1].At)
+	}
+	// Every message is in the directory, not only those kept in memory.
+	b, err := os.ReadFile(dir + "/000001.eml")
+	if err != nil || !strings.Contains(string(b), "Subject: n0") {
+		t.Errorf("first message file: %v %q", err, b)
+	}
+	if _, err := os.Stat(dir + "/000003.eml"); err != nil {
+		t.Errorf("third message file: %v", err)
+	}
+}
+
+// Close right after Start must not hang (Serve may not have started yet).
+func TestCloseAtOnce(t *testing.T) {
+	for range 20 {
+		s, err := Start(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/plugins/builtin"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/ports"
+)
+
+const pluginUsage = `Usage: outbox plugin <command> [arguments]
+
+Commands:
+  serve TYPE               serve a built-in channel as a plugin process (central runs this)
+  list                     list the built-in channels
+  describe PLUGIN          start a plugin and print its name, version and settings
+  deliver [flags] PLUGIN   start a plugin and make one delivery through it
+
+PLUGIN is a built-in channel type (email, webhook, ...) or the path of a
+plugin binary (any argument holding a slash: ./jsonpost). describe and
+deliver start it exactly as central does: a separate process, gRPC with
+mutual TLS.
+`
+
+// runPlugin is `outbox plugin`.
+func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, pluginUsage)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		if len(rest) != 1 {
+			fmt.Fprintf(stderr, "Usage: outbox plugin serve TYPE (one of %s)\n", orList(builtin.Types()))
+			return exitUsage
+		}
+		newChannel, ok := builtin.Channels[rest[0]]
+		if !ok {
+			fmt.Fprintf(stderr, "outbox plugin serve: %q is not a built-in channel (want %s)\n", rest[0], orList(builtin.Types()))
+			return exitUsage
+		}
+		channel.Serve(newChannel(channel.Logger()))
+		return exitOK
+	case "list":
+		for _, t := range builtin.Types() {
+			fmt.Fprintln(stdout, t)
+		}
+		return exitOK
+	case "describe":
+		if len(rest) != 1 {
+			fmt.Fprint(stderr, "Usage: outbox plugin describe PLUGIN\n")
+			return exitUsage
+		}
+		return describePlugin(ctx, rest[0], stdout, stderr)
+	case "deliver":
+		return deliverPlugin(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, pluginUsage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "outbox plugin: unknown command %q\n\n%s", cmd, pluginUsage)
+		return exitUsage
+	}
+}
+
+// startOne starts a host running the one plugin named by arg.
+func startOne(ctx context.Context, arg string, stderr io.Writer) (*pluginhost.Host, string, error) {
+	var p pluginhost.Plugin
+	if strings.Contains(arg, "/") {
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			return nil, "", err
+		}
+		p = pluginhost.Plugin{Type: filepath.Base(abs), Command: abs}
+	} else {
+		if _, ok := builtin.Channels[arg]; !ok {
+			return nil, "", fmt.Errorf("%q is not a built-in channel (want %s) nor a path (give ./%s for a file here)", arg, orList(builtin.Types()), arg)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "", fmt.Errorf("find the outbox binary: %w", err)
+		}
+		p = pluginhost.Plugin{Type: arg, Command: exe, Args: []string{"plugin", "serve", arg}}
+	}
+	logger := newLogger(LogConfig{Level: "warn", Format: "auto"}, stderr, isTerminal(stderr))
+	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, "", err
+	}
+	return h, p.Type, nil
+}
+
+func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) int {
+	h, typ, err := startOne(ctx, arg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox plugin describe: %v\n", err)
+		return exitFailure
+	}
+	defer h.Close()
+	d, _ := h.Describe(typ)
+	fmt.Fprintf(stdout, "name:    %s\nversion: %s\n", d.Name, cmp.Or(d.Version, "(not given)"))
+	if len(d.Settings) == 0 {
+		fmt.Fprintln(stdout, "settings: (no schema: any settings are passed through)")
+		return exitOK
+	}
+	fmt.Fprintln(stdout, "settings:")
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	for _, s := range d.Settings {
+		var flags []string
+		if s.Required {
+			flags = append(flags, "required")
+		}
+		if s.Secret {
+			flags = append(flags, "secret: give env:NAME or file:/path")
+		}
+		if s.Default != "" {
+			flags = append(flags, "default "+s.Default)
+		}
+		if len(s.Allowed) > 0 {
+			flags = append(flags, "one of "+strings.Join(s.Allowed, ", "))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, s.Description, strings.Join(flags, "; "))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("outbox plugin deliver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var targets, settings repeated
+	fs.Var(&targets, "target", "a `target` of the delivery (an address, a URL); repeat for several")
+	fs.Var(&settings, "setting", "a channel setting as `name=value`; repeat for several (secrets as env:NAME or file:/path)")
+	subject := fs.String("subject", "outbox test notification", "the `subject`")
+	body := fs.String("body", "Sent by outbox plugin deliver.", "the `body`")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound of the delivery")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: outbox plugin deliver [flags] PLUGIN\n\nStarts the plugin as central does and makes one delivery through it. Exits 0\nwhen it answers Success.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	set := map[string]string{}
+	for _, kv := range settings {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			fmt.Fprintf(stderr, "outbox plugin deliver: -setting wants name=value, got %q\n", k)
+			return exitUsage
+		}
+		set[k] = v
+	}
+	h, typ, err := startOne(ctx, fs.Arg(0), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox plugin deliver: %v\n", err)
+		return exitFailure
+	}
+	defer h.Close()
+	if err := h.ValidateSettings(typ, set); err != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", err)
+	}
+	ch, _ := h.Channel(typ)
+	dctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	now := time.Now().UTC()
+	res := ch.Deliver(dctx, ports.Delivery{
+		Notification: ports.Notification{ID: uuid.Must(uuid.NewV7()).String(), Type: typ, List: "outbox-plugin-deliver",
+			Subject: *subject, Body: *body, SourceSite: "cli", CreatedAt: now},
+		Targets:  targets,
+		Settings: set,
+	})
+	fmt.Fprintf(stdout, "outcome: %s\n", res.Outcome)
+	if len(res.ResolvedTargets) > 0 {
+		fmt.Fprintf(stdout, "resolved targets: %s\n", strings.Join(res.ResolvedTargets, ", "))
+	}
+	if res.Error != "" {
+		fmt.Fprintf(stdout, "error: %s\n", res.Error)
+	}
+	if res.RetryAfter > 0 {
+		fmt.Fprintf(stdout, "retry after: %s\n", res.RetryAfter)
+	}
+	if res.Outcome != ports.OutcomeSuccess {
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/siteline/outbox/adapters/pluginhost"
+)
+
+func TestHostPlugins(t *testing.T) {
+	dir := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"jsonpost": 0o755, "fax": 0o755, "notes": 0o644, "jsonpost.sha256": 0o755} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin := strings.Repeat("ab", 32)
+	cfg := PluginsConfig{
+		Builtin: []string{"email"}, Dir: dir, MaxConcurrency: 16,
+		External: []ExternalPlugin{
+			{Type: "jsonpost", SHA256: strings.ToUpper(pin), MaxConcurrency: 4},
+			{Type: "pager", Command: "/opt/pager", Args: []string{"-v"}},
+		},
+	}
+	got, err := cfg.hostPlugins("/usr/bin/outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pluginhost.Plugin{
+		{Type: "email", Command: "/usr/bin/outbox", Args: []string{"plugin", "serve", "email"}, MaxConcurrency: 16},
+		{Type: "fax", Command: filepath.Join(dir, "fax"), MaxConcurrency: 16},
+		{Type: "jsonpost", Command: filepath.Join(dir, "jsonpost"), SHA256: pin, MaxConcurrency: 4},
+		{Type: "pager", Command: "/opt/pager", Args: []string{"-v"}, MaxConcurrency: 16},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d plugins %+v, want %+v", len(got), got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Type != w.Type || g.Command != w.Command || strings.Join(g.Args, " ") != strings.Join(w.Args, " ") ||
+			g.SHA256 != w.SHA256 || g.MaxConcurrency != w.MaxConcurrency {
+			t.Errorf("plugin %d: got %+v, want %+v", i, g, w)
+		}
+	}
+
+	// All built-ins by default; none with [none].
+	all, err := PluginsConfig{}.hostPlugins("/x")
+	if err != nil || len(all) != 4 {
+		t.Errorf("default: %d plugins, %v", len(all), err)
+	}
+	none, err := PluginsConfig{Builtin: []string{"none"}}.hostPlugins("/x")
+	if err != nil || len(none) != 0 {
+		t.Errorf("none: %d plugins, %v", len(none), err)
+	}
+
+	// A file taking a running built-in's type, or a pin for a missing file.
+	if err := os.WriteFile(filepath.Join(dir, "email"), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (PluginsConfig{Dir: dir}).hostPlugins("/x"); err == nil || !strings.Contains(err.Error(), "built-in channel \"email\"") {
+		t.Errorf("a plugin file named email: %v", err)
+	}
+	_, err = PluginsConfig{Builtin: []string{"none"}, Dir: dir, External: []ExternalPlugin{{Type: "sms"}}}.hostPlugins("/x")
+	if err == nil || !strings.Contains(err.Error(), `no executable "sms"`) {
+		t.Errorf("pin of a missing file: %v", err)
+	}
+	if _, err := (PluginsConfig{Dir: filepath.Join(dir, "nope")}).hostPlugins("/x"); err == nil {
+		t.Error("a missing plugins.dir was accepted")
+	}
+}
