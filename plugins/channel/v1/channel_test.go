@@ -198,10 +198,10 @@ func TestConvertRoundTrip(t *testing.T) {
 		Targets: []string{"a", "b"}, Settings: map[string]string{"k": "v"},
 	}
 	got := requestFromPB(requestToPB(req, time.Second))
-	if (got.Notification.ID != "id" || got.Notification.List != "ops" ||
+	if got.Notification.ID != "id" || got.Notification.List != "ops" ||
 		got.Notification.Subject != "s" || got.Notification.Body != "b" || string(got.Notification.TypeData) != `{"k":1}` ||
 		got.Notification.Priority != 3 || got.Notification.SourceSite != "site-a" || !got.Notification.CreatedAt.Equal(created) ||
-		got.Notification.Attempt != 2 || strings.Join(got.Targets, ",") != "a,b" || got.Settings["k"] != "v") {
+		got.Notification.Attempt != 2 || strings.Join(got.Targets, ",") != "a,b" || got.Settings["k"] != "v" {
 		t.Fatalf("request round trip: %+v", got)
 	}
 	res := Result{Outcome: Permanent, ResolvedTargets: []string{"x"}, Error: "e", RetryAfter: 1500 * time.Millisecond}
