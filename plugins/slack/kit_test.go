@@ -24,12 +24,8 @@ func TestMain(m *testing.M) {
 // in-process, over gRPC and as a plugin process.
 func TestKit(t *testing.T) {
 	plugintest.Run(t, plugintest.Target{
-		Name: slack.Name,
-		New: func(t *testing.T) channel.Channel {
-			ch := slack.New(nil)
-			t.Cleanup(ch.Close)
-			return ch
-		},
+		Name:    slack.Name,
+		New:     func(*testing.T) channel.Channel { return slack.New(nil) },
 		Command: plugintest.Reexec(slack.Name),
 		Cases:   kitCases,
 	})

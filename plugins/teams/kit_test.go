@@ -24,12 +24,8 @@ func TestMain(m *testing.M) {
 // in-process, over gRPC and as a plugin process.
 func TestKit(t *testing.T) {
 	plugintest.Run(t, plugintest.Target{
-		Name: teams.Name,
-		New: func(t *testing.T) channel.Channel {
-			ch := teams.New(nil)
-			t.Cleanup(ch.Close)
-			return ch
-		},
+		Name:    teams.Name,
+		New:     func(*testing.T) channel.Channel { return teams.New(nil) },
 		Command: plugintest.Reexec(teams.Name),
 		Cases:   kitCases,
 	})

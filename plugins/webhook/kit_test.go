@@ -25,12 +25,8 @@ func TestMain(m *testing.M) {
 // in-process, over gRPC and as a plugin process.
 func TestKit(t *testing.T) {
 	plugintest.Run(t, plugintest.Target{
-		Name: webhook.Name,
-		New: func(t *testing.T) channel.Channel {
-			ch := webhook.New(nil)
-			t.Cleanup(ch.Close)
-			return ch
-		},
+		Name:    webhook.Name,
+		New:     func(*testing.T) channel.Channel { return webhook.New(nil) },
 		Command: plugintest.Reexec(webhook.Name),
 		Cases:   kitCases,
 	})
