@@ -23,10 +23,10 @@ type countingServer struct {
 	calls, items atomic.Int64
 }
 
-func (s *countingServer) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.DeliverResponse, error) {
+func (s *countingServer) Deliver(req *pb.DeliverRequest, stream pb.Channel_DeliverServer) error {
 	s.calls.Add(1)
 	s.items.Add(int64(len(req.GetDeliveries())))
-	return s.grpcServer.Deliver(ctx, req)
+	return s.grpcServer.Deliver(req, stream)
 }
 
 // serve runs impl behind a real gRPC server over an in-memory connection and
@@ -34,7 +34,7 @@ func (s *countingServer) Deliver(ctx context.Context, req *pb.DeliverRequest) (*
 func serve(t *testing.T, impl Channel) (*Client, *countingServer, *grpc.Server) {
 	t.Helper()
 	ln := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(4 * batchBytes))
 	cs := &countingServer{grpcServer: &grpcServer{impl: impl}}
 	pb.RegisterChannelServer(srv, cs)
 	go func() { _ = srv.Serve(ln) }()
@@ -54,11 +54,22 @@ func serve(t *testing.T, impl Channel) (*Client, *countingServer, *grpc.Server) 
 }
 
 // gated answers Success with the notification id as the resolved target,
-// once the gate is open; with a timeout in the subject it waits for its
-// context instead.
-type gated struct{ gate chan struct{} }
+// once the gate is open; with "wait for the deadline" as subject it waits
+// for its context instead. It records the ids it was asked to deliver.
+type gated struct {
+	gate chan struct{}
+	mu   *sync.Mutex
+	seen map[string]bool
+}
+
+func newGated() gated {
+	return gated{gate: make(chan struct{}), mu: new(sync.Mutex), seen: map[string]bool{}}
+}
 
 func (g gated) Deliver(ctx context.Context, req Request) Result {
+	g.mu.Lock()
+	g.seen[req.Notification.ID] = true
+	g.mu.Unlock()
 	if req.Notification.Subject == "wait for the deadline" {
 		<-ctx.Done()
 		return Retry(ctx.Err())
@@ -88,7 +99,7 @@ func deliverN(t *testing.T, c *Client, n int) []Result {
 
 // Concurrent deliveries share calls, and each caller gets its own result.
 func TestClientBatchesConcurrentDeliveries(t *testing.T) {
-	g := gated{gate: make(chan struct{})}
+	g := newGated()
 	c, cs, _ := serve(t, g)
 	const n = 400
 	done := make(chan []Result)
@@ -112,7 +123,8 @@ func TestClientBatchesConcurrentDeliveries(t *testing.T) {
 			t.Fatalf("delivery %d got %+v: another caller's result", i, r)
 		}
 	}
-	if calls := cs.calls.Load(); calls > maxSenders+n/maxBatch+maxSenders {
+	// One call per delivery would be 400.
+	if calls := cs.calls.Load(); calls > n/10 {
 		t.Fatalf("%d deliveries took %d calls: not batched", n, calls)
 	}
 }
@@ -120,7 +132,7 @@ func TestClientBatchesConcurrentDeliveries(t *testing.T) {
 // Each delivery of a batch has its own deadline: one that runs out does not
 // hold the others back, and ends Transient.
 func TestClientPerDeliveryDeadline(t *testing.T) {
-	g := gated{gate: make(chan struct{})}
+	g := newGated()
 	close(g.gate)
 	c, _, _ := serve(t, g)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -137,7 +149,7 @@ func TestClientPerDeliveryDeadline(t *testing.T) {
 // A failed call (the plugin process gone) is Transient for every delivery in
 // it, never Success, and is reported to onCallError.
 func TestClientCallFailureIsTransient(t *testing.T) {
-	g := gated{gate: make(chan struct{})}
+	g := newGated()
 	c, cs, srv := serve(t, g)
 	var reported atomic.Int64
 	c.onCallError = func(error) { reported.Add(1) }
@@ -213,4 +225,119 @@ func TestConvertRoundTrip(t *testing.T) {
 		d.Settings[0].Name != "s" || !d.Settings[0].Required || !d.Settings[0].Secret || d.Settings[0].Default != "x" || d.Settings[0].Allowed[0] != "x" {
 		t.Fatalf("description round trip: %+v", d)
 	}
+}
+
+// A slow delivery does not hold back the result of a fast one in the same
+// batch: results stream back one by one.
+func TestClientSlowDeliveryDoesNotHoldBatch(t *testing.T) {
+	g := newGated()
+	close(g.gate)
+	c, cs, _ := serve(t, g)
+	// Occupy every sender with a slow delivery, so that the next two queue
+	// and go out together.
+	slowCtx, cancelSlow := context.WithTimeout(t.Context(), time.Minute)
+	defer cancelSlow()
+	var wg sync.WaitGroup
+	for range maxSenders + 1 {
+		wg.Go(func() {
+			c.Deliver(slowCtx, Request{Notification: Notification{ID: "slow", Subject: "wait for the deadline"}})
+		})
+	}
+	defer wg.Wait()
+	defer cancelSlow()
+	for cs.items.Load() < maxSenders {
+		time.Sleep(time.Millisecond)
+	}
+	r := c.Deliver(t.Context(), Request{Notification: Notification{ID: "fast"}})
+	if r.Outcome != Success {
+		t.Fatalf("a fast delivery batched with a slow one: %+v", r)
+	}
+}
+
+// blockingRPC is a ChannelClient whose Deliver calls wait until released,
+// then fail; it records the ids it was given.
+type blockingRPC struct {
+	pb.ChannelClient
+	release chan struct{}
+	mu      sync.Mutex
+	seen    map[string]bool
+	calls   int
+}
+
+func (b *blockingRPC) Deliver(ctx context.Context, req *pb.DeliverRequest, _ ...grpc.CallOption) (pb.Channel_DeliverClient, error) {
+	b.mu.Lock()
+	b.calls++
+	for _, d := range req.GetDeliveries() {
+		b.seen[d.GetNotification().GetId()] = true
+	}
+	b.mu.Unlock()
+	<-b.release
+	return nil, errors.New("released")
+}
+
+// A delivery whose caller gives up while it still waits for a sender is
+// never sent, and says so.
+func TestClientAbandonedDeliveryIsNeverSent(t *testing.T) {
+	rpc := &blockingRPC{release: make(chan struct{}), seen: map[string]bool{}}
+	c := &Client{rpc: rpc}
+	// One blocker at a time, so that each takes a sender of its own.
+	var wg sync.WaitGroup
+	for i := range maxSenders {
+		wg.Go(func() { c.Deliver(t.Context(), Request{Notification: Notification{ID: "blocker"}}) })
+		for {
+			rpc.mu.Lock()
+			n := rpc.calls
+			rpc.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan bool)
+	go func() {
+		res, sent := c.Send(ctx, Request{Notification: Notification{ID: "abandoned"}})
+		got <- sent && res.Outcome == Transient
+	}()
+	for {
+		c.mu.Lock()
+		n := len(c.queue)
+		c.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if sent := <-got; sent {
+		t.Fatal("an abandoned queued delivery reports it may have been sent")
+	}
+	close(rpc.release)
+	wg.Wait()
+	_ = c.Close()
+	rpc.mu.Lock()
+	defer rpc.mu.Unlock()
+	if rpc.seen["abandoned"] {
+		t.Fatal("the abandoned delivery was sent")
+	}
+}
+
+// Batches stay under the size a gRPC message may have, however large the
+// deliveries.
+func TestClientLargeDeliveriesSplitIntoBatches(t *testing.T) {
+	g := newGated()
+	close(g.gate)
+	c, _, _ := serve(t, g)
+	body := strings.Repeat("x", 128<<10)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			r := c.Deliver(t.Context(), Request{Notification: Notification{ID: string(rune('a' + i%26)), Body: body}})
+			if r.Outcome != Success {
+				t.Errorf("delivery %d: %+v", i, r)
+			}
+		})
+	}
+	wg.Wait()
 }

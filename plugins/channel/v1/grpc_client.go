@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
 )
@@ -22,19 +25,28 @@ var ErrClosed = errors.New("channel client closed")
 
 // Batching across the process boundary: a gRPC call costs about 0.1 ms of
 // CPU here, more than a no-op delivery, so the client sends deliveries in
-// batches. A delivery that finds a sender slot free goes out at once (a batch
-// of one: no added latency when idle); under load, deliveries queue while
-// maxSenders calls are in flight and each sender takes up to maxBatch of them
-// on its next call.
+// batches, and the plugin streams each result back as soon as it has it.
+// A delivery that finds a sender free goes out at once (a batch of one: no
+// added latency when idle). Under load, deliveries queue while maxSenders
+// calls are being made, and each sender takes what has queued, up to
+// maxBatch deliveries or batchBytes, on its next call. A sender waits for
+// its batch's results for at most holdSender, so that batches stay large
+// when deliveries are fast, and a slow delivery does not hold a sender.
 const (
 	maxSenders = 4
 	maxBatch   = 256
+	batchBytes = 4 << 20
+	holdSender = 5 * time.Millisecond
 	// noDeadline bounds a call whose deliveries all came without a deadline,
-	// so that a plugin that never answers cannot hold a sender forever.
+	// so that a plugin that never answers cannot hold a call forever.
 	noDeadline = 5 * time.Minute
 	// deadlineGrace is added to a batch's latest delivery deadline for the
 	// call itself: the plugin applies each delivery's timeout and answers.
 	deadlineGrace = 5 * time.Second
+	// transitMargin is taken off the timeout the plugin applies, for the
+	// time the batch takes to reach it: a delivery must not succeed in the
+	// plugin after its caller gave up.
+	transitMargin = 2 * time.Millisecond
 )
 
 // Client is central's side of a channel plugin: a Channel and Describer
@@ -58,8 +70,10 @@ var (
 
 // call is one delivery waiting for its result.
 type call struct {
-	req      Request
+	wire     *pb.Delivery
+	size     int
 	deadline time.Time // zero: none
+	taken    bool      // a sender took it: it may reach the plugin
 	res      Result
 	done     chan struct{}
 }
@@ -89,15 +103,25 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 // is a Transient result: the delivery may or may not have happened, and only
 // a retry can tell.
 func (c *Client) Deliver(ctx context.Context, req Request) Result {
+	res, _ := c.Send(ctx, req)
+	return res
+}
+
+// Send is Deliver that also tells whether the delivery may have reached the
+// plugin. When sent is false it certainly did not (the client was closed, or
+// ctx ended while the delivery still waited for a sender), and the result is
+// Transient.
+func (c *Client) Send(ctx context.Context, req Request) (res Result, sent bool) {
 	if err := ctx.Err(); err != nil {
-		return Retry(fmt.Errorf("delivery not started: %w", err))
+		return Retry(fmt.Errorf("delivery not started: %w", err)), false
 	}
-	cl := &call{req: req, done: make(chan struct{})}
+	wire := requestToPB(req, 0)
+	cl := &call{wire: wire, size: proto.Size(wire), done: make(chan struct{})}
 	cl.deadline, _ = ctx.Deadline()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return Retry(ErrClosed)
+		return Retry(ErrClosed), false
 	}
 	c.queue = append(c.queue, cl)
 	if c.senders < maxSenders {
@@ -107,10 +131,19 @@ func (c *Client) Deliver(ctx context.Context, req Request) Result {
 	c.mu.Unlock()
 	select {
 	case <-cl.done:
-		return cl.res
+		return cl.res, true
 	case <-ctx.Done():
-		return Retry(fmt.Errorf("delivery interrupted, its outcome is unknown: %w", ctx.Err()))
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !cl.taken {
+		// Still queued: take it out, so that it is never sent.
+		if i := slices.Index(c.queue, cl); i >= 0 {
+			c.queue = slices.Delete(c.queue, i, i+1)
+		}
+		return Retry(fmt.Errorf("delivery not started: %w", ctx.Err())), false
+	}
+	return Retry(fmt.Errorf("delivery interrupted, its outcome is unknown: %w", ctx.Err())), true
 }
 
 // Close refuses new deliveries and waits for the calls in flight to end.
@@ -126,55 +159,112 @@ func (c *Client) Close() error {
 // send makes calls until the queue is empty.
 func (c *Client) send() {
 	for {
-		c.mu.Lock()
-		n := min(len(c.queue), maxBatch)
-		if n == 0 {
-			c.senders--
-			c.mu.Unlock()
+		batch := c.take()
+		if batch == nil {
 			return
 		}
-		batch := make([]*call, n)
-		copy(batch, c.queue)
-		rest := copy(c.queue, c.queue[n:])
-		clear(c.queue[rest:])
-		c.queue = c.queue[:rest]
-		c.mu.Unlock()
 		c.flush(batch)
 	}
 }
 
-// flush makes one call for batch and hands every call its result.
+// take removes the next batch from the queue, or returns nil and gives up
+// its sender slot when the queue is empty.
+func (c *Client) take() []*call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.senders--
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(c.queue) && n < maxBatch && (n == 0 || size+c.queue[n].size <= batchBytes) {
+		size += c.queue[n].size
+		c.queue[n].taken = true
+		n++
+	}
+	batch := slices.Clone(c.queue[:n])
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
+}
+
+// flush makes one call for batch. Its results are handed out by a receiver
+// as they stream in; flush returns once they all have, or after holdSender.
 func (c *Client) flush(batch []*call) {
 	now := time.Now()
 	req := &pb.DeliverRequest{Deliveries: make([]*pb.Delivery, len(batch))}
 	var last time.Time
 	for i, cl := range batch {
-		var timeout time.Duration
+		cl.wire.TimeoutMicros = 0
 		if !cl.deadline.IsZero() {
-			timeout = max(cl.deadline.Sub(now), time.Microsecond)
+			cl.wire.TimeoutMicros = max(cl.deadline.Sub(now)-transitMargin, time.Microsecond).Microseconds()
 			last = latest(last, cl.deadline)
 		} else {
 			last = latest(last, now.Add(noDeadline))
 		}
-		req.Deliveries[i] = requestToPB(cl.req, timeout)
+		req.Deliveries[i] = cl.wire
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last.Add(deadlineGrace))
-	defer cancel()
-	resp, err := c.rpc.Deliver(ctx, req)
-	if err == nil && len(resp.GetResults()) != len(batch) {
-		err = fmt.Errorf("plugin answered %d results for %d deliveries", len(resp.GetResults()), len(batch))
-	}
+	stream, err := c.rpc.Deliver(ctx, req)
 	if err != nil {
-		c.failed(err)
-		res := Retry(fmt.Errorf("channel plugin call failed, outcome unknown: %s", status.Convert(err).Message()))
-		for _, cl := range batch {
-			cl.res = res
-			close(cl.done)
-		}
+		cancel()
+		c.fail(batch, err)
 		return
 	}
-	for i, cl := range batch {
-		cl.res = resultFromPB(resp.GetResults()[i])
+	received := make(chan struct{})
+	c.wg.Go(func() {
+		defer close(received)
+		defer cancel()
+		c.receive(stream, batch)
+	})
+	hold := time.NewTimer(holdSender)
+	defer hold.Stop()
+	select {
+	case <-received:
+	case <-hold.C:
+	}
+}
+
+// receive hands each result of the stream to its call; a call left without
+// a result when the stream ends fails.
+func (c *Client) receive(stream pb.Channel_DeliverClient, batch []*call) {
+	answered := make([]bool, len(batch))
+	left := len(batch)
+	for left > 0 {
+		r, err := stream.Recv()
+		if err == nil {
+			i := int(r.GetIndex())
+			if i < 0 || i >= len(batch) || answered[i] {
+				err = fmt.Errorf("plugin answered delivery %d of a batch of %d twice or out of range", i, len(batch))
+			} else {
+				answered[i] = true
+				left--
+				batch[i].res = resultFromPB(r.GetResult())
+				close(batch[i].done)
+				continue
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("plugin ended the call with %d of %d results missing", left, len(batch))
+		}
+		var rest []*call
+		for i, cl := range batch {
+			if !answered[i] {
+				rest = append(rest, cl)
+			}
+		}
+		c.fail(rest, err)
+		return
+	}
+}
+
+// fail ends calls with a Transient result for a failed call.
+func (c *Client) fail(calls []*call, err error) {
+	c.failed(err)
+	res := Retry(fmt.Errorf("channel plugin call failed, outcome unknown: %s", status.Convert(err).Message()))
+	for _, cl := range calls {
+		cl.res = res
 		close(cl.done)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 )
 
 // stderr is the process's standard error as it was at start. plugin.Serve
@@ -24,7 +25,10 @@ func Serve(ch Channel) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         PluginMap(ch),
-		GRPCServer:      plugin.DefaultGRPCServer,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			// A batch is capped at batchBytes by the client; leave room.
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(4*batchBytes))...)
+		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Output:     stderr,
 			JSONFormat: true,

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -346,6 +347,24 @@ func leaks(t *testing.T, name string, res channel.Result, req channel.Request, d
 	for _, target := range req.Targets {
 		if target != "" && strings.Contains(res.Error, target) {
 			t.Errorf("%s: the error text holds a target: %q", name, res.Error)
+		}
+		// A URL's query values and password are tokens, shown or not
+		// with the rest of the URL.
+		u, err := url.Parse(target)
+		if err != nil {
+			continue
+		}
+		secrets := []string{}
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+		for _, vs := range u.Query() {
+			secrets = append(secrets, vs...)
+		}
+		for _, v := range secrets {
+			if len(v) >= 4 && strings.Contains(res.Error, v) {
+				t.Errorf("%s: the error text holds a token of a target URL: %q", name, res.Error)
+			}
 		}
 	}
 	for _, s := range desc.Settings {

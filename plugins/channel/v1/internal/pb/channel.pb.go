@@ -485,27 +485,29 @@ func (x *Notification) GetAttempt() int64 {
 	return 0
 }
 
-type DeliverResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+type DeliverResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index is the position of the delivery in DeliverRequest.deliveries.
+	Index         int32   `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Result        *Result `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeliverResponse) Reset() {
-	*x = DeliverResponse{}
+func (x *DeliverResult) Reset() {
+	*x = DeliverResult{}
 	mi := &file_channel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeliverResponse) String() string {
+func (x *DeliverResult) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeliverResponse) ProtoMessage() {}
+func (*DeliverResult) ProtoMessage() {}
 
-func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
+func (x *DeliverResult) ProtoReflect() protoreflect.Message {
 	mi := &file_channel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -517,14 +519,21 @@ func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
-func (*DeliverResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use DeliverResult.ProtoReflect.Descriptor instead.
+func (*DeliverResult) Descriptor() ([]byte, []int) {
 	return file_channel_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *DeliverResponse) GetResults() []*Result {
+func (x *DeliverResult) GetIndex() int32 {
 	if x != nil {
-		return x.Results
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DeliverResult) GetResult() *Result {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -637,9 +646,10 @@ const file_channel_proto_rawDesc = "" +
 	"\vsource_site\x18\a \x01(\tR\n" +
 	"sourceSite\x123\n" +
 	"\x16created_at_unix_micros\x18\b \x01(\x03R\x13createdAtUnixMicros\x12\x18\n" +
-	"\aattempt\x18\t \x01(\x03R\aattempt\"F\n" +
-	"\x0fDeliverResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.outbox.channel.v1.ResultR\aresults\"\xad\x01\n" +
+	"\aattempt\x18\t \x01(\x03R\aattempt\"X\n" +
+	"\rDeliverResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.outbox.channel.v1.ResultR\x06result\"\xad\x01\n" +
 	"\x06Result\x124\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x1a.outbox.channel.v1.OutcomeR\aoutcome\x12)\n" +
 	"\x10resolved_targets\x18\x02 \x03(\tR\x0fresolvedTargets\x12\x14\n" +
@@ -651,7 +661,7 @@ const file_channel_proto_rawDesc = "" +
 	"\x11OUTCOME_PERMANENT\x10\x022\xb0\x01\n" +
 	"\aChannel\x12S\n" +
 	"\bDescribe\x12\".outbox.channel.v1.DescribeRequest\x1a#.outbox.channel.v1.DescribeResponse\x12P\n" +
-	"\aDeliver\x12!.outbox.channel.v1.DeliverRequest\x1a\".outbox.channel.v1.DeliverResponseB;Z9github.com/siteline/outbox/plugins/channel/v1/internal/pbb\x06proto3"
+	"\aDeliver\x12!.outbox.channel.v1.DeliverRequest\x1a .outbox.channel.v1.DeliverResult0\x01B;Z9github.com/siteline/outbox/plugins/channel/v1/internal/pbb\x06proto3"
 
 var (
 	file_channel_proto_rawDescOnce sync.Once
@@ -675,7 +685,7 @@ var file_channel_proto_goTypes = []any{
 	(*DeliverRequest)(nil),   // 4: outbox.channel.v1.DeliverRequest
 	(*Delivery)(nil),         // 5: outbox.channel.v1.Delivery
 	(*Notification)(nil),     // 6: outbox.channel.v1.Notification
-	(*DeliverResponse)(nil),  // 7: outbox.channel.v1.DeliverResponse
+	(*DeliverResult)(nil),    // 7: outbox.channel.v1.DeliverResult
 	(*Result)(nil),           // 8: outbox.channel.v1.Result
 	nil,                      // 9: outbox.channel.v1.Delivery.SettingsEntry
 }
@@ -684,12 +694,12 @@ var file_channel_proto_depIdxs = []int32{
 	5, // 1: outbox.channel.v1.DeliverRequest.deliveries:type_name -> outbox.channel.v1.Delivery
 	6, // 2: outbox.channel.v1.Delivery.notification:type_name -> outbox.channel.v1.Notification
 	9, // 3: outbox.channel.v1.Delivery.settings:type_name -> outbox.channel.v1.Delivery.SettingsEntry
-	8, // 4: outbox.channel.v1.DeliverResponse.results:type_name -> outbox.channel.v1.Result
+	8, // 4: outbox.channel.v1.DeliverResult.result:type_name -> outbox.channel.v1.Result
 	0, // 5: outbox.channel.v1.Result.outcome:type_name -> outbox.channel.v1.Outcome
 	1, // 6: outbox.channel.v1.Channel.Describe:input_type -> outbox.channel.v1.DescribeRequest
 	4, // 7: outbox.channel.v1.Channel.Deliver:input_type -> outbox.channel.v1.DeliverRequest
 	2, // 8: outbox.channel.v1.Channel.Describe:output_type -> outbox.channel.v1.DescribeResponse
-	7, // 9: outbox.channel.v1.Channel.Deliver:output_type -> outbox.channel.v1.DeliverResponse
+	7, // 9: outbox.channel.v1.Channel.Deliver:output_type -> outbox.channel.v1.DeliverResult
 	8, // [8:10] is the sub-list for method output_type
 	6, // [6:8] is the sub-list for method input_type
 	6, // [6:6] is the sub-list for extension type_name

@@ -35,10 +35,12 @@ const (
 type ChannelClient interface {
 	// Describe returns the channel's name, version and settings schema.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
-	// Deliver makes one delivery attempt for each request of a batch, in
-	// parallel, and answers with one result per request, in the same order.
-	// Batching amortises the cost of a gRPC call over many deliveries.
-	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
+	// Deliver makes one delivery attempt for each delivery of a batch, in
+	// parallel, and streams each result back as soon as it is known, with
+	// the delivery's index in the batch. Batching amortises the cost of a
+	// gRPC call over many deliveries; streaming keeps a slow delivery from
+	// holding back the results of the fast ones.
+	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DeliverResult], error)
 }
 
 type channelClient struct {
@@ -59,15 +61,24 @@ func (c *channelClient) Describe(ctx context.Context, in *DescribeRequest, opts 
 	return out, nil
 }
 
-func (c *channelClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error) {
+func (c *channelClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DeliverResult], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeliverResponse)
-	err := c.cc.Invoke(ctx, Channel_Deliver_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Channel_ServiceDesc.Streams[0], Channel_Deliver_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[DeliverRequest, DeliverResult]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Channel_DeliverClient = grpc.ServerStreamingClient[DeliverResult]
 
 // ChannelServer is the server API for Channel service.
 // All implementations must embed UnimplementedChannelServer
@@ -77,10 +88,12 @@ func (c *channelClient) Deliver(ctx context.Context, in *DeliverRequest, opts ..
 type ChannelServer interface {
 	// Describe returns the channel's name, version and settings schema.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
-	// Deliver makes one delivery attempt for each request of a batch, in
-	// parallel, and answers with one result per request, in the same order.
-	// Batching amortises the cost of a gRPC call over many deliveries.
-	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
+	// Deliver makes one delivery attempt for each delivery of a batch, in
+	// parallel, and streams each result back as soon as it is known, with
+	// the delivery's index in the batch. Batching amortises the cost of a
+	// gRPC call over many deliveries; streaming keeps a slow delivery from
+	// holding back the results of the fast ones.
+	Deliver(*DeliverRequest, grpc.ServerStreamingServer[DeliverResult]) error
 	mustEmbedUnimplementedChannelServer()
 }
 
@@ -94,8 +107,8 @@ type UnimplementedChannelServer struct{}
 func (UnimplementedChannelServer) Describe(context.Context, *DescribeRequest) (*DescribeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Describe not implemented")
 }
-func (UnimplementedChannelServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
+func (UnimplementedChannelServer) Deliver(*DeliverRequest, grpc.ServerStreamingServer[DeliverResult]) error {
+	return status.Error(codes.Unimplemented, "method Deliver not implemented")
 }
 func (UnimplementedChannelServer) mustEmbedUnimplementedChannelServer() {}
 func (UnimplementedChannelServer) testEmbeddedByValue()                 {}
@@ -136,23 +149,16 @@ func _Channel_Describe_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Channel_Deliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeliverRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _Channel_Deliver_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DeliverRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(ChannelServer).Deliver(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Channel_Deliver_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ChannelServer).Deliver(ctx, req.(*DeliverRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(ChannelServer).Deliver(m, &grpc.GenericServerStream[DeliverRequest, DeliverResult]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Channel_DeliverServer = grpc.ServerStreamingServer[DeliverResult]
 
 // Channel_ServiceDesc is the grpc.ServiceDesc for Channel service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -165,11 +171,13 @@ var Channel_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Describe",
 			Handler:    _Channel_Describe_Handler,
 		},
+	},
+	Streams: []grpc.StreamDesc{
 		{
-			MethodName: "Deliver",
-			Handler:    _Channel_Deliver_Handler,
+			StreamName:    "Deliver",
+			Handler:       _Channel_Deliver_Handler,
+			ServerStreams: true,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
 	Metadata: "channel.proto",
 }
