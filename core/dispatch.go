@@ -61,7 +61,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		slots   = make(chan struct{}, pipelineDepth)
 		mu      sync.Mutex
 		next    time.Time
-		stalled atomic.Bool // a batch could not be prepared: stop claiming
+		stalled atomic.Bool // a batch's rows went back untouched: stop claiming
 	)
 	defer wg.Wait()
 	for !stalled.Load() {
@@ -107,7 +107,7 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if _, ok := s.dispatch(ctx, rows); !ok {
-		return len(rows), errors.New("dispatch: some notifications could not be prepared; they were released")
+		return len(rows), errors.New("dispatch: some notifications went back untouched (the directory failed, or their channel had no room)")
 	}
 	return len(rows), nil
 }
@@ -132,12 +132,21 @@ type job struct {
 	update  ports.Update
 	records []ports.AuditRecord
 	done    bool // update and records are final
+	// deferUntil, when set, is when a row the channel did not attempt
+	// (NotAttempted) may be tried again; the row is released untouched.
+	deferUntil time.Time
 }
+
+// minDefer is the shortest wait before a row the channel did not attempt
+// is claimed again, so that a channel without room is not asked again at
+// once.
+const minDefer = 100 * time.Millisecond
 
 // dispatch delivers one claimed batch with bounded parallelism, then records
 // every outcome in one write and releases the rows it could not attempt. One
 // bad row never stops the batch. It returns the earliest retry it scheduled,
-// and false when the directory failed for some rows (they were released).
+// and false when some rows went back untouched because the directory failed
+// or their channel had no room (NotAttempted).
 func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time.Time, bool) {
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
@@ -178,15 +187,19 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 	wg.Wait()
 
 	var (
-		updates []ports.Update
-		records []ports.AuditRecord
-		next    time.Time
+		updates  []ports.Update
+		records  []ports.AuditRecord
+		next     time.Time
+		deferred bool
 	)
 	for i := range jobs {
 		j := &jobs[i]
 		switch {
 		case !j.done:
-			release = append(release, j.row.ID) // not attempted: shutdown
+			release = append(release, j.row.ID) // not attempted: shutdown, or no room in the channel
+			if !j.deferUntil.IsZero() {
+				next, deferred = earliest(next, j.deferUntil), true
+			}
 		case j.update.ID != "":
 			updates = append(updates, j.update)
 			if j.update.Status == ports.StatusRetrying {
@@ -207,7 +220,7 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 			// The leases expire and another sweep retries these rows; a
 			// delivery may then repeat, the accepted at-least-once cost.
 			s.log.Error("dispatch: record outcomes failed", "rows", len(updates), "err", err)
-			return next, planErr == nil
+			return next, planErr == nil && !deferred
 		}
 		if len(lost) > 0 {
 			s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
@@ -224,7 +237,9 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 		}
 		s.appendAudit(wctx, records)
 	}
-	return next, planErr == nil
+	// A channel without room: claiming again now would only get the same
+	// answer. The sweep stops; the retry timer brings it back at next.
+	return next, planErr == nil && !deferred
 }
 
 // batchCache keeps the directory's answers for one batch, so a batch asks
@@ -324,6 +339,11 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	if ctx.Err() != nil && res.Outcome != ports.OutcomeSuccess {
 		// Cut short by shutdown: not an attempt. (A success that made it
 		// back is recorded, or the notification would be sent again.)
+		return
+	}
+	if res.NotAttempted && res.Outcome != ports.OutcomeSuccess {
+		// The channel had no room: the row goes back untouched.
+		j.deferUntil = s.clock.Now().Add(max(res.RetryAfter, minDefer))
 		return
 	}
 	at := s.clock.Now()

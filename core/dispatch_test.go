@@ -70,7 +70,7 @@ func TestSweepStopsWhenTheDirectoryFails(t *testing.T) {
 			t.Errorf("row %s changed: %s, %d retries, claimed by %q", id, n.Status, n.RetryCount, n.ClaimedBy)
 		}
 	}
-	if _, err := svc.DispatchOnce(ctx); err == nil || !strings.Contains(err.Error(), "could not be prepared") {
+	if _, err := svc.DispatchOnce(ctx); err == nil || !strings.Contains(err.Error(), "the directory failed") {
 		t.Errorf("DispatchOnce with a failing directory: %v", err)
 	}
 }
@@ -147,4 +147,52 @@ func (okDirectory) List(_ context.Context, name string) (ports.List, error) {
 
 func (okDirectory) ChannelSettings(context.Context, string) (ports.ChannelSettings, error) {
 	return ports.ChannelSettings{}, ports.ErrNotFound
+}
+
+// roomless answers every delivery NotAttempted, like a channel whose rate
+// limit has no room before the deadline.
+type roomless struct{ calls atomic.Int64 }
+
+func (r *roomless) Deliver(context.Context, ports.Delivery) ports.Result {
+	r.calls.Add(1)
+	return ports.Result{Outcome: ports.OutcomeTransient, Error: "rate limit", NotAttempted: true, RetryAfter: 3 * time.Second}
+}
+
+// TestNotAttemptedLeavesTheRowUntouched: a delivery the channel did not
+// attempt counts no retry and writes no audit record; the row goes back
+// Pending and unclaimed, and the sweep stops and comes back after RetryAfter.
+func TestNotAttemptedLeavesTheRowUntouched(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	ch := &roomless{}
+	svc, err := New(Config{}, Deps{Store: store, Audit: store, Channels: ports.ChannelMap{"email": ch},
+		Directory: okDirectory{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
+		ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"}}})
+	if err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("submit: %+v, %v", res, err)
+	}
+	id := res.Accepted[0]
+	before := time.Now()
+	next := svc.sweep(ctx)
+	if ch.calls.Load() != 1 {
+		t.Fatalf("%d deliveries, want 1 (the sweep must stop, not claim the row again)", ch.calls.Load())
+	}
+	if next.Before(before.Add(3*time.Second)) || next.After(time.Now().Add(3*time.Second)) {
+		t.Errorf("next sweep at %v, want about 3 s from now", next)
+	}
+	n, err := store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Status != ports.StatusPending || n.RetryCount != 0 || n.ClaimedBy != "" || !n.LastAttemptAt.IsZero() {
+		t.Errorf("row after a delivery not attempted: %+v", n)
+	}
+	h, err := store.History(ctx, id)
+	if err != nil || len(h) != 0 {
+		t.Errorf("audit records %+v, %v; want none", h, err)
+	}
 }

@@ -71,4 +71,10 @@ type Result struct {
 	// RetryAfter, when positive on a Transient result, is the earliest the
 	// next attempt may run (an HTTP Retry-After, say).
 	RetryAfter time.Duration
+	// NotAttempted, on a Transient result, says that no attempt was made:
+	// the channel's rate limit or concurrency bound left no room before the
+	// deadline, or its process was restarting. The row goes back untouched
+	// (no retry counted, no audit record) and is claimed again after
+	// RetryAfter.
+	NotAttempted bool
 }
