@@ -35,8 +35,10 @@ type Plugin struct {
 	// channel is the outbox binary with args plugin serve <type>).
 	Command string
 	Args    []string
-	// Env holds NAME=value pairs added to the process's environment, which
-	// is otherwise central's own.
+	// Env holds NAME=value pairs of the process's environment. Of central's
+	// own environment the process gets only what a program needs (PATH,
+	// HOME, locale, proxies, certificate locations, the Go runtime's
+	// variables): never central's settings nor the secrets references name.
 	Env []string
 	// SHA256, when set, is the hex SHA-256 checksum the binary must have:
 	// a binary that differs is never started.

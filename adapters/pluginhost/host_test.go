@@ -43,10 +43,18 @@ func (testChannel) Describe(context.Context) (channel.Description, error) {
 		{Name: "log"},
 		{Name: "mode", Allowed: []string{"a", "b"}},
 		{Name: "required_one", Required: true},
+		{Name: "echo"},
+		{Name: "getenv"},
 	}}, nil
 }
 
 func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Result {
+	if v, ok := req.Settings["echo"]; ok {
+		return channel.Delivered(v)
+	}
+	if name, ok := req.Settings["getenv"]; ok {
+		return channel.Delivered(name + "=" + os.Getenv(name))
+	}
 	if req.Settings["log"] != "" {
 		channel.Logger().Warn("test plugin delivering", "list", req.Notification.List, "attempt", req.Notification.Attempt)
 	}
@@ -174,6 +182,46 @@ func TestSecretReferencesResolvedAtDelivery(t *testing.T) {
 	res = deliver(t, ch, delivery(map[string]string{"token": "env:PLUGINHOST_TEST_UNSET"}))
 	if res.Outcome != ports.OutcomePermanent || !strings.Contains(res.Error, "PLUGINHOST_TEST_UNSET") {
 		t.Fatalf("unset variable: %+v, want Permanent naming the variable", res)
+	}
+
+	// Only settings the schema marks secret are resolved.
+	res = deliver(t, ch, delivery(map[string]string{"echo": "env:PLUGINHOST_TEST_TOKEN"}))
+	if res.Outcome != ports.OutcomeSuccess || res.ResolvedTargets[0] != "env:PLUGINHOST_TEST_TOKEN" {
+		t.Fatalf("a setting that is not secret was resolved: %+v", res)
+	}
+}
+
+// A plugin process gets what a program needs from central's environment,
+// and nothing of central's settings or secrets.
+func TestPluginEnvironment(t *testing.T) {
+	t.Setenv("OUTBOX_STORE_DSN", "postgres://outbox:hunter2@db/outbox")
+	t.Setenv("SMTP_PASSWORD", "hunter2")
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	ch := mustChannel(t, h, "test")
+	for name, wantSet := range map[string]bool{"OUTBOX_STORE_DSN": false, "SMTP_PASSWORD": false, "PATH": true} {
+		res := deliver(t, ch, delivery(map[string]string{"getenv": name}))
+		got := strings.TrimPrefix(res.ResolvedTargets[0], name+"=")
+		if (got != "") != wantSet {
+			t.Errorf("plugin sees %s=%q", name, got)
+		}
+	}
+}
+
+// When the rate limit has no room before the deadline, the delivery is not
+// made, and says so (NotAttempted), with the wait as RetryAfter.
+func TestRateLimitWithoutRoomIsNotAttempted(t *testing.T) {
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
+	ch := mustChannel(t, h, "test")
+	d := delivery(nil, "t")
+	d.RateLimit = 0.5 // one delivery every two seconds
+	if res := deliver(t, ch, d); res.Outcome != ports.OutcomeSuccess {
+		t.Fatalf("first delivery: %+v", res)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	res := ch.Deliver(ctx, d)
+	if res.Outcome != ports.OutcomeTransient || !res.NotAttempted || res.RetryAfter < time.Second {
+		t.Fatalf("second delivery within a second: %+v, want NotAttempted with RetryAfter about 2 s", res)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,53 +63,74 @@ func newPlugin(cfg Plugin, host *Config, log *slog.Logger) *plugin {
 // Deliver implements ports.Channel: it resolves the delivery's secret
 // references, waits for a free slot, the rate limit and a running process
 // (all within ctx), and makes the delivery. A delivery the process was
-// making when it died is Transient: it may or may not have happened.
+// making when it died is Transient: it may or may not have happened. When
+// there was no room (no slot or rate-limit token in time, no process) the
+// result is NotAttempted, so that the row goes back untouched.
 func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
-	settings, targets, err := resolveDelivery(d.Settings, d.Targets)
-	if err != nil {
+	settings, targets, err := resolveDelivery(p.description(), d.Settings, d.Targets)
+	if errors.Is(err, errUnresolvable) {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
+	}
+	if err != nil {
+		return ports.Result{Outcome: ports.OutcomeTransient, Error: err.Error()}
 	}
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
-		return transient("no free delivery slot before the deadline", ctx.Err())
+		return notAttempted("no free delivery slot before the deadline", 0)
 	}
-	if err := p.wait(ctx, d.RateLimit); err != nil {
-		return ports.Result{Outcome: ports.OutcomeTransient, Error: err.Error()}
-	}
-	inst, err := p.running(ctx)
-	if err != nil {
-		return transient("channel plugin not running", err)
+	if res, ok := p.reserve(ctx, d.RateLimit); !ok {
+		return res
 	}
 	n := d.Notification
-	res := inst.ch.Deliver(ctx, channel.Request{
+	req := channel.Request{
 		Notification: channel.Notification{
 			ID: n.ID, List: n.List, Subject: n.Subject, Body: n.Body, TypeData: n.TypeData,
 			Priority: n.Priority, SourceSite: n.SourceSite, CreatedAt: n.CreatedAt, Attempt: n.RetryCount + 1,
 		},
 		Targets:  targets,
 		Settings: settings,
-	})
-	out := ports.Result{ResolvedTargets: res.ResolvedTargets, Error: res.Error, RetryAfter: res.RetryAfter}
-	switch res.Outcome {
-	case channel.Success:
-		out.Outcome = ports.OutcomeSuccess
-	case channel.Permanent:
-		out.Outcome = ports.OutcomePermanent
-	default:
-		out.Outcome = ports.OutcomeTransient
 	}
-	return out
+	for {
+		inst, err := p.running(ctx)
+		if err != nil {
+			return notAttempted("channel plugin not running (restarting)", time.Second)
+		}
+		res, sent := inst.ch.Send(ctx, req)
+		if !sent {
+			if ctx.Err() == nil {
+				// The process was replaced between running and Send:
+				// the delivery never left; use the next process.
+				p.setDown(inst)
+				continue
+			}
+			return notAttempted("no room in the channel plugin before the deadline", 0)
+		}
+		out := ports.Result{ResolvedTargets: res.ResolvedTargets, Error: res.Error, RetryAfter: res.RetryAfter}
+		switch res.Outcome {
+		case channel.Success:
+			out.Outcome = ports.OutcomeSuccess
+		case channel.Permanent:
+			out.Outcome = ports.OutcomePermanent
+		default:
+			out.Outcome = ports.OutcomeTransient
+		}
+		return out
+	}
 }
 
-func transient(what string, err error) ports.Result {
-	return ports.Result{Outcome: ports.OutcomeTransient, Error: fmt.Sprintf("%s: %v", what, err)}
+// notAttempted is the result of a delivery that was never handed to the
+// plugin.
+func notAttempted(why string, retryAfter time.Duration) ports.Result {
+	return ports.Result{Outcome: ports.OutcomeTransient, Error: why, NotAttempted: true, RetryAfter: retryAfter}
 }
 
-// wait takes a token of the channel's rate limit, following a change of the
-// limit. It fails at once when the token would come after ctx's deadline.
-func (p *plugin) wait(ctx context.Context, perSecond float64) error {
+// reserve takes a token of the channel's rate limit, following a change of
+// the limit, and waits for it. When the token would come later than half the
+// time left before ctx's deadline, it takes none and answers NotAttempted
+// with the wait as RetryAfter: the delivery would have little time left.
+func (p *plugin) reserve(ctx context.Context, perSecond float64) (ports.Result, bool) {
 	limit := rate.Inf
 	if perSecond > 0 {
 		limit = rate.Limit(perSecond)
@@ -116,10 +139,25 @@ func (p *plugin) wait(ctx context.Context, perSecond float64) error {
 		p.limiter.SetLimit(limit)
 		p.limiter.SetBurst(max(1, int(perSecond)))
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return fmt.Errorf("rate limit of %g/s reached, no delivery slot before the deadline: %w", perSecond, err)
+	r := p.limiter.Reserve()
+	delay := r.Delay()
+	if delay <= 0 {
+		return ports.Result{}, true
 	}
-	return nil
+	why := fmt.Sprintf("rate limit of %g deliveries/s: no room before the deadline", perSecond)
+	if deadline, ok := ctx.Deadline(); ok && delay > time.Until(deadline)/2 {
+		r.Cancel()
+		return notAttempted(why, delay), false
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ports.Result{}, true
+	case <-ctx.Done():
+		r.Cancel()
+		return notAttempted(why, delay), false
+	}
 }
 
 // running returns the running process, waiting for a restart within ctx.
@@ -158,12 +196,33 @@ func (p *plugin) start(ctx context.Context) error {
 	return nil
 }
 
+// command is the plugin's command. Its environment is Env plus the few
+// variables of central's own that a program needs (hostEnv), never the rest:
+// central's environment holds its database DSN and the secrets that env:
+// references name, which are none of a plugin's business.
 func (p *plugin) command() *exec.Cmd {
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
-	// go-plugin would append central's environment after Env, so that it
-	// would win over Env; the host adds it first instead (SkipHostEnv).
-	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); inherited(name) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, p.cfg.Env...)
 	return cmd
+}
+
+// hostEnv are the variables of central's environment a plugin process
+// inherits: what a program needs to run, find certificates and reach the
+// network through a proxy, and the Go runtime's settings.
+var hostEnv = []string{
+	"PATH", "HOME", "USER", "TMPDIR", "TZ", "LANG", "LANGUAGE",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"GODEBUG", "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK", "GORACE", "GOCOVERDIR",
+}
+
+func inherited(name string) bool {
+	return slices.Contains(hostEnv, name) || strings.HasPrefix(name, "LC_")
 }
 
 // launch starts a process, checks its checksum and handshake, and asks for
@@ -179,8 +238,9 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		Plugins: goplugin.PluginSet{channel.PluginName: &channel.GRPCPlugin{
 			OnCallError: func(error) { p.check() },
 		}},
-		Cmd:              p.command(),
-		SkipHostEnv:      true,
+		Cmd:         p.command(),
+		SkipHostEnv: true, // command sets the environment
+
 		SecureConfig:     secure,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,

@@ -3,14 +3,18 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
 
-// errUnresolved marks a secret reference that could not be resolved.
-var errUnresolved = errors.New("secret reference not resolved")
+// errUnresolvable marks a reference that cannot resolve until someone
+// changes the configuration: an unset variable, a missing or unreadable
+// file. Other failures (an I/O error) may pass.
+var errUnresolvable = errors.New("secret reference cannot be resolved")
 
 // resolve returns v, or the value it refers to when it is a reference:
 // env:NAME reads an environment variable, file:/path a file (without its
@@ -22,27 +26,41 @@ func resolve(v string) (string, error) {
 	if name, ok := strings.CutPrefix(v, "env:"); ok {
 		s, ok := os.LookupEnv(name)
 		if !ok {
-			return "", fmt.Errorf("%w: environment variable %s is not set", errUnresolved, name)
+			return "", fmt.Errorf("%w: environment variable %s is not set", errUnresolvable, name)
 		}
 		return s, nil
 	}
 	path := strings.TrimPrefix(v, "file:")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		var pe *os.PathError
+		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return "", fmt.Errorf("%w: read file %s: %v", errUnresolved, path, err)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrInvalid) {
+			return "", fmt.Errorf("%w: read file %s: %v", errUnresolvable, path, err)
+		}
+		return "", fmt.Errorf("read secret file %s: %v", path, err)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
-// resolveDelivery resolves every reference among settings and targets into
-// fresh copies.
-func resolveDelivery(settings map[string]string, targets []string) (map[string]string, []string, error) {
+// resolveDelivery resolves, into fresh copies, the references among the
+// targets and among the settings the schema marks secret (every setting when
+// the plugin has no schema). A reference in a setting that is not secret is
+// passed on as written: a channel setting such as "from" never reads
+// central's environment or files.
+func resolveDelivery(schema channel.Description, settings map[string]string, targets []string) (map[string]string, []string, error) {
+	secret := make(map[string]bool, len(schema.Settings))
+	for _, s := range schema.Settings {
+		secret[s.Name] = s.Secret
+	}
 	s := make(map[string]string, len(settings))
 	for k, v := range settings {
+		if len(schema.Settings) > 0 && !secret[k] {
+			s[k] = v
+			continue
+		}
 		r, err := resolve(v)
 		if err != nil {
 			return nil, nil, fmt.Errorf("setting %s: %w", k, err)
