@@ -149,9 +149,9 @@ func (p PluginsConfig) hostPlugins(exe string) ([]pluginhost.Plugin, error) {
 	return out, nil
 }
 
-// pluginDir returns the executable regular files of dir, sorted; files whose
-// names start with a dot or hold one (README.md, jsonpost.sha256) are not
-// plugins.
+// pluginDir returns the executable regular files of dir (or symbolic links
+// to one), sorted; files whose names start with a dot or hold one
+// (README.md, jsonpost.sha256) are not plugins.
 func pluginDir(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -162,15 +162,16 @@ func pluginDir(dir string) ([]string, error) {
 		if strings.Contains(e.Name(), ".") {
 			continue
 		}
-		info, err := e.Info()
+		path := filepath.Join(dir, e.Name())
+		info, err := os.Stat(path) // follows a symbolic link to the binary
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				continue
+				continue // a dangling link
 			}
 			return nil, fmt.Errorf("plugins.dir: %w", err)
 		}
 		if info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
-			out = append(out, filepath.Join(dir, e.Name()))
+			out = append(out, path)
 		}
 	}
 	return out, nil

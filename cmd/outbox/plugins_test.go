@@ -16,6 +16,14 @@ func TestHostPlugins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A link to a binary elsewhere (a versioned install) is a plugin too.
+	target := filepath.Join(t.TempDir(), "sms-2.0")
+	if err := os.WriteFile(target, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "sms")); err != nil {
+		t.Fatal(err)
+	}
 	pin := strings.Repeat("ab", 32)
 	cfg := PluginsConfig{
 		Builtin: []string{"email"}, Dir: dir, MaxConcurrency: 16,
@@ -32,6 +40,7 @@ func TestHostPlugins(t *testing.T) {
 		{Type: "email", Command: "/usr/bin/outbox", Args: []string{"plugin", "serve", "email"}, MaxConcurrency: 16},
 		{Type: "fax", Command: filepath.Join(dir, "fax"), MaxConcurrency: 16},
 		{Type: "jsonpost", Command: filepath.Join(dir, "jsonpost"), SHA256: pin, MaxConcurrency: 4},
+		{Type: "sms", Command: filepath.Join(dir, "sms"), MaxConcurrency: 16},
 		{Type: "pager", Command: "/opt/pager", Args: []string{"-v"}, MaxConcurrency: 16},
 	}
 	if len(got) != len(want) {
@@ -62,8 +71,8 @@ func TestHostPlugins(t *testing.T) {
 	if _, err := (PluginsConfig{Dir: dir}).hostPlugins("/x"); err == nil || !strings.Contains(err.Error(), "built-in channel \"email\"") {
 		t.Errorf("a plugin file named email: %v", err)
 	}
-	_, err = PluginsConfig{Builtin: []string{"none"}, Dir: dir, External: []ExternalPlugin{{Type: "sms"}}}.hostPlugins("/x")
-	if err == nil || !strings.Contains(err.Error(), `no executable "sms"`) {
+	_, err = PluginsConfig{Builtin: []string{"none"}, Dir: dir, External: []ExternalPlugin{{Type: "mms"}}}.hostPlugins("/x")
+	if err == nil || !strings.Contains(err.Error(), `no executable "mms"`) {
 		t.Errorf("pin of a missing file: %v", err)
 	}
 	if _, err := (PluginsConfig{Dir: filepath.Join(dir, "nope")}).hostPlugins("/x"); err == nil {
