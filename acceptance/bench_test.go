@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for VACUUM
 
-	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -26,16 +25,24 @@ func benchBackends(b *testing.B, f func(b *testing.B, be backend)) {
 	}
 }
 
-// benchEnv is an outbox on the real clock for benchmarks.
+// benchEnv is an outbox on the real clock for benchmarks, reading its lists
+// and channel settings from the database as central does.
 func benchEnv(b *testing.B, be backend, ch ports.Channel, cfg core.Config) (*core.Service, *sqlstore.Store, sqlstore.Config) {
 	b.Helper()
 	sc := be.config(b)
 	store := open(b, sc)
-	dir, err := memdir.New(testLists, testChannels)
-	if err != nil {
-		b.Fatal(err)
+	ctx := context.Background()
+	for _, l := range testLists {
+		if err := store.PutList(ctx, l); err != nil {
+			b.Fatal(err)
+		}
 	}
-	svc, err := core.New(cfg, core.Deps{Store: store, Audit: store, Directory: dir,
+	for _, c := range testChannels {
+		if err := store.PutChannel(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	svc, err := core.New(cfg, core.Deps{Store: store, Audit: store, Directory: store,
 		Channels: ports.ChannelMap{"email": ch}, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)

@@ -136,16 +136,20 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // hookReceiver is an HTTP server counting the webhook deliveries per
-// notification id.
+// notification id. Once holdAfter requests have arrived, it holds every
+// further request until release is closed, so that deliveries are certainly
+// in flight then.
 type hookReceiver struct {
 	*httptest.Server
-	mu    sync.Mutex
-	seen  map[string]int
-	total atomic.Int64
+	mu      sync.Mutex
+	seen    map[string]int
+	total   atomic.Int64
+	holding atomic.Int64 // requests being held
+	release chan struct{}
 }
 
-func newHookReceiver(t *testing.T) *hookReceiver {
-	r := &hookReceiver{seen: map[string]int{}}
+func newHookReceiver(t *testing.T, holdAfter int64) *hookReceiver {
+	r := &hookReceiver{seen: map[string]int{}, release: make(chan struct{})}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var p struct {
 			ID string `json:"id"`
@@ -157,20 +161,40 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		r.mu.Lock()
 		r.seen[p.ID]++
 		r.mu.Unlock()
-		r.total.Add(1)
+		if r.total.Add(1) > holdAfter {
+			r.holding.Add(1)
+			select {
+			case <-r.release:
+			case <-req.Context().Done():
+			}
+			r.holding.Add(-1)
+		}
 	}))
-	t.Cleanup(r.Close)
+	t.Cleanup(func() {
+		r.open()
+		r.Close()
+	})
 	return r
 }
 
+// open stops holding requests.
+func (r *hookReceiver) open() {
+	select {
+	case <-r.release:
+	default:
+		close(r.release)
+	}
+}
+
 // TestPluginKilledMidBurst is R5: the webhook plugin process is killed with
-// SIGKILL while a burst is being delivered through the real dispatcher. The
-// host restarts it, and every notification ends Delivered and reached the
+// SIGKILL while a burst is being delivered through the real dispatcher, with
+// deliveries certainly in flight (the receiver holds them). The host
+// restarts it, and every notification ends Delivered and reached the
 // receiver; repeats are bounded by the deliveries in flight at the kill.
 func TestPluginKilledMidBurst(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		const n = 2000
-		rcv := newHookReceiver(t)
+		rcv := newHookReceiver(t, n/5)
 		host := startPlugins(t, "webhook")
 		o := newLiveOutbox(t, b, host,
 			[]ports.List{{Name: "hooks", Type: "webhook", Targets: []string{rcv.URL + "/hook"}}},
@@ -178,16 +202,33 @@ func TestPluginKilledMidBurst(t *testing.T) {
 				Retry: ports.RetrySettings{Backoff: ports.BackoffFixed, MaxRetries: 1000, Interval: 20 * time.Millisecond}}})
 		ids := o.submitN("hooks", n)
 
-		eventually(t, "a fifth of the burst delivered", func() bool { return rcv.total.Load() >= n/5 })
+		eventually(t, "a fifth of the burst delivered and more in flight", func() bool { return rcv.holding.Load() > 0 })
+		inFlight := rcv.holding.Load()
 		pid := host.Status()[0].PID
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
+		rcv.open()
 		eventually(t, "every notification Delivered", func() bool { return o.count(ports.StatusDelivered) == n })
 
 		st := host.Status()[0]
 		if st.Restarts < 1 || st.PID == pid {
 			t.Fatalf("plugin not restarted: %+v (killed pid %d)", st, pid)
+		}
+		// The deliveries running at the kill ended Transient (a retry was
+		// counted), never Delivered by guess.
+		retried := 0
+		for _, id := range ids {
+			d, err := o.svc.Notification(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.RetryCount > 0 {
+				retried++
+			}
+		}
+		if retried == 0 {
+			t.Errorf("no notification was retried, though %d deliveries were in flight at the kill", inFlight)
 		}
 		rcv.mu.Lock()
 		defer rcv.mu.Unlock()
@@ -207,7 +248,8 @@ func TestPluginKilledMidBurst(t *testing.T) {
 		if limit := core.DefaultDispatchConcurrency; extra > limit {
 			t.Errorf("%d repeated deliveries, more than the %d in flight at most", extra, limit)
 		}
-		t.Logf("killed pid %d after %d deliveries; %d repeats; plugin restarted %d time(s)", pid, n/5, extra, st.Restarts)
+		t.Logf("killed pid %d with %d deliveries held at the receiver; %d retried, %d repeats; plugin restarted %d time(s)",
+			pid, inFlight, retried, extra, st.Restarts)
 	})
 }
 
