@@ -32,10 +32,13 @@ type plugin struct {
 	limiter *rate.Limiter
 	suspect chan struct{} // a call failed: check the process now
 
-	mu       sync.Mutex
-	inst     *instance     // nil while down
-	up       chan struct{} // closed while inst is set
-	desc     channel.Description
+	mu   sync.Mutex
+	inst *instance     // nil while down
+	up   chan struct{} // closed while inst is set
+	desc channel.Description
+	// secret names the settings to resolve (those desc marks secret); nil
+	// when desc has no schema, and every setting is resolved.
+	secret   map[string]bool
 	restarts int
 }
 
@@ -67,7 +70,10 @@ func newPlugin(cfg Plugin, host *Config, log *slog.Logger) *plugin {
 // there was no room (no slot or rate-limit token in time, no process) the
 // result is NotAttempted, so that the row goes back untouched.
 func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
-	settings, targets, err := resolveDelivery(p.description(), d.Settings, d.Targets)
+	p.mu.Lock()
+	secret := p.secret
+	p.mu.Unlock()
+	settings, targets, err := resolveDelivery(secret, d.Settings, d.Targets)
 	if errors.Is(err, errUnresolvable) {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
 	}
@@ -287,8 +293,15 @@ func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instanc
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
+	secret := map[string]bool(nil)
+	if len(desc.Settings) > 0 {
+		secret = make(map[string]bool, len(desc.Settings))
+		for _, st := range desc.Settings {
+			secret[st.Name] = st.Secret
+		}
+	}
 	p.mu.Lock()
-	p.desc = desc
+	p.desc, p.secret = desc, secret
 	p.mu.Unlock()
 	return inst, nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -46,18 +45,14 @@ func resolve(v string) (string, error) {
 }
 
 // resolveDelivery resolves, into fresh copies, the references among the
-// targets and among the settings the schema marks secret (every setting when
-// the plugin has no schema). A reference in a setting that is not secret is
-// passed on as written: a channel setting such as "from" never reads
-// central's environment or files.
-func resolveDelivery(schema channel.Description, settings map[string]string, targets []string) (map[string]string, []string, error) {
-	secret := make(map[string]bool, len(schema.Settings))
-	for _, s := range schema.Settings {
-		secret[s.Name] = s.Secret
-	}
+// targets and among the settings secret names (every setting when secret is
+// nil: the plugin has no schema). A reference in a setting that is not
+// secret is passed on as written: a channel setting such as "from" never
+// reads central's environment or files.
+func resolveDelivery(secret map[string]bool, settings map[string]string, targets []string) (map[string]string, []string, error) {
 	s := make(map[string]string, len(settings))
 	for k, v := range settings {
-		if len(schema.Settings) > 0 && !secret[k] {
+		if secret != nil && !secret[k] {
 			s[k] = v
 			continue
 		}

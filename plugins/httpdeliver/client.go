@@ -54,11 +54,15 @@ type Client struct {
 	now       func() time.Time
 }
 
-// NewClient returns a Client logging to logger (nil discards). It never
-// follows redirects: a 3xx answer is a Permanent failure.
-func NewClient(logger *slog.Logger) *Client {
+// NewClient returns the Client of the channel named channelName, logging
+// to logger (nil discards) with the channel's name. It never follows
+// redirects: a 3xx answer is a Permanent failure.
+func NewClient(logger *slog.Logger, channelName string) *Client {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if channelName != "" {
+		logger = logger.With("channel", channelName)
 	}
 	transport := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,

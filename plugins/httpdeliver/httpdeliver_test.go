@@ -40,7 +40,7 @@ func (c rawChannel) Close() { c.client.Close() }
 func TestClientSuite(t *testing.T) {
 	httpdelivertest.Suite{
 		New: func(logger *slog.Logger) httpdelivertest.Channel {
-			return rawChannel{client: httpdeliver.NewClient(logger)}
+			return rawChannel{client: httpdeliver.NewClient(logger, "")}
 		},
 		HidesPath: true,
 	}.Run(t)
@@ -187,7 +187,7 @@ func TestPostWrapsTheNetworkError(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
-	c := httpdeliver.NewClient(nil)
+	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	a := c.Post(t.Context(), u, httpdeliver.Message{Body: []byte("{}")})
 	if a.Outcome != channel.Transient || a.Status != 0 {
@@ -212,7 +212,7 @@ func TestPostSendsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := httpdeliver.NewClient(nil)
+	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	a := c.Post(t.Context(), u, httpdeliver.Message{Body: []byte("{}"), Header: http.Header{"X-Test": {"1"}}})
 	if a.Outcome != channel.Success || a.Status != http.StatusNoContent || a.Err != nil {
@@ -226,7 +226,7 @@ func TestPostSendsHeaders(t *testing.T) {
 
 func TestDeliverPostsARepeatedTargetOnce(t *testing.T) {
 	srv := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {})
-	c := httpdeliver.NewClient(nil)
+	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	res := c.Deliver(t.Context(), []string{srv.URL + "/a", srv.URL + "/a", srv.URL + "/b"},
 		httpdeliver.Message{Body: []byte("{}"), Redact: httpdeliver.RedactQuery})
@@ -243,7 +243,7 @@ func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
 	busy := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	c := httpdeliver.NewClient(nil)
+	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	res := c.Deliver(t.Context(), []string{ok.URL, busy.URL}, httpdeliver.Message{Body: []byte("{}")})
 	if want := "1 of 2 targets failed: target 2: HTTP 503 Service Unavailable"; res.Error != want {

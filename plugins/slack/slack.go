@@ -52,10 +52,7 @@ var (
 
 // New returns a Slack channel logging to logger (nil discards).
 func New(logger *slog.Logger) *Channel {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Channel{client: httpdeliver.NewClient(logger.With("channel", Name))}
+	return &Channel{client: httpdeliver.NewClient(logger, Name)}
 }
 
 // Close releases the channel's idle connections.

@@ -98,10 +98,7 @@ var (
 
 // New returns a Teams channel logging to logger (nil discards).
 func New(logger *slog.Logger) *Channel {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Channel{client: httpdeliver.NewClient(logger.With("channel", Name))}
+	return &Channel{client: httpdeliver.NewClient(logger, Name)}
 }
 
 // Close releases the channel's idle connections.
