@@ -17,4 +17,13 @@ var (
 	// ErrConflict reports a request the current state refuses, such as an
 	// illegal lifecycle move (discarding a Delivered notification).
 	ErrConflict = errors.New("conflict")
+
+	// ErrUnavailable reports that the request cannot be served now but may
+	// succeed if repeated: a site node with no Raft leader, central out of
+	// reach. Nothing was changed.
+	ErrUnavailable = errors.New("unavailable")
+
+	// ErrUnauthenticated reports a caller that did not prove who it is (no
+	// or an unknown client certificate or token).
+	ErrUnauthenticated = errors.New("unauthenticated")
 )

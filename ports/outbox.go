@@ -7,23 +7,14 @@ import (
 )
 
 // Outbox is the driving port of central: what the site link, the operator API,
-// the CLI and the acceptance tests call. core.Service implements it.
+// the CLI and the acceptance tests call. core.Service implements it. It
+// embeds [Central], the part a site sees.
 //
 // Errors wrap ErrInvalid for bad input, ErrNotFound for unknown ids and
 // ErrConflict for refused moves; any other error is a failure of a driven
 // port (the store, say) and the request may be repeated.
 type Outbox interface {
-	// Submit ingests a batch from a site: insert-if-not-exists on each ID.
-	// Invalid submissions are rejected one by one (Rejected, with the reason)
-	// and the rest are still ingested. A notification already stored counts
-	// as accepted, so a repeated Submit is harmless. On a store error Submit
-	// returns the error and accepts nothing: the site keeps the batch and
-	// sends it again.
-	Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error)
-
-	// Status returns the status of each id; ids central does not know map to
-	// StatusUnknown.
-	Status(ctx context.Context, ids []string) (map[string]Status, error)
+	Central
 
 	// Notification returns one row with its history, or an error wrapping
 	// ErrNotFound.
@@ -46,6 +37,28 @@ type Outbox interface {
 	// Discard moves the selected Parked rows to Discarded. Rows in other
 	// statuses are refused, each with a reason.
 	Discard(ctx context.Context, a Action) (ActionResult, error)
+}
+
+// Central is central as a site sees it: the two calls of the site link (P1,
+// P2). It is the driven port of the site's forwarder. adapters/sitelink's
+// Client implements it over gRPC; core.Service implements it in process.
+//
+// Errors wrap ErrInvalid for a request refused as a whole (a batch over the
+// limit), ErrUnauthenticated when the caller is not a known site, and
+// ErrUnavailable when central cannot be reached or cannot store now; the
+// request may be repeated after any error.
+type Central interface {
+	// Submit ingests a batch from a site: insert-if-not-exists on each ID.
+	// Invalid submissions are rejected one by one (Rejected, with the reason)
+	// and the rest are still ingested. A notification already stored counts
+	// as accepted, so a repeated Submit is harmless. On a store error Submit
+	// returns the error and accepts nothing: the site keeps the batch and
+	// sends it again.
+	Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error)
+
+	// Status returns the status of each id; ids central does not know map to
+	// StatusUnknown.
+	Status(ctx context.Context, ids []string) (map[string]Status, error)
 }
 
 // SubmitRequest is one batch from a site.
