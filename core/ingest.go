@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -84,57 +81,37 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 // validate checks one submission and returns its id in canonical form. The
 // error text names the field and the rule.
 func (s *Service) validate(site string, sub ports.Submission) (string, error) {
-	u, err := uuid.Parse(sub.ID)
-	if err != nil || len(sub.ID) != 36 {
-		return "", fmt.Errorf("%w: id %q is not a UUID in canonical form", ports.ErrInvalid, truncate(sub.ID, 40))
+	u, err := parseID(sub.ID)
+	if err != nil {
+		return "", err
 	}
-	var errs []error
-	text := func(field, v string, limit int, required bool) {
-		switch {
-		case required && strings.TrimSpace(v) == "":
-			errs = append(errs, fmt.Errorf("%s is empty", field))
-		case len(v) > limit:
-			errs = append(errs, fmt.Errorf("%s is %d bytes, over the limit of %d", field, len(v), limit))
-		case !utf8.ValidString(v):
-			errs = append(errs, fmt.Errorf("%s is not valid UTF-8", field))
-		}
-	}
-	for field, v := range map[string]string{"list": sub.List, "subject": sub.Subject, "body": sub.Body,
-		"type": sub.Type, "source site": sub.SourceSite, "source instance": sub.SourceInstance,
-		"source script": sub.SourceScript, "execution id": sub.ExecutionID, "parent execution id": sub.ParentExecutionID} {
-		if strings.IndexByte(v, 0) >= 0 {
-			errs = append(errs, fmt.Errorf("%s holds a NUL byte", field))
-		}
-	}
+	var errs fieldErrors
 	if sub.Priority < math.MinInt32 || sub.Priority > math.MaxInt32 {
-		errs = append(errs, fmt.Errorf("priority %d is outside the 32-bit range", sub.Priority))
+		errs.add(fmt.Errorf("priority %d is outside the 32-bit range", sub.Priority))
 	}
 	for field, t := range map[string]time.Time{"expires at": sub.ExpiresAt, "site enqueued at": sub.SiteEnqueuedAt} {
 		if !t.IsZero() && (t.UTC().Year() < 1 || t.UTC().Year() > 9999) {
-			errs = append(errs, fmt.Errorf("%s is outside the years 1 to 9999", field))
+			errs.add(fmt.Errorf("%s is outside the years 1 to 9999", field))
 		}
 	}
-	text("list", sub.List, maxNameBytes, true)
-	text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
-	text("body", sub.Body, s.cfg.MaxBodyBytes, false)
-	text("type", sub.Type, maxNameBytes, false)
-	text("source site", sub.SourceSite, maxNameBytes, true)
-	text("source instance", sub.SourceInstance, maxNameBytes, false)
-	text("source script", sub.SourceScript, maxNameBytes, false)
-	text("execution id", sub.ExecutionID, maxNameBytes, false)
-	text("parent execution id", sub.ParentExecutionID, maxNameBytes, false)
+	errs.text("list", sub.List, maxNameBytes, true)
+	errs.text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
+	errs.text("body", sub.Body, s.cfg.MaxBodyBytes, false)
+	errs.text("type", sub.Type, maxNameBytes, false)
+	errs.text("source site", sub.SourceSite, maxNameBytes, true)
+	errs.provenance(sub.SourceInstance, sub.SourceScript, sub.ExecutionID, sub.ParentExecutionID)
 	if site != "" && sub.SourceSite != site {
-		errs = append(errs, fmt.Errorf("source site %q is not the calling site %q", truncate(sub.SourceSite, 40), site))
+		errs.add(fmt.Errorf("source site %q is not the calling site %q", truncate(sub.SourceSite, 40), site))
 	}
 	if len(sub.TypeData) > maxTypeData {
-		errs = append(errs, fmt.Errorf("type data is %d bytes, over the limit of %d", len(sub.TypeData), maxTypeData))
+		errs.add(fmt.Errorf("type data is %d bytes, over the limit of %d", len(sub.TypeData), maxTypeData))
 	} else if len(sub.TypeData) > 0 && !json.Valid(sub.TypeData) {
-		errs = append(errs, errors.New("type data is not valid JSON"))
+		errs.add(errors.New("type data is not valid JSON"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return "", fmt.Errorf("%w: notification %s: %s", ports.ErrInvalid, u, strings.ReplaceAll(err.Error(), "\n", "; "))
+	if err := errs.err(); err != nil {
+		return "", fmt.Errorf("%w: notification %s: %s", ports.ErrInvalid, u, err)
 	}
-	return u.String(), nil
+	return u, nil
 }
 
 // listType resolves a list's channel type for ingest, caching per batch. An

@@ -17,6 +17,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"golang.org/x/time/rate"
 
+	"github.com/siteline/outbox/adapters/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
@@ -74,7 +75,7 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 	secret := p.secret
 	p.mu.Unlock()
 	settings, targets, err := resolveDelivery(secret, d.Settings, d.Targets)
-	if errors.Is(err, errUnresolvable) {
+	if errors.Is(err, secretref.ErrUnresolvable) {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
 	}
 	if err != nil {

@@ -17,11 +17,17 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// setup parses a subcommand's flags, loads and checks the configuration and
-// builds the logger. When it returns ok false, the command exits with code.
-func setup(name, summary string, args, environ []string, stderr io.Writer) (l *loaded, logger *slog.Logger, code int, ok bool) {
+// setup parses a central subcommand's flags, loads and checks the
+// configuration and builds the logger. When it returns ok false, the command
+// exits with code.
+func setup(name, summary string, args, environ []string, stderr io.Writer) (l *loaded[Config], logger *slog.Logger, code int, ok bool) {
+	return setupWith(centralSchema, name, summary, args, environ, stderr)
+}
+
+// setupWith is setup for any configuration schema.
+func setupWith[C any](sc schema[C], name, summary string, args, environ []string, stderr io.Writer) (l *loaded[C], logger *slog.Logger, code int, ok bool) {
 	var cl commandLine
-	fs := newFlagSet("outbox "+name, &cl, stderr)
+	fs := sc.flagSet("outbox "+name, &cl, stderr)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: outbox %s [-config FILE] [flags]\n\n%s\n\nFlags:\n", name, summary)
@@ -39,7 +45,7 @@ func setup(name, summary string, args, environ []string, stderr io.Writer) (l *l
 		fs.Usage()
 		return nil, nil, exitUsage, false
 	}
-	l, err := loadConfig(cl, environ)
+	l, err := sc.load(cl, environ)
 	if err != nil {
 		printConfigError(stderr, "outbox "+name, err)
 		if l != nil {
@@ -49,7 +55,7 @@ func setup(name, summary string, args, environ []string, stderr io.Writer) (l *l
 		}
 		return nil, nil, exitUsage, false
 	}
-	logger = newLogger(l.cfg.Log, stderr, isTerminal(stderr))
+	logger = newLogger(sc.log(l.cfg), stderr, isTerminal(stderr))
 	for _, w := range l.warnings {
 		logger.Warn(w)
 	}
@@ -105,7 +111,7 @@ func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer
 // the directory seeded from the configuration, the channel plugins, core. It
 // returns after Run has returned, the plugins are stopped and the store is
 // closed.
-func central(ctx context.Context, l *loaded, logger *slog.Logger) (err error) {
+func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err error) {
 	cfg := l.cfg
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // load runs the loader as a subcommand would: yamlText (when not empty) is
 // written to a file given with -config, env is the whole environment, and
 // args are the flags.
-func load(t *testing.T, yamlText string, env map[string]string, args ...string) (*loaded, error) {
+func load(t *testing.T, yamlText string, env map[string]string, args ...string) (*loaded[Config], error) {
 	t.Helper()
 	if yamlText != "" {
 		file := filepath.Join(t.TempDir(), "central.yaml")
@@ -240,7 +240,7 @@ channels:
 func TestKnownFieldsBackstop(t *testing.T) {
 	// Decoding refuses unknown keys by itself too (KnownFields), should the
 	// walk ever miss one.
-	l := &loaded{cfg: defaultConfig(), sources: map[string]string{}}
+	l := &loaded[Config]{cfg: defaultConfig(), sources: map[string]string{}}
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(file, []byte("store: {nope: 1}\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -16,14 +16,40 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// setting is one scalar setting that the environment (and, for the common
-// ones, a flag) can set. Lists and channels come from the file only.
-type setting struct {
+// setting is one scalar setting of a configuration C that the environment
+// (and, for the common ones, a flag) can set. Lists come from the file only.
+type setting[C any] struct {
 	key   string // YAML path
 	env   string // environment variable
 	flag  string // flag name without the dash; "" when there is none
 	usage string
-	field func(*Config) any // *string, *int or *Duration
+	field func(*C) any // *string, *int, *bool or *Duration
+}
+
+// schema is what the loader needs to know of one command's configuration
+// type C: its defaults, its scalar settings and its validation. central and
+// site each have one (centralSchema, siteSchema).
+type schema[C any] struct {
+	defaults func() C
+	settings []setting[C]
+	validate func(C) error
+	// log returns the log settings of a loaded configuration.
+	log func(C) LogConfig
+	// warn, when set, adds warnings about a valid configuration.
+	warn func(*loaded[C])
+}
+
+// centralSchema is the configuration of `outbox central` and `outbox migrate`.
+var centralSchema = schema[Config]{
+	defaults: defaultConfig,
+	settings: settings,
+	validate: Config.Validate,
+	log:      func(c Config) LogConfig { return c.Log },
+	warn: func(l *loaded[Config]) {
+		if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) && !strings.HasPrefix(l.sources["store.dsn"], "env ") {
+			l.warnings = append(l.warnings, "store.dsn holds a password in clear outside the environment ("+l.sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
+		}
+	},
 }
 
 // settings is every setting the environment can set. Keep configs/README.md
@@ -52,7 +78,7 @@ type setting struct {
 //	OUTBOX_LOG_LEVEL             log.level
 //	OUTBOX_LOG_FORMAT            log.format
 //	OUTBOX_PLUGINS_DIR           plugins.dir
-var settings = []setting{
+var settings = []setting[Config]{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
 	{"store.dsn", "OUTBOX_STORE_DSN", "store-dsn", "database connection string `DSN` (prefer OUTBOX_STORE_DSN: flags show in the process list)", func(c *Config) any { return &c.Store.DSN }},
@@ -92,6 +118,12 @@ func setValue(p any, raw string) error {
 			return fmt.Errorf("%q is not a whole number", raw)
 		}
 		*p = v
+	case *bool:
+		v, err := strconv.ParseBool(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", raw)
+		}
+		*p = v
 	case *Duration:
 		d, err := parseDuration(raw)
 		if err != nil {
@@ -112,15 +144,20 @@ type commandLine struct {
 	flags map[string][]string
 }
 
-// newFlagSet defines -config and one flag per common setting on a FlagSet
-// that records raw values into cl; they are parsed after the file and the
-// environment so that flags win.
+// newFlagSet is centralSchema.flagSet.
 func newFlagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
+	return centralSchema.flagSet(name, cl, stderr)
+}
+
+// flagSet defines -config and one flag per common setting on a FlagSet that
+// records raw values into cl; they are parsed after the file and the
+// environment so that flags win.
+func (sc schema[C]) flagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cl.flags = map[string][]string{}
 	fs.StringVar(&cl.file, "config", "", "YAML configuration `file` (env "+envConfigFile+")")
-	for _, s := range settings {
+	for _, s := range sc.settings {
 		if s.flag == "" {
 			continue
 		}
@@ -133,8 +170,8 @@ func newFlagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
 }
 
 // loaded is a configuration and where each of its settings came from.
-type loaded struct {
-	cfg Config
+type loaded[C any] struct {
+	cfg C
 	// file is the configuration file read, "" when none.
 	file string
 	// sources maps a setting's key (as in SettingError.Key) to where its
@@ -144,12 +181,17 @@ type loaded struct {
 	warnings []string
 }
 
-// loadConfig builds the configuration from the defaults, the file, the
+// loadConfig is centralSchema.load.
+func loadConfig(cl commandLine, environ []string) (*loaded[Config], error) {
+	return centralSchema.load(cl, environ)
+}
+
+// load builds the configuration from the defaults, the file, the
 // environment and the flags, then validates it. Every broken rule is
 // reported, each as a *SettingError that names its source. With an invalid
 // configuration it may still return l, for its warnings.
-func loadConfig(cl commandLine, environ []string) (*loaded, error) {
-	l := &loaded{cfg: defaultConfig(), sources: map[string]string{}}
+func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
+	l := &loaded[C]{cfg: sc.defaults(), sources: map[string]string{}}
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -169,7 +211,7 @@ func loadConfig(cl commandLine, environ []string) (*loaded, error) {
 
 	var errs rules
 	known := map[string]bool{envConfigFile: true}
-	for _, s := range settings {
+	for _, s := range sc.settings {
 		known[s.env] = true
 		raw, ok := env[s.env]
 		if !ok {
@@ -186,7 +228,7 @@ func loadConfig(cl commandLine, environ []string) (*loaded, error) {
 			l.warnings = append(l.warnings, fmt.Sprintf("unknown environment variable %s ignored", k))
 		}
 	}
-	for _, s := range settings {
+	for _, s := range sc.settings {
 		for _, raw := range cl.flags[s.key] {
 			src := "flag -" + s.flag
 			if err := setValue(s.field(&l.cfg), raw); err != nil {
@@ -201,7 +243,7 @@ func loadConfig(cl commandLine, environ []string) (*loaded, error) {
 	for _, e := range errs {
 		unparsed[e.(*SettingError).Key] = true
 	}
-	if err := l.cfg.Validate(); err != nil {
+	if err := sc.validate(l.cfg); err != nil {
 		for _, e := range unjoin(err) {
 			var se *SettingError
 			if errors.As(e, &se) {
@@ -221,14 +263,14 @@ func loadConfig(cl commandLine, environ []string) (*loaded, error) {
 	if len(errs) > 0 {
 		return l, errors.Join(errs...)
 	}
-	if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) && !strings.HasPrefix(l.sources["store.dsn"], "env ") {
-		l.warnings = append(l.warnings, "store.dsn holds a password in clear outside the environment ("+l.sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
+	if sc.warn != nil {
+		sc.warn(l)
 	}
 	return l, nil
 }
 
 // sourceOf returns where key, or the nearest enclosing setting, was set.
-func (l *loaded) sourceOf(key string) string {
+func (l *loaded[C]) sourceOf(key string) string {
 	for k := key; k != ""; {
 		if s, ok := l.sources[k]; ok {
 			return s
@@ -245,7 +287,7 @@ func (l *loaded) sourceOf(key string) string {
 // readFile decodes the YAML file at path into l.cfg over the defaults,
 // recording the line of each setting. Unknown keys and values of the wrong
 // kind are refused, all of them at once, each naming its key and line.
-func (l *loaded) readFile(path string) error {
+func (l *loaded[C]) readFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
@@ -258,7 +300,7 @@ func (l *loaded) readFile(path string) error {
 		return nil // empty file: the defaults
 	}
 	var errs rules
-	walkYAML(doc.Content[0], reflect.TypeFor[Config](), "", path, l.sources, &errs)
+	walkYAML(doc.Content[0], reflect.TypeFor[C](), "", path, l.sources, &errs)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
