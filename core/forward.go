@@ -1,0 +1,127 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// Forward is the forwarder (S4): it sends the buffer's notifications to
+// central in batches, oldest first, and removes a batch from the buffer only
+// after central acknowledged it. It runs until ctx is done. The wiring runs
+// it on the Raft leader only, for as long as the node leads; a new leader
+// starts over from its replicated copy of the buffer.
+//
+// While central cannot be reached it retries the same batch every
+// RetryInterval, forever: notifications never park at a site. Central
+// de-duplicates on the id, so a batch sent twice (the leader died between
+// central's acknowledgement and the removal) is stored once.
+//
+// A notification central rejects as invalid (a limit lower at central than
+// at the site, a site id central does not accept) stays buffered, is logged,
+// and is offered again every RetryInterval; the forwarder moves past it so
+// that it never holds up the notifications behind it.
+func (s *Site) Forward(ctx context.Context) {
+	s.log.Info("forwarder started", "site", s.cfg.Site, "batch", s.cfg.ForwardBatch,
+		"retry_interval", s.cfg.RetryInterval.String())
+	defer s.log.Info("forwarder stopped", "site", s.cfg.Site)
+	var (
+		after    uint64 // Scan from just after this Seq
+		rejected bool   // this pass left rejected notifications behind
+	)
+	for ctx.Err() == nil {
+		batch, err := s.buffer.Scan(ctx, after, s.cfg.ForwardBatch)
+		if err != nil {
+			s.log.Error("forwarder: read the buffer", "err", err)
+			s.pause(ctx, false)
+			continue
+		}
+		batch = s.capBytes(batch)
+		if len(batch) == 0 {
+			if after == 0 {
+				s.pause(ctx, true) // idle: until a Send wakes us
+				continue
+			}
+			after = 0 // end of a pass: start the next from the oldest
+			if rejected {
+				rejected = false
+				s.pause(ctx, false)
+			}
+			continue
+		}
+		res, err := s.submit(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("forwarder: central did not acknowledge; retrying after the interval",
+					"notifications", len(batch), "retry_interval", s.cfg.RetryInterval.String(), "err", err)
+				s.pause(ctx, false)
+			}
+			continue
+		}
+		if len(res.Accepted) > 0 {
+			if err := s.buffer.Remove(ctx, res.Accepted); err != nil {
+				// Typically leadership lost: the next leader sends the batch
+				// again and central stores it once.
+				if ctx.Err() == nil {
+					s.log.Warn("forwarder: remove acknowledged notifications from the buffer", "notifications",
+						len(res.Accepted), "err", err)
+					s.pause(ctx, false)
+				}
+				continue
+			}
+		}
+		for _, r := range res.Rejected {
+			rejected = true
+			s.log.Error("central rejected a notification; it stays buffered and is offered again",
+				"id", r.ID, "reason", r.Reason, "retry_interval", s.cfg.RetryInterval.String())
+		}
+		after = batch[len(batch)-1].Seq
+	}
+}
+
+// submit sends one batch to central within CallTimeout.
+func (s *Site) submit(ctx context.Context, batch []ports.Buffered) (ports.SubmitResult, error) {
+	subs := make([]ports.Submission, len(batch))
+	for i, b := range batch {
+		subs[i] = b.Submission
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	res, err := s.central.Submit(cctx, ports.SubmitRequest{Notifications: subs})
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return res, err // we are stopping; not central's fault
+	}
+	s.contact(err)
+	return res, err
+}
+
+// capBytes shortens batch so that its subjects and bodies stay within
+// ForwardBatchBytes; the first notification always goes, whatever its size.
+func (s *Site) capBytes(batch []ports.Buffered) []ports.Buffered {
+	size := 0
+	for i, b := range batch {
+		size += len(b.Subject) + len(b.Body) + len(b.TypeData)
+		if i > 0 && size > s.cfg.ForwardBatchBytes {
+			return batch[:i]
+		}
+	}
+	return batch
+}
+
+// pause waits RetryInterval, or until ctx is done. When wakeable, a Send
+// ends the wait early.
+func (s *Site) pause(ctx context.Context, wakeable bool) {
+	t := time.NewTimer(s.cfg.RetryInterval)
+	defer t.Stop()
+	var wake <-chan struct{}
+	if wakeable {
+		wake = s.wake
+	}
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}

@@ -1,0 +1,300 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/siteline/outbox/ports"
+)
+
+// SiteConfig holds a site node's options. The zero value of a field means
+// "use the default"; Validate rejects values that are set but unusable.
+type SiteConfig struct {
+	// Site is the site id stamped on every notification as its source site;
+	// required. Central accepts from a site only rows stamped with its id.
+	Site string
+	// MaxSubjectBytes and MaxBodyBytes cap a Send's subject and body.
+	// Defaults 255 and 65536, as central's.
+	MaxSubjectBytes int
+	MaxBodyBytes    int
+	// ForwardBatch is the most notifications sent to central in one Submit.
+	// Default 500; at most central's MaxBatch (1000 by default).
+	ForwardBatch int
+	// ForwardBatchBytes caps the subjects and bodies of one Submit, so that
+	// a batch of large bodies stays well under the link's message limit.
+	// Default 4 MiB.
+	ForwardBatchBytes int
+	// RetryInterval is the fixed wait before forwarding again after central
+	// could not be reached or refused notifications (S4), and the fallback
+	// poll of an idle forwarder. Default 5 s.
+	RetryInterval time.Duration
+	// CallTimeout bounds one call to central. Default 30 s.
+	CallTimeout time.Duration
+	// MaxStatusIDs caps the ids of one Status call. Default 1000.
+	MaxStatusIDs int
+}
+
+// Defaults of SiteConfig.
+const (
+	DefaultForwardBatch      = 500
+	DefaultForwardBatchBytes = 4 << 20
+	DefaultRetryInterval     = 5 * time.Second
+	DefaultCallTimeout       = 30 * time.Second
+	DefaultMaxStatusIDs      = 1000
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c SiteConfig) WithDefaults() SiteConfig {
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setInt(&c.MaxSubjectBytes, DefaultMaxSubjectBytes)
+	setInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setInt(&c.ForwardBatch, DefaultForwardBatch)
+	setInt(&c.ForwardBatchBytes, DefaultForwardBatchBytes)
+	setInt(&c.MaxStatusIDs, DefaultMaxStatusIDs)
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	return c
+}
+
+// Validate returns one precise error per broken rule, joined.
+func (c SiteConfig) Validate() error {
+	var errs []error
+	var f fieldErrors
+	f.text("Site", c.Site, maxNameBytes, true)
+	if err := f.err(); err != nil {
+		errs = append(errs, err)
+	}
+	for name, v := range map[string]int{"MaxSubjectBytes": c.MaxSubjectBytes, "MaxBodyBytes": c.MaxBodyBytes,
+		"ForwardBatch": c.ForwardBatch, "ForwardBatchBytes": c.ForwardBatchBytes, "MaxStatusIDs": c.MaxStatusIDs} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	for name, d := range map[string]time.Duration{"RetryInterval": c.RetryInterval, "CallTimeout": c.CallTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SiteDeps are the driven ports a Site needs.
+type SiteDeps struct {
+	// Buffer is the replicated buffer.
+	Buffer ports.Buffer
+	// Central is the link to central.
+	Central ports.Central
+	// Clock defaults to ports.SystemClock.
+	Clock ports.Clock
+	// Logger defaults to one that discards.
+	Logger *slog.Logger
+}
+
+// Site is a site node's domain: it implements the driving port ports.Site
+// (Send, Status, Health) and, in Forward, the forwarder (S4). Which node
+// leads is not its concern: the buffer refuses writes off the leader, and
+// the wiring runs Forward only while the node leads.
+type Site struct {
+	cfg     SiteConfig
+	buffer  ports.Buffer
+	central ports.Central
+	clock   ports.Clock
+	log     *slog.Logger
+
+	// wake holds at most one pending wake-up of the forwarder.
+	wake chan struct{}
+
+	mu          sync.Mutex
+	lastContact time.Time
+	lastErr     string
+}
+
+var _ ports.Site = (*Site)(nil)
+
+// NewSite builds a Site. cfg's zero fields take their defaults; an invalid cfg
+// or a missing dependency is an error.
+func NewSite(cfg SiteConfig, deps SiteDeps) (*Site, error) {
+	cfg = cfg.WithDefaults()
+	errs := []error{cfg.Validate()}
+	if deps.Buffer == nil {
+		errs = append(errs, errors.New("core: SiteDeps.Buffer is nil"))
+	}
+	if deps.Central == nil {
+		errs = append(errs, errors.New("core: SiteDeps.Central is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if deps.Clock == nil {
+		deps.Clock = ports.SystemClock{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Site{
+		cfg:     cfg,
+		buffer:  deps.Buffer,
+		central: deps.Central,
+		clock:   deps.Clock,
+		log:     deps.Logger,
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Config returns the configuration in force, defaults applied.
+func (s *Site) Config() SiteConfig { return s.cfg }
+
+// Send implements ports.Site. ctx must carry a deadline: a script that waits
+// forever for a site in trouble is worse than one told to try later.
+func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return "", fmt.Errorf("%w: Send needs a context with a deadline", ports.ErrInvalid)
+	}
+	id, err := s.sendID(req.ID)
+	if err != nil {
+		return "", err
+	}
+	var errs fieldErrors
+	errs.text("list", req.List, maxNameBytes, true)
+	errs.text("subject", req.Subject, s.cfg.MaxSubjectBytes, false)
+	errs.text("body", req.Body, s.cfg.MaxBodyBytes, false)
+	errs.provenance(req.SourceInstance, req.SourceScript, req.ExecutionID, req.ParentExecutionID)
+	if err := errs.err(); err != nil {
+		return "", fmt.Errorf("%w: %s", ports.ErrInvalid, err)
+	}
+	sub := ports.Submission{
+		ID:                id,
+		List:              req.List,
+		Subject:           req.Subject,
+		Body:              req.Body,
+		SourceSite:        s.cfg.Site,
+		SourceInstance:    req.SourceInstance,
+		SourceScript:      req.SourceScript,
+		ExecutionID:       req.ExecutionID,
+		ParentExecutionID: req.ParentExecutionID,
+		SiteEnqueuedAt:    s.clock.Now().UTC(),
+	}
+	if err := s.buffer.Append(ctx, []ports.Submission{sub}); err != nil {
+		return "", fmt.Errorf("buffer notification %s: %w", id, err)
+	}
+	s.Wake()
+	return id, nil
+}
+
+// sendID returns the caller's id in canonical form, or a new time-ordered
+// UUIDv7 (which keeps the buffer's and central's indexes append-mostly).
+func (s *Site) sendID(id string) (string, error) {
+	if id != "" {
+		return parseID(id)
+	}
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("generate a notification id: %w", err)
+	}
+	return u.String(), nil
+}
+
+// Status implements ports.Site: the buffer answers for what it holds,
+// central for the rest. When central cannot be reached for ids the buffer
+// does not hold, Status fails with an error wrapping ErrUnavailable rather
+// than guess.
+func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+	if len(ids) > s.cfg.MaxStatusIDs {
+		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), s.cfg.MaxStatusIDs)
+	}
+	canon := make([]string, len(ids))
+	for i, id := range ids {
+		c, err := parseID(id)
+		if err != nil {
+			return nil, err
+		}
+		canon[i] = c
+	}
+	buffered, err := s.buffer.Contains(ctx, canon)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d ids in the buffer: %w", len(canon), err)
+	}
+	out := make(map[string]ports.Status, len(ids))
+	var ask []string
+	for i, id := range canon {
+		if buffered[id] {
+			out[ids[i]] = ports.StatusForwarding
+		} else {
+			ask = append(ask, id)
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	central, err := s.central.Status(cctx, ask)
+	s.contact(err)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ask central the status of %d notifications: %w", ports.ErrUnavailable, len(ask), err)
+	}
+	for i, id := range canon {
+		if _, done := out[ids[i]]; done {
+			continue
+		}
+		st, ok := central[id]
+		if !ok || st == "" {
+			st = ports.StatusUnknown
+		}
+		out[ids[i]] = st
+	}
+	return out, nil
+}
+
+// Health implements ports.Site.
+func (s *Site) Health(ctx context.Context) (ports.SiteHealth, error) {
+	st, err := s.buffer.Stats(ctx)
+	if err != nil {
+		return ports.SiteHealth{}, fmt.Errorf("read the buffer's stats: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ports.SiteHealth{
+		Site:               s.cfg.Site,
+		Node:               st.Replica.Node,
+		Backlog:            st.Count,
+		OldestEnqueuedAt:   st.OldestEnqueuedAt,
+		Replica:            st.Replica,
+		LastCentralContact: s.lastContact,
+		LastCentralError:   s.lastErr,
+	}, nil
+}
+
+// Wake asks the forwarder to look at the buffer now. It never blocks.
+func (s *Site) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// contact records the outcome of a call to central for Health.
+func (s *Site) contact(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.lastErr = err.Error()
+		return
+	}
+	s.lastContact = s.clock.Now().UTC()
+	s.lastErr = ""
+}
