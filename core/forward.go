@@ -19,6 +19,9 @@ import (
 // de-duplicates on the id, so a batch sent twice (the leader died between
 // central's acknowledgement and the removal) is stored once.
 //
+// A batch central refuses as a whole (more than it takes at once) is sent
+// again in halves, down to single notifications.
+//
 // A notification central rejects as invalid (a limit lower at central than
 // at the site, a site id central does not accept) stays buffered, is logged,
 // and is offered again every RetryInterval; the forwarder moves past it so
@@ -30,9 +33,10 @@ func (s *Site) Forward(ctx context.Context) {
 	var (
 		after    uint64 // Scan from just after this Seq
 		rejected bool   // this pass left rejected notifications behind
+		limit    = s.cfg.ForwardBatch
 	)
 	for ctx.Err() == nil {
-		batch, err := s.buffer.Scan(ctx, after, s.cfg.ForwardBatch)
+		batch, err := s.buffer.Scan(ctx, after, limit)
 		if err != nil {
 			s.log.Error("forwarder: read the buffer", "err", err)
 			s.pause(ctx, false)
@@ -52,6 +56,14 @@ func (s *Site) Forward(ctx context.Context) {
 			continue
 		}
 		res, err := s.submit(ctx, batch)
+		if errors.Is(err, ports.ErrInvalid) && len(batch) > 1 {
+			// Central refused the batch as a whole: more rows or bytes than
+			// it takes. Halve the batch until it fits.
+			limit = max(1, len(batch)/2)
+			s.log.Warn("forwarder: central refused a batch as a whole; sending smaller batches",
+				"notifications", len(batch), "now", limit, "err", err)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("forwarder: central did not acknowledge; retrying after the interval",

@@ -31,8 +31,13 @@ type flakyCentral struct {
 
 func newFlakyCentral(t *testing.T, site string) *flakyCentral {
 	t.Helper()
+	return newFlakyCentralWith(t, site, Config{})
+}
+
+func newFlakyCentralWith(t *testing.T, site string, cfg Config) *flakyCentral {
+	t.Helper()
 	store := memstore.New()
-	svc, err := New(Config{}, Deps{Store: store, Audit: store, Channels: ports.ChannelMap{}, Directory: okDirectory{}})
+	svc, err := New(cfg, Deps{Store: store, Audit: store, Channels: ports.ChannelMap{}, Directory: okDirectory{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,5 +377,35 @@ func TestSiteConfigValidate(t *testing.T) {
 	}
 	if _, err := NewSite(SiteConfig{Site: "s"}, SiteDeps{}); err == nil || !strings.Contains(err.Error(), "Buffer is nil") {
 		t.Errorf("NewSite without deps = %v", err)
+	}
+}
+
+// TestForwarderShrinksBatchesCentralRefuses: a central taking at most 4 rows
+// a Submit still gets everything from a site configured for 50.
+func TestForwarderShrinksBatchesCentralRefuses(t *testing.T) {
+	e := newSiteEnv(t, SiteConfig{ForwardBatch: 50})
+	e.central = newFlakyCentralWith(t, "plant-1", Config{MaxBatch: 4})
+	s, err := NewSite(e.site.cfg, SiteDeps{Buffer: e.buf, Central: e.central})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.site = s
+	var ids []string
+	for range 30 {
+		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	e.forward(t)
+	eventually(t, "an empty buffer", func() bool {
+		st, _ := e.buf.Stats(context.Background())
+		return st.Count == 0
+	})
+	for _, id := range ids {
+		if !e.central.stored(t, id) {
+			t.Fatalf("%s never reached central", id)
+		}
 	}
 }
