@@ -1,0 +1,41 @@
+package sitelink
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/centraltest"
+)
+
+// BenchmarkLinkSubmit measures ingest through the link: one site submits
+// batches of 500 notifications, one after another as a forwarder does, over
+// TLS with a client certificate, to core.Service on the memory store. It
+// reports notifications/s.
+func BenchmarkLinkSubmit(b *testing.B) {
+	const batchSize = 500
+	ca := newCA(b, "outbox bench CA")
+	svc, _ := newCore(b)
+	_, addr := startServer(b, ServerConfig{Central: svc, Sites: testSites, TLS: ca.serverTLS(b)})
+	c := dial(b, ClientConfig{Addr: addr, TLS: ca.clientTLS(ca.clientCert(b, "site-c"))})
+
+	template := centraltest.NewSubmission("site-c")
+	batch := make([]ports.Submission, batchSize)
+	submitted := 0
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = template
+			batch[i].ID = uuid.Must(uuid.NewV7()).String()
+		}
+		res, err := c.Submit(b.Context(), ports.SubmitRequest{Notifications: batch})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Accepted) != batchSize {
+			b.Fatalf("accepted %d of %d: %v", len(res.Accepted), batchSize, res.Rejected)
+		}
+		submitted += batchSize
+	}
+	b.ReportMetric(float64(submitted)/b.Elapsed().Seconds(), "notifications/s")
+}
