@@ -1,0 +1,271 @@
+// Package sitetest holds what the tests of adapters/siteapi and its notify
+// client share: a fake ports.Site that records its calls, site API servers on
+// 127.0.0.1 whose view of the leader a test sets, and TLS configurations made
+// up for one test.
+package sitetest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/siteline/outbox/adapters/siteapi"
+	"github.com/siteline/outbox/ports"
+)
+
+// Site is a fake ports.Site that records every call. Its zero value answers
+// every Send with the request's id (or a new one), every id with
+// ports.StatusForwarding, and Health with HealthReply. The hooks, when set,
+// answer instead; set them before the Site is used.
+type Site struct {
+	// SendHook answers the n-th Send (counted from 0) after it is recorded.
+	SendHook func(ctx context.Context, n int, req ports.SendRequest) (string, error)
+	// StatusHook answers every Status after it is recorded.
+	StatusHook func(ctx context.Context, ids []string) (map[string]ports.Status, error)
+	// HealthReply is what Health answers.
+	HealthReply ports.SiteHealth
+
+	mu       sync.Mutex
+	sends    []ports.SendRequest
+	statuses [][]string
+	healths  int
+}
+
+var _ ports.Site = (*Site)(nil)
+
+// Send records req and answers it.
+func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) {
+	s.mu.Lock()
+	n := len(s.sends)
+	s.sends = append(s.sends, req)
+	s.mu.Unlock()
+	if s.SendHook != nil {
+		return s.SendHook(ctx, n, req)
+	}
+	if req.ID == "" {
+		return uuid.NewString(), nil
+	}
+	return req.ID, nil
+}
+
+// Status records ids and answers them.
+func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+	s.mu.Lock()
+	s.statuses = append(s.statuses, append([]string(nil), ids...))
+	s.mu.Unlock()
+	if s.StatusHook != nil {
+		return s.StatusHook(ctx, ids)
+	}
+	out := make(map[string]ports.Status, len(ids))
+	for _, id := range ids {
+		out[id] = ports.StatusForwarding
+	}
+	return out, nil
+}
+
+// Health records the call and answers HealthReply.
+func (s *Site) Health(context.Context) (ports.SiteHealth, error) {
+	s.mu.Lock()
+	s.healths++
+	s.mu.Unlock()
+	return s.HealthReply, nil
+}
+
+// Sends returns the Send requests received so far.
+func (s *Site) Sends() []ports.SendRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ports.SendRequest(nil), s.sends...)
+}
+
+// StatusCalls returns the ids of each Status call received so far.
+func (s *Site) StatusCalls() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]string(nil), s.statuses...)
+}
+
+// HealthCalls returns how many Health calls were received.
+func (s *Site) HealthCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.healths
+}
+
+// Calls returns how many calls of any kind the Site received.
+func (s *Site) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sends) + len(s.statuses) + s.healths
+}
+
+// Options configures the servers Start and StartPair run.
+type Options struct {
+	Token   string
+	TLS     *tls.Config
+	PeerTLS *tls.Config
+}
+
+// Node is one site API server on 127.0.0.1 in front of a fake Site.
+type Node struct {
+	// Addr is the server's address.
+	Addr string
+	// Site is the fake behind the server.
+	Site *Site
+	// Server is the server; the test's cleanup stops it.
+	Server *siteapi.Server
+	// LeaderCalls counts the calls of the server's Leader function.
+	LeaderCalls atomic.Int64
+	// OnLeader, when set (before the node is called), is called with the
+	// count of every call of the Leader function.
+	OnLeader func(n int64)
+
+	mu     sync.Mutex
+	self   bool
+	leader string
+}
+
+// SetLeader sets what the node's Leader function answers.
+func (n *Node) SetLeader(self bool, leaderAddr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.self, n.leader = self, leaderAddr
+}
+
+func (n *Node) leaderView() (bool, string) {
+	if c := n.LeaderCalls.Add(1); n.OnLeader != nil {
+		n.OnLeader(c)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.self, n.leader
+}
+
+// Start runs a site API server for name on 127.0.0.1, port 0, with a fresh
+// fake Site whose health names the node name. It knows no leader until
+// SetLeader. The test's cleanup stops the server and checks that Serve
+// returned nil.
+func Start(t testing.TB, name string, opt Options) *Node {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	n := &Node{Addr: lis.Addr().String(), Site: &Site{HealthReply: ports.SiteHealth{Site: "site-a", Node: name}}}
+	srv, err := siteapi.NewServer(siteapi.ServerConfig{
+		Site:    n.Site,
+		Leader:  n.leaderView,
+		Token:   opt.Token,
+		TLS:     opt.TLS,
+		PeerTLS: opt.PeerTLS,
+	})
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	n.Server = srv
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve of %s: %v", name, err)
+		}
+	})
+	return n
+}
+
+// StartPair starts a leader and a follower that knows it.
+func StartPair(t testing.TB, opt Options) (leader, follower *Node) {
+	t.Helper()
+	leader = Start(t, "leader", opt)
+	follower = Start(t, "follower", opt)
+	leader.SetLeader(true, "")
+	follower.SetLeader(false, leader.Addr)
+	return leader, follower
+}
+
+// DeadAddr returns an address on 127.0.0.1 where nothing listens: a listener
+// that was closed.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
+// TLSConfigs returns a server configuration with a certificate for
+// 127.0.0.1, signed by a certificate authority made for this test, and a
+// client configuration that trusts only that authority.
+func TLSConfigs(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate CA key: %v", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "sitetest CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("create CA certificate: %v", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatalf("parse CA certificate: %v", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate server key: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "site node"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("create server certificate: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	server = &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		MinVersion:   tls.VersionTLS12,
+	}
+	client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return server, client
+}
+
+// ErrBoom is an error no sentinel classifies: the server must answer it as
+// Internal, without its text.
+var ErrBoom = errors.New("boom: the disk at /secret/path is on fire")

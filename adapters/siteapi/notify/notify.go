@@ -1,0 +1,444 @@
+// Package notify is the Go client scripts use to send notifications through
+// their site, and to ask about them:
+//
+//	c, err := notify.Dial("site-a:7101,site-b:7101",
+//		notify.WithToken(token),
+//		notify.WithProvenance(notify.Provenance{Instance: "line-3", Script: "oven-watch"}))
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+//	defer cancel()
+//	id, err := c.To("ops").Send(ctx, "Oven 3 too hot", "Temperature 412 °C at 10:42.")
+//	...
+//	st, err := c.Status(ctx, id) // ports.StatusForwarding, then central's status
+//
+// # Any node will do
+//
+// Give the client every node of the site. Any node accepts a Send or a
+// Status: a follower passes it to the leader (package siteapi), so the client
+// never needs to know which node leads. The client starts with the node that
+// answered last.
+//
+// # One id, however many tries
+//
+// Send generates the notification's id itself (a time-ordered UUID, version
+// 7) before the first try and sends the same id on every retry. When an
+// answer is lost — the node died after committing, the try timed out — the
+// retry finds the id already buffered and the site keeps the notification
+// once.
+//
+// # Retries
+//
+// Send needs a context with a deadline; without one it fails at once and
+// sends nothing. Within that deadline, Send and Status try the nodes in turn,
+// each try bounded by its own timeout (5 s, or WithAttemptTimeout; less when
+// less time is left) so that a dead node does not take the whole deadline.
+// A try that fails because the node is unreachable, has no leader, or timed
+// out moves on to the next node; after each round of every node the client
+// waits a little (20 ms, doubling up to 1 s, with jitter). When the deadline
+// passes, the error wraps ports.ErrUnavailable and the context's error.
+// A refusal is returned at once, without a retry: invalid input wraps
+// ports.ErrInvalid with the site's text (which names the field and why), a
+// missing or wrong token wraps ports.ErrUnauthenticated.
+//
+// Errors name the call and the node's address; they never hold the token.
+package notify
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
+	"github.com/siteline/outbox/ports"
+)
+
+const (
+	// DefaultAttemptTimeout bounds one try at one node.
+	DefaultAttemptTimeout = 5 * time.Second
+	// DefaultTimeout bounds Status, Statuses and Health when their context
+	// has no deadline.
+	DefaultTimeout = 30 * time.Second
+
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// ErrClosed is the error of a call on a closed Client.
+var ErrClosed = errors.New("notify: client closed")
+
+// Provenance says who sends: it travels with every notification the Client
+// sends. The site adds its own id and the enqueue time.
+type Provenance struct {
+	// Instance is the instance (machine, process) the script runs on.
+	Instance string
+	// Script names the script.
+	Script string
+	// ExecutionID identifies this run of the script, and ParentExecutionID
+	// the run that started it, if any.
+	ExecutionID       string
+	ParentExecutionID string
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	token   string
+	tls     *tls.Config
+	prov    Provenance
+	attempt time.Duration
+}
+
+// WithToken sends token as "authorization: Bearer <token>" on every call.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithTLS connects to the nodes over TLS with cfg; without it the client
+// connects in plaintext.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithProvenance stamps every notification the client sends with p.
+func WithProvenance(p Provenance) Option { return func(o *options) { o.prov = p } }
+
+// WithAttemptTimeout bounds one try at one node (DefaultAttemptTimeout when
+// d is not positive).
+func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attempt = d } }
+
+// Client sends notifications through the nodes of one site. It is safe for
+// concurrent use.
+type Client struct {
+	nodes   []node
+	token   string
+	prov    Provenance
+	attempt time.Duration
+	// next is the index of the node that answered last: the first to try.
+	next   atomic.Int32
+	closed atomic.Bool
+}
+
+// node is one site node the client dialled.
+type node struct {
+	addr string
+	conn *grpc.ClientConn
+	rpc  pb.SiteClient
+}
+
+// Dial returns a Client for the site nodes at addrs, a comma-separated list
+// of host:port. It does not connect yet: each node is connected on first use,
+// and reconnected after a failure.
+func Dial(addrs string, opts ...Option) (*Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.attempt <= 0 {
+		o.attempt = DefaultAttemptTimeout
+	}
+	creds := insecure.NewCredentials()
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls.Clone())
+	}
+	c := &Client{token: o.token, prov: o.prov, attempt: o.attempt}
+	for a := range strings.SplitSeq(addrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" || slices.ContainsFunc(c.nodes, func(n node) bool { return n.addr == a }) {
+			continue
+		}
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(connectParams))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("notify: dial %s: %w", a, err)
+		}
+		c.nodes = append(c.nodes, node{addr: a, conn: conn, rpc: pb.NewSiteClient(conn)})
+	}
+	if len(c.nodes) == 0 {
+		return nil, fmt.Errorf("notify: dial: no site node address in %q: %w", addrs, ports.ErrInvalid)
+	}
+	return c, nil
+}
+
+// connectParams makes the client reconnect to a node soon after it comes
+// back (gRPC's default waits up to two minutes), which matters in a failover.
+var connectParams = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  50 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   time.Second,
+	},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+// Close closes the connections to the nodes. Calls made after it fail with
+// ErrClosed.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	var errs []error
+	for _, n := range c.nodes {
+		if err := n.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("notify: close connection to %s: %w", n.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Addrs returns the addresses of the nodes the client dialled, in the order
+// given.
+func (c *Client) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// List is a notification list to send to; get one with Client.To.
+type List struct {
+	c    *Client
+	name string
+}
+
+// To returns the notification list named name.
+func (c *Client) To(name string) List { return List{c: c, name: name} }
+
+// Send sends a notification to the list and returns its id once the site
+// has committed it to its replicated buffer. ctx must carry a deadline:
+// without one Send fails at once with an error wrapping ports.ErrInvalid and
+// sends nothing. See the package documentation for the retries.
+func (l List) Send(ctx context.Context, subject, body string) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return "", noDeadline()
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("notify: Send: generate id: %w", err)
+	}
+	return l.SendWithID(ctx, id.String(), subject, body)
+}
+
+// SendWithID is Send with an id the caller chose (a UUID), for a caller that
+// records the id before sending and may send again after a crash: the site
+// keeps one notification per id.
+func (l List) SendWithID(ctx context.Context, id, subject, body string) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return "", noDeadline()
+	}
+	p := l.c.prov
+	req := pb.SendRequestToPB(ports.SendRequest{
+		ID:                id,
+		List:              l.name,
+		Subject:           subject,
+		Body:              body,
+		SourceInstance:    p.Instance,
+		SourceScript:      p.Script,
+		ExecutionID:       p.ExecutionID,
+		ParentExecutionID: p.ParentExecutionID,
+	})
+	var got string
+	err := l.c.retry(ctx, "Send", func(ctx context.Context, rpc pb.SiteClient) error {
+		resp, err := rpc.Send(ctx, req)
+		if err != nil {
+			return err
+		}
+		got = resp.GetId()
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return got, nil
+}
+
+func noDeadline() error {
+	return fmt.Errorf("notify: Send needs a context with a deadline; nothing was sent: %w", ports.ErrInvalid)
+}
+
+// Status returns the status of the notification id: ports.StatusForwarding
+// while the site holds it, then central's status, ports.StatusUnknown when
+// neither knows it. It retries as Send does; a ctx without a deadline gets
+// DefaultTimeout.
+func (c *Client) Status(ctx context.Context, id string) (ports.Status, error) {
+	m, err := c.Statuses(ctx, []string{id})
+	if err != nil {
+		return "", err
+	}
+	if st, ok := m[id]; ok {
+		return st, nil
+	}
+	return ports.StatusUnknown, nil
+}
+
+// Statuses returns the status of each of ids, as Status does.
+func (c *Client) Statuses(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+	if len(ids) == 0 {
+		return map[string]ports.Status{}, nil
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	req := &pb.StatusRequest{Ids: ids}
+	var out map[string]ports.Status
+	err := c.retry(ctx, "Status", func(ctx context.Context, rpc pb.SiteClient) error {
+		resp, err := rpc.Status(ctx, req)
+		if err != nil {
+			return err
+		}
+		out = pb.StatusesFromPB(resp)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Health returns the health of the node at addr, one of the addresses the
+// client dialled. It makes one try, without retries: it is that node's
+// health, not the site's. A ctx without a deadline gets DefaultTimeout.
+func (c *Client) Health(ctx context.Context, addr string) (ports.SiteHealth, error) {
+	if c.closed.Load() {
+		return ports.SiteHealth{}, ErrClosed
+	}
+	i := slices.IndexFunc(c.nodes, func(n node) bool { return n.addr == addr })
+	if i < 0 {
+		return ports.SiteHealth{}, fmt.Errorf("notify: Health: %s is not one of the addresses dialled: %w", addr, ports.ErrInvalid)
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	resp, err := c.nodes[i].rpc.Health(c.outgoing(ctx), &pb.HealthRequest{})
+	if err != nil {
+		return ports.SiteHealth{}, callErr("Health", addr, err)
+	}
+	return pb.HealthFromPB(resp), nil
+}
+
+// withDefaultTimeout gives ctx DefaultTimeout when it has no deadline.
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// outgoing adds the token to ctx's metadata.
+func (c *Client) outgoing(ctx context.Context) context.Context {
+	if c.token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+}
+
+// retry makes the call try at the nodes in turn, starting with the one that
+// answered last, until one answers, the answer is a refusal, or ctx ends.
+func (c *Client) retry(ctx context.Context, op string, try func(context.Context, pb.SiteClient) error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	start := int(c.next.Load())
+	wait := minBackoff
+	var last error
+	for n := 0; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return exhausted(op, err, last)
+		}
+		if n > 0 && n%len(c.nodes) == 0 {
+			if err := pause(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+				return exhausted(op, err, last)
+			}
+			wait = min(2*wait, maxBackoff)
+		}
+		i := (start + n) % len(c.nodes)
+		nd := c.nodes[i]
+		actx, cancel := context.WithTimeout(ctx, c.attempt)
+		err := try(c.outgoing(actx), nd.rpc)
+		cancel()
+		if err == nil {
+			c.next.Store(int32(i))
+			return nil
+		}
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && last != nil {
+			// The deadline cut this try short: the try before says more.
+			return exhausted(op, ctxErr, last)
+		}
+		e := callErr(op, nd.addr, err)
+		if !errors.Is(e, ports.ErrUnavailable) {
+			// A refusal: the node answered, and will answer the same again.
+			c.next.Store(int32(i))
+			return e
+		}
+		last = e
+	}
+}
+
+// pause waits for d or the end of ctx.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// exhausted is the error of a call whose context ended before a node
+// answered; last is the error of the last try (nil if none was made).
+func exhausted(op string, ctxErr, last error) error {
+	if last == nil {
+		return fmt.Errorf("notify: %s: no site node tried before the context ended (%w): %w", op, ctxErr, ports.ErrUnavailable)
+	}
+	return fmt.Errorf("notify: %s: no site node answered before the context ended (%w); last error: %w", op, ctxErr, last)
+}
+
+// callError is a failed call to one node. It wraps the ports sentinel of its
+// kind: ErrInvalid, ErrUnauthenticated, ErrUnavailable (worth another try),
+// or nothing (the node failed in some other way).
+type callError struct {
+	op, addr string
+	msg      string
+	kind     error
+}
+
+func (e *callError) Error() string {
+	return fmt.Sprintf("notify: %s at %s: %s", e.op, e.addr, e.msg)
+}
+
+func (e *callError) Unwrap() error { return e.kind }
+
+// callErr classifies the error of a call of op to the node at addr.
+func callErr(op, addr string, err error) error {
+	st := status.Convert(err)
+	e := &callError{op: op, addr: addr, msg: st.Message()}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange, codes.ResourceExhausted:
+		e.kind = ports.ErrInvalid
+	case codes.Unauthenticated, codes.PermissionDenied:
+		e.kind = ports.ErrUnauthenticated
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
+		e.kind = ports.ErrUnavailable
+	default:
+		e.msg = fmt.Sprintf("%s (%s)", e.msg, st.Code())
+	}
+	return e
+}
