@@ -1,0 +1,7 @@
+// Package pb holds the protobuf messages of the site buffer's Raft commands
+// and of the notifications it stores. Only package raftbuffer imports it.
+package pb
+
+// Regenerate after editing buffer.proto (needs protoc and protoc-gen-go on
+// PATH):
+//go:generate protoc --go_out=. --go_opt=paths=source_relative buffer.proto

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package raftbuffer
+
+import "go.etcd.io/bbolt"
+
+// dropMapping does nothing outside Linux.
+func dropMapping(*bbolt.Tx) {}

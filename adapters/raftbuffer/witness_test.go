@@ -1,0 +1,128 @@
+package raftbuffer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/buffertest"
+)
+
+func TestWitnessHandsLeadershipOver(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *Config) {
+		if i == 2 {
+			cfg.Peers[2].Witness = true
+		}
+	})
+	w := c.nodes[2]
+	if !w.witness || c.nodes[0].witness {
+		t.Fatalf("the witness flag did not reach the nodes")
+	}
+	// Lead on the witness must not run fn in a term it hands over.
+	var ran atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Lead(ctx, func(context.Context) { ran.Add(1) })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// A data node leads (a witness elected first hands over), and the
+	// witness replicates like any node.
+	var l *Node
+	eventually(t, "a data node to lead", func() bool { l = c.leader(); return l != w })
+	ns := buffertest.NewSubmissions(buffertest.BaseTime, 10)
+	mustAppend(t, l, ns...)
+	c.waitReplicated(l)
+
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		s, ok := o.Data.(raft.RaftState)
+		return ok && s == raft.Leader
+	})
+	w.raft.RegisterObserver(observer)
+	defer w.raft.DeregisterObserver(observer)
+
+	// Force leadership onto the witness, retrying until it takes.
+	became := false
+	eventually(t, "the witness to become leader", func() bool {
+		select {
+		case <-obs:
+			became = true
+			return true
+		default:
+		}
+		if cur := c.leader(); cur != w {
+			_ = cur.raft.LeadershipTransferToServer(raft.ServerID(w.id), raft.ServerAddress(w.cfg.Peers[2].Address)).Error()
+		}
+		return false
+	})
+	if !became {
+		t.Fatal("the witness never led")
+	}
+	// It hands leadership on to a data node.
+	eventually(t, "a data node to lead again", func() bool {
+		id, _ := c.nodes[0].Leader()
+		return (id == "n1" || id == "n2") && w.raft.State() != raft.Leader
+	})
+	nl := c.leader()
+	if nl == w {
+		t.Fatalf("the witness still leads")
+	}
+	more := buffertest.NewSubmissions(buffertest.BaseTime, 3)
+	mustAppend(t, nl, more...)
+	c.waitReplicated(nl)
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("Lead's fn ran %d times on the witness, which handed every term over", n)
+	}
+}
+
+func TestRecoverLonePairSurvivor(t *testing.T) {
+	c := newCluster(t, 2)
+	l := c.leader()
+	a := buffertest.NewSubmissions(buffertest.BaseTime, 25)
+	mustAppend(t, l, a...)
+	c.waitReplicated(l)
+	if err := l.Snapshot(); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	b := buffertest.NewSubmissions(buffertest.BaseTime.Add(1), 5)
+	mustAppend(t, l, b...)
+	c.waitReplicated(l)
+
+	// n2 is lost for good; n1 alone has no quorum.
+	c.stop(1)
+	n1 := c.nodes[0]
+	eventually(t, "n1 to stop leading without a quorum", func() bool { return n1.raft.State() != raft.Leader })
+	if err := n1.Append(t.Context(), buffertest.NewSubmissions(buffertest.BaseTime, 1)); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("Append without a quorum: err = %v, want ErrUnavailable", err)
+	}
+	c.stop(0)
+
+	if err := Recover(c.cfgs[0]); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	n1 = c.start(0)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	id, err := n1.WaitLeader(ctx)
+	if err != nil || id != "n1" {
+		t.Fatalf("WaitLeader after Recover = %q, %v; want n1", id, err)
+	}
+	eventually(t, "n1 to know it leads", func() bool { return n1.raft.State() == raft.Leader })
+	d := buffertest.NewSubmissions(buffertest.BaseTime.Add(2), 3)
+	mustAppend(t, n1, d...)
+	requireContents(t, "n1", n1, append(append(append([]ports.Submission{}, a...), b...), d...))
+}
+
+func TestRecoverRefusesANodeWithoutState(t *testing.T) {
+	cfg := Config{NodeID: "n1", Dir: t.TempDir(), Bind: "127.0.0.1:0", Peers: []Peer{{ID: "n1", Address: "127.0.0.1:7001"}}}
+	if err := Recover(cfg); err == nil {
+		t.Fatal("Recover of an empty directory succeeded")
+	}
+}
