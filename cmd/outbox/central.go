@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
@@ -188,6 +193,14 @@ func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err e
 	)
 	logger.Info("central started", attrs...)
 
+	if cfg.Link.Listen != "" {
+		stop, err := serveLink(ctx, cfg.Link, svc, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
 	runErr := svc.Run(ctx)
 	if runErr != nil {
 		return fmt.Errorf("run outbox: %w", runErr)
@@ -311,4 +324,47 @@ func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// serveLink serves the site link (P1–P3) on cfg.Listen until ctx is done or
+// stop is called; stop waits for the server to end.
+func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), err error) {
+	sites := make([]sitelink.Site, len(cfg.Sites))
+	for i, s := range cfg.Sites {
+		token, err := secretref.Resolve(s.Token)
+		if err != nil {
+			return nil, fmt.Errorf("link.sites[%d].token: %w", i, err)
+		}
+		sites[i] = sitelink.Site{ID: s.ID, Token: token}
+	}
+	var t *tls.Config
+	if cfg.TLS.set() {
+		if t, err = cfg.TLS.load(); err != nil {
+			return nil, fmt.Errorf("link.tls: %w", err)
+		}
+		// A site proves itself by certificate or by token.
+		t.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t,
+		Logger: logger.With("component", "link")})
+	if err != nil {
+		return nil, fmt.Errorf("site link: %w", err)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("site link: %w", err)
+	}
+	logger.Info("site link listening", "addr", lis.Addr().String(), "tls", t != nil, "sites", len(sites))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(lis); err != nil {
+			logger.Error("site link stopped", "err", err)
+		}
+	})
+	done := context.AfterFunc(ctx, srv.Stop)
+	return func() {
+		done()
+		srv.Stop()
+		wg.Wait()
+	}, nil
 }

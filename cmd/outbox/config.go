@@ -35,6 +35,67 @@ type Config struct {
 	Plugins  PluginsConfig   `yaml:"plugins"`
 	// SMTPCapture runs a local SMTP server that keeps what it receives.
 	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
+	// Link is the gRPC service sites forward to (P1–P3).
+	Link LinkConfig `yaml:"link"`
+}
+
+// LinkConfig configures the site link: the gRPC service sites submit their
+// notifications to and ask statuses of.
+type LinkConfig struct {
+	// Listen is the address to serve on (host:port); empty serves no link.
+	Listen string `yaml:"listen"`
+	// TLS: Cert and Key are central's certificate; CA, when set, verifies
+	// site client certificates, whose CN is the site id. Required unless
+	// Listen is a loopback address.
+	TLS TLSFiles `yaml:"tls"`
+	// Sites are the sites allowed to submit.
+	Sites []LinkSiteConfig `yaml:"sites"`
+}
+
+// LinkSiteConfig is one site allowed on the link.
+type LinkSiteConfig struct {
+	// ID is the site id; rows it submits must carry it as source site.
+	ID string `yaml:"id"`
+	// Token, when set, authenticates the site (a reference, env:NAME or
+	// file:/path). A site with no token must present a client certificate.
+	Token string `yaml:"token"`
+}
+
+func (c LinkConfig) validate() rules {
+	var r rules
+	if c.Listen == "" {
+		if len(c.Sites) > 0 || c.TLS.set() {
+			r.add("link.listen", "empty, but link.sites or link.tls are set: no link is served")
+		}
+		return r
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		r.add("link.listen", "%q is not host:port", c.Listen)
+	} else if !c.TLS.set() && !isLoopback(c.Listen) {
+		r.addRelated("link.tls", "link.listen", "required: %s is not a loopback address, and sites must not send in clear", c.Listen)
+	}
+	r = append(r, c.TLS.validate("link.tls", c.TLS.set())...)
+	if len(c.Sites) == 0 {
+		r.add("link.sites", "empty: no site could submit")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Sites {
+		key := fmt.Sprintf("link.sites[%d]", i)
+		switch {
+		case strings.TrimSpace(s.ID) == "":
+			r.add(key+".id", "required")
+		case seen[s.ID]:
+			r.add(key+".id", "%q is listed twice", s.ID)
+		}
+		seen[s.ID] = true
+		switch {
+		case s.Token == "" && c.TLS.CA == "":
+			r.add(key+".token", "required: without link.tls.ca sites authenticate by token only")
+		case s.Token != "" && !ports.IsSecretRef(s.Token):
+			r.add(key+".token", "must be a reference, env:NAME or file:/path, never the token itself")
+		}
+	}
+	return r
 }
 
 // SMTPCaptureConfig configures the embedded SMTP capture server: a local
@@ -241,6 +302,7 @@ func (c Config) Validate() error {
 	r = append(r, c.validateDirectory()...)
 	r = append(r, c.Plugins.validate()...)
 	r = append(r, c.SMTPCapture.validate()...)
+	r = append(r, c.Link.validate()...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

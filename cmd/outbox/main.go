@@ -8,6 +8,9 @@
 //
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
 //	outbox migrate [-config FILE] [flags]   apply database migrations and exit
+//	outbox site [-config FILE] [flags]      run one node of a site's Raft group
+//	outbox site recover -config FILE -yes   make a stopped node its group's only member
+//	outbox notify send|status|health ...    talk to a site as a script does
 //	outbox version                          print the version
 //	outbox help [command]                   show help
 //
@@ -64,6 +67,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return runMigrate(ctx, rest, environ, stdout, stderr)
 	case "plugin":
 		return runPlugin(ctx, rest, stdout, stderr)
+	case "site":
+		return runSite(ctx, rest, environ, stdout, stderr)
+	case "notify":
+		return runNotify(ctx, rest, environ, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
@@ -79,6 +86,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return runMigrate(ctx, []string{"-h"}, environ, stdout, stdout)
 		case "plugin":
 			return runPlugin(ctx, []string{"help"}, stdout, stdout)
+		case "site":
+			return runSite(ctx, []string{"-h"}, environ, stdout, stdout)
+		case "notify":
+			return runNotify(ctx, []string{"help"}, environ, stdout, stdout)
 		case "version", "help":
 			usage(stdout)
 			return exitOK
@@ -99,6 +110,8 @@ func usage(w io.Writer) {
 Commands:
   central   run central (ingest, store, dispatcher) until SIGINT or SIGTERM
   migrate   apply the database migrations and exit
+  site      run one node of a site's Raft group ("outbox help site")
+  notify    send a notification through a site, ask a status or a node's health
   plugin    serve, list, describe or try a channel plugin ("outbox help plugin")
   version   print the version
   help      show this help, or "outbox help <command>" for a command's flags

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/ports"
+)
+
+const notifyUsage = `Usage: outbox notify <command> [flags]
+
+Talk to a site as a script does, through the site API of its nodes.
+
+Commands:
+  send     send a notification; prints its id once the site committed it
+           outbox notify send -site HOST:PORT[,HOST:PORT] -list ops -subject S [-body B | -body-file F]
+  status   print the status of notifications: Forwarding, central's, or Unknown
+           outbox notify status -site ADDRS ID [ID ...]
+  health   print a node's health (backlog, Raft role and term, central contact)
+           outbox notify health -site ADDR [-json]
+
+Environment: OUTBOX_SITE_ADDR (as -site), OUTBOX_SITE_API_TOKEN (the API
+token, or a reference env:NAME / file:/path).
+`
+
+// notifyFlags are the flags every notify command takes.
+type notifyFlags struct {
+	site, ca, cert, key string
+	timeout             time.Duration
+}
+
+func (n *notifyFlags) define(fs *flag.FlagSet, environ []string) {
+	fs.StringVar(&n.site, "site", envValue(environ, "OUTBOX_SITE_ADDR"), "site API `addresses`, comma-separated: any node will do (env OUTBOX_SITE_ADDR)")
+	fs.DurationVar(&n.timeout, "timeout", 10*time.Second, "give up after this `duration`")
+	fs.StringVar(&n.ca, "ca", "", "CA `file` verifying the nodes' certificates: connect over TLS")
+	fs.StringVar(&n.cert, "cert", "", "client certificate `file` (with -key)")
+	fs.StringVar(&n.key, "key", "", "client key `file`")
+}
+
+// dial connects to the site with the flags' TLS and the environment's token.
+func (n *notifyFlags) dial(environ []string, opts ...notify.Option) (*notify.Client, error) {
+	if n.site == "" {
+		return nil, errors.New("-site is required (or OUTBOX_SITE_ADDR)")
+	}
+	if ref := envValue(environ, "OUTBOX_SITE_API_TOKEN"); ref != "" {
+		token, err := secretref.Resolve(ref)
+		if err != nil {
+			return nil, fmt.Errorf("OUTBOX_SITE_API_TOKEN: %w", err)
+		}
+		opts = append(opts, notify.WithToken(token))
+	}
+	if files := (TLSFiles{CA: n.ca, Cert: n.cert, Key: n.key}); files.set() {
+		t, err := files.load()
+		if err != nil {
+			return nil, err
+		}
+		t.ClientAuth = tls.NoClientCert
+		opts = append(opts, notify.WithTLS(t))
+	}
+	return notify.Dial(n.site, opts...)
+}
+
+// runNotify is `outbox notify`.
+func runNotify(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprint(w, notifyUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, rest := args[0], args[1:]
+	var nf notifyFlags
+	fs := flag.NewFlagSet("outbox notify "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nf.define(fs, environ)
+	var (
+		list, subject, body, bodyFile, script, instance, execution, parent string
+		asJSON                                                             bool
+	)
+	switch cmd {
+	case "send":
+		fs.StringVar(&list, "list", "", "notification `list`; required")
+		fs.StringVar(&subject, "subject", "", "the `subject`")
+		fs.StringVar(&body, "body", "", "the `body`")
+		fs.StringVar(&bodyFile, "body-file", "", "read the body from `file` (- for standard input)")
+		fs.StringVar(&script, "script", "outbox-cli", "`name` of the sending script, kept as provenance")
+		fs.StringVar(&instance, "instance", hostname(), "`name` of the sending instance")
+		fs.StringVar(&execution, "execution-id", "", "`id` of this execution")
+		fs.StringVar(&parent, "parent-execution-id", "", "`id` of the parent execution")
+	case "status":
+	case "health":
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	default:
+		fmt.Fprintf(stderr, "outbox notify: unknown command %q\n\n%s", cmd, notifyUsage)
+		return exitUsage
+	}
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "outbox notify %s: %v\n", cmd, err)
+		return code
+	}
+	if cmd == "send" && bodyFile != "" {
+		if body != "" {
+			return fail(exitUsage, errors.New("give -body or -body-file, not both"))
+		}
+		b, err := readBody(bodyFile)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		body = b
+	}
+	if cmd == "status" && fs.NArg() == 0 {
+		return fail(exitUsage, errors.New("give the ids whose status to print"))
+	}
+	if cmd != "status" && fs.NArg() > 0 {
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	c, err := nf.dial(environ, notify.WithProvenance(notify.Provenance{Instance: instance, Script: script,
+		ExecutionID: execution, ParentExecutionID: parent}))
+	if err != nil {
+		return fail(exitUsage, err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, nf.timeout)
+	defer cancel()
+	code := func(err error) int {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnauthenticated) {
+			return fail(exitUsage, err)
+		}
+		return fail(exitFailure, err)
+	}
+
+	switch cmd {
+	case "send":
+		if list == "" {
+			return fail(exitUsage, errors.New("-list is required"))
+		}
+		id, err := c.To(list).Send(ctx, subject, body)
+		if err != nil {
+			return code(err)
+		}
+		fmt.Fprintln(stdout, id)
+	case "status":
+		sts, err := c.Statuses(ctx, fs.Args())
+		if err != nil {
+			return code(err)
+		}
+		for _, id := range fs.Args() {
+			st := sts[id]
+			if st == "" {
+				st = ports.StatusUnknown
+			}
+			fmt.Fprintf(stdout, "%s %s\n", id, st)
+		}
+	case "health":
+		addrs := c.Addrs()
+		if len(addrs) != 1 {
+			return fail(exitUsage, errors.New("-site names one node for health"))
+		}
+		h, err := c.Health(ctx, addrs[0])
+		if err != nil {
+			return code(err)
+		}
+		printHealth(stdout, h, asJSON)
+	}
+	return exitOK
+}
+
+// printHealth writes h as "key: value" lines, or as JSON.
+func printHealth(w io.Writer, h ports.SiteHealth, asJSON bool) {
+	age := time.Duration(0)
+	if !h.OldestEnqueuedAt.IsZero() {
+		age = time.Since(h.OldestEnqueuedAt).Round(time.Millisecond)
+	}
+	contact := "never"
+	if !h.LastCentralContact.IsZero() {
+		contact = h.LastCentralContact.Format(time.RFC3339Nano)
+	}
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"site": h.Site, "node": h.Node, "role": h.Replica.Role, "term": h.Replica.Term, "leader": h.Replica.Leader,
+			"backlog": h.Backlog, "oldest_age_seconds": age.Seconds(), "last_central_contact": h.LastCentralContact,
+			"last_central_error": h.LastCentralError,
+		})
+		return
+	}
+	fmt.Fprintf(w, "site: %s\nnode: %s\nrole: %s\nterm: %d\nleader: %s\nbacklog: %d\noldest_age: %s\nlast_central_contact: %s\n",
+		h.Site, h.Node, h.Replica.Role, h.Replica.Term, h.Replica.Leader, h.Backlog, age, contact)
+	if h.LastCentralError != "" {
+		fmt.Fprintf(w, "last_central_error: %s\n", h.LastCentralError)
+	}
+}
+
+// readBody reads a body file, or standard input for "-".
+func readBody(path string) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the body: %w", err)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// envValue returns the value of name in environ, "" when unset.
+func envValue(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// hostname returns the host's name, "" when unknown.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

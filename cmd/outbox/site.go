@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/siteline/outbox/adapters/metrics"
+	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/siteapi"
+	"github.com/siteline/outbox/adapters/sitelink"
+	"github.com/siteline/outbox/core"
+)
+
+const siteSummary = `Run one node of a site's Raft group until SIGINT or SIGTERM: it accepts
+Sends from scripts on the site API, keeps them replicated on the group, and
+while it leads forwards them to central.
+
+  outbox site -config FILE                  run the node
+  outbox site recover -config FILE -yes     make a stopped node the only
+                                            member of its group (see README)`
+
+// runSite is `outbox site`.
+func runSite(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "recover" {
+		return runSiteRecover(args[1:], environ, stdout, stderr)
+	}
+	l, logger, code, ok := setupWith(siteSchema, "site", siteSummary, args, environ, stderr)
+	if !ok {
+		return code
+	}
+	if err := site(ctx, l, logger); err != nil {
+		logger.Error("site failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// site wires a site node and runs it until ctx is done: the Raft buffer, the
+// link to central, the core, the site API and the metrics.
+func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) (err error) {
+	cfg := l.cfg
+	rc, err := siteRaftConfig(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(rc.Dir, 0o700); err != nil {
+		return fmt.Errorf("create data_dir: %w", err)
+	}
+	node, err := raftbuffer.Open(ctx, rc)
+	if err != nil {
+		return fmt.Errorf("open the buffer: %w", err)
+	}
+	defer func() {
+		if cerr := node.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the buffer: %w", cerr))
+		}
+	}()
+
+	link, err := dialCentral(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer link.Close()
+
+	svc, err := core.NewSite(cfg.CoreConfig(), core.SiteDeps{Buffer: node, Central: link,
+		Logger: logger.With("component", "forwarder")})
+	if err != nil {
+		return fmt.Errorf("build the site: %w", err)
+	}
+
+	api, err := siteAPIServer(cfg, svc, node, logger)
+	if err != nil {
+		return err
+	}
+	listen := cfg.API.Listen
+	if listen == "" {
+		listen = cfg.member().API
+	}
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("site API: %w", err)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := api.Serve(lis); err != nil {
+			cancel(fmt.Errorf("site API: %w", err))
+		}
+	})
+	wg.Go(func() { node.Lead(ctx, svc.Forward) })
+	if cfg.Metrics.Listen != "" {
+		h, err := metrics.Handler(metrics.NewSiteCollector(svc, logger))
+		if err != nil {
+			cancel(err)
+		} else {
+			msrv := &http.Server{Addr: cfg.Metrics.Listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			wg.Go(func() {
+				if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					cancel(fmt.Errorf("metrics: %w", err))
+				}
+			})
+			context.AfterFunc(ctx, func() { _ = msrv.Close() })
+		}
+	}
+	logger.Info("site node started", "version", versionString(), "site", cfg.Site, "node", cfg.Node,
+		"api", lis.Addr().String(), "raft", rc.Advertise, "members", len(cfg.Members),
+		"central", cfg.Central.Addr, "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", l.file)
+
+	<-ctx.Done()
+	api.Stop()
+	wg.Wait()
+	cause := context.Cause(ctx)
+	logger.Info("site node stopped", "node", cfg.Node, "reason", cause)
+	if errors.Is(cause, context.Canceled) {
+		return nil
+	}
+	return cause
+}
+
+// siteRaftConfig returns the buffer's configuration with its TLS and logger.
+func siteRaftConfig(cfg SiteConfig, logger *slog.Logger) (raftbuffer.Config, error) {
+	rc := cfg.RaftConfig()
+	rc.Logger = logger.With("component", "raft")
+	if cfg.Raft.TLS.set() {
+		t, err := cfg.Raft.TLS.load()
+		if err != nil {
+			return rc, fmt.Errorf("raft.tls: %w", err)
+		}
+		rc.TLS = t
+	}
+	return rc, nil
+}
+
+// dialCentral returns the link client to central.
+func dialCentral(cfg SiteConfig, logger *slog.Logger) (*sitelink.Client, error) {
+	token, err := secretref.Resolve(cfg.Central.Token)
+	if err != nil {
+		return nil, fmt.Errorf("central.token: %w", err)
+	}
+	var t *tls.Config
+	if cfg.Central.TLS.set() {
+		if t, err = cfg.Central.TLS.load(); err != nil {
+			return nil, fmt.Errorf("central.tls: %w", err)
+		}
+	}
+	link, err := sitelink.Dial(sitelink.ClientConfig{Addr: cfg.Central.Addr, Token: token, TLS: t,
+		Logger: logger.With("component", "link")})
+	if err != nil {
+		return nil, fmt.Errorf("central link: %w", err)
+	}
+	return link, nil
+}
+
+// siteAPIServer builds the site API: it serves svc on the leader and passes
+// calls that reach a follower to the leader's API address.
+func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger *slog.Logger) (*siteapi.Server, error) {
+	token, err := secretref.Resolve(cfg.API.Token)
+	if err != nil {
+		return nil, fmt.Errorf("api.token: %w", err)
+	}
+	var serverTLS, peerTLS *tls.Config
+	if cfg.API.TLS.set() {
+		if serverTLS, err = cfg.API.TLS.load(); err != nil {
+			return nil, fmt.Errorf("api.tls: %w", err)
+		}
+		// Scripts authenticate by token, not by certificate.
+		serverTLS.ClientAuth = tls.VerifyClientCertIfGiven
+		peerTLS = serverTLS.Clone()
+	}
+	srv, err := siteapi.NewServer(siteapi.ServerConfig{
+		Site: svc,
+		Leader: func() (bool, string) {
+			id, self := node.Leader()
+			return self, cfg.apiAddr(id)
+		},
+		Token:   token,
+		TLS:     serverTLS,
+		PeerTLS: peerTLS,
+		Logger:  logger.With("component", "api"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("site API: %w", err)
+	}
+	return srv, nil
+}
+
+// runSiteRecover is `outbox site recover`: with the node stopped, it
+// rewrites the node's Raft configuration so that it is the group's only
+// member, for a pair that lost a node for good.
+func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
+	var yes bool
+	var cl commandLine
+	fs := siteSchema.flagSet("outbox site recover", &cl, stderr)
+	fs.BoolVar(&yes, "yes", false, "do it: without -yes, only print what it would do and its risk")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: outbox site recover -config FILE -yes\n\n%s\n\nFlags:\n", recoverRisk)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	l, err := siteSchema.load(cl, environ)
+	if err != nil {
+		printConfigError(stderr, "outbox site recover", err)
+		return exitUsage
+	}
+	logger := newLogger(l.cfg.Log, stderr, isTerminal(stderr))
+	rc, err := siteRaftConfig(l.cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox site recover: %v\n", err)
+		return exitUsage
+	}
+	if !yes {
+		fmt.Fprintf(stdout, "outbox site recover would make node %q (data in %s) the only member of site %q's group.\n\n%s\n\nRun again with -yes to do it.\n",
+			l.cfg.Node, rc.Dir, l.cfg.Site, recoverRisk)
+		return exitUsage
+	}
+	if err := raftbuffer.Recover(rc); err != nil {
+		fmt.Fprintf(stderr, "outbox site recover: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "node %q is now the only member of its group: start it with `outbox site -config %s`.\n"+
+		"Never start the lost node with its old data. To make a pair again, wait for backlog 0, stop this node,\n"+
+		"empty both nodes' data_dir and start both.\n", l.cfg.Node, l.file)
+	return exitOK
+}
+
+// recoverRisk is what `outbox site recover` says before it acts.
+const recoverRisk = `Use it only when the other data node of a pair is lost for good (and there is
+no witness, or the witness is lost too), with this node stopped. The node then
+elects itself and accepts Sends again with what it holds: every Send that was
+acknowledged is on it, because a pair commits only on both nodes.
+
+The risk is a split brain: if the other node is in fact alive, or is recovered
+the same way, the two nodes accept Sends separately and each forwards its own.
+Nothing is lost (central de-duplicates by id), but the two buffers never
+merge. So run it on one node only, and never start the lost node with its old
+data: to make a pair again, wait until this node's backlog is 0, stop it, empty
+both nodes' data directories and start both.`

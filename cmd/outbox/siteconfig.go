@@ -1,0 +1,301 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/ports"
+)
+
+// SiteConfig is the configuration of `outbox site`: one node of a site's
+// Raft group. configs/site-*.yaml are a pair plus a witness on one machine;
+// configs/README.md describes every setting.
+type SiteConfig struct {
+	// Site is the site id stamped on every notification (central accepts
+	// from this site only rows stamped with it); required.
+	Site string `yaml:"site"`
+	// Node is this node's id: one of Members; required.
+	Node string `yaml:"node"`
+	// DataDir holds the node's Raft log, snapshots and buffer. Default
+	// ./data/site-NODE.
+	DataDir string `yaml:"data_dir"`
+	// Members is the whole group, this node included: two data nodes and
+	// an optional witness (or any odd number of voters).
+	Members []MemberConfig    `yaml:"members"`
+	Raft    RaftConfig        `yaml:"raft"`
+	API     SiteAPIConfig     `yaml:"api"`
+	Central CentralLinkConfig `yaml:"central"`
+	Forward ForwardConfig     `yaml:"forward"`
+	Metrics MetricsConfig     `yaml:"metrics"`
+	Log     LogConfig         `yaml:"log"`
+}
+
+// MemberConfig is one node of the group.
+type MemberConfig struct {
+	ID string `yaml:"id"`
+	// Raft is the node's Raft address (host:port) as the others reach it.
+	Raft string `yaml:"raft"`
+	// API is the node's site API address as scripts and the other nodes
+	// reach it (a follower passes Sends to the leader there).
+	API string `yaml:"api"`
+	// Witness marks a voter that prefers not to lead (S3).
+	Witness bool `yaml:"witness"`
+}
+
+// RaftConfig configures the Raft transport.
+type RaftConfig struct {
+	// Bind is the address to listen on when it differs from the member's
+	// raft address (0.0.0.0:7201 behind NAT, say).
+	Bind string `yaml:"bind"`
+	// TLS, when set, encrypts and authenticates Raft traffic: every node
+	// presents Cert and checks the others' against CA.
+	TLS TLSFiles `yaml:"tls"`
+}
+
+// SiteAPIConfig configures the site API scripts call.
+type SiteAPIConfig struct {
+	// Listen is the address to listen on when it differs from the member's
+	// api address.
+	Listen string `yaml:"listen"`
+	// Token, when set, is required of every caller (a reference, env:NAME
+	// or file:/path).
+	Token string `yaml:"token"`
+	// TLS, when set, serves the API over TLS; the nodes use Cert and CA
+	// when one passes a call to the leader.
+	TLS TLSFiles `yaml:"tls"`
+}
+
+// CentralLinkConfig says how the node reaches central.
+type CentralLinkConfig struct {
+	// Addr is central's link address (host:port); required.
+	Addr string `yaml:"addr"`
+	// Token is this site's token at central (a reference).
+	Token string `yaml:"token"`
+	// TLS: CA verifies central's certificate; Cert and Key, when set, are
+	// this site's client certificate (its CN the site id).
+	TLS TLSFiles `yaml:"tls"`
+}
+
+// ForwardConfig configures Send's limits and the forwarder (core.SiteConfig).
+type ForwardConfig struct {
+	Batch           int      `yaml:"batch"`
+	RetryInterval   Duration `yaml:"retry_interval"`
+	CallTimeout     Duration `yaml:"call_timeout"`
+	MaxSubjectBytes int      `yaml:"max_subject_bytes"`
+	MaxBodyBytes    int      `yaml:"max_body_bytes"`
+}
+
+// MetricsConfig configures the Prometheus endpoint.
+type MetricsConfig struct {
+	// Listen is the address of /metrics; empty serves none.
+	Listen string `yaml:"listen"`
+}
+
+// siteSettings is every site setting the environment can set.
+var siteSettings = []setting[SiteConfig]{
+	{"site", "OUTBOX_SITE", "site", "site `id` stamped on every notification", func(c *SiteConfig) any { return &c.Site }},
+	{"node", "OUTBOX_SITE_NODE", "node", "this node's `id`, one of members", func(c *SiteConfig) any { return &c.Node }},
+	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the node's Raft log and buffer", func(c *SiteConfig) any { return &c.DataDir }},
+	{"api.token", "OUTBOX_SITE_API_TOKEN", "", "", func(c *SiteConfig) any { return &c.API.Token }},
+	{"central.addr", "OUTBOX_CENTRAL_ADDR", "central", "central's link `address` host:port", func(c *SiteConfig) any { return &c.Central.Addr }},
+	{"central.token", "OUTBOX_CENTRAL_TOKEN", "", "", func(c *SiteConfig) any { return &c.Central.Token }},
+	{"forward.retry_interval", "OUTBOX_FORWARD_RETRY_INTERVAL", "", "", func(c *SiteConfig) any { return &c.Forward.RetryInterval }},
+	{"metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` of the Prometheus /metrics endpoint", func(c *SiteConfig) any { return &c.Metrics.Listen }},
+	{"log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *SiteConfig) any { return &c.Log.Level }},
+	{"log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto, text or json", func(c *SiteConfig) any { return &c.Log.Format }},
+}
+
+// siteSchema is the configuration of `outbox site`.
+var siteSchema = schema[SiteConfig]{
+	defaults: defaultSiteConfig,
+	settings: siteSettings,
+	validate: SiteConfig.Validate,
+	log:      func(c SiteConfig) LogConfig { return c.Log },
+	warn: func(l *loaded[SiteConfig]) {
+		for key, v := range map[string]string{"api.token": l.cfg.API.Token, "central.token": l.cfg.Central.Token} {
+			if v != "" && !ports.IsSecretRef(v) && !strings.HasPrefix(l.sources[key], "env ") {
+				l.warnings = append(l.warnings, key+" is a token in clear ("+l.sources[key]+"); write a reference, env:NAME or file:/path")
+			}
+		}
+	},
+}
+
+// defaultSiteConfig returns the defaults: core's forwarder defaults, info
+// logs in the automatic format.
+func defaultSiteConfig() SiteConfig {
+	d := core.SiteConfig{}.WithDefaults()
+	return SiteConfig{
+		Forward: ForwardConfig{
+			Batch:           d.ForwardBatch,
+			RetryInterval:   Duration(d.RetryInterval),
+			CallTimeout:     Duration(d.CallTimeout),
+			MaxSubjectBytes: d.MaxSubjectBytes,
+			MaxBodyBytes:    d.MaxBodyBytes,
+		},
+		Log: LogConfig{Level: "info", Format: "auto"},
+	}
+}
+
+// Validate returns one *SettingError per broken rule, joined, or nil.
+func (c SiteConfig) Validate() error {
+	var r rules
+	for key, v := range map[string]string{"site": c.Site, "node": c.Node} {
+		if strings.TrimSpace(v) == "" {
+			r.add(key, "required")
+		} else if i := strings.IndexFunc(v, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-", c))
+		}); i >= 0 || len(v) > 64 {
+			r.add(key, "%q: use at most 64 letters, digits, '.', '_' and '-'", v)
+		}
+	}
+	self := false
+	ids, addrs := map[string]bool{}, map[string]string{}
+	witnesses := 0
+	for i, m := range c.Members {
+		key := fmt.Sprintf("members[%d]", i)
+		if m.ID == "" {
+			r.add(key+".id", "required")
+		} else if ids[m.ID] {
+			r.add(key+".id", "%q is listed twice", m.ID)
+		}
+		ids[m.ID] = true
+		self = self || m.ID == c.Node
+		for name, a := range map[string]string{"raft": m.Raft, "api": m.API} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				r.add(key+"."+name, "%q is not host:port", a)
+			} else if prev, dup := addrs[a]; dup {
+				r.add(key+"."+name, "%s is also %s", a, prev)
+			} else {
+				addrs[a] = key + "." + name
+			}
+		}
+		if m.Witness {
+			witnesses++
+		}
+	}
+	switch {
+	case len(c.Members) == 0:
+		r.add("members", "required: the group's nodes, this one included")
+	case c.Node != "" && !self:
+		r.addRelated("members", "node", "node %q is not among the members", c.Node)
+	case witnesses > 1:
+		r.add("members", "%d witnesses; a group has at most one", witnesses)
+	case witnesses == len(c.Members):
+		r.add("members", "a group needs at least one data node besides the witness")
+	}
+	for key, a := range map[string]string{"raft.bind": c.Raft.Bind, "api.listen": c.API.Listen, "metrics.listen": c.Metrics.Listen} {
+		if a != "" {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				r.add(key, "%q is not host:port", a)
+			}
+		}
+	}
+	r = append(r, c.Raft.TLS.validate("raft.tls", true)...)
+	if c.Raft.TLS.set() && c.Raft.TLS.CA == "" {
+		r.add("raft.tls.ca", "required with raft.tls: each node checks the others' certificates")
+	}
+	r = append(r, c.API.TLS.validate("api.tls", true)...)
+	if c.Central.Addr == "" {
+		r.add("central.addr", "required: central's link address host:port")
+	} else if _, _, err := net.SplitHostPort(c.Central.Addr); err != nil {
+		r.add("central.addr", "%q is not host:port", c.Central.Addr)
+	} else if !c.Central.TLS.set() && !isLoopback(c.Central.Addr) {
+		r.addRelated("central.tls", "central.addr", "required: central %s is not on loopback, and the link must not run in clear", c.Central.Addr)
+	}
+	r = append(r, c.Central.TLS.validate("central.tls", false)...)
+	if c.Central.Token == "" && c.Central.TLS.Cert == "" {
+		r.add("central", "no credentials: give central.token or a client certificate (central.tls.cert)")
+	}
+	for key, v := range map[string]string{"api.token": c.API.Token, "central.token": c.Central.Token} {
+		if strings.HasPrefix(v, "env:") || strings.HasPrefix(v, "file:") {
+			if !ports.IsSecretRef(v) {
+				r.add(key, "%q names no variable or file", v)
+			}
+		}
+	}
+	f := c.Forward
+	for key, v := range map[string]int{"forward.batch": f.Batch, "forward.max_subject_bytes": f.MaxSubjectBytes, "forward.max_body_bytes": f.MaxBodyBytes} {
+		if v <= 0 {
+			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+		}
+	}
+	for key, d := range map[string]Duration{"forward.retry_interval": f.RetryInterval, "forward.call_timeout": f.CallTimeout} {
+		if d <= 0 {
+			r.add(key, "must be positive, got %s (leave it out for the default)", d)
+		}
+	}
+	r = append(r, c.Log.validate()...)
+	if len(r) == 0 {
+		if err := c.CoreConfig().Validate(); err != nil {
+			r.add("forward", "%v", err)
+		}
+	}
+	return errors.Join(r...)
+}
+
+// member returns this node's member entry.
+func (c SiteConfig) member() MemberConfig {
+	for _, m := range c.Members {
+		if m.ID == c.Node {
+			return m
+		}
+	}
+	return MemberConfig{}
+}
+
+// dataDir returns the node's data directory.
+func (c SiteConfig) dataDir() string {
+	if c.DataDir != "" {
+		return c.DataDir
+	}
+	return filepath.Join("data", "site-"+c.Node)
+}
+
+// CoreConfig returns the core configuration of the site.
+func (c SiteConfig) CoreConfig() core.SiteConfig {
+	return core.SiteConfig{
+		Site:            c.Site,
+		MaxSubjectBytes: c.Forward.MaxSubjectBytes,
+		MaxBodyBytes:    c.Forward.MaxBodyBytes,
+		ForwardBatch:    c.Forward.Batch,
+		RetryInterval:   time.Duration(c.Forward.RetryInterval),
+		CallTimeout:     time.Duration(c.Forward.CallTimeout),
+	}
+}
+
+// RaftConfig returns the buffer's Raft configuration, without TLS and
+// logger (see site.go).
+func (c SiteConfig) RaftConfig() raftbuffer.Config {
+	me := c.member()
+	bind := c.Raft.Bind
+	if bind == "" {
+		bind = me.Raft
+	}
+	peers := make([]raftbuffer.Peer, len(c.Members))
+	for i, m := range c.Members {
+		peers[i] = raftbuffer.Peer{ID: m.ID, Address: m.Raft, Witness: m.Witness}
+	}
+	return raftbuffer.Config{
+		NodeID:    c.Node,
+		Dir:       c.dataDir(),
+		Bind:      bind,
+		Advertise: me.Raft,
+		Peers:     peers,
+	}
+}
+
+// apiAddr returns the site API address of member id, "" if unknown.
+func (c SiteConfig) apiAddr(id string) string {
+	for _, m := range c.Members {
+		if m.ID == id {
+			return m.API
+		}
+	}
+	return ""
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loadSite runs the site loader as `outbox site` would, with yamlText as the
+// -config file.
+func loadSite(t *testing.T, yamlText string, env map[string]string, args ...string) (*loaded[SiteConfig], error) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "site.yaml")
+	if err := os.WriteFile(file, []byte(yamlText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cl commandLine
+	fs := siteSchema.flagSet("outbox site", &cl, io.Discard)
+	if err := fs.Parse(append([]string{"-config", file}, args...)); err != nil {
+		t.Fatalf("flags %v: %v", args, err)
+	}
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	return siteSchema.load(cl, environ)
+}
+
+const validSite = `
+site: plant-1
+node: a
+members:
+  - {id: a, raft: 127.0.0.1:7201, api: 127.0.0.1:7101}
+  - {id: b, raft: 127.0.0.1:7202, api: 127.0.0.1:7102}
+  - {id: w, raft: 127.0.0.1:7203, api: 127.0.0.1:7103, witness: true}
+central:
+  addr: 127.0.0.1:7443
+  token: env:PLANT_TOKEN
+`
+
+func TestSiteExampleConfigs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "site-*.yaml"))
+	if err != nil || len(files) != 3 {
+		t.Fatalf("found %v (%v), want site-a, site-b and site-w", files, err)
+	}
+	nodes := map[string]bool{}
+	for _, f := range files {
+		l, err := siteSchema.load(commandLine{file: f}, nil)
+		if err != nil {
+			t.Fatalf("%s refused: %v", f, err)
+		}
+		if len(l.warnings) != 0 {
+			t.Errorf("%s: warnings %v", f, l.warnings)
+		}
+		c := l.cfg
+		nodes[c.Node] = true
+		rc := c.RaftConfig()
+		if rc.NodeID != c.Node || len(rc.Peers) != 3 || rc.Advertise != c.member().Raft || rc.Dir != c.DataDir {
+			t.Errorf("%s: raft config %+v", f, rc)
+		}
+		if cc := c.CoreConfig(); cc.Site != "plant-1" || cc.Validate() != nil {
+			t.Errorf("%s: core config %+v", f, cc)
+		}
+	}
+	if len(nodes) != 3 {
+		t.Errorf("the example files name nodes %v, want three different ones", nodes)
+	}
+}
+
+func TestSiteDefaultsAndOverrides(t *testing.T) {
+	l, err := loadSite(t, validSite, map[string]string{"OUTBOX_FORWARD_RETRY_INTERVAL": "250ms"}, "-node", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.cfg
+	if c.Node != "b" || c.dataDir() != filepath.Join("data", "site-b") || c.Forward.Batch != 500 ||
+		c.CoreConfig().RetryInterval.String() != "250ms" || c.apiAddr("w") != "127.0.0.1:7103" {
+		t.Errorf("loaded %+v", c)
+	}
+	if l.sources["node"] != "flag -node" || l.sources["forward.retry_interval"] != "env OUTBOX_FORWARD_RETRY_INTERVAL" {
+		t.Errorf("sources %v", l.sources)
+	}
+}
+
+func TestSiteValidationRules(t *testing.T) {
+	cases := map[string]struct {
+		yaml string
+		env  map[string]string
+		want []string
+	}{
+		"nothing": {yaml: "log: {level: info}\n", want: []string{
+			"site: required", "node: required", "members: required", "central.addr: required",
+			"central: no credentials"}},
+		"node not a member": {yaml: strings.Replace(validSite, "node: a", "node: z", 1),
+			want: []string{`members: node "z" is not among the members`}},
+		"two witnesses": {yaml: strings.Replace(validSite, "api: 127.0.0.1:7102}", "api: 127.0.0.1:7102, witness: true}", 1),
+			want: []string{"members: 2 witnesses"}},
+		"duplicate address": {yaml: strings.Replace(validSite, "raft: 127.0.0.1:7202", "raft: 127.0.0.1:7201", 1),
+			want: []string{"members[1].raft: 127.0.0.1:7201 is also members[0].raft"}},
+		"central off loopback in clear": {yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443", "addr: central.example.com:7443", 1),
+			want: []string{"central.tls: required: central central.example.com:7443 is not on loopback"}},
+		"bad token reference": {yaml: strings.Replace(validSite, "token: env:PLANT_TOKEN", "token: 'env:'", 1),
+			want: []string{`central.token: "env:" names no variable or file`}},
+		"raft tls without ca": {yaml: validSite + "raft:\n  tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
+			want: []string{"raft.tls.ca: required", "raft.tls.cert: stat /nonexistent.crt"}},
+		"bad forward values": {yaml: validSite + "forward: {batch: 0, retry_interval: -1s}\n",
+			want: []string{"forward.batch: must be positive", "forward.retry_interval: must be positive"}},
+		"bad site id": {yaml: strings.Replace(validSite, "site: plant-1", "site: 'plant 1'", 1),
+			want: []string{`site: "plant 1": use at most 64 letters`}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadSite(t, c.yaml, c.env)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSiteWarnsOfATokenInClear(t *testing.T) {
+	l, err := loadSite(t, strings.Replace(validSite, "token: env:PLANT_TOKEN", "token: s3cret-token", 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.warnings) != 1 || !strings.Contains(l.warnings[0], "central.token is a token in clear") ||
+		strings.Contains(l.warnings[0], "s3cret") {
+		t.Errorf("warnings %v", l.warnings)
+	}
+}
+
+func TestREADMENamesEverySiteSetting(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for _, s := range siteSettings {
+		for _, name := range []string{"`" + s.key + "`", "`" + s.env + "`"} {
+			if !strings.Contains(readme, name) {
+				t.Errorf("configs/README.md does not name %s", name)
+			}
+		}
+		if s.flag != "" && !strings.Contains(readme, "`-"+s.flag+"`") {
+			t.Errorf("configs/README.md does not name the flag -%s", s.flag)
+		}
+	}
+	for _, key := range []string{"members[].id", "members[].raft", "members[].api", "members[].witness", "raft.bind",
+		"raft.tls", "api.listen", "api.tls", "central.tls", "forward.batch", "forward.call_timeout",
+		"forward.max_subject_bytes", "forward.max_body_bytes", "link.listen", "link.tls", "link.sites[].id",
+		"link.sites[].token"} {
+		if !strings.Contains(readme, "`"+key+"`") {
+			t.Errorf("configs/README.md does not name %s", key)
+		}
+	}
+}
