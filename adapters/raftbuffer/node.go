@@ -48,7 +48,7 @@ const (
 	transportTimeout = 10 * time.Second
 	// witnessRetry is how long a witness that could not hand leadership over
 	// leads before it tries again.
-	witnessRetry = 30 * time.Second
+	witnessRetry = 5 * time.Second
 )
 
 // Node is one member of a site's Raft group and its replicated buffer.
@@ -794,7 +794,7 @@ func (n *Node) handOver(term uint64) {
 		if !n.leads(term) {
 			return
 		}
-		err := n.raft.LeadershipTransfer().Error()
+		err := n.transferToDataNode()
 		if err == nil {
 			n.log.Info("raftbuffer: witness handed leadership over", "term", term)
 			return
@@ -822,6 +822,39 @@ func (n *Node) handOver(term uint64) {
 			}
 		}
 	}
+}
+
+// transferToDataNode hands leadership to the first data node that takes it.
+// raft's own LeadershipTransfer picks the most up-to-date voter whether or
+// not it is alive, which after a data node died is often the dead one; so
+// each data node is asked in turn (a dead one fails within an election
+// timeout).
+func (n *Node) transferToDataNode() error {
+	var errs []error
+	for _, p := range n.cfg.Peers {
+		if p.Witness || p.ID == n.cfg.NodeID {
+			continue
+		}
+		var err error
+		// raft clears its in-progress flag a moment after a failed
+		// transfer reports: wait for it rather than skip this node.
+		for try := 0; try < 40; try++ {
+			err = n.raft.LeadershipTransferToServer(raft.ServerID(p.ID), raft.ServerAddress(p.Address)).Error()
+			if !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+				break
+			}
+			select {
+			case <-time.After(25 * time.Millisecond):
+			case <-n.stop:
+				return err
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("to %s: %w", p.ID, err))
+	}
+	return errors.Join(errs...)
 }
 
 // Snapshot makes Raft take a snapshot now and compact its log (tests,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -125,4 +126,49 @@ func TestRecoverRefusesANodeWithoutState(t *testing.T) {
 	if err := Recover(cfg); err == nil {
 		t.Fatal("Recover of an empty directory succeeded")
 	}
+}
+
+// TestWitnessHandsOverToTheLiveDataNode: with n1 dead, a witness that
+// leads must hand over to n2, not keep trying the dead n1 (which raft's own
+// LeadershipTransfer may pick: n1 is first and, to a new leader, as up to
+// date as n2).
+func TestWitnessHandsOverToTheLiveDataNode(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *Config) {
+		if i == 2 {
+			cfg.Peers[2].Witness = true
+		}
+	})
+	w := c.nodes[2]
+	var l *Node
+	eventually(t, "a data node to lead", func() bool { l = c.leader(); return l != w })
+	// Make n2 the leader, then lose n1 for good.
+	if l == c.nodes[0] {
+		if err := l.raft.LeadershipTransferToServer("n2", raft.ServerAddress(c.cfgs[1].Peers[1].Address)).Error(); err != nil {
+			t.Fatalf("transfer to n2: %v", err)
+		}
+	}
+	eventually(t, "n2 to lead", func() bool { return c.nodes[1].raft.State() == raft.Leader })
+	mustAppend(t, c.nodes[1], buffertest.NewSubmissions(buffertest.BaseTime, 5)...)
+	c.stop(0)
+	n2 := c.nodes[1]
+	eventually(t, "the witness to take leadership", func() bool {
+		if w.raft.State() == raft.Leader {
+			return true
+		}
+		if n2.raft.State() == raft.Leader {
+			_ = n2.raft.LeadershipTransferToServer(raft.ServerID(w.id), raft.ServerAddress(w.cfg.Peers[2].Address)).Error()
+		}
+		return false
+	})
+	// In the witness's first hand-over round (each dead candidate costs an
+	// election timeout), not after a retry, n2 leads.
+	const bound = 10 * time.Second
+	deadline := time.Now().Add(bound)
+	for n2.raft.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 does not lead %s after the witness took over; the witness is %s", bound, w.raft.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustAppend(t, n2, buffertest.NewSubmissions(buffertest.BaseTime.Add(1), 2)...)
 }
