@@ -135,5 +135,18 @@ func (s *Site) pause(ctx context.Context, wakeable bool) {
 	case <-ctx.Done():
 	case <-t.C:
 	case <-wake:
+		// Linger a moment, so that a burst of Sends goes in one Submit and
+		// one Remove rather than one each.
+		l := time.NewTimer(forwardLinger)
+		defer l.Stop()
+		select {
+		case <-ctx.Done():
+		case <-l.C:
+		}
 	}
 }
+
+// forwardLinger is how long an idle forwarder woken by a Send waits for
+// more before it reads the buffer: small against central's delivery
+// latency, large against the time between Sends of a burst.
+const forwardLinger = 5 * time.Millisecond
