@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,13 +28,32 @@ import (
 
 // TestMain lets this test binary serve as the channel plugins of these
 // tests: the real built-in email and webhook channels, and a no-op channel
-// for the benchmark, each in its own process as central runs them.
+// for the benchmark, each in its own process as central runs them. When it
+// runs the tests, it removes the outbox binaries the site tests built.
 func TestMain(m *testing.M) {
-	plugintest.Main(m, map[string]func() channel.Channel{
+	channels := map[string]func() channel.Channel{
 		"noop":    func() channel.Channel { return noopPlugin{} },
 		"email":   func() channel.Channel { return email.New(channel.Logger()) },
 		"webhook": func() channel.Channel { return webhook.New(channel.Logger()) },
-	})
+	}
+	if servingPlugin() {
+		plugintest.Main(m, channels) // serves one channel and exits
+	}
+	code := m.Run()
+	removeOutboxBinaries()
+	os.Exit(code)
+}
+
+// servingPlugin reports that this process was started as a plugin by
+// plugintest.Self (its serve variable set) rather than to run the tests.
+// When that cannot be told, it says so, and plugintest.Main decides.
+func servingPlugin() bool {
+	_, _, kv, err := plugintest.Self("")
+	name, _, ok := strings.Cut(kv, "=")
+	if err != nil || !ok || name == "" {
+		return true
+	}
+	return os.Getenv(name) != ""
 }
 
 // noopPlugin answers Success at once.
