@@ -17,6 +17,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"golang.org/x/time/rate"
 
+	"github.com/siteline/outbox/adapters/hclogslog"
 	"github.com/siteline/outbox/adapters/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
@@ -252,7 +253,7 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     p.host.StartTimeout,
-		Logger:           newHclogger(p.log),
+		Logger:           hclogslog.New(p.log),
 	})
 	inst, err := p.connect(ctx, client)
 	if err != nil {

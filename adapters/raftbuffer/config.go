@@ -48,7 +48,7 @@ type Config struct {
 	// ClientCAs, defaulting to RootCAs) for its peers; a peer without a
 	// certificate the CAs trust is refused both ways.
 	TLS *tls.Config
-	// Logger receives raft's log lines (its Debug and Trace as slog Debug);
+	// Logger receives raft's log lines (through adapters/hclogslog);
 	// nil means slog.Default().
 	Logger *slog.Logger
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siteline/outbox/adapters/hclogslog"
 )
 
 func validConfig() Config {
@@ -68,7 +70,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.HeartbeatTimeout != DefaultHeartbeatTimeout || c.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	rc := raftConfig(c, newHclogger(c.Logger))
+	rc := raftConfig(c, hclogslog.New(c.Logger))
 	if !rc.BatchApplyCh || rc.MaxAppendEntries != DefaultMaxAppendEntries || string(rc.LocalID) != "a" {
 		t.Fatalf("raft config: BatchApplyCh %v, MaxAppendEntries %d, LocalID %q", rc.BatchApplyCh, rc.MaxAppendEntries, rc.LocalID)
 	}

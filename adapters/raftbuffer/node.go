@@ -27,6 +27,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/siteline/outbox/adapters/hclogslog"
 	"github.com/siteline/outbox/adapters/raftbuffer/internal/pb"
 	"github.com/siteline/outbox/ports"
 )
@@ -98,7 +99,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg = cfg.withDefaults()
 	self := cfg.self()
 	log := cfg.Logger.With("raft_node", cfg.NodeID)
-	hl := newHclogger(log).Named("raft")
+	hl := hclogslog.New(log).Named("raft")
 
 	var cleanup []func() error
 	defer func() {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/siteline/outbox/adapters/hclogslog"
 )
 
 // Recover rewrites the Raft state of a STOPPED node so that it forms a group
@@ -28,7 +30,7 @@ func Recover(cfg Config) error {
 	cfg = cfg.withDefaults()
 	self := cfg.self()
 	log := cfg.Logger.With("raft_node", cfg.NodeID)
-	hl := newHclogger(log).Named("raft")
+	hl := hclogslog.New(log).Named("raft")
 
 	if _, err := os.Stat(filepath.Join(cfg.Dir, raftFile)); err != nil {
 		return fmt.Errorf("raftbuffer: recover: no raft state in %s: %w", cfg.Dir, err)
