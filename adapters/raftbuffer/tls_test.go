@@ -1,85 +1,20 @@
 package raftbuffer
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// leaf issues a certificate for a node at 127.0.0.1, good for both ends.
-func (ca *testCA) leaf(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func TestTLSGroupReplicates(t *testing.T) {
-	ca := newTestCA(t, "site CA")
+	ca := tlstest.NewCA(t, "site CA")
 	c := newCluster(t, 3, func(i int, cfg *Config) {
-		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, cfg.NodeID)}, RootCAs: ca.pool}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, cfg.NodeID)}, RootCAs: ca.Pool}
 	})
 	l := c.leader()
 	ns := buffertest.NewSubmissions(buffertest.BaseTime, 20)
@@ -91,14 +26,14 @@ func TestTLSGroupReplicates(t *testing.T) {
 }
 
 func TestTLSRefusesAForeignCertificate(t *testing.T) {
-	ca := newTestCA(t, "site CA")
-	other := newTestCA(t, "another CA")
+	ca := tlstest.NewCA(t, "site CA")
+	other := tlstest.NewCA(t, "another CA")
 	c := newCluster(t, 3, func(i int, cfg *Config) {
 		issuer := ca
 		if i == 2 {
 			issuer = other // n3 trusts the site's CA but holds a certificate it did not issue
 		}
-		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{issuer.leaf(t, cfg.NodeID)}, RootCAs: ca.pool}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{issuer.Issue(t, cfg.NodeID)}, RootCAs: ca.Pool}
 	})
 	outsider := c.nodes[2]
 

@@ -47,7 +47,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -246,7 +245,7 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(s.peerCreds),
-		grpc.WithConnectParams(connectParams),
+		grpc.WithConnectParams(pb.ConnectParams),
 	)
 	if err != nil {
 		s.log.Error("site API: connect to leader", "addr", addr, "err", err)
@@ -254,18 +253,6 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	}
 	s.peers[addr] = c
 	return c, nil
-}
-
-// connectParams makes a follower reconnect to a leader soon after it comes
-// back (gRPC's default waits up to two minutes), which matters in a failover.
-var connectParams = grpc.ConnectParams{
-	Backoff: backoff.Config{
-		BaseDelay:  50 * time.Millisecond,
-		Multiplier: 1.6,
-		Jitter:     0.2,
-		MaxDelay:   time.Second,
-	},
-	MinConnectTimeout: 5 * time.Second,
 }
 
 // forwardError returns the error of a call forwarded to the leader at addr.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -53,9 +52,6 @@ func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) (err 
 	rc, err := siteRaftConfig(cfg, logger)
 	if err != nil {
 		return err
-	}
-	if err := os.MkdirAll(rc.Dir, 0o700); err != nil {
-		return fmt.Errorf("create data_dir: %w", err)
 	}
 	node, err := raftbuffer.Open(ctx, rc)
 	if err != nil {

@@ -60,7 +60,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -162,7 +161,7 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 		if a == "" || slices.ContainsFunc(c.nodes, func(n node) bool { return n.addr == a }) {
 			continue
 		}
-		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(connectParams))
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(pb.ConnectParams))
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("notify: dial %s: %w", a, err)
@@ -173,18 +172,6 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("notify: dial: no site node address in %q: %w", addrs, ports.ErrInvalid)
 	}
 	return c, nil
-}
-
-// connectParams makes the client reconnect to a node soon after it comes
-// back (gRPC's default waits up to two minutes), which matters in a failover.
-var connectParams = grpc.ConnectParams{
-	Backoff: backoff.Config{
-		BaseDelay:  50 * time.Millisecond,
-		Multiplier: 1.6,
-		Jitter:     0.2,
-		MaxDelay:   time.Second,
-	},
-	MinConnectTimeout: 5 * time.Second,
 }
 
 // Close closes the connections to the nodes. Calls made after it fail with
