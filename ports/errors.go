@@ -26,4 +26,8 @@ var (
 	// ErrUnauthenticated reports a caller that did not prove who it is (no
 	// or an unknown client certificate or token).
 	ErrUnauthenticated = errors.New("unauthenticated")
+
+	// ErrForbidden reports an authenticated caller whose role does not
+	// allow the request (a viewer asking to retry).
+	ErrForbidden = errors.New("forbidden")
 )

@@ -1,7 +1,8 @@
-// Package memstore is an in-memory [ports.Store] and [ports.AuditLog]: the
-// reference adapter of the store contract (ports/storetest) and the store of
-// the core's unit tests. It keeps everything in maps guarded by one mutex and
-// is safe for concurrent use; nothing survives the process.
+// Package memstore is an in-memory [ports.Store], [ports.AuditLog] and
+// [ports.AccountStore]: the reference adapter of the store and account
+// contracts (ports/storetest, ports/accountstest) and the store of the core's
+// unit tests. It keeps everything in maps guarded by one mutex and is safe
+// for concurrent use; nothing survives the process.
 //
 // Values are copied in and out: a caller that mutates a slice it passed in or
 // got back never changes the stored state. Times are kept in UTC at full
@@ -47,6 +48,9 @@ type Store struct {
 	waiting queue[timedEntry]
 
 	audit map[string][]ports.AuditRecord
+
+	// acct holds the operator accounts, tokens and sessions (accounts.go).
+	acct accountTables
 }
 
 // row is one stored notification and the generation of its claim-index entry.
@@ -64,6 +68,7 @@ func New() *Store {
 		leased:  queue[timedEntry]{less: timedLess},
 		waiting: queue[timedEntry]{less: timedLess},
 		audit:   map[string][]ports.AuditRecord{},
+		acct:    newAccountTables(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/sqlstore/sqlstoretest"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/accountstest"
 	"github.com/siteline/outbox/ports/directorytest"
 	"github.com/siteline/outbox/ports/storetest"
 )
@@ -108,6 +109,28 @@ func TestDirectoryContractMSSQL(t *testing.T) {
 		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
 	}
 	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newMSSQLStore(t, dsn) })
+}
+
+func TestAccountContractSQLite(t *testing.T) {
+	t.Parallel()
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newSQLiteStore(t) })
+}
+
+func TestAccountContractPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newPostgresStore(t, dsn) })
+}
+
+// TestAccountContractMSSQL runs the account suite on the MS SQL server of
+// OUTBOX_TEST_MSSQL_DSN (see TestContractMSSQL).
+func TestAccountContractMSSQL(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv(envMSSQL)
+	if dsn == "" {
+		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
+	}
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newMSSQLStore(t, dsn) })
 }
 
 // newMSSQLStore creates a fresh database on the server of dsn, drops it when

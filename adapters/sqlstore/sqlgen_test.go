@@ -372,6 +372,9 @@ func TestMigrationFiles(t *testing.T) {
 			"notification_audit":    append([]string{"id"}, auditColumns...),
 			"notification_lists":    listColumns,
 			"notification_channels": channelColumns,
+			"operator_accounts":     accountColumns,
+			"operator_tokens":       tokenColumns,
+			"operator_sessions":     sessionColumns,
 		} {
 			got := slices.Clone(tables[table])
 			w := slices.Clone(want)

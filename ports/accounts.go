@@ -1,0 +1,232 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// OperatorRole is what an operator may do (U5). Each role grants everything
+// the roles below it grant: viewer < operator < admin.
+type OperatorRole string
+
+const (
+	// RoleViewer reads: the list, details, KPIs, lists and channels.
+	RoleViewer OperatorRole = "viewer"
+	// RoleOperator also retries and discards parked notifications.
+	RoleOperator OperatorRole = "operator"
+	// RoleAdmin also manages lists, channels, users and API tokens.
+	RoleAdmin OperatorRole = "admin"
+)
+
+// OperatorRoles lists the roles from the least to the most powerful.
+var OperatorRoles = []OperatorRole{RoleViewer, RoleOperator, RoleAdmin}
+
+// Valid reports whether r is one of OperatorRoles.
+func (r OperatorRole) Valid() bool { return r.rank() > 0 }
+
+// Allows reports whether r grants what need grants. An invalid role allows
+// nothing.
+func (r OperatorRole) Allows(need OperatorRole) bool {
+	return r.rank() > 0 && r.rank() >= need.rank()
+}
+
+func (r OperatorRole) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Operators is the driving port of operator authentication and account
+// management (U5): the HTTP API and the page call it; core.Operators
+// implements it over an [AccountStore].
+//
+// Errors wrap ErrUnauthenticated for a wrong name, password or credential
+// (the text never says which), ErrInvalid for bad input (naming the field
+// and the rule), ErrNotFound for unknown users or tokens and ErrConflict for
+// a refused change (removing the last admin). Passwords and token secrets
+// never appear in errors.
+type Operators interface {
+	// Login checks a name and password and opens a session. The returned
+	// Session.Secret is the only copy of the session's secret.
+	Login(ctx context.Context, name, password string) (Session, error)
+
+	// Logout closes the session whose secret is given; an unknown secret is
+	// not an error.
+	Logout(ctx context.Context, secret string) error
+
+	// Authenticate returns who holds credential: a session secret (from a
+	// cookie) or an API token. Expired sessions, deleted users and deleted
+	// tokens are refused with ErrUnauthenticated.
+	Authenticate(ctx context.Context, credential string) (Principal, error)
+
+	// Users returns every account, sorted by name, without password hashes.
+	Users(ctx context.Context) ([]User, error)
+
+	// PutUser creates an account or changes its role and, when
+	// req.Password is set, its password (required for a new account).
+	// Changing the password or the role closes the account's sessions.
+	PutUser(ctx context.Context, req UserRequest) (User, error)
+
+	// DeleteUser deletes an account and its sessions. Deleting the last
+	// admin is refused with ErrConflict.
+	DeleteUser(ctx context.Context, name string) error
+
+	// CreateToken makes an API token with the given name and role. The
+	// returned secret is the only copy: it is stored hashed.
+	CreateToken(ctx context.Context, name string, role OperatorRole) (secret string, t Token, err error)
+
+	// Tokens returns every API token, sorted by name, without hashes.
+	Tokens(ctx context.Context) ([]Token, error)
+
+	// DeleteToken revokes the token with that id.
+	DeleteToken(ctx context.Context, id string) error
+
+	// HasAdmin reports whether any admin account or admin token exists.
+	HasAdmin(ctx context.Context) (bool, error)
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// Name is the user name, or "token:<name>" for an API token: the actor
+	// recorded in the audit log.
+	Name string
+	Role OperatorRole
+	// Session is set when the caller authenticated with a session (a browser);
+	// false for an API token.
+	Session bool
+}
+
+// Session is an open operator session.
+type Session struct {
+	// Secret is the value the browser keeps in its cookie; only Login
+	// returns it.
+	Secret    string
+	User      string
+	Role      OperatorRole
+	ExpiresAt time.Time
+}
+
+// User is an operator account as listed.
+type User struct {
+	Name      string
+	Role      OperatorRole
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// UserRequest creates or changes an account.
+type UserRequest struct {
+	Name string
+	Role OperatorRole
+	// Password, when set, becomes the account's password.
+	Password string
+}
+
+// Token is an API token as listed.
+type Token struct {
+	// ID is the public part of the token, shown in listings and used to
+	// revoke it.
+	ID        string
+	Name      string
+	Role      OperatorRole
+	CreatedAt time.Time
+}
+
+// AccountStore keeps operator accounts, API tokens and sessions: the driven
+// port of core.Operators. adapters/sqlstore and adapters/memstore implement
+// it; ports/accountstest is the contract. Hashes are computed by the core;
+// the store keeps and compares nothing secret itself.
+//
+// Any number of central nodes may share one store: a session opened on one
+// node is valid on every other.
+//
+// Keys — account names, token IDs and names, session IDs and a session's
+// Account — are non-empty UTF-8 without NUL bytes or surrounding white space
+// (as strings.TrimSpace sees it), and compare bytewise (case counts). Roles
+// are valid ([OperatorRole.Valid]); CreatedAt, UpdatedAt and ExpiresAt are
+// set. A Put that breaks these rules is refused with an error wrapping
+// ErrInvalid; a lookup or delete by a key that breaks them answers as for an
+// absent key. The core makes its values follow the rules; the store does not
+// check that a session's Account exists.
+//
+// What a store returns is the caller's own copy: changing a returned hash
+// changes nothing stored, and neither does changing a slice after handing it
+// to a Put. Hashes come back byte for byte (nil and empty alike); times come
+// back in UTC, the same instant to at least the microsecond. Errors never
+// hold hashes or session IDs, nor account names (they may be e-mail
+// addresses). The store is safe for concurrent use.
+type AccountStore interface {
+	// PutAccount creates the account a.Name or replaces it whole. Replacing
+	// an account leaves its sessions alone: the core closes them when it
+	// means to.
+	PutAccount(ctx context.Context, a Account) error
+	// Account returns one account, or an error wrapping ErrNotFound.
+	Account(ctx context.Context, name string) (Account, error)
+	// Accounts returns every account, sorted by name (byte order).
+	Accounts(ctx context.Context) ([]Account, error)
+	// DeleteAccount deletes the account and every session of it, or returns
+	// an error wrapping ErrNotFound.
+	DeleteAccount(ctx context.Context, name string) error
+
+	// PutToken stores a new API token. A token whose ID or Name is already
+	// stored is refused with an error wrapping ErrConflict.
+	PutToken(ctx context.Context, t StoredToken) error
+	// Token returns the token with that ID, or an error wrapping ErrNotFound.
+	Token(ctx context.Context, id string) (StoredToken, error)
+	// Tokens returns every token, sorted by name (byte order).
+	Tokens(ctx context.Context) ([]StoredToken, error)
+	// DeleteToken deletes the token with that ID, or returns an error
+	// wrapping ErrNotFound.
+	DeleteToken(ctx context.Context, id string) error
+
+	// PutSession stores a new session. A session whose ID is already
+	// stored is refused with an error wrapping ErrConflict.
+	PutSession(ctx context.Context, s StoredSession) error
+	// Session returns the session with that ID, expired or not, or an error
+	// wrapping ErrNotFound.
+	Session(ctx context.Context, id string) (StoredSession, error)
+	// DeleteSession deletes one session; an unknown ID is not an error.
+	DeleteSession(ctx context.Context, id string) error
+	// DeleteSessions deletes every session of the account (and no other);
+	// none is not an error.
+	DeleteSessions(ctx context.Context, account string) error
+	// DeleteExpiredSessions deletes the sessions whose ExpiresAt is at or
+	// before now, of every account, and returns how many.
+	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
+}
+
+// Account is an operator account as stored.
+type Account struct {
+	Name string
+	Role OperatorRole
+	// PasswordHash is the bcrypt hash of the password.
+	PasswordHash []byte
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// StoredToken is an API token as stored.
+type StoredToken struct {
+	ID   string
+	Name string
+	Role OperatorRole
+	// Hash is the SHA-256 of the token's secret part.
+	Hash      []byte
+	CreatedAt time.Time
+}
+
+// StoredSession is an operator session as stored.
+type StoredSession struct {
+	// ID is the SHA-256 of the session secret, hex encoded: a stolen
+	// database holds no usable session.
+	ID        string
+	Account   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
