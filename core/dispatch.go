@@ -125,6 +125,7 @@ func (s *Service) claim(ctx context.Context) ([]ports.Notification, error) {
 // job is one claimed row on its way through dispatch.
 type job struct {
 	row     ports.Notification
+	typ     string // the channel type it is delivered through
 	channel ports.Channel
 	policy  RetryPolicy
 	req     ports.Delivery
@@ -298,7 +299,7 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 	if c.err != nil {
 		return c.err
 	}
-	j.channel, j.policy = ch, c.policy
+	j.typ, j.channel, j.policy = typ, ch, c.policy
 	j.req = ports.Delivery{Notification: row, Targets: l.list.Targets, Settings: c.settings.Settings,
 		RateLimit: c.settings.RateLimit}
 	return nil
@@ -382,6 +383,7 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 		NotificationID: row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: res.Outcome, Status: u.Status, Duration: took, Error: res.Error,
 	})
+	s.observer.Attempted(j.typ, res.Outcome, took)
 	if u.Status.Terminal() {
 		kind := ports.AuditDelivered
 		if u.Status == ports.StatusParked {

@@ -111,7 +111,7 @@ func (s *Service) KPIs(ctx context.Context) (ports.KPIReport, error) {
 		}
 		return out
 	}
-	rep := ports.KPIReport{At: now, Window: s.cfg.DeliveredKpiWindow, Global: kpi(k.Global),
+	rep := ports.KPIReport{At: now, Window: s.cfg.DeliveredKpiWindow, StuckAfter: s.cfg.StuckAgeThreshold, Global: kpi(k.Global),
 		Sites: make([]ports.SiteKPI, len(k.Sites))}
 	for i, site := range k.Sites {
 		rep.Sites[i] = ports.SiteKPI{Site: site.Site, KPI: kpi(site.KPICounts)}

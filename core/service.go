@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -22,6 +23,8 @@ type Deps struct {
 	Clock ports.Clock
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
+	// Observer, when set, is told about every delivery attempt (metrics).
+	Observer ports.DeliveryObserver
 }
 
 // Service is central's outbox: it implements the driving port ports.Outbox
@@ -34,6 +37,7 @@ type Service struct {
 	directory ports.Directory
 	clock     ports.Clock
 	log       *slog.Logger
+	observer  ports.DeliveryObserver
 
 	// owner names this Service's leases: NodeID plus a random suffix, so two
 	// services configured with one NodeID never share a lease.
@@ -82,6 +86,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if deps.Observer == nil {
+		deps.Observer = noObserver{}
+	}
 	if cfg.NodeID == "" {
 		cfg.NodeID = "node-" + randomHex(4)
 	}
@@ -93,6 +100,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		directory: deps.Directory,
 		clock:     deps.Clock,
 		log:       deps.Logger,
+		observer:  deps.Observer,
 		owner:     cfg.NodeID + "/" + randomHex(4),
 		wake:      make(chan struct{}, 1),
 		inFlight:  make(chan struct{}, cfg.DispatchConcurrency),
@@ -142,6 +150,11 @@ func (s *Service) Wake() {
 	default:
 	}
 }
+
+// noObserver is the DeliveryObserver of a Service built without one.
+type noObserver struct{}
+
+func (noObserver) Attempted(string, ports.Outcome, time.Duration) {}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -148,7 +148,10 @@ type KPIReport struct {
 	At time.Time
 	// Window is the trailing window of Delivered.
 	Window time.Duration
-	Global KPI
+	// StuckAfter is the stuck threshold: Pending or Retrying rows older
+	// than it count as stuck.
+	StuckAfter time.Duration
+	Global     KPI
 	// Sites is sorted by site id.
 	Sites []SiteKPI
 }

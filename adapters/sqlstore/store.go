@@ -203,6 +203,9 @@ func (s *Store) useServerPool(db *sql.DB, cfg Config) {
 	s.rdb = db
 }
 
+// Ping checks that the database answers (central's readiness check).
+func (s *Store) Ping(ctx context.Context) error { return s.ping(ctx) }
+
 func (s *Store) ping(ctx context.Context) error {
 	if err := s.wdb.PingContext(ctx); err != nil {
 		return err

@@ -1,0 +1,246 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// PluginStatus is what the central collector exports of one channel plugin
+// process. cmd fills it from the plugin host's status, so this package
+// does not depend on the plugin host.
+type PluginStatus struct {
+	// Type is the channel type the plugin delivers ("email", "webhook", …);
+	// it is the value of the metrics' plugin label.
+	Type string
+	// Running is false while the process is down (between a crash and its
+	// restart).
+	Running bool
+	// Restarts counts the restarts after crashes since the host started.
+	Restarts int
+}
+
+// CentralSources are what the central collector reads at each scrape.
+type CentralSources struct {
+	// KPIs returns the delivery KPIs (core.Service.KPIs). Required.
+	KPIs func(context.Context) (ports.KPIReport, error)
+	// Window is the trailing window of the delivered count
+	// (core.Config.DeliveredKpiWindow), written in the metric's help
+	// text. Zero leaves it out of the help; outbox_delivered_recent_window_seconds
+	// always exports the window the KPIs were computed with.
+	Window time.Duration
+	// Plugins returns the status of every channel plugin, one entry per
+	// type; nil when central runs no plugin host. It must not block.
+	Plugins func() []PluginStatus
+}
+
+// CentralCollector is a prometheus.Collector of central's delivery KPIs
+// (C9) and its channel plugins' health.
+//
+// The KPIs are exported twice: globally (outbox_queue_depth, …) and per
+// source site with a site label under the outbox_central_site_ prefix
+// (outbox_central_site_queue_depth{site="plant-1"}, …). The per-site
+// metrics are separate names rather than the global ones with a label,
+// because the global oldest age is a maximum, not a sum, so aggregating one
+// metric over its label would mislead; and they are not named outbox_site_…,
+// which is the prefix of the metrics a site node exports about itself
+// ([SiteCollector]).
+type CentralCollector struct {
+	src CentralSources
+	log *slog.Logger
+
+	global, bySite                       kpiDescs
+	window, up, pluginUp, pluginRestarts *prometheus.Desc
+}
+
+// kpiDescs are the descriptors of one set of KPIs.
+type kpiDescs struct {
+	queueDepth, stuck, parked, delivered, oldestAge *prometheus.Desc
+}
+
+func (k kpiDescs) all() []*prometheus.Desc {
+	return []*prometheus.Desc{k.queueDepth, k.stuck, k.parked, k.delivered, k.oldestAge}
+}
+
+var _ prometheus.Collector = (*CentralCollector)(nil)
+
+// NewCentralCollector returns a collector reading src at each scrape, each
+// read bounded by the scrape timeout. It refuses sources without KPIs. A
+// failed read is logged to logger (nil discards).
+func NewCentralCollector(src CentralSources, logger *slog.Logger) (*CentralCollector, error) {
+	if src.KPIs == nil {
+		return nil, errors.New("metrics: CentralSources.KPIs is nil")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	recent := "in the trailing KPI window (outbox_delivered_recent_window_seconds)"
+	if src.Window > 0 {
+		recent = "in the last " + src.Window.String()
+	}
+	kpis := func(prefix, scope string, labels ...string) kpiDescs {
+		d := func(name, help string) *prometheus.Desc {
+			return prometheus.NewDesc(prefix+name, help+scope, labels, nil)
+		}
+		return kpiDescs{
+			queueDepth: d("queue_depth", "Notifications waiting for delivery (Pending and Retrying)"),
+			stuck:      d("stuck", "Notifications not yet terminal and older than the stuck threshold"),
+			parked:     d("parked", "Notifications Parked, waiting for an operator"),
+			delivered:  d("delivered_recent", "Notifications delivered "+recent),
+			oldestAge:  d("oldest_pending_age_seconds", "Age of the oldest Pending or Retrying notification; 0 when none"),
+		}
+	}
+	return &CentralCollector{
+		src:    src,
+		log:    logger,
+		global: kpis("outbox_", "."),
+		bySite: kpis("outbox_central_site_", ", of one source site.", "site"),
+		window: prometheus.NewDesc("outbox_delivered_recent_window_seconds",
+			"The trailing window of outbox_delivered_recent.", nil, nil),
+		up: prometheus.NewDesc("outbox_kpi_up", "1 when the delivery KPIs could be read.", nil, nil),
+		pluginUp: prometheus.NewDesc("outbox_plugin_up",
+			"1 while the channel plugin's process runs, 0 while it is down.", []string{"plugin"}, nil),
+		pluginRestarts: prometheus.NewDesc("outbox_plugin_restarts_total",
+			"Restarts of the channel plugin's process after a crash since central started.", []string{"plugin"}, nil),
+	}, nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *CentralCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range append(append(c.global.all(), c.bySite.all()...), c.window, c.up, c.pluginUp, c.pluginRestarts) {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. A failed KPI read exports
+// outbox_kpi_up 0 and no KPIs; the plugin metrics are exported either way.
+func (c *CentralCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.src.Plugins != nil {
+		for _, p := range c.src.Plugins() {
+			up := 0.0
+			if p.Running {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.pluginUp, prometheus.GaugeValue, up, p.Type)
+			ch <- prometheus.MustNewConstMetric(c.pluginRestarts, prometheus.CounterValue, float64(p.Restarts), p.Type)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	r, err := c.src.KPIs(ctx)
+	if err != nil {
+		c.log.Warn("metrics: read delivery KPIs", "err", err)
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(c.window, prometheus.GaugeValue, r.Window.Seconds())
+	c.global.collect(ch, r.Global)
+	for _, s := range r.Sites {
+		c.bySite.collect(ch, s.KPI, s.Site)
+	}
+}
+
+func (k kpiDescs) collect(ch chan<- prometheus.Metric, v ports.KPI, labels ...string) {
+	gauge := func(d *prometheus.Desc, x float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, x, labels...)
+	}
+	gauge(k.queueDepth, float64(v.QueueDepth))
+	gauge(k.stuck, float64(v.Stuck))
+	gauge(k.parked, float64(v.Parked))
+	gauge(k.delivered, float64(v.Delivered))
+	gauge(k.oldestAge, max(0, v.OldestPendingAge.Seconds()))
+}
+
+// attemptBuckets are the upper bounds, in seconds, of the attempt duration
+// histogram: from 1 ms (a local capture) to 60 s (the longest sensible
+// delivery timeout).
+var attemptBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// DeliveryMetrics counts central's delivery attempts and their durations,
+// per channel type. It implements ports.DeliveryObserver (give it to
+// core.Deps.Observer) and prometheus.Collector (give it to Handler). The
+// outcome label is the outcome in lower case: success, transient or
+// permanent.
+type DeliveryMetrics struct {
+	attempts *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+var (
+	_ ports.DeliveryObserver = (*DeliveryMetrics)(nil)
+	_ prometheus.Collector   = (*DeliveryMetrics)(nil)
+)
+
+// NewDeliveryMetrics returns empty delivery metrics. The series of each of
+// channels (channel types) are created at zero, so that rates and
+// increases see their first attempt; a channel not named appears at its
+// first attempt.
+func NewDeliveryMetrics(channels ...string) *DeliveryMetrics {
+	m := &DeliveryMetrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_delivery_attempts_total",
+			Help: "Delivery attempts made through a channel, by outcome (success, transient, permanent).",
+		}, []string{"channel", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "outbox_delivery_attempt_duration_seconds",
+			Help:    "Time a channel took for one delivery attempt, whatever its outcome.",
+			Buckets: attemptBuckets,
+		}, []string{"channel"}),
+	}
+	for _, c := range channels {
+		for _, o := range []ports.Outcome{ports.OutcomeSuccess, ports.OutcomeTransient, ports.OutcomePermanent} {
+			m.attempts.WithLabelValues(c, outcomeLabel(o))
+		}
+		m.duration.WithLabelValues(c)
+	}
+	return m
+}
+
+// Attempted implements ports.DeliveryObserver. It never blocks.
+func (m *DeliveryMetrics) Attempted(channel string, outcome ports.Outcome, d time.Duration) {
+	m.attempts.WithLabelValues(channel, outcomeLabel(outcome)).Inc()
+	m.duration.WithLabelValues(channel).Observe(d.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *DeliveryMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.attempts.Describe(ch)
+	m.duration.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *DeliveryMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.attempts.Collect(ch)
+	m.duration.Collect(ch)
+}
+
+func outcomeLabel(o ports.Outcome) string { return strings.ToLower(string(o)) }
+
+// CentralHandler returns an http.Handler serving central's /metrics: the
+// KPIs and plugins of src, the delivery metrics (which must be the
+// DeliveryMetrics given to core.Deps.Observer) and, as for a site, the Go
+// runtime and process collectors.
+func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.Logger) (http.Handler, error) {
+	c, err := NewCentralCollector(src, logger)
+	if err != nil {
+		return nil, err
+	}
+	if delivery == nil {
+		return nil, errors.New("metrics: CentralHandler needs the DeliveryMetrics")
+	}
+	h, err := Handler(c, delivery)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: register central collectors: %w", err)
+	}
+	return h, nil
+}

@@ -1,0 +1,210 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/siteline/outbox/ports"
+)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// scrapeCentral serves /metrics through CentralHandler and returns its text.
+func scrapeCentral(t *testing.T, src CentralSources, dm *DeliveryMetrics) string {
+	t.Helper()
+	h, err := CentralHandler(src, dm, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics answered %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func TestCentralCollectorExportsKPIsAndPlugins(t *testing.T) {
+	var asked bool
+	src := CentralSources{
+		KPIs: func(ctx context.Context) (ports.KPIReport, error) {
+			if _, ok := ctx.Deadline(); !ok {
+				t.Error("the KPI read has no deadline")
+			}
+			asked = true
+			return ports.KPIReport{At: time.Now(), Window: time.Hour,
+				Global: ports.KPI{QueueDepth: 12, Stuck: 3, Parked: 4, Delivered: 250, OldestPendingAge: 90 * time.Second},
+				Sites: []ports.SiteKPI{
+					{Site: "plant-1", KPI: ports.KPI{QueueDepth: 10, Stuck: 3, Parked: 1, Delivered: 200, OldestPendingAge: 90 * time.Second}},
+					{Site: "plant-2", KPI: ports.KPI{QueueDepth: 2, Parked: 3, Delivered: 50, OldestPendingAge: 1500 * time.Millisecond}},
+				}}, nil
+		},
+		Window: time.Hour,
+		Plugins: func() []PluginStatus {
+			return []PluginStatus{{Type: "email", Running: true, Restarts: 2}, {Type: "webhook", Running: false}}
+		},
+	}
+	// The pedantic registry checks that Collect matches Describe.
+	c, err := NewCentralCollector(src, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("pedantic gather: %v", err)
+	}
+
+	body := scrapeCentral(t, src, NewDeliveryMetrics())
+	if !asked {
+		t.Fatal("the collector did not read the KPIs")
+	}
+	for _, want := range []string{
+		"outbox_kpi_up 1",
+		"outbox_queue_depth 12",
+		"outbox_stuck 3",
+		"outbox_parked 4",
+		"outbox_delivered_recent 250",
+		"# HELP outbox_delivered_recent Notifications delivered in the last 1h0m0s.",
+		"outbox_delivered_recent_window_seconds 3600",
+		"outbox_oldest_pending_age_seconds 90",
+		`outbox_central_site_queue_depth{site="plant-1"} 10`,
+		`outbox_central_site_queue_depth{site="plant-2"} 2`,
+		`outbox_central_site_stuck{site="plant-1"} 3`,
+		`outbox_central_site_stuck{site="plant-2"} 0`,
+		`outbox_central_site_parked{site="plant-2"} 3`,
+		`outbox_central_site_delivered_recent{site="plant-1"} 200`,
+		`outbox_central_site_oldest_pending_age_seconds{site="plant-2"} 1.5`,
+		`outbox_plugin_up{plugin="email"} 1`,
+		`outbox_plugin_up{plugin="webhook"} 0`,
+		"# TYPE outbox_plugin_restarts_total counter",
+		`outbox_plugin_restarts_total{plugin="email"} 2`,
+		`outbox_plugin_restarts_total{plugin="webhook"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(body, "\ngo_goroutines ") {
+		t.Error("/metrics lacks the Go runtime collector")
+	}
+	if strings.Contains(body, "outbox_site_") {
+		t.Errorf("central exports names of the site collector:\n%s", grep(body, "outbox_site_"))
+	}
+}
+
+func TestCentralCollectorReportsAFailedKPIRead(t *testing.T) {
+	body := scrapeCentral(t, CentralSources{
+		KPIs: func(context.Context) (ports.KPIReport, error) { return ports.KPIReport{}, errors.New("store down") },
+		Plugins: func() []PluginStatus {
+			return []PluginStatus{{Type: "email", Running: true, Restarts: 1}}
+		},
+	}, NewDeliveryMetrics())
+	if !strings.Contains(body, "outbox_kpi_up 0\n") || strings.Contains(body, "outbox_queue_depth ") ||
+		strings.Contains(body, "outbox_central_site_queue_depth{") {
+		t.Errorf("a failed KPI read:\n%s", grep(body, "outbox_"))
+	}
+	if !strings.Contains(body, `outbox_plugin_up{plugin="email"} 1`) {
+		t.Errorf("the plugins are not exported when the KPIs fail:\n%s", grep(body, "outbox_plugin"))
+	}
+}
+
+func TestCentralCollectorNeedsKPIs(t *testing.T) {
+	if _, err := NewCentralCollector(CentralSources{}, nil); err == nil {
+		t.Error("a collector without KPIs was built")
+	}
+	if _, err := CentralHandler(CentralSources{KPIs: func(context.Context) (ports.KPIReport, error) {
+		return ports.KPIReport{}, nil
+	}}, nil, nil); err == nil {
+		t.Error("a central handler without delivery metrics was built")
+	}
+}
+
+func TestDeliveryMetricsCountAttemptsAndDurations(t *testing.T) {
+	m := NewDeliveryMetrics("email", "slack")
+	m.Attempted("email", ports.OutcomeSuccess, 3*time.Millisecond)
+	m.Attempted("email", ports.OutcomeSuccess, 40*time.Millisecond)
+	m.Attempted("email", ports.OutcomeTransient, 2*time.Second)
+	m.Attempted("webhook", ports.OutcomePermanent, 90*time.Second)
+
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(m); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		byName[f.GetName()] = f
+	}
+
+	counts := map[string]float64{}
+	for _, mm := range byName["outbox_delivery_attempts_total"].GetMetric() {
+		counts[labels(mm)] = mm.GetCounter().GetValue()
+	}
+	for key, want := range map[string]float64{
+		"channel=email,outcome=success":     2,
+		"channel=email,outcome=transient":   1,
+		"channel=email,outcome=permanent":   0,
+		"channel=webhook,outcome=permanent": 1,
+		"channel=slack,outcome=success":     0, // created at zero
+	} {
+		if got, ok := counts[key]; !ok || got != want {
+			t.Errorf("attempts{%s} = %v (present %v), want %v", key, got, ok, want)
+		}
+	}
+	if _, ok := counts["channel=webhook,outcome=success"]; ok {
+		t.Error("a series of a channel not named and never seen with that outcome exists")
+	}
+
+	hists := map[string]*dto.Histogram{}
+	for _, mm := range byName["outbox_delivery_attempt_duration_seconds"].GetMetric() {
+		hists[labels(mm)] = mm.GetHistogram()
+	}
+	email := hists["channel=email"]
+	if email.GetSampleCount() != 3 || !near(email.GetSampleSum(), 2.043) {
+		t.Errorf("email durations: %d samples, sum %v; want 3, 2.043", email.GetSampleCount(), email.GetSampleSum())
+	}
+	cumulative := map[float64]uint64{}
+	for _, b := range email.GetBucket() {
+		cumulative[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	for le, want := range map[float64]uint64{.001: 0, .005: 1, .05: 2, 1: 2, 2.5: 3, 60: 3} {
+		if cumulative[le] != want {
+			t.Errorf("email durations le=%v: %d, want %d", le, cumulative[le], want)
+		}
+	}
+	if b := email.GetBucket(); b[0].GetUpperBound() != .001 || b[len(b)-1].GetUpperBound() != 60 {
+		t.Errorf("buckets from %v to %v, want 0.001 to 60", b[0].GetUpperBound(), b[len(b)-1].GetUpperBound())
+	}
+	if wh := hists["channel=webhook"]; wh.GetSampleCount() != 1 || wh.GetBucket()[len(wh.GetBucket())-1].GetCumulativeCount() != 0 {
+		t.Errorf("a 90 s attempt must count, above the last bucket: %v", wh)
+	}
+	if hists["channel=slack"].GetSampleCount() != 0 {
+		t.Error("slack has durations without an attempt")
+	}
+}
+
+// labels renders a metric's labels as name=value,… in name order.
+func labels(m *dto.Metric) string {
+	var out []string
+	for _, l := range m.GetLabel() {
+		out = append(out, l.GetName()+"="+l.GetValue())
+	}
+	return strings.Join(out, ",")
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
