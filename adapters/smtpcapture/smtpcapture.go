@@ -6,13 +6,19 @@
 package smtpcapture
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/quotedprintable"
 	"net"
+	"net/mail"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +43,8 @@ type Server struct {
 	ln   net.Listener
 	done chan struct{}
 
-	dir string
+	dir    string
+	reject []string
 
 	mu       sync.Mutex
 	received int
@@ -60,6 +67,10 @@ type Config struct {
 	// (numbered from 1 per start; existing files are overwritten), to open
 	// in a mail client.
 	Dir string
+	// Reject lists recipients the server refuses with 550 5.1.1, so that a
+	// permanent failure can be tried: an address (any letter case), or
+	// "@domain" for every address of the domain.
+	Reject []string
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -83,7 +94,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("smtp capture: %w", err)
 		}
 	}
-	s := &Server{ln: ln, done: make(chan struct{}), limit: cfg.Keep, notify: make(chan struct{}), dir: cfg.Dir}
+	s := &Server{ln: ln, done: make(chan struct{}), limit: cfg.Keep, notify: make(chan struct{}), dir: cfg.Dir, reject: cfg.Reject}
 	s.srv = smtp.NewServer(s)
 	s.srv.Domain = "localhost"
 	s.srv.MaxMessageBytes = cfg.MaxMessageBytes
@@ -163,6 +174,42 @@ func (s *Server) keep(m Message) error {
 	return nil
 }
 
+// rejects reports whether rcpt is on the reject list.
+func (s *Server) rejects(rcpt string) bool {
+	for _, r := range s.reject {
+		if strings.EqualFold(rcpt, r) || strings.HasPrefix(r, "@") && len(rcpt) > len(r) && strings.EqualFold(rcpt[len(rcpt)-len(r):], r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse returns the message's decoded subject and plain-text body, for
+// display; a part it cannot read is shown as received.
+func (m Message) Parse() (subject, body string) {
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		return "", string(m.Data)
+	}
+	subject = msg.Header.Get("Subject")
+	if d, err := new(mime.WordDecoder).DecodeHeader(subject); err == nil {
+		subject = d
+	}
+	var r io.Reader = msg.Body
+	switch strings.ToLower(strings.TrimSpace(msg.Header.Get("Content-Transfer-Encoding"))) {
+	case "quoted-printable":
+		r = quotedprintable.NewReader(r)
+	case "base64":
+		r = base64.NewDecoder(base64.StdEncoding, r)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		raw, _ := io.ReadAll(msg.Body)
+		return subject, string(raw)
+	}
+	return subject, string(b)
+}
+
 // NewSession implements smtp.Backend.
 func (s *Server) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: s}, nil }
 
@@ -179,6 +226,10 @@ func (x *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if x.s.rejects(to) {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+			Message: "mailbox unavailable (refused by the capture server's reject list)"}
+	}
 	x.to = append(x.to, to)
 	return nil
 }

@@ -55,3 +55,35 @@ func TestCloseAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectListAndParse: a recipient on the reject list is refused with a
+// 5xx at RCPT (so a channel parks the notification), others are kept; the
+// kept message's subject and quoted-printable body decode for display.
+func TestRejectListAndParse(t *testing.T) {
+	s, err := Start(Config{Reject: []string{"bounce@example.com", "@nowhere.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, to := range []string{"Bounce@Example.com", "x@nowhere.example"} {
+		err := smtp.SendMail(s.Addr(), nil, "outbox@example.com", []string{to}, []byte("Subject: x\r\n\r\nx\r\n"))
+		if err == nil || !strings.Contains(err.Error(), "550") {
+			t.Fatalf("%s: %v, want a 550", to, err)
+		}
+	}
+	msg := "Subject: =?utf-8?q?Pump_=C3=A9tat?=\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nline one=\r\n continues =C3=A9\r\n"
+	if err := smtp.SendMail(s.Addr(), nil, "outbox@example.com", []string{"ok@example.com"}, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Messages()
+	if len(got) != 1 {
+		t.Fatalf("kept %d messages, want only the accepted one", len(got))
+	}
+	subject, body := got[0].Parse()
+	if subject != "Pump état" || body != "line one continues é\r\n" {
+		t.Fatalf("parsed %q %q", subject, body)
+	}
+}

@@ -1,0 +1,343 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+// This file encodes the operations of ops.go as the JSON API (U2).
+
+func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
+	var in api.Login
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	sess, err := s.login(w, r, in.Name, in.Password)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Me{Name: sess.User, Role: sess.Role, ExpiresAt: api.TimePtr(sess.ExpiresAt)})
+}
+
+func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	if err := s.logout(w, r); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) apiMe(w http.ResponseWriter, _ *http.Request, p ports.Principal) {
+	writeJSON(w, http.StatusOK, api.Me{Name: p.Name, Role: p.Role})
+}
+
+func (s *Server) apiNotifications(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	q, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	page, err := s.notifications(r.Context(), q)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromPage(page))
+}
+
+func (s *Server) apiCount(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	q, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	n, err := s.count(r.Context(), q.Filter)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Count{Count: n})
+}
+
+func (s *Server) apiNotification(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	d, err := s.notification(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromDetail(d))
+}
+
+func (s *Server) apiAction(v verb) handler {
+	return func(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+		var in api.ActionRequest
+		if err := decodeJSON(w, r, &in); err != nil {
+			s.apiError(w, r, err)
+			return
+		}
+		res, err := s.act(r.Context(), p, v, in)
+		if err != nil {
+			s.apiError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.FromActionResult(res))
+	}
+}
+
+func (s *Server) apiKPIs(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	k, err := s.kpis(r.Context())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromKPIReport(k))
+}
+
+func (s *Server) apiLists(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	ls, err := s.cfg.Directory.Lists(r.Context())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	out := make([]api.List, len(ls))
+	for i, l := range ls {
+		out[i] = api.FromList(l)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	l, err := s.cfg.Directory.List(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromList(l))
+}
+
+func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	var in api.List
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	l, err := s.putList(r.Context(), r.PathValue("name"), in)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromList(l))
+}
+
+func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	if err := s.cfg.Directory.DeleteList(r.Context(), r.PathValue("name")); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	s.log.Info("list deleted", "list", r.PathValue("name"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	cs, err := s.cfg.Directory.Channels(r.Context())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	out := make([]api.Channel, len(cs))
+	for i, c := range cs {
+		out[i] = api.FromChannel(c)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	c, err := s.cfg.Directory.ChannelSettings(r.Context(), r.PathValue("type"))
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromChannel(c))
+}
+
+func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	var in api.Channel
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	c, err := s.putChannel(r.Context(), r.PathValue("type"), in)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromChannel(c))
+}
+
+func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	if err := s.cfg.Directory.DeleteChannel(r.Context(), r.PathValue("type")); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	s.log.Info("channel settings deleted", "type", r.PathValue("type"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) apiUsers(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	us, err := s.cfg.Operators.Users(r.Context())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	out := make([]api.User, len(us))
+	for i, u := range us {
+		out[i] = api.FromUser(u)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	var in api.PutUser
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	u, err := s.cfg.Operators.PutUser(r.Context(), ports.UserRequest{Name: r.PathValue("name"), Role: in.Role, Password: in.Password})
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromUser(u))
+}
+
+func (s *Server) apiDeleteUser(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	if err := s.cfg.Operators.DeleteUser(r.Context(), r.PathValue("name")); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) apiTokens(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	ts, err := s.cfg.Operators.Tokens(r.Context())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	out := make([]api.Token, len(ts))
+	for i, t := range ts {
+		out[i] = api.FromToken(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	var in api.NewToken
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	secret, t, err := s.cfg.Operators.CreateToken(r.Context(), in.Name, in.Role)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: api.FromToken(t), Secret: secret})
+}
+
+func (s *Server) apiDeleteToken(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	if err := s.cfg.Operators.DeleteToken(r.Context(), r.PathValue("id")); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// statusOf maps an API error code to its HTTP status.
+var statusOf = map[string]int{
+	api.CodeInvalid:         http.StatusBadRequest,
+	api.CodeUnauthenticated: http.StatusUnauthorized,
+	api.CodeForbidden:       http.StatusForbidden,
+	api.CodeNotFound:        http.StatusNotFound,
+	api.CodeConflict:        http.StatusConflict,
+	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
+	api.CodeUnavailable:     http.StatusServiceUnavailable,
+	api.CodeInternal:        http.StatusInternalServerError,
+}
+
+// errTooLarge reports a request body over maxBodyBytes.
+var errTooLarge = fmt.Errorf("the request body is over the limit of %d bytes", maxBodyBytes)
+
+// apiError answers err as JSON. Internal errors are logged and answered
+// with a generic message, so that no database detail reaches the caller.
+func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := s.classify(r, err)
+	if code == api.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="outbox"`)
+	}
+	writeError(w, statusOf[code], code, msg)
+}
+
+// classify maps err to an API code and the message the caller may see.
+func (s *Server) classify(r *http.Request, err error) (code, msg string) {
+	if errors.Is(err, errTooLarge) {
+		return api.CodeTooLarge, err.Error()
+	}
+	code = api.CodeOf(err)
+	if code == api.CodeInternal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		return code, "internal error; the server log has the details"
+	}
+	return code, err.Error()
+}
+
+// decodeJSON reads one JSON value of at most maxBodyBytes into v, refusing
+// unknown fields and trailing data.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return fmt.Errorf("%w: the body must be JSON (Content-Type: application/json), not %q", ports.ErrInvalid, ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge
+		}
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: the request needs a JSON body", ports.ErrInvalid)
+		}
+		return fmt.Errorf("%w: malformed JSON body: %v", ports.ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: the body holds more than one JSON value", ports.ErrInvalid)
+	}
+	return nil
+}
+
+// writeJSON writes v as the JSON body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away
+}
+
+// writeError writes an API error body.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+}
+
+// isAPI reports whether r is for the JSON API.
+func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, api.Prefix+"/") }

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// authenticate returns the caller: an API token from the Authorization
+// header, else the session cookie. It returns an error wrapping
+// ports.ErrUnauthenticated when there is neither or it is not valid.
+func (s *Server) authenticate(r *http.Request) (ports.Principal, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, cred, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+			return ports.Principal{}, fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", ports.ErrUnauthenticated)
+		}
+		return s.cfg.Operators.Authenticate(r.Context(), strings.TrimSpace(cred))
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return ports.Principal{}, fmt.Errorf("log in first, or give an API token (Authorization: Bearer): %w", ports.ErrUnauthenticated)
+	}
+	return s.cfg.Operators.Authenticate(r.Context(), c.Value)
+}
+
+// login checks a name and password and sets the session cookie.
+func (s *Server) login(w http.ResponseWriter, r *http.Request, name, password string) (ports.Session, error) {
+	sess, err := s.cfg.Operators.Login(r.Context(), name, password)
+	if err != nil {
+		return sess, err
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: sess.Secret, Path: "/",
+		Expires: sess.ExpiresAt, MaxAge: int(time.Until(sess.ExpiresAt).Seconds()),
+		HttpOnly: true, Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
+	})
+	return sess, nil
+}
+
+// logout closes the session of the request's cookie and clears the cookie.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	return s.cfg.Operators.Logout(r.Context(), c.Value)
+}
+
+// setFlash keeps a one-line message for the next page the browser shows.
+func (s *Server) setFlash(w http.ResponseWriter, msg string) {
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: url.QueryEscape(msg), Path: "/", MaxAge: 60,
+		HttpOnly: true, Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+}
+
+// takeFlash returns the message setFlash kept and clears it.
+func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	msg, err := url.QueryUnescape(c.Value)
+	if err != nil || len(msg) > 500 {
+		return ""
+	}
+	return msg
+}
+
+// safeNext returns next when it is a path on this server, else fallback,
+// so that the login page never sends a browser to another site.
+func safeNext(next, fallback string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return fallback
+	}
+	return next
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }

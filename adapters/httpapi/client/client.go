@@ -1,0 +1,523 @@
+// Package client is the Go client of central's HTTP JSON API (U2), version 1,
+// the one the operator CLI uses:
+//
+//	c, err := client.New("https://central.example:8080", token,
+//		client.WithHTTPClient(&http.Client{Transport: transportWithOurCA}))
+//	if err != nil {
+//		return err
+//	}
+//	page, err := c.Notifications(ctx, api.Filter{Status: []ports.Status{ports.StatusParked}}, 50, "")
+//
+// There is one method per route, each taking a context first; the request
+// and response types are those of package api, which the server shares.
+// The client authenticates with an API token sent as "Authorization: Bearer".
+//
+// # Errors
+//
+// An answer other than 2xx is an *Error carrying the HTTP status, the API's
+// error code and its message. errors.Is maps the code to the ports'
+// sentinels (ports.ErrInvalid, ErrNotFound, ErrConflict, ErrUnauthenticated,
+// ErrForbidden, ErrUnavailable), so a caller can test
+// errors.Is(err, ports.ErrForbidden). A server out of reach is an error
+// wrapping ports.ErrUnavailable and the transport's error; a cancelled or
+// expired context wraps the context's error. Input the client can refuse by
+// itself (an empty name) wraps ports.ErrInvalid and sends nothing.
+//
+// An *Error's text is the server's code and message; other errors name the
+// method and the route. No error text holds the token.
+// Response bodies are read up to a bound (MaxResponseBytes or
+// WithMaxResponseBytes, and MaxErrorBytes for an error's body): a larger
+// answer is an error.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+const (
+	// MaxResponseBytes bounds the body of a successful answer.
+	MaxResponseBytes = 32 << 20
+	// MaxErrorBytes bounds the body of an error answer.
+	MaxErrorBytes = 64 << 10
+)
+
+// Client calls central's HTTP API. It is safe for concurrent use.
+type Client struct {
+	base  string // scheme://host[/path], no trailing slash
+	token string
+	hc    *http.Client
+	agent string
+	limit int64 // of a successful answer's body
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send its requests through hc: the way to
+// give it a private CA, a client certificate or a proxy. The default is
+// http.DefaultClient. Bound each call with its context rather than
+// hc.Timeout.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.hc = hc
+		}
+	}
+}
+
+// WithUserAgent sets the User-Agent header of every request.
+func WithUserAgent(agent string) Option {
+	return func(c *Client) { c.agent = agent }
+}
+
+// WithMaxResponseBytes bounds the body of a successful answer to n bytes
+// instead of MaxResponseBytes.
+func WithMaxResponseBytes(n int64) Option {
+	return func(c *Client) {
+		if n > 0 {
+			c.limit = n
+		}
+	}
+}
+
+// New returns a client of the API served at baseURL (http or https, with an
+// optional path prefix in front of api.Prefix) that authenticates with
+// token; an empty token sends no credential.
+func New(baseURL, token string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("%w: server URL: %v", ports.ErrInvalid, errors.Unwrap(err))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: server URL %q: the scheme must be http or https", ports.ErrInvalid, u.Redacted())
+	case u.Host == "":
+		return nil, fmt.Errorf("%w: server URL %q names no host", ports.ErrInvalid, u.Redacted())
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: server URL %q: give no user or password in it (use a token)", ports.ErrInvalid, u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("%w: server URL %q: give no query or fragment", ports.ErrInvalid, u.Redacted())
+	}
+	c := &Client{
+		base:  u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/"),
+		token: token,
+		hc:    http.DefaultClient,
+		agent: "outbox-client",
+		limit: MaxResponseBytes,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Error is an answer of the API other than 2xx.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the API's error code (api.CodeInvalid, …); when the body was
+	// not an API error (a proxy's page), the code the status stands for.
+	Code string
+	// Message is the server's message for people.
+	Message string
+}
+
+// Error returns "code: message".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Is maps the error's code to the ports' sentinels: errors.Is(err,
+// ports.ErrForbidden) holds for a 403.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case api.CodeInvalid, api.CodeTooLarge:
+		return target == ports.ErrInvalid
+	case api.CodeUnauthenticated:
+		return target == ports.ErrUnauthenticated
+	case api.CodeForbidden:
+		return target == ports.ErrForbidden
+	case api.CodeNotFound:
+		return target == ports.ErrNotFound
+	case api.CodeConflict:
+		return target == ports.ErrConflict
+	case api.CodeUnavailable:
+		return target == ports.ErrUnavailable
+	}
+	return false
+}
+
+// codeOfStatus is the API code an HTTP status stands for.
+func codeOfStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return api.CodeInvalid
+	case http.StatusUnauthorized:
+		return api.CodeUnauthenticated
+	case http.StatusForbidden:
+		return api.CodeForbidden
+	case http.StatusNotFound:
+		return api.CodeNotFound
+	case http.StatusConflict:
+		return api.CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+		return api.CodeUnavailable
+	}
+	return api.CodeInternal
+}
+
+// Me returns who the token belongs to (GET /me).
+func (c *Client) Me(ctx context.Context) (api.Me, error) {
+	var out api.Me
+	err := c.do(ctx, http.MethodGet, "/me", nil, nil, &out)
+	return out, err
+}
+
+// Notifications returns one page of notifications matching f, newest first
+// (GET /notifications). limit 0 asks for the server's default page size;
+// after is the Next cursor of the previous page, "" for the first.
+func (c *Client) Notifications(ctx context.Context, f api.Filter, limit int, after string) (api.NotificationPage, error) {
+	if limit < 0 {
+		return api.NotificationPage{}, fmt.Errorf("notifications: %w: limit %d is negative", ports.ErrInvalid, limit)
+	}
+	q := f.Values()
+	if limit > 0 {
+		q.Set(api.ParamLimit, strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set(api.ParamAfter, after)
+	}
+	var out api.NotificationPage
+	err := c.do(ctx, http.MethodGet, "/notifications", q, nil, &out)
+	return out, err
+}
+
+// Count returns how many notifications match f (GET /notifications/count).
+func (c *Client) Count(ctx context.Context, f api.Filter) (int64, error) {
+	var out api.Count
+	err := c.do(ctx, http.MethodGet, "/notifications/count", f.Values(), nil, &out)
+	return out.Count, err
+}
+
+// Notification returns one notification with its history
+// (GET /notifications/{id}).
+func (c *Client) Notification(ctx context.Context, id string) (api.Detail, error) {
+	var out api.Detail
+	p, err := path("notification id", "/notifications/", id)
+	if err == nil {
+		err = c.do(ctx, http.MethodGet, p, nil, nil, &out)
+	}
+	return out, err
+}
+
+// Retry moves the selected Parked notifications back to Pending
+// (POST /notifications/retry). Ids that did not move come back in
+// ActionResult.Refused, not as an error.
+func (c *Client) Retry(ctx context.Context, req api.ActionRequest) (api.ActionResult, error) {
+	var out api.ActionResult
+	err := c.do(ctx, http.MethodPost, "/notifications/retry", nil, req, &out)
+	return out, err
+}
+
+// Discard moves the selected Parked notifications to Discarded
+// (POST /notifications/discard), as Retry does.
+func (c *Client) Discard(ctx context.Context, req api.ActionRequest) (api.ActionResult, error) {
+	var out api.ActionResult
+	err := c.do(ctx, http.MethodPost, "/notifications/discard", nil, req, &out)
+	return out, err
+}
+
+// KPIs returns the delivery KPIs, global and per site (GET /kpis).
+func (c *Client) KPIs(ctx context.Context) (api.KPIReport, error) {
+	var out api.KPIReport
+	err := c.do(ctx, http.MethodGet, "/kpis", nil, nil, &out)
+	return out, err
+}
+
+// Lists returns every notification list (GET /lists).
+func (c *Client) Lists(ctx context.Context) ([]api.List, error) {
+	var out []api.List
+	err := c.do(ctx, http.MethodGet, "/lists", nil, nil, &out)
+	return out, err
+}
+
+// List returns one list (GET /lists/{name}).
+func (c *Client) List(ctx context.Context, name string) (api.List, error) {
+	var out api.List
+	p, err := path("list name", "/lists/", name)
+	if err == nil {
+		err = c.do(ctx, http.MethodGet, p, nil, nil, &out)
+	}
+	return out, err
+}
+
+// PutList creates or replaces the list l.Name (PUT /lists/{name}) and
+// returns it as stored.
+func (c *Client) PutList(ctx context.Context, l api.List) (api.List, error) {
+	var out api.List
+	p, err := path("list name", "/lists/", l.Name)
+	if err == nil {
+		err = c.do(ctx, http.MethodPut, p, nil, l, &out)
+	}
+	return out, err
+}
+
+// DeleteList deletes a list (DELETE /lists/{name}).
+func (c *Client) DeleteList(ctx context.Context, name string) error {
+	p, err := path("list name", "/lists/", name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+}
+
+// Channels returns the settings of every channel type (GET /channels).
+func (c *Client) Channels(ctx context.Context) ([]api.Channel, error) {
+	var out []api.Channel
+	err := c.do(ctx, http.MethodGet, "/channels", nil, nil, &out)
+	return out, err
+}
+
+// Channel returns the settings of one channel type (GET /channels/{type}).
+func (c *Client) Channel(ctx context.Context, typ string) (api.Channel, error) {
+	var out api.Channel
+	p, err := path("channel type", "/channels/", typ)
+	if err == nil {
+		err = c.do(ctx, http.MethodGet, p, nil, nil, &out)
+	}
+	return out, err
+}
+
+// PutChannel creates or replaces the settings of the channel type ch.Type
+// (PUT /channels/{type}) and returns them as stored.
+func (c *Client) PutChannel(ctx context.Context, ch api.Channel) (api.Channel, error) {
+	var out api.Channel
+	p, err := path("channel type", "/channels/", ch.Type)
+	if err == nil {
+		err = c.do(ctx, http.MethodPut, p, nil, ch, &out)
+	}
+	return out, err
+}
+
+// DeleteChannel deletes the settings of a channel type
+// (DELETE /channels/{type}).
+func (c *Client) DeleteChannel(ctx context.Context, typ string) error {
+	p, err := path("channel type", "/channels/", typ)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+}
+
+// Users returns every operator account (GET /users).
+func (c *Client) Users(ctx context.Context) ([]api.User, error) {
+	var out []api.User
+	err := c.do(ctx, http.MethodGet, "/users", nil, nil, &out)
+	return out, err
+}
+
+// PutUser creates the account name or changes its role and, when
+// u.Password is set, its password (PUT /users/{name}).
+func (c *Client) PutUser(ctx context.Context, name string, u api.PutUser) (api.User, error) {
+	var out api.User
+	p, err := path("user name", "/users/", name)
+	if err == nil {
+		err = c.do(ctx, http.MethodPut, p, nil, u, &out)
+	}
+	return out, err
+}
+
+// DeleteUser deletes an account (DELETE /users/{name}).
+func (c *Client) DeleteUser(ctx context.Context, name string) error {
+	p, err := path("user name", "/users/", name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+}
+
+// Tokens returns every API token, without secrets (GET /tokens).
+func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out []api.Token
+	err := c.do(ctx, http.MethodGet, "/tokens", nil, nil, &out)
+	return out, err
+}
+
+// CreateToken makes an API token (POST /tokens). The returned Secret is the
+// only copy there will ever be.
+func (c *Client) CreateToken(ctx context.Context, t api.NewToken) (api.CreatedToken, error) {
+	var out api.CreatedToken
+	err := c.do(ctx, http.MethodPost, "/tokens", nil, t, &out)
+	return out, err
+}
+
+// DeleteToken revokes the token with that id (DELETE /tokens/{id}).
+func (c *Client) DeleteToken(ctx context.Context, id string) error {
+	p, err := path("token id", "/tokens/", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+}
+
+// path is prefix followed by the escaped segment, refusing a segment that
+// would name another route.
+func path(what, prefix, segment string) (string, error) {
+	if strings.TrimSpace(segment) == "" || segment == "." || segment == ".." {
+		return "", fmt.Errorf("%w: the %s is empty", ports.ErrInvalid, what)
+	}
+	return prefix + url.PathEscape(segment), nil
+}
+
+// do sends one request and decodes a 2xx answer's body into out (when out is
+// not nil). route is the path after api.Prefix, already escaped.
+func (c *Client) do(ctx context.Context, method, route string, query url.Values, in, out any) error {
+	op := method + " " + api.Prefix + route
+	err := c.send(ctx, method, route, query, in, out)
+	if err == nil {
+		return nil
+	}
+	var ae *Error
+	if errors.As(err, &ae) {
+		ae.Message = c.redact(ae.Message)
+		return ae
+	}
+	return fmt.Errorf("%s: %w", op, c.redactErr(err))
+}
+
+func (c *Client) send(ctx context.Context, method, route string, query url.Values, in, out any) error {
+	target := c.base + api.Prefix + route
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.agent != "" {
+		req.Header.Set("User-Agent", c.agent)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the URL
+		}
+		return fmt.Errorf("%w: %w", ports.ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errorOf(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxErrorBytes))
+		return nil
+	}
+	b, err := readCapped(resp.Body, c.limit)
+	if err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode the answer (HTTP %d, %s): %w", resp.StatusCode, contentType(resp), err)
+	}
+	return nil
+}
+
+// errorOf reads an error answer into an *Error.
+func errorOf(resp *http.Response) error {
+	e := &Error{Status: resp.StatusCode, Code: codeOfStatus(resp.StatusCode)}
+	b, err := readCapped(resp.Body, MaxErrorBytes)
+	var eb api.ErrorBody
+	if err == nil && json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+		e.Code, e.Message = eb.Error.Code, eb.Error.Message
+		return e
+	}
+	// Not the API's error body: a proxy's page or a server that is not ours.
+	e.Message = fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	if ct := contentType(resp); ct != "application/json" {
+		e.Message += " (" + ct + ", not the API's answer)"
+	}
+	return e
+}
+
+func contentType(resp *http.Response) string {
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	if ct = strings.TrimSpace(ct); ct == "" {
+		return "no content type"
+	}
+	return ct
+}
+
+// readCapped reads r, refusing more than limit bytes.
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("the answer is over %d bytes", limit)
+	}
+	return b, nil
+}
+
+// redact removes the token from a text that came from elsewhere: a server
+// should never echo it, but the client does not rely on that.
+func (c *Client) redact(s string) string {
+	if c.token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.token, "[token]")
+}
+
+// redactErr keeps err (for errors.Is) when its text holds no token, and
+// otherwise replaces its text while keeping the sentinels it wrapped.
+func (c *Client) redactErr(err error) error {
+	if c.token == "" || !strings.Contains(err.Error(), c.token) {
+		return err
+	}
+	return &redacted{text: c.redact(err.Error()), err: err}
+}
+
+// redacted is an error whose text had the token removed.
+type redacted struct {
+	text string
+	err  error
+}
+
+func (r *redacted) Error() string { return r.text }
+func (r *redacted) Unwrap() error { return r.err }

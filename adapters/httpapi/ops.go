@@ -1,0 +1,161 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+// This file is the one handler layer the page (pages.go) and the JSON API
+// (api.go) share: each operation reads its input in the wire form both
+// entrances use (query parameters, api types), calls the ports, and returns
+// plain results that api.go encodes as JSON and pages.go renders as HTML.
+
+// verb is an operator action on parked rows.
+type verb string
+
+const (
+	verbRetry   verb = "retry"
+	verbDiscard verb = "discard"
+)
+
+// past is the verb's past participle, for messages.
+func (v verb) past() string {
+	if v == verbRetry {
+		return "retried"
+	}
+	return "discarded"
+}
+
+// invalid wraps a parse error of the caller's input.
+func invalid(err error) error { return fmt.Errorf("%w: %v", ports.ErrInvalid, err) }
+
+// listQuery is a parsed list request: the filter in wire form and the
+// paging.
+type listQuery struct {
+	Filter api.Filter
+	Limit  int
+	After  string
+}
+
+// parseListQuery reads the filter and the paging of a list request.
+func parseListQuery(v url.Values) (listQuery, error) {
+	f, err := api.ParseFilter(v)
+	if err != nil {
+		return listQuery{}, invalid(err)
+	}
+	limit, after, err := api.ParsePage(v)
+	if err != nil {
+		return listQuery{}, invalid(err)
+	}
+	return listQuery{Filter: f, Limit: limit, After: after}, nil
+}
+
+// query turns a wire filter into the core's query.
+func query(f api.Filter, limit int, after string) ports.Query {
+	pf, stuck := f.PortsFilter()
+	return ports.Query{Filter: pf, StuckOnly: stuck, Limit: limit, After: after}
+}
+
+// notifications is one page of rows matching q.
+func (s *Server) notifications(ctx context.Context, q listQuery) (ports.QueryPage, error) {
+	return s.cfg.Outbox.Query(ctx, query(q.Filter, q.Limit, q.After))
+}
+
+// count is how many rows match f.
+func (s *Server) count(ctx context.Context, f api.Filter) (int64, error) {
+	return s.cfg.Outbox.Count(ctx, query(f, 0, ""))
+}
+
+// notification is one row with its history.
+func (s *Server) notification(ctx context.Context, id string) (ports.Detail, error) {
+	return s.cfg.Outbox.Notification(ctx, id)
+}
+
+// kpis is the KPI report.
+func (s *Server) kpis(ctx context.Context) (ports.KPIReport, error) {
+	return s.cfg.Outbox.KPIs(ctx)
+}
+
+// act retries or discards the rows req selects, recording p as the actor.
+func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.ActionRequest) (ports.ActionResult, error) {
+	a := ports.Action{Actor: p.Name, IDs: req.IDs, All: req.All}
+	if req.Filter != nil {
+		pf, stuck := req.Filter.PortsFilter()
+		if stuck {
+			return ports.ActionResult{}, fmt.Errorf("%w: filter.stuck: stuck rows are never Parked, so an action on them would do nothing", ports.ErrInvalid)
+		}
+		a.Filter = pf
+	}
+	if len(req.IDs) > 0 && req.Filter != nil && !req.Filter.IsZero() {
+		return ports.ActionResult{}, fmt.Errorf("%w: give ids or a filter, not both", ports.ErrInvalid)
+	}
+	if v == verbRetry {
+		return s.cfg.Outbox.Retry(ctx, a)
+	}
+	return s.cfg.Outbox.Discard(ctx, a)
+}
+
+// putList stores l under name, which the body's name must match if set.
+func (s *Server) putList(ctx context.Context, name string, l api.List) (ports.List, error) {
+	if l.Name != "" && l.Name != name {
+		return ports.List{}, fmt.Errorf("%w: name: the body names %q but the path names %q", ports.ErrInvalid, l.Name, name)
+	}
+	l.Name = name
+	pl := l.PortsList()
+	if err := s.cfg.Directory.PutList(ctx, pl); err != nil {
+		return ports.List{}, err
+	}
+	s.log.Info("list saved", "list", pl.Name, "type", pl.Type, "targets", len(pl.Targets))
+	return s.cfg.Directory.List(ctx, name)
+}
+
+// putChannel stores c under typ after the plugin's check.
+func (s *Server) putChannel(ctx context.Context, typ string, c api.Channel) (ports.ChannelSettings, error) {
+	if c.Type != "" && c.Type != typ {
+		return ports.ChannelSettings{}, fmt.Errorf("%w: type: the body names %q but the path names %q", ports.ErrInvalid, c.Type, typ)
+	}
+	c.Type = typ
+	pc := c.PortsChannel()
+	if err := pc.Validate(); err != nil {
+		return ports.ChannelSettings{}, err
+	}
+	if s.cfg.CheckChannel != nil {
+		if err := s.cfg.CheckChannel(ctx, pc); err != nil {
+			if !errors.Is(err, ports.ErrInvalid) {
+				err = fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+			}
+			return ports.ChannelSettings{}, err
+		}
+	}
+	if err := s.cfg.Directory.PutChannel(ctx, pc); err != nil {
+		return ports.ChannelSettings{}, err
+	}
+	s.log.Info("channel settings saved", "type", pc.Type)
+	return s.cfg.Directory.ChannelSettings(ctx, typ)
+}
+
+// actionMessage is the one-line summary of an action's result.
+func actionMessage(v verb, res ports.ActionResult) string {
+	var b strings.Builder
+	switch n := len(res.Moved); n {
+	case 0:
+		b.WriteString("No notification was " + v.past())
+	case 1:
+		b.WriteString("1 notification " + v.past())
+	default:
+		fmt.Fprintf(&b, "%d notifications %s", n, v.past())
+	}
+	if n := len(res.Refused); n > 0 {
+		fmt.Fprintf(&b, "; %d refused: %v", n, res.Refused[0].Err)
+		if n > 1 {
+			fmt.Fprintf(&b, " (and %d more)", n-1)
+		}
+	}
+	return b.String() + "."
+}

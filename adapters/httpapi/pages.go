@@ -1,0 +1,477 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+// This file renders the operations of ops.go as the page (U1).
+
+// base is what every page shows around its content.
+type base struct {
+	Title, Nav      string
+	User            string
+	Role            ports.OperatorRole
+	Flash, Error    string
+	Banner          string
+	Mail            bool
+	Refresh         int
+	CanAct, IsAdmin bool
+}
+
+// parsePages parses each page template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"stamp":    stamp,
+		"dur":      humanDuration,
+		"num":      thousands,
+		"clip":     clipText,
+		"formTime": formTime,
+		"json":     prettyJSON,
+	}
+	names, err := fs.Glob(webFS, "web/templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := make(map[string]*template.Template)
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "web/templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.New(name).Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: parse page %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// newBase fills the frame of a page for p.
+func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
+	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
+		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin)}
+}
+
+// render writes page with data and status. The page is rendered into a
+// buffer first, so that a template error becomes a clean 500.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	var buf bytes.Buffer
+	if err := s.pages[page].ExecuteTemplate(&buf, "layout", data); err != nil {
+		s.log.Error("render page", "page", page, "path", r.URL.Path, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// pageError renders err as an error page with its status.
+func (s *Server) pageError(w http.ResponseWriter, r *http.Request, p ports.Principal, err error) {
+	code, msg := s.classify(r, err)
+	s.renderError(w, r, p, statusOf[code], msg)
+}
+
+// renderError renders the error page.
+func (s *Server) renderError(w http.ResponseWriter, r *http.Request, p ports.Principal, status int, msg string) {
+	b := s.newBase(w, r, p, http.StatusText(status), "")
+	b.Error = msg
+	s.render(w, r, status, "error", struct {
+		base
+		Heading string
+	}{b, http.StatusText(status)})
+}
+
+// field is a hidden form field.
+type field struct{ Name, Value string }
+
+// statusBox is one status checkbox of the filter form.
+type statusBox struct {
+	Name ports.Status
+	On   bool
+}
+
+// kpiView is the KPI report with the stuck threshold for the tiles.
+type kpiView struct {
+	ports.KPIReport
+	Stuck time.Duration
+}
+
+type listPage struct {
+	base
+	KPI          *kpiView
+	Filter       api.Filter
+	Statuses     []statusBox
+	FilterFields []field
+	Rows         []ports.Row
+	After        string
+	Self, First  string
+	Next         string
+}
+
+func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	v := listPage{base: s.newBase(w, r, p, "Notifications", "notifications")}
+	status := http.StatusOK
+	q, err := parseListQuery(r.URL.Query())
+	if err == nil {
+		var page ports.QueryPage
+		if page, err = s.notifications(r.Context(), q); err == nil {
+			v.Rows = page.Items
+			if page.Next != "" {
+				v.Next = listURL(q.Filter, page.Next, q.Limit)
+			}
+		}
+	}
+	if err != nil {
+		code, msg := s.classify(r, err)
+		status, v.Error = statusOf[code], msg
+	}
+	v.Filter, v.After = q.Filter, q.After
+	v.Self = listURL(q.Filter, q.After, q.Limit)
+	v.First = listURL(q.Filter, "", q.Limit)
+	v.FilterFields = filterFields(q.Filter)
+	for _, st := range ports.CentralStatuses {
+		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st)})
+	}
+	if k, err := s.kpis(r.Context()); err == nil {
+		v.KPI = &kpiView{KPIReport: k, Stuck: k.StuckAfter}
+	} else {
+		s.log.Warn("page without KPIs", "err", err)
+	}
+	s.render(w, r, status, "notifications", v)
+}
+
+func (s *Server) pageNotification(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	d, err := s.notification(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "detail", struct {
+		base
+		N       ports.Row
+		History []ports.AuditRecord
+	}{s.newBase(w, r, p, d.Subject, "notifications"), d.Row, d.History})
+}
+
+// pageAction retries or discards from a form: the selected ids (scope=ids),
+// or every parked row matching the filter (scope=filter), which first shows
+// how many match and asks for a confirmation.
+func (s *Server) pageAction(v verb) handler {
+	return func(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		if err := r.ParseForm(); err != nil {
+			s.renderError(w, r, p, http.StatusBadRequest, "The form could not be read: "+err.Error())
+			return
+		}
+		form := r.PostForm
+		back := safeNext(form.Get("return"), "/notifications")
+		var req api.ActionRequest
+		switch form.Get("scope") {
+		case "filter":
+			f, err := api.ParseFilter(form)
+			if err != nil {
+				s.pageError(w, r, p, invalid(err))
+				return
+			}
+			if form.Get("confirm") != "yes" {
+				s.confirmAction(w, r, p, v, f, back)
+				return
+			}
+			req.Filter = &f
+			req.All = f.IsZero()
+		default:
+			req.IDs = form["id"]
+			if len(req.IDs) == 0 {
+				s.setFlash(w, "Select at least one parked notification first.")
+				http.Redirect(w, r, back, http.StatusSeeOther)
+				return
+			}
+		}
+		res, err := s.act(r.Context(), p, v, req)
+		if err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+		s.setFlash(w, actionMessage(v, res))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	}
+}
+
+// confirmAction shows how many parked rows match f and asks to confirm.
+func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.Principal, v verb, f api.Filter, back string) {
+	if f.Stuck {
+		s.pageError(w, r, p, fmt.Errorf("%w: stuck rows are never Parked; clear \"Stuck only\" to act on parked rows", ports.ErrInvalid))
+		return
+	}
+	parked := f
+	var n int64
+	if len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked) {
+		parked.Status = []ports.Status{ports.StatusParked}
+		var err error
+		if n, err = s.count(r.Context(), parked); err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+	}
+	what := "every parked notification"
+	if !f.IsZero() {
+		what = "the parked notifications matching the filter"
+	}
+	title := strings.ToUpper(string(v[:1])) + string(v[1:])
+	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile are left alone.", title, what, plural(n, "notification"))
+	if v == verbRetry {
+		msg += " They go back to Pending and are delivered again."
+	} else {
+		msg += " They become Discarded and are kept for the audit record."
+	}
+	if n == 0 {
+		msg = "No parked notification matches the filter: there is nothing to " + string(v) + "."
+	}
+	s.render(w, r, http.StatusOK, "confirm", struct {
+		base
+		Heading, Message, Button, Action, Return string
+		Count                                    int64
+		Danger                                   bool
+		FilterFields                             []field
+	}{
+		base: s.newBase(w, r, p, title+" by filter", "notifications"), Heading: title + " by filter", Message: msg,
+		Button: fmt.Sprintf("%s %s", title, plural(n, "notification")), Action: "/notifications/" + string(v),
+		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked),
+	})
+}
+
+func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	k, err := s.kpis(r.Context())
+	if err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
+	b := s.newBase(w, r, p, "Health", "dashboard")
+	b.Refresh = 15
+	var plugins []PluginStatus
+	if s.cfg.Plugins != nil {
+		plugins = s.cfg.Plugins()
+	}
+	s.render(w, r, http.StatusOK, "dashboard", struct {
+		base
+		KPI     kpiView
+		Plugins []PluginStatus
+	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter}, plugins})
+}
+
+func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	ls, err := s.cfg.Directory.Lists(r.Context())
+	if err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "lists", struct {
+		base
+		Lists []ports.List
+	}{s.newBase(w, r, p, "Lists", "lists"), ls})
+}
+
+func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	cs, err := s.cfg.Directory.Channels(r.Context())
+	if err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "channels", struct {
+		base
+		Channels []ports.ChannelSettings
+	}{s.newBase(w, r, p, "Channels", "channels"), cs})
+}
+
+func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	mails := s.cfg.Mailbox()
+	slices.Reverse(mails)
+	b := s.newBase(w, r, p, "Mail capture", "mail")
+	b.Refresh = 5
+	s.render(w, r, http.StatusOK, "mail", struct {
+		base
+		Mails []Mail
+	}{b, mails})
+}
+
+type loginPage struct {
+	base
+	Next, Name string
+}
+
+func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.URL.Query().Get("next"), "/notifications")
+	if _, err := s.authenticate(r); err == nil {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	b := s.newBase(w, r, ports.Principal{}, "Log in", "")
+	s.render(w, r, http.StatusOK, "login", loginPage{base: b, Next: next})
+}
+
+func (s *Server) pageLoginPost(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		s.renderError(w, r, ports.Principal{}, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"), "/notifications")
+	name := r.PostForm.Get("name")
+	if _, err := s.login(w, r, name, r.PostForm.Get("password")); err != nil {
+		b := s.newBase(w, r, ports.Principal{}, "Log in", "")
+		status := http.StatusUnauthorized
+		b.Error = "Wrong name or password."
+		if !errors.Is(err, ports.ErrUnauthenticated) {
+			code, msg := s.classify(r, err)
+			status, b.Error = statusOf[code], msg
+		}
+		s.render(w, r, status, "login", loginPage{base: b, Next: next, Name: name})
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.logout(w, r); err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// listURL is the page's URL for filter f, page after and limit.
+func listURL(f api.Filter, after string, limit int) string {
+	v := f.Values()
+	if after != "" {
+		v.Set(api.ParamAfter, after)
+	}
+	if limit > 0 {
+		v.Set(api.ParamLimit, strconv.Itoa(limit))
+	}
+	if len(v) == 0 {
+		return "/notifications"
+	}
+	return "/notifications?" + v.Encode()
+}
+
+// filterFields is f as hidden form fields.
+func filterFields(f api.Filter) []field {
+	v := f.Values()
+	var out []field
+	for _, k := range slices.Sorted(mapsKeys(v)) {
+		for _, x := range v[k] {
+			out = append(out, field{k, x})
+		}
+	}
+	return out
+}
+
+func mapsKeys(v url.Values) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range v {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// stamp shows a time in UTC to the second, or — for none.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// formTime is a filter time as a datetime-local input value.
+func formTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04")
+}
+
+// humanDuration shows a duration the way people say it: 850ms, 12s, 3m12s,
+// 4h05m, 2d3h.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// thousands writes n with thin separators: 1 234 567.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString("\u202f")
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// clipText shortens s to at most n runes.
+func clipText(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+// prettyJSON indents raw JSON for display.
+func prettyJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// plural writes "1 notification", "2 notifications".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return thousands(n) + " " + word + "s"
+}

@@ -1,0 +1,269 @@
+// Package httpapi is central's operator surface over HTTP (U1, U2, U5): the
+// "Notification Outbox" web page and the JSON API, served by one handler
+// layer (ops.go) so that the page and the API never hold the same logic
+// twice. The page is server-rendered with html/template, its assets embedded
+// in the binary, with one small script for conveniences the page works
+// without.
+//
+// Every route names the least role it needs (viewer, operator, admin). A
+// caller proves who it is with the session cookie the login sets or with an
+// API token (Authorization: Bearer). Unsafe requests from another origin are
+// refused (http.CrossOriginProtection), every response carries security
+// headers (CSP, frame-ancestors, nosniff), and templates escape every value.
+package httpapi
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Config configures a Server. Outbox, Directory and Operators are required.
+type Config struct {
+	Outbox    ports.Outbox
+	Directory ports.DirectoryAdmin
+	Operators ports.Operators
+	// CheckChannel, when set, checks channel settings against the schema
+	// of the plugin that delivers them before they are stored.
+	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
+	// Plugins, when set, reports the channel plugins on the dashboard.
+	Plugins func() []PluginStatus
+	// Mailbox, when set, shows the mails a local SMTP capture received on
+	// the page /mail (dev mode).
+	Mailbox func() []Mail
+	// Public are extra routes served without authentication: /metrics,
+	// /healthz, /readyz.
+	Public map[string]http.Handler
+	// SecureCookies sets the Secure attribute on cookies: on unless the
+	// page is served over plain HTTP on loopback.
+	SecureCookies bool
+	// Banner, when set, is shown on every page (dev mode says so).
+	Banner string
+	Logger *slog.Logger
+}
+
+// PluginStatus is one channel plugin as the dashboard shows it.
+type PluginStatus struct {
+	Name     string
+	Types    []string
+	Running  bool
+	Restarts int
+}
+
+// Mail is one captured mail as the page /mail shows it.
+type Mail struct {
+	At      time.Time
+	From    string
+	To      []string
+	Subject string
+	Body    string
+}
+
+// Server serves the page and the API.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	h     http.Handler
+	// apiPatterns are the API routes registered, for the OpenAPI test.
+	apiPatterns []string
+}
+
+// Cookie names.
+const (
+	sessionCookie = "outbox_session"
+	flashCookie   = "outbox_flash"
+)
+
+// Request body limits.
+const maxBodyBytes = 1 << 20
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	var errs []error
+	if cfg.Outbox == nil {
+		errs = append(errs, errors.New("httpapi: Config.Outbox is nil"))
+	}
+	if cfg.Directory == nil {
+		errs = append(errs, errors.New("httpapi: Config.Directory is nil"))
+	}
+	if cfg.Operators == nil {
+		errs = append(errs, errors.New("httpapi: Config.Operators is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, mux: http.NewServeMux()}
+	s.routes()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(s.crossOrigin))
+	s.h = securityHeaders(cop.Handler(s.mux))
+	return s, nil
+}
+
+// Handler returns the HTTP handler of every route.
+func (s *Server) Handler() http.Handler { return s.h }
+
+// routes registers every route. A route's role is the least it needs;
+// public routes have none.
+func (s *Server) routes() {
+	static, _ := fs.Sub(webFS, "web/static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(http.FS(static))))
+	for path, h := range s.cfg.Public {
+		s.mux.Handle(path, h)
+	}
+
+	// The JSON API (api.go).
+	p := api.Prefix
+	s.mux.HandleFunc("GET "+p+"/openapi.json", s.openAPI)
+	s.mux.HandleFunc("POST "+p+"/login", s.apiLogin)
+	s.apiRoute("POST "+p+"/logout", ports.RoleViewer, s.apiLogout)
+	s.apiRoute("GET "+p+"/me", ports.RoleViewer, s.apiMe)
+	s.apiRoute("GET "+p+"/notifications", ports.RoleViewer, s.apiNotifications)
+	s.apiRoute("GET "+p+"/notifications/count", ports.RoleViewer, s.apiCount)
+	s.apiRoute("GET "+p+"/notifications/{id}", ports.RoleViewer, s.apiNotification)
+	s.apiRoute("POST "+p+"/notifications/retry", ports.RoleOperator, s.apiAction(verbRetry))
+	s.apiRoute("POST "+p+"/notifications/discard", ports.RoleOperator, s.apiAction(verbDiscard))
+	s.apiRoute("GET "+p+"/kpis", ports.RoleViewer, s.apiKPIs)
+	s.apiRoute("GET "+p+"/lists", ports.RoleViewer, s.apiLists)
+	s.apiRoute("GET "+p+"/lists/{name}", ports.RoleViewer, s.apiList)
+	s.apiRoute("PUT "+p+"/lists/{name}", ports.RoleAdmin, s.apiPutList)
+	s.apiRoute("DELETE "+p+"/lists/{name}", ports.RoleAdmin, s.apiDeleteList)
+	s.apiRoute("GET "+p+"/channels", ports.RoleViewer, s.apiChannels)
+	s.apiRoute("GET "+p+"/channels/{type}", ports.RoleViewer, s.apiChannel)
+	s.apiRoute("PUT "+p+"/channels/{type}", ports.RoleAdmin, s.apiPutChannel)
+	s.apiRoute("DELETE "+p+"/channels/{type}", ports.RoleAdmin, s.apiDeleteChannel)
+	s.apiRoute("GET "+p+"/users", ports.RoleAdmin, s.apiUsers)
+	s.apiRoute("PUT "+p+"/users/{name}", ports.RoleAdmin, s.apiPutUser)
+	s.apiRoute("DELETE "+p+"/users/{name}", ports.RoleAdmin, s.apiDeleteUser)
+	s.apiRoute("GET "+p+"/tokens", ports.RoleAdmin, s.apiTokens)
+	s.apiRoute("POST "+p+"/tokens", ports.RoleAdmin, s.apiCreateToken)
+	s.apiRoute("DELETE "+p+"/tokens/{id}", ports.RoleAdmin, s.apiDeleteToken)
+	s.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
+	})
+
+	// The page (pages.go).
+	s.mux.HandleFunc("GET /login", s.pageLogin)
+	s.mux.HandleFunc("POST /login", s.pageLoginPost)
+	s.pageRoute("POST /logout", ports.RoleViewer, s.pageLogout)
+	s.pageRoute("GET /{$}", ports.RoleViewer, func(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+		http.Redirect(w, r, "/notifications", http.StatusSeeOther)
+	})
+	s.pageRoute("GET /notifications", ports.RoleViewer, s.pageNotifications)
+	s.pageRoute("GET /notifications/{id}", ports.RoleViewer, s.pageNotification)
+	s.pageRoute("POST /notifications/retry", ports.RoleOperator, s.pageAction(verbRetry))
+	s.pageRoute("POST /notifications/discard", ports.RoleOperator, s.pageAction(verbDiscard))
+	s.pageRoute("GET /dashboard", ports.RoleViewer, s.pageDashboard)
+	s.pageRoute("GET /lists", ports.RoleViewer, s.pageLists)
+	s.pageRoute("GET /channels", ports.RoleViewer, s.pageChannels)
+	if s.cfg.Mailbox != nil {
+		s.pageRoute("GET /mail", ports.RoleViewer, s.pageMail)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.renderError(w, r, ports.Principal{}, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+	})
+}
+
+// handler is a route's handler once the caller is known.
+type handler func(w http.ResponseWriter, r *http.Request, p ports.Principal)
+
+// apiRoute registers a JSON route needing role.
+func (s *Server) apiRoute(pattern string, role ports.OperatorRole, h handler) {
+	s.apiPatterns = append(s.apiPatterns, pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.apiError(w, r, err)
+			return
+		}
+		if !p.Role.Allows(role) {
+			s.apiError(w, r, forbidden(p, role))
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+// pageRoute registers a page route needing role: a caller with no session
+// is sent to the login page, one without the role gets a 403 page.
+func (s *Server) pageRoute(pattern string, role ports.OperatorRole, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if errors.Is(err, ports.ErrUnauthenticated) {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			s.renderError(w, r, p, http.StatusUnauthorized, "Your session has ended. Log in again.")
+			return
+		}
+		if err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+		if !p.Role.Allows(role) {
+			s.pageError(w, r, p, forbidden(p, role))
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+// forbidden is the error of a caller whose role is too low.
+func forbidden(p ports.Principal, need ports.OperatorRole) error {
+	return fmt.Errorf("this needs the %s role; %s has the %s role: %w", need, p.Name, p.Role, ports.ErrForbidden)
+}
+
+// crossOrigin answers an unsafe request from another origin.
+func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request) {
+	const msg = "cross-origin request refused: unsafe requests must come from the page's own origin"
+	if isAPI(r) {
+		writeError(w, http.StatusForbidden, api.CodeForbidden, msg)
+		return
+	}
+	http.Error(w, msg, http.StatusForbidden)
+}
+
+// securityHeaders sets the headers every response carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// staticFiles serves the embedded assets, cached for an hour.
+func staticFiles(fsys http.FileSystem) http.Handler {
+	files := http.FileServer(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+}
