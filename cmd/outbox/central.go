@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sitelink"
@@ -116,8 +117,28 @@ func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer
 // the directory seeded from the configuration, the channel plugins, core. It
 // returns after Run has returned, the plugins are stopped and the store is
 // closed.
-func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err error) {
-	cfg := l.cfg
+func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) error {
+	return runCentralNode(ctx, l.cfg, centralOptions{configFile: l.file}, logger)
+}
+
+// centralOptions are what `outbox dev` changes in a central node.
+type centralOptions struct {
+	configFile string
+	// dev runs without an admin and shows banner on the page.
+	dev    bool
+	banner string
+	// started, when set, is called once everything listens, with the
+	// addresses bound.
+	started func(centralAddrs)
+}
+
+// centralAddrs are the addresses a started central node listens on.
+type centralAddrs struct {
+	HTTP, Link, SMTP string
+}
+
+// runCentralNode is central with options.
+func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger *slog.Logger) (err error) {
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -134,8 +155,10 @@ func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err e
 	if err != nil {
 		return err
 	}
+	var capture *smtpcapture.Server
 	if c := cfg.SMTPCapture; c.Addr != "" {
-		capture, serr := smtpcapture.Start(smtpcapture.Config{Addr: c.Addr, Dir: c.Dir})
+		var serr error
+		capture, serr = smtpcapture.Start(smtpcapture.Config{Addr: c.Addr, Dir: c.Dir, Reject: c.Reject})
 		if serr != nil {
 			return serr
 		}
@@ -158,6 +181,7 @@ func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err e
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
 		return err
 	}
+	delivery := metrics.NewDeliveryMetrics(host.Types()...)
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
 		Store:     store,
 		Audit:     store,
@@ -165,6 +189,7 @@ func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err e
 		Directory: store,
 		Clock:     ports.SystemClock{},
 		Logger:    logger,
+		Observer:  delivery,
 	})
 	if err != nil {
 		return fmt.Errorf("build outbox: %w", err)
@@ -189,16 +214,33 @@ func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) (err e
 		"claim_lease", cc.ClaimLease.String(),
 		"purge_interval", cc.PurgeInterval.String(),
 		"terminal_retention", cc.TerminalRetention.String(),
-		"config_file", l.file,
+		"config_file", opt.configFile,
 	)
 	logger.Info("central started", attrs...)
 
+	var addrs centralAddrs
+	if capture != nil {
+		addrs.SMTP = capture.Addr()
+	}
 	if cfg.Link.Listen != "" {
-		stop, err := serveLink(ctx, cfg.Link, svc, logger)
+		stop, addr, err := serveLink(ctx, cfg.Link, svc, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		addrs.Link = addr
+	}
+	if cfg.HTTP.Listen != "" {
+		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
+			delivery: delivery, capture: capture, dev: opt.dev, banner: opt.banner}, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addrs.HTTP = addr
+	}
+	if opt.started != nil {
+		opt.started(addrs)
 	}
 
 	runErr := svc.Run(ctx)
@@ -328,19 +370,19 @@ func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.
 
 // serveLink serves the site link (P1–P3) on cfg.Listen until ctx is done or
 // stop is called; stop waits for the server to end.
-func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), err error) {
+func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), addr string, err error) {
 	sites := make([]sitelink.Site, len(cfg.Sites))
 	for i, s := range cfg.Sites {
 		token, err := secretref.Resolve(s.Token)
 		if err != nil {
-			return nil, fmt.Errorf("link.sites[%d].token: %w", i, err)
+			return nil, "", fmt.Errorf("link.sites[%d].token: %w", i, err)
 		}
 		sites[i] = sitelink.Site{ID: s.ID, Token: token}
 	}
 	var t *tls.Config
 	if cfg.TLS.set() {
 		if t, err = cfg.TLS.load(); err != nil {
-			return nil, fmt.Errorf("link.tls: %w", err)
+			return nil, "", fmt.Errorf("link.tls: %w", err)
 		}
 		// A site proves itself by certificate or by token.
 		t.ClientAuth = tls.VerifyClientCertIfGiven
@@ -348,11 +390,11 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t,
 		Logger: logger.With("component", "link")})
 	if err != nil {
-		return nil, fmt.Errorf("site link: %w", err)
+		return nil, "", fmt.Errorf("site link: %w", err)
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("site link: %w", err)
+		return nil, "", fmt.Errorf("site link: %w", err)
 	}
 	logger.Info("site link listening", "addr", lis.Addr().String(), "tls", t != nil, "sites", len(sites))
 	var wg sync.WaitGroup
@@ -366,5 +408,5 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 		done()
 		srv.Stop()
 		wg.Wait()
-	}, nil
+	}, lis.Addr().String(), nil
 }

@@ -37,6 +37,8 @@ type Config struct {
 	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
 	// Link is the gRPC service sites forward to (P1–P3).
 	Link LinkConfig `yaml:"link"`
+	// HTTP is the operator surface: the page, the JSON API and /metrics.
+	HTTP HTTPConfig `yaml:"http"`
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
@@ -108,13 +110,16 @@ type SMTPCaptureConfig struct {
 	Addr string `yaml:"addr"`
 	// Dir, when set, receives every captured message as a .eml file.
 	Dir string `yaml:"dir"`
+	// Reject lists recipients refused with 550 (an address, or @domain), to
+	// try a permanent failure.
+	Reject []string `yaml:"reject"`
 }
 
 func (c SMTPCaptureConfig) validate() rules {
 	var r rules
 	if c.Addr == "" {
-		if c.Dir != "" {
-			r.add("smtp_capture.dir", "set, but smtp_capture.addr is empty: no capture server runs")
+		if c.Dir != "" || len(c.Reject) > 0 {
+			r.add("smtp_capture.addr", "empty, but smtp_capture.dir or reject are set: no capture server runs")
 		}
 		return r
 	}
@@ -250,7 +255,8 @@ func defaultConfig() Config {
 			MaxSubjectBytes:     d.MaxSubjectBytes,
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
-		Log: LogConfig{Level: "info", Format: "auto"},
+		Log:  LogConfig{Level: "info", Format: "auto"},
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
 	}
 }
 
@@ -303,6 +309,7 @@ func (c Config) Validate() error {
 	r = append(r, c.Plugins.validate()...)
 	r = append(r, c.SMTPCapture.validate()...)
 	r = append(r, c.Link.validate()...)
+	r = append(r, c.HTTP.validate()...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

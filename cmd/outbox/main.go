@@ -11,6 +11,8 @@
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
+//	outbox notifications|kpi|lists|channels|users|tokens ...
+//	                                        operate central through its API
 //	outbox version                          print the version
 //	outbox help [command]                   show help
 //
@@ -71,6 +73,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return runSite(ctx, rest, environ, stdout, stderr)
 	case "notify":
 		return runNotify(ctx, rest, environ, stdout, stderr)
+	case "notifications":
+		return runNotifications(ctx, rest, environ, stdout, stderr)
+	case "kpi":
+		return runKPI(ctx, rest, environ, stdout, stderr)
+	case "lists":
+		return runLists(ctx, rest, environ, stdout, stderr)
+	case "channels":
+		return runChannels(ctx, rest, environ, stdout, stderr)
+	case "users":
+		return runUsers(ctx, rest, environ, stdout, stderr)
+	case "tokens":
+		return runTokens(ctx, rest, environ, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
@@ -90,6 +104,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return runSite(ctx, []string{"-h"}, environ, stdout, stdout)
 		case "notify":
 			return runNotify(ctx, []string{"help"}, environ, stdout, stdout)
+		case "notifications":
+			return runNotifications(ctx, []string{"help"}, environ, stdout, stdout)
+		case "kpi":
+			return runKPI(ctx, []string{"help"}, environ, stdout, stdout)
+		case "lists":
+			return runLists(ctx, []string{"help"}, environ, stdout, stdout)
+		case "channels":
+			return runChannels(ctx, []string{"help"}, environ, stdout, stdout)
+		case "users":
+			return runUsers(ctx, []string{"help"}, environ, stdout, stdout)
+		case "tokens":
+			return runTokens(ctx, []string{"help"}, environ, stdout, stdout)
 		case "version", "help":
 			usage(stdout)
 			return exitOK
@@ -115,6 +141,14 @@ Commands:
   plugin    serve, list, describe or try a channel plugin ("outbox help plugin")
   version   print the version
   help      show this help, or "outbox help <command>" for a command's flags
+
+Operator commands (against central's API; OUTBOX_SERVER, OUTBOX_TOKEN):
+  notifications  list, show, count, retry or discard notifications
+  kpi            show the delivery KPIs, global and per site
+  lists          list, show, put or delete notification lists
+  channels       list, show, put or delete channel settings
+  users          list, put or delete operator accounts (admin)
+  tokens         list, create or revoke API tokens (admin)
 
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.
