@@ -11,6 +11,10 @@
 # and stops and removes it on exit. The PostgreSQL server binaries are
 # installed from Debian's packages when none are found.
 #
+# Chromium: the browser test of the operator page needs a chromium,
+# chromium-browser or google-chrome on PATH. As root, Debian's chromium is
+# installed when none is found; otherwise that test skips and says so.
+#
 # It runs as root (CI) or as a normal user (a developer with PostgreSQL
 # installed); as root the cluster runs as the unprivileged user postgres,
 # created when missing, because PostgreSQL refuses to run as root.
@@ -45,6 +49,17 @@ if ! command -v gcc >/dev/null; then
 	apt_install gcc libc6-dev
 fi
 export CGO_ENABLED=1
+
+# The browser test of the operator page (acceptance, TestOperatorPageInChromium)
+# drives Chromium; it finds the binary on PATH and skips without one.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
+	if is_root; then
+		log "no chromium found; installing chromium for the browser test"
+		apt_install chromium
+	else
+		log "no chromium found: the browser test of the operator page will skip (apt-get install chromium)"
+	fi
+fi
 
 # pg_bindir prints a directory holding both initdb and pg_ctl, if any: the
 # one on PATH first, then the newest /usr/lib/postgresql/*/bin.

@@ -409,8 +409,8 @@ func formTime(t *time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04")
 }
 
-// humanDuration shows a duration the way people say it: 850ms, 12s, 3m12s,
-// 4h05m, 2d3h.
+// humanDuration shows a duration the way people say it: 850ms, 1.5s, 12s,
+// 3m12s, 10m, 4h05m, 2d3h.
 func humanDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
@@ -422,9 +422,15 @@ func humanDuration(d time.Duration) string {
 	case d < time.Minute:
 		return strconv.Itoa(int(d.Seconds())) + "s"
 	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+		if s := int(d.Seconds()) % 60; s != 0 {
+			return fmt.Sprintf("%dm%02ds", int(d.Minutes()), s)
+		}
+		return fmt.Sprintf("%dm", int(d.Minutes()))
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+		if m := int(d.Minutes()) % 60; m != 0 {
+			return fmt.Sprintf("%dh%02dm", int(d.Hours()), m)
+		}
+		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
 }
