@@ -157,7 +157,7 @@ func validFilter(f ports.Filter) error {
 // filterEmpty reports whether f selects every row.
 func filterEmpty(f ports.Filter) bool {
 	return len(f.Statuses) == 0 && f.Type == "" && f.SourceSite == "" && f.List == "" &&
-		f.CreatedFrom.IsZero() && f.CreatedTo.IsZero() && f.UpdatedFrom.IsZero() &&
+		f.CreatedFrom.IsZero() && f.CreatedTo.IsZero() && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() &&
 		f.StuckBefore.IsZero() && f.Subject == ""
 }
 

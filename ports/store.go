@@ -110,8 +110,10 @@ type Filter struct {
 	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound CreatedAt.
 	CreatedFrom time.Time
 	CreatedTo   time.Time
-	// UpdatedFrom (inclusive) bounds UpdatedAt, e.g. "parked since T".
+	// UpdatedFrom (inclusive) and UpdatedTo (exclusive) bound UpdatedAt,
+	// e.g. "parked since T", or "parked before the count was shown".
 	UpdatedFrom time.Time
+	UpdatedTo   time.Time
 	// StuckBefore, when set, keeps only stuck rows: Pending or Retrying
 	// with CreatedAt before this instant.
 	StuckBefore time.Time

@@ -28,7 +28,7 @@ func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Me{Name: sess.User, Role: sess.Role, ExpiresAt: api.TimePtr(sess.ExpiresAt)})
 }
 
-func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiLogout(w http.ResponseWriter, r *http.Request) {
 	if err := s.logout(w, r); err != nil {
 		s.apiError(w, r, err)
 		return

@@ -42,7 +42,6 @@ func routes(id string) []route {
 		{"DELETE", "/api/v1/users/someone", nil, ports.RoleAdmin},
 		{"GET", "/api/v1/tokens", nil, ports.RoleAdmin},
 		{"POST", "/api/v1/tokens", api.NewToken{Name: "made", Role: ports.RoleViewer}, ports.RoleAdmin},
-		{"POST", "/api/v1/logout", nil, ports.RoleViewer},
 	}
 }
 

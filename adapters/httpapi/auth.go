@@ -19,13 +19,23 @@ func (s *Server) authenticate(r *http.Request) (ports.Principal, error) {
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
 			return ports.Principal{}, fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", ports.ErrUnauthenticated)
 		}
-		return s.cfg.Operators.Authenticate(r.Context(), strings.TrimSpace(cred))
+		p, err := s.cfg.Operators.Authenticate(r.Context(), strings.TrimSpace(cred))
+		if err == nil && p.Session {
+			// Each credential has its place: a session secret is no token.
+			return ports.Principal{}, fmt.Errorf("the Authorization header takes an API token, not a session: %w", ports.ErrUnauthenticated)
+		}
+		return p, err
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return ports.Principal{}, fmt.Errorf("log in first, or give an API token (Authorization: Bearer): %w", ports.ErrUnauthenticated)
 	}
-	return s.cfg.Operators.Authenticate(r.Context(), c.Value)
+	p, err := s.cfg.Operators.Authenticate(r.Context(), c.Value)
+	if err == nil && !p.Session {
+		// A token planted in the cookie is not a login.
+		return ports.Principal{}, fmt.Errorf("the session cookie holds no session: %w", ports.ErrUnauthenticated)
+	}
+	return p, err
 }
 
 // login checks a name and password and sets the session cookie.
@@ -75,12 +85,20 @@ func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
 }
 
 // safeNext returns next when it is a path on this server, else fallback,
-// so that the login page never sends a browser to another site.
+// so that the login page and the action forms never send a browser to
+// another site. Browsers drop tabs and newlines from a URL and read a
+// backslash as a slash, so "/\t/evil.example" would be "//evil.example" to
+// them: any control character, space or backslash is refused outright.
 func safeNext(next, fallback string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || strings.ContainsFunc(next, func(r rune) bool { return r < 0x21 || r == 0x7f || r == '\\' }) {
 		return fallback
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return fallback
+	}
+	return u.RequestURI()
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -220,7 +220,12 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 		s.pageError(w, r, p, fmt.Errorf("%w: stuck rows are never Parked; clear \"Stuck only\" to act on parked rows", ports.ErrInvalid))
 		return
 	}
+	// The count and the confirmed action see the same rows: those parked
+	// before this instant. A row that parks after the count is left alone.
 	parked := f
+	if now := time.Now().UTC().Truncate(time.Microsecond); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
+		parked.UpdatedTo = &now
+	}
 	var n int64
 	if len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked) {
 		parked.Status = []ports.Status{ports.StatusParked}
@@ -235,7 +240,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 		what = "the parked notifications matching the filter"
 	}
 	title := strings.ToUpper(string(v[:1])) + string(v[1:])
-	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile are left alone.", title, what, plural(n, "notification"))
+	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile, or park after this count, are left alone.", title, what, plural(n, "notification"))
 	if v == verbRetry {
 		msg += " They go back to Pending and are delivered again."
 	} else {
@@ -348,9 +353,9 @@ func (s *Server) pageLoginPost(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {
 	if err := s.logout(w, r); err != nil {
-		s.pageError(w, r, p, err)
+		s.pageError(w, r, ports.Principal{}, err)
 		return
 	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)

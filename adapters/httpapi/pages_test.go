@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -154,4 +156,62 @@ func TestPageRetryAndBulkDiscard(t *testing.T) {
 		t.Fatalf("confirmed discard: %d", code)
 	}
 	e.waitStatus(ports.StatusDiscarded, parked...)
+}
+
+// TestBulkConfirmationActsOnWhatItCounted: rows that park after the
+// confirmation showed its count are left alone by the confirmed action.
+func TestBulkConfirmationActsOnWhatItCounted(t *testing.T) {
+	e := newEnv(t)
+	first := e.submit("bad", "counted")
+	e.waitStatus(ports.StatusParked, first...)
+	c := e.loginBrowser("operator")
+	code, _, page := e.post(c, "/notifications/discard", url.Values{"scope": {"filter"}, "list": {"bad"}})
+	if code != http.StatusOK || !strings.Contains(page, "1 notification match") {
+		t.Fatalf("confirmation: %d\n%s", code, page)
+	}
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(page, -1) {
+		form.Add(m[1], html.UnescapeString(m[2]))
+	}
+	if form.Get("updated_to") == "" || form.Get("confirm") != "yes" {
+		t.Fatalf("the confirmation does not pin its instant: %v", form)
+	}
+	later := e.submit("bad", "parked after the count", "and another")
+	e.waitStatus(ports.StatusParked, later...)
+	if code, _, body := e.post(c, "/notifications/discard", form); code != http.StatusSeeOther {
+		t.Fatalf("confirm: %d %s", code, body)
+	}
+	e.waitStatus(ports.StatusDiscarded, first...)
+	e.waitStatus(ports.StatusParked, later...)
+}
+
+// TestEachCredentialInItsPlace: a token planted in the session cookie is
+// no login, and a session secret is no API token.
+func TestEachCredentialInItsPlace(t *testing.T) {
+	e := newEnv(t)
+	req := e.request("GET", "/api/v1/me", nil)
+	req.AddCookie(&http.Cookie{Name: "outbox_session", Value: e.tokens[ports.RoleAdmin]})
+	if code, body := e.send(http.DefaultClient, req); code != http.StatusUnauthorized {
+		t.Fatalf("token in the cookie: %d %s", code, body)
+	}
+	s, err := e.ops.Login(t.Context(), "admin", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = e.request("GET", "/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+s.Secret)
+	if code, body := e.send(http.DefaultClient, req); code != http.StatusUnauthorized {
+		t.Fatalf("session as a bearer token: %d %s", code, body)
+	}
+	// Logging out with a session that has ended still clears the cookie.
+	req = e.request("POST", "/logout", nil)
+	req.AddCookie(&http.Cookie{Name: "outbox_session", Value: "long gone"})
+	resp, err := e.browser().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "outbox_session=;") {
+		t.Fatalf("logout of a dead session: %d %v", resp.StatusCode, resp.Header)
+	}
 }

@@ -630,6 +630,7 @@ func (m matcher) match(n ports.Notification) bool {
 		!f.CreatedFrom.IsZero() && !atOrAfter(n.CreatedAt, f.CreatedFrom),
 		!f.CreatedTo.IsZero() && !before(n.CreatedAt, f.CreatedTo),
 		!f.UpdatedFrom.IsZero() && !atOrAfter(n.UpdatedAt, f.UpdatedFrom),
+		!f.UpdatedTo.IsZero() && !before(n.UpdatedAt, f.UpdatedTo),
 		!f.StuckBefore.IsZero() && !(n.Status.Due() && before(n.CreatedAt, f.StuckBefore)),
 		m.subject != "" && !strings.Contains(asciiLower(n.Subject), m.subject):
 		return false

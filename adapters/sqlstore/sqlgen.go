@@ -655,6 +655,9 @@ func (g *sqlgen) where(s *stmt, f ports.Filter) error {
 	if !f.UpdatedFrom.IsZero() {
 		s.sql(` AND "updated_at" >= `).time(f.UpdatedFrom)
 	}
+	if !f.UpdatedTo.IsZero() {
+		s.sql(` AND "updated_at" < `).time(f.UpdatedTo)
+	}
 	if !f.StuckBefore.IsZero() {
 		s.sql(` AND "status" IN `).strs(dueStatuses).sql(` AND "created_at" < `).time(f.StuckBefore)
 	}

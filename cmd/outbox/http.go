@@ -146,7 +146,15 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		return nil, "", err
 	}
 	health := metrics.HealthHandler(5*time.Second,
-		metrics.Check{Name: "store", Check: o.store.Ping},
+		metrics.Check{Name: "store", Check: func(ctx context.Context) error {
+			// /readyz is public: the driver's error (user, database,
+			// address) goes to the log only.
+			if err := o.store.Ping(ctx); err != nil {
+				logger.Warn("readiness: the database does not answer", "err", err)
+				return errors.New("the database does not answer")
+			}
+			return nil
+		}},
 		metrics.Check{Name: "plugins", Check: func(context.Context) error {
 			var down []string
 			for _, s := range o.host.Status() {

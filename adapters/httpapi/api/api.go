@@ -234,8 +234,10 @@ type Filter struct {
 	// From (inclusive) and To (exclusive) bound the creation time.
 	From *time.Time `json:"from,omitempty"`
 	To   *time.Time `json:"to,omitempty"`
-	// UpdatedFrom keeps rows changed at or after it ("parked since T").
+	// UpdatedFrom keeps rows changed at or after it ("parked since T"),
+	// UpdatedTo rows changed before it.
 	UpdatedFrom *time.Time `json:"updated_from,omitempty"`
+	UpdatedTo   *time.Time `json:"updated_to,omitempty"`
 	// Stuck keeps only stuck rows.
 	Stuck bool `json:"stuck,omitempty"`
 	// Q keeps rows whose subject contains it, ignoring case.
@@ -251,6 +253,7 @@ const (
 	ParamFrom        = "from"
 	ParamTo          = "to"
 	ParamUpdatedFrom = "updated_from"
+	ParamUpdatedTo   = "updated_to"
 	ParamStuck       = "stuck"
 	ParamQ           = "q"
 	ParamLimit       = "limit"
@@ -274,6 +277,7 @@ func (f Filter) Values() url.Values {
 	set(ParamFrom, formatTime(f.From))
 	set(ParamTo, formatTime(f.To))
 	set(ParamUpdatedFrom, formatTime(f.UpdatedFrom))
+	set(ParamUpdatedTo, formatTime(f.UpdatedTo))
 	if f.Stuck {
 		v.Set(ParamStuck, "true")
 	}
@@ -284,7 +288,7 @@ func (f Filter) Values() url.Values {
 // IsZero reports whether f selects every row.
 func (f Filter) IsZero() bool {
 	return len(f.Status) == 0 && f.Type == "" && f.Site == "" && f.List == "" &&
-		f.From == nil && f.To == nil && f.UpdatedFrom == nil && !f.Stuck && f.Q == ""
+		f.From == nil && f.To == nil && f.UpdatedFrom == nil && f.UpdatedTo == nil && !f.Stuck && f.Q == ""
 }
 
 // ParseFilter reads a Filter from query parameters. A status may be given
@@ -321,6 +325,9 @@ func ParseFilter(v url.Values) (Filter, error) {
 		return Filter{}, err
 	}
 	if f.UpdatedFrom, err = parseTimeParam(v, ParamUpdatedFrom); err != nil {
+		return Filter{}, err
+	}
+	if f.UpdatedTo, err = parseTimeParam(v, ParamUpdatedTo); err != nil {
 		return Filter{}, err
 	}
 	if s := strings.TrimSpace(v.Get(ParamStuck)); s != "" {
@@ -367,6 +374,7 @@ func (f Filter) PortsFilter() (pf ports.Filter, stuckOnly bool) {
 		CreatedFrom: deref(f.From),
 		CreatedTo:   deref(f.To),
 		UpdatedFrom: deref(f.UpdatedFrom),
+		UpdatedTo:   deref(f.UpdatedTo),
 		Subject:     f.Q,
 	}, f.Stuck
 }
