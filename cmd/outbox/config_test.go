@@ -166,6 +166,7 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 			v = map[string]string{
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
 				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json", "plugins.dir": "/plugins",
+				"http.listen": "127.0.0.1:8081", "http.admin.name": "root", "http.admin.password": "env:ADMIN_PW",
 			}[s.key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
@@ -228,7 +229,7 @@ channels:
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
 		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
-		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, link) [FILE:7]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, link, http) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
 	}
@@ -336,9 +337,27 @@ func TestValidationRules(t *testing.T) {
 			want: []string{`smtp_capture.addr: "0.0.0.0" is not a loopback address: the capture server has no TLS nor authentication [FILE:2]`},
 		},
 		{
+			name: "http off loopback without tls",
+			file: "http:\n  listen: 0.0.0.0:8080\n",
+			want: []string{`http.tls: required: 0.0.0.0:8080 is not a loopback address, and passwords and session cookies must not travel in clear [FILE:1]`},
+		},
+		{
+			name: "http admin password in clear",
+			file: "http:\n  listen: 127.0.0.1:8080\n  admin: {name: root, password: hunter2hunter2}\n",
+			want: []string{`http.admin.password: must be a reference, env:NAME or file:/path, never the password itself [FILE:3]`},
+		},
+		{
+			name: "http admin without a name, short session",
+			file: "http:\n  listen: 127.0.0.1:8080\n  session_ttl: 10s\n  admin: {password: env:PW}\n",
+			want: []string{
+				`http.session_ttl: must be at least 1m, got 10s [FILE:3]`,
+				`http.admin.name: required: http.admin.password is set [FILE:4]`,
+			},
+		},
+		{
 			name: "smtp capture dir without addr",
 			file: "smtp_capture: {dir: ./mail}\n",
-			want: []string{`smtp_capture.dir: set, but smtp_capture.addr is empty: no capture server runs [FILE:1]`},
+			want: []string{`smtp_capture.addr: empty, but smtp_capture.dir or reject are set: no capture server runs [FILE:1]`},
 		},
 		{
 			name: "plugins",
