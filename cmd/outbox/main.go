@@ -6,6 +6,7 @@
 //
 // Usage:
 //
+//	outbox dev [flags]                      everything in one process on loopback, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
 //	outbox migrate [-config FILE] [flags]   apply database migrations and exit
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
@@ -63,6 +64,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
+	case "dev":
+		return runDev(ctx, rest, environ, stdout, stderr)
 	case "central":
 		return runCentral(ctx, rest, environ, stdout, stderr)
 	case "migrate":
@@ -94,6 +97,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return exitOK
 		}
 		switch rest[0] {
+		case "dev":
+			return runDev(ctx, []string{"-h"}, environ, stdout, stdout)
 		case "central":
 			return runCentral(ctx, []string{"-h"}, environ, stdout, stdout)
 		case "migrate":
@@ -134,6 +139,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: outbox <command> [flags]
 
 Commands:
+  dev       central, a three-node site and a mail capture in one process on
+            loopback, to try outbox ("outbox help dev")
   central   run central (ingest, store, dispatcher) until SIGINT or SIGTERM
   migrate   apply the database migrations and exit
   site      run one node of a site's Raft group ("outbox help site")

@@ -23,11 +23,14 @@ Talk to a site as a script does, through the site API of its nodes.
 
 Commands:
   send     send a notification; prints its id once the site committed it
-           outbox notify send -site HOST:PORT[,HOST:PORT] -list ops -subject S [-body B | -body-file F]
+           outbox notify send [-site HOST:PORT[,HOST:PORT]] -list ops -subject S [-body B | -body-file F]
   status   print the status of notifications: Forwarding, central's, or Unknown
-           outbox notify status -site ADDRS ID [ID ...]
+           outbox notify status [-site ADDRS] ID [ID ...]
   health   print a node's health (backlog, Raft role and term, central contact)
            outbox notify health -site ADDR [-json]
+
+-site defaults to 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103: the site of
+outbox dev, and of configs/site-*.yaml.
 
 Environment: OUTBOX_SITE_ADDR (as -site), OUTBOX_SITE_API_TOKEN (the API
 token, or a reference env:NAME / file:/path).
@@ -40,7 +43,11 @@ type notifyFlags struct {
 }
 
 func (n *notifyFlags) define(fs *flag.FlagSet, environ []string) {
-	fs.StringVar(&n.site, "site", envValue(environ, "OUTBOX_SITE_ADDR"), "site API `addresses`, comma-separated: any node will do (env OUTBOX_SITE_ADDR)")
+	site := envValue(environ, "OUTBOX_SITE_ADDR")
+	if site == "" {
+		site = devSiteAddrs()
+	}
+	fs.StringVar(&n.site, "site", site, "site API `addresses`, comma-separated: any node will do (env OUTBOX_SITE_ADDR; the default is outbox dev's site)")
 	fs.DurationVar(&n.timeout, "timeout", 10*time.Second, "give up after this `duration`")
 	fs.StringVar(&n.ca, "ca", "", "CA `file` verifying the nodes' certificates: connect over TLS")
 	fs.StringVar(&n.cert, "cert", "", "client certificate `file` (with -key)")

@@ -45,14 +45,32 @@ func runSite(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	return exitOK
 }
 
-// site wires a site node and runs it until ctx is done: the Raft buffer, the
-// link to central, the core, the site API and the metrics.
-func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) (err error) {
-	cfg := l.cfg
+// site wires a site node from its loaded configuration and runs it until
+// ctx is done.
+func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) error {
+	return runSiteNode(ctx, l.cfg, siteOptions{configFile: l.file}, logger)
+}
+
+// siteOptions are what `outbox dev` changes in a site node.
+type siteOptions struct {
+	configFile string
+	// raftListener and apiListener, when set, are used instead of
+	// listening on the configured addresses. The caller closes them after
+	// runSiteNode returned (closing one twice is harmless).
+	raftListener, apiListener net.Listener
+	// started, when set, is called once the node serves, with its site API
+	// address and its buffer.
+	started func(api string, node *raftbuffer.Node)
+}
+
+// runSiteNode wires a site node and runs it until ctx is done: the Raft
+// buffer, the link to central, the core, the site API and the metrics.
+func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *slog.Logger) (err error) {
 	rc, err := siteRaftConfig(cfg, logger)
 	if err != nil {
 		return err
 	}
+	rc.Listener = opt.raftListener
 	node, err := raftbuffer.Open(ctx, rc)
 	if err != nil {
 		return fmt.Errorf("open the buffer: %w", err)
@@ -79,13 +97,15 @@ func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) (err 
 	if err != nil {
 		return err
 	}
-	listen := cfg.API.Listen
-	if listen == "" {
-		listen = cfg.member().API
-	}
-	lis, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("site API: %w", err)
+	lis := opt.apiListener
+	if lis == nil {
+		listen := cfg.API.Listen
+		if listen == "" {
+			listen = cfg.member().API
+		}
+		if lis, err = net.Listen("tcp", listen); err != nil {
+			return fmt.Errorf("site API: %w", err)
+		}
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -113,7 +133,10 @@ func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) (err 
 	}
 	logger.Info("site node started", "version", versionString(), "site", cfg.Site, "node", cfg.Node,
 		"api", lis.Addr().String(), "raft", rc.Advertise, "members", len(cfg.Members),
-		"central", cfg.Central.Addr, "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", l.file)
+		"central", cfg.Central.Addr, "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", opt.configFile)
+	if opt.started != nil {
+		opt.started(lis.Addr().String(), node)
+	}
 
 	<-ctx.Done()
 	api.Stop()

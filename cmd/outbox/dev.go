@@ -1,0 +1,543 @@
+package main
+
+// outbox dev (E2): central, a three-voter site group and an SMTP capture in
+// one process on loopback, for trying outbox on one machine, like
+// `vault server -dev`. It builds the configurations of central and of the
+// three site nodes and runs them with the wiring of `outbox central`
+// (runCentralNode) and `outbox site` (runSiteNode).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siteline/outbox/adapters/raftbuffer"
+)
+
+// The well-known addresses of outbox dev. Each one that is taken is
+// replaced by a free port, except the page's when -http names it.
+const (
+	devHTTP = "127.0.0.1:8080"
+	devSMTP = "127.0.0.1:2525"
+	devLink = "127.0.0.1:7443"
+	// devSite is the id of the site group.
+	devSite = "dev-site"
+	// devAdmin is the admin account's name.
+	devAdmin = "admin"
+	// devPasswordEnv, when set, is the admin's password instead of a
+	// generated one.
+	devPasswordEnv = "OUTBOX_DEV_ADMIN_PASSWORD"
+	// devRaftAddrsFile, in the data directory, records the Raft addresses
+	// the site group was made with: the group's membership lives in its
+	// Raft log, so a restart on a kept -data-dir must listen on the same.
+	devRaftAddrsFile = "raft-addrs"
+	// devLeaderWait bounds the wait for the site's first leader before the
+	// addresses are printed.
+	devLeaderWait = 30 * time.Second
+)
+
+// devNodes are the site group's nodes, on the addresses of
+// configs/site-*.yaml. They are three data nodes, not a pair plus a
+// witness: a witness that wins an election hands leadership over, which raft
+// reports with error lines that would only puzzle a newcomer.
+var devNodes = []struct{ id, api, raft string }{
+	{"a", "127.0.0.1:7101", "127.0.0.1:7201"},
+	{"b", "127.0.0.1:7102", "127.0.0.1:7202"},
+	{"c", "127.0.0.1:7103", "127.0.0.1:7203"},
+}
+
+// devSiteAddrs is the site API addresses of devNodes, comma-separated: the
+// default of `outbox notify -site`.
+func devSiteAddrs() string {
+	addrs := make([]string, len(devNodes))
+	for i, n := range devNodes {
+		addrs[i] = n.api
+	}
+	return strings.Join(addrs, ",")
+}
+
+const devSummary = `Runs everything on this machine, in one process, on loopback: central (SQLite,
+the built-in channels as plugin processes, the operator page and API), a site
+"dev-site" of three Raft nodes that forwards to it, and an SMTP capture that
+keeps the e-mail central sends (shown on the page /mail). The list "demo" is
+delivered into the capture; "demo-bounce" is refused by it with 550 and parks,
+to try Retry and Discard. It prints the addresses, the admin's password and
+commands to try; Ctrl-C stops everything.
+
+The data lives in a temporary directory removed at exit, unless -data-dir is
+given. The admin's password is generated at each start, unless
+OUTBOX_DEV_ADMIN_PASSWORD sets it. The addresses: page 127.0.0.1:8080, SMTP
+127.0.0.1:2525, site link 127.0.0.1:7443, site API 127.0.0.1:7101-7103 (the
+default of outbox notify), Raft 127.0.0.1:7201-7203; one that is taken is
+replaced by a free port, and a warning says so.`
+
+// devFlags are the flags of `outbox dev`.
+type devFlags struct {
+	http      string
+	httpSet   bool
+	dataDir   string
+	freePorts bool
+	log       LogConfig
+}
+
+// runDev is `outbox dev`.
+func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	var f devFlags
+	set := flag.NewFlagSet("outbox dev", flag.ContinueOnError)
+	set.SetOutput(stderr)
+	set.StringVar(&f.http, "http", devHTTP, "loopback `address` of the operator page and API (127.0.0.1:0 picks a free port)")
+	set.StringVar(&f.dataDir, "data-dir", "", "keep the data in `directory` (created if missing) instead of a temporary one")
+	set.BoolVar(&f.freePorts, "free-ports", false, "listen on free ports instead of the well-known ones (the page too, unless -http is given)")
+	set.StringVar(&f.log.Level, "log-level", "info", "log `level`: debug, info, warn or error")
+	set.StringVar(&f.log.Format, "log-format", "auto", "log `format`: auto, text or json")
+	set.Usage = func() {
+		w := set.Output()
+		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
+		set.PrintDefaults()
+	}
+	if err := set.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if set.NArg() > 0 {
+		fmt.Fprintf(stderr, "outbox dev: unexpected argument %q\n", set.Arg(0))
+		set.Usage()
+		return exitUsage
+	}
+	set.Visit(func(fl *flag.Flag) { f.httpSet = f.httpSet || fl.Name == "http" })
+	var r rules
+	if f.httpSet {
+		if _, _, err := net.SplitHostPort(f.http); err != nil {
+			r.add("-http", "%q is not host:port", f.http)
+		} else if !isLoopback(f.http) {
+			r.add("-http", "%q is not a loopback address: outbox dev listens on loopback only", f.http)
+		}
+	}
+	r = append(r, f.log.validate()...)
+	if pw := envValue(environ, devPasswordEnv); pw != "" && (len(pw) < 10 || len(pw) > 72) {
+		r.add(devPasswordEnv, "must be 10 to 72 bytes long, got %d", len(pw))
+	}
+	if err := errors.Join(r...); err != nil {
+		printConfigError(stderr, "outbox dev", err)
+		return exitUsage
+	}
+	logger := newLogger(f.log, stderr, isTerminal(stderr))
+	if err := dev(ctx, f, environ, stdout, logger); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			logger.Info("outbox dev stopped while starting", "reason", context.Cause(ctx))
+			return exitOK
+		}
+		logger.Error("outbox dev failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// devRun is what outbox dev runs and prints.
+type devRun struct {
+	dataDir  string
+	keep     bool
+	password string
+	central  centralAddrs
+	siteAPIs []string
+}
+
+// dev runs central and the three site nodes until ctx is done, then stops
+// the site nodes, then central, and removes the data unless it is kept.
+func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, logger *slog.Logger) (err error) {
+	run := devRun{dataDir: f.dataDir, keep: f.dataDir != ""}
+	if run.keep {
+		if err := os.MkdirAll(run.dataDir, 0o700); err != nil {
+			return fmt.Errorf("create -data-dir: %w", err)
+		}
+	} else {
+		if run.dataDir, err = os.MkdirTemp("", "outbox-dev-"); err != nil {
+			return fmt.Errorf("create the data directory: %w", err)
+		}
+		defer func() {
+			if rerr := os.RemoveAll(run.dataDir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the data directory: %w", rerr))
+			}
+		}()
+	}
+
+	// The admin's password and the site's token reach central and the
+	// site nodes as file: references; the files go when dev does.
+	run.password = envValue(environ, devPasswordEnv)
+	if run.password == "" {
+		run.password = rand.Text() // 26 letters and digits, easy to copy
+	}
+	passwordFile := filepath.Join(run.dataDir, "admin.password")
+	tokenFile := filepath.Join(run.dataDir, "link.token")
+	defer func() {
+		for _, p := range []string{passwordFile, tokenFile} {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	if err := os.WriteFile(passwordFile, []byte(run.password), 0o600); err != nil {
+		return fmt.Errorf("write the admin's password file: %w", err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(randomHex(32)), 0o600); err != nil {
+		return fmt.Errorf("write the site's token file: %w", err)
+	}
+
+	// The site nodes' listeners are bound now, so that each member's
+	// address is known before any node starts.
+	raftLis, apiLis, err := devSiteListeners(run.dataDir, f.freePorts, logger)
+	defer func() {
+		for _, l := range append(raftLis, apiLis...) {
+			_ = l.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+
+	cfg, err := devCentralConfig(f, run.dataDir, passwordFile, tokenFile, logger)
+	if err != nil {
+		return err
+	}
+
+	// Site nodes run under siteCtx, central under its own context, so that
+	// at the end the sites stop before central does.
+	siteCtx, stopSites := context.WithCancel(ctx)
+	defer stopSites()
+	centralCtx, stopCentral := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopCentral(nil)
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		stopSites()
+	}
+
+	centralUp := make(chan centralAddrs, 1)
+	centralDone := make(chan struct{})
+	go func() {
+		defer close(centralDone)
+		err := runCentralNode(centralCtx, cfg, centralOptions{dev: true, banner: devBanner(run),
+			started: func(a centralAddrs) { centralUp <- a }}, logger.With("part", "central"))
+		if err != nil && !(centralCtx.Err() != nil && errors.Is(err, context.Canceled)) {
+			fail(fmt.Errorf("central: %w", err))
+		}
+		stopSites()
+	}()
+	var sites sync.WaitGroup
+	defer func() {
+		stopSites()
+		sites.Wait()
+		stopCentral(context.Cause(siteCtx))
+		<-centralDone
+		mu.Lock()
+		defer mu.Unlock()
+		err = errors.Join(append([]error{err}, errs...)...)
+	}()
+
+	select {
+	case run.central = <-centralUp:
+	case <-siteCtx.Done():
+		return nil // a failure is in errs; a signal is a stop
+	}
+
+	type nodeUp struct {
+		i    int
+		api  string
+		node *raftbuffer.Node
+	}
+	up := make(chan nodeUp, len(devNodes))
+	siteLog := slog.New(raftStopHandler{next: logger.Handler(), stopping: func() bool { return siteCtx.Err() != nil }})
+	for i, sc := range devSiteConfigs(run, cfg.Log, raftLis, apiLis, tokenFile) {
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("site node %s: %w", sc.Node, err)
+		}
+		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
+			started: func(api string, node *raftbuffer.Node) { up <- nodeUp{i, api, node} }}
+		sites.Go(func() {
+			if err := runSiteNode(siteCtx, sc, opt, siteLog.With("part", "site-"+sc.Node)); err != nil {
+				fail(fmt.Errorf("site node %s: %w", sc.Node, err))
+			}
+		})
+	}
+	run.siteAPIs = make([]string, len(devNodes))
+	var first *raftbuffer.Node
+	for range devNodes {
+		select {
+		case n := <-up:
+			run.siteAPIs[n.i] = n.api
+			if n.i == 0 {
+				first = n.node
+			}
+		case <-siteCtx.Done():
+			return nil
+		}
+	}
+	// Wait for a leader, so that the first Send typed is taken at once.
+	wctx, cancel := context.WithTimeout(siteCtx, devLeaderWait)
+	leader, werr := first.WaitLeader(wctx)
+	cancel()
+	switch {
+	case siteCtx.Err() != nil:
+		return nil
+	case werr != nil:
+		logger.Warn("the site has no leader yet: Sends wait for one", "err", werr)
+	default:
+		logger.Info("outbox dev ready", "site_leader", leader, "data_dir", run.dataDir)
+	}
+	fmt.Fprint(stdout, devAddresses(run))
+
+	<-siteCtx.Done()
+	return nil
+}
+
+// devCentralConfig returns central's configuration: SQLite in dataDir, the
+// built-in channels, the SMTP capture with the email channel pointed at it,
+// the lists demo and demo-bounce, the site link and the page.
+func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logger *slog.Logger) (Config, error) {
+	httpAddr := f.http
+	if !f.httpSet {
+		httpAddr = devAddr(devHTTP, f.freePorts, "the operator page", logger)
+	}
+	// The email channel's settings name the capture's port, so it must be
+	// known now: a free port is found, then let go for the capture.
+	smtpLis, err := devListen(devSMTP, f.freePorts, "the SMTP capture", logger)
+	if err != nil {
+		return Config{}, fmt.Errorf("SMTP capture: %w", err)
+	}
+	smtpAddr := smtpLis.Addr().String()
+	_ = smtpLis.Close()
+	smtpHost, smtpPort, _ := net.SplitHostPort(smtpAddr)
+
+	cfg := defaultConfig()
+	cfg.DataDir = filepath.Join(dataDir, "central")
+	cfg.Outbox.NodeID = "dev-central"
+	cfg.Log = f.log
+	cfg.Lists = []ListConfig{
+		{Name: "demo", Type: "email", Targets: []string{"demo@example.com"}},
+		{Name: "demo-bounce", Type: "email", Targets: []string{"nobody@bounce.example"}},
+	}
+	cfg.Channels = []ChannelConfig{{
+		Type:     "email",
+		Settings: map[string]string{"host": smtpHost, "port": smtpPort, "tls": "none", "from": "outbox-dev@example.com"},
+		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: Duration(10 * time.Second)},
+	}}
+	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
+	cfg.Link = LinkConfig{
+		Listen: devAddr(devLink, f.freePorts, "the site link", logger),
+		Sites:  []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}},
+	}
+	cfg.HTTP.Listen = httpAddr
+	cfg.HTTP.Admin = AdminConfig{Name: devAdmin, Password: "file:" + passwordFile}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("central's configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// devSiteConfigs returns the configurations of the site nodes, their
+// members on the listeners' addresses.
+func devSiteConfigs(run devRun, log LogConfig, raftLis, apiLis []net.Listener, tokenFile string) []SiteConfig {
+	members := make([]MemberConfig, len(devNodes))
+	for i, n := range devNodes {
+		members[i] = MemberConfig{ID: n.id, Raft: raftLis[i].Addr().String(), API: apiLis[i].Addr().String()}
+	}
+	out := make([]SiteConfig, len(devNodes))
+	for i, n := range devNodes {
+		sc := defaultSiteConfig()
+		sc.Site = devSite
+		sc.Node = n.id
+		sc.DataDir = filepath.Join(run.dataDir, "site-"+n.id)
+		sc.Members = members
+		sc.Central = CentralLinkConfig{Addr: run.central.Link, Token: "file:" + tokenFile}
+		sc.Log = log
+		out[i] = sc
+	}
+	return out
+}
+
+// devSiteListeners binds the Raft and site API listeners of the site nodes.
+// Raft addresses recorded in dataDir by an earlier run are required, since
+// the group's membership names them; otherwise they are recorded.
+func devSiteListeners(dataDir string, free bool, logger *slog.Logger) (raftLis, apiLis []net.Listener, err error) {
+	path := filepath.Join(dataDir, devRaftAddrsFile)
+	var recorded []string
+	switch b, err := os.ReadFile(path); {
+	case err == nil:
+		recorded = strings.Fields(string(b))
+		if len(recorded) != len(devNodes) {
+			return nil, nil, fmt.Errorf("%s: want %d addresses, found %d", path, len(devNodes), len(recorded))
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("read the site's Raft addresses: %w", err)
+	}
+	var addrs []string
+	for i, n := range devNodes {
+		var l net.Listener
+		if recorded != nil {
+			if l, err = net.Listen("tcp", recorded[i]); err != nil {
+				return raftLis, apiLis, fmt.Errorf("site node %s: the group in %s was made with Raft address %s: free it, or give another -data-dir: %w",
+					n.id, dataDir, recorded[i], err)
+			}
+		} else if l, err = devListen(n.raft, free, "site node "+n.id+"'s Raft", logger); err != nil {
+			return raftLis, apiLis, fmt.Errorf("site node %s: Raft: %w", n.id, err)
+		}
+		raftLis = append(raftLis, l)
+		addrs = append(addrs, l.Addr().String())
+		if l, err = devListen(n.api, free, "site node "+n.id+"'s API", logger); err != nil {
+			return raftLis, apiLis, fmt.Errorf("site node %s: site API: %w", n.id, err)
+		}
+		apiLis = append(apiLis, l)
+	}
+	if recorded == nil {
+		if err := os.WriteFile(path, []byte(strings.Join(addrs, "\n")+"\n"), 0o600); err != nil {
+			return raftLis, apiLis, fmt.Errorf("record the site's Raft addresses: %w", err)
+		}
+	}
+	return raftLis, apiLis, nil
+}
+
+// devListen listens on want, or on a free loopback port when free is set or
+// want is taken (which it logs, naming what).
+func devListen(want string, free bool, what string, logger *slog.Logger) (net.Listener, error) {
+	if !free {
+		l, err := net.Listen("tcp", want)
+		if err == nil {
+			return l, nil
+		}
+		logger.Warn("address taken: "+what+" listens on a free port instead (printed below)", "wanted", want, "err", err)
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// devAddr returns want when it is free and free is not set, otherwise a
+// free-port address (port 0) for a listener that central binds itself.
+func devAddr(want string, free bool, what string, logger *slog.Logger) string {
+	l, err := devListen(want, free, what, logger)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	if addr != want {
+		return "127.0.0.1:0"
+	}
+	return want
+}
+
+// devBanner is the line the page shows in dev mode.
+func devBanner(run devRun) string {
+	where := "in a temporary directory removed at exit"
+	if run.keep {
+		where = "in " + run.dataDir
+	}
+	return "outbox dev: everything runs in one process on this machine, data " + where +
+		"; e-mail goes to the local capture (Mail), never out."
+}
+
+// devAddresses is the block outbox dev prints once everything runs.
+func devAddresses(run devRun) string {
+	page := pageURL(run.central.HTTP, false)
+	sites := strings.Join(run.siteAPIs, ",")
+	siteFlag := ""
+	if sites != devSiteAddrs() {
+		siteFlag = " -site " + sites
+	}
+	data := run.dataDir + " (removed at exit)"
+	if run.keep {
+		data = run.dataDir + " (kept)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+outbox dev is running: central, site %q (three Raft nodes) and an SMTP capture, on loopback.
+
+  Operator page:  %s
+  Log in:         %s / %s
+  Mail capture:   %smail
+  Site API:       %s
+  SMTP capture:   %s
+  Site link:      %s
+  Data:           %s
+
+Try:
+  outbox notify send%s -list demo -subject hi -body hello          # delivered into the mail capture
+  outbox notify send%s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
+  outbox notify status%s ID
+
+Ctrl-C stops everything.
+
+`, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, siteFlag, siteFlag, siteFlag)
+	return b.String()
+}
+
+// raftStopHandler passes records on to next, except that once stopping
+// reports true it turns raft's errors into warnings: when the three nodes of
+// one process stop together, each one's Raft transport complains of the
+// others' connections closing (reset by peer, transport shutdown), which is
+// expected then and no failure of the stop.
+type raftStopHandler struct {
+	next     slog.Handler
+	stopping func() bool
+	raft     bool // the logger is raft's (component=raft)
+}
+
+// Enabled implements slog.Handler.
+func (h raftStopHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+// Handle implements slog.Handler.
+func (h raftStopHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !h.raft || r.Level < slog.LevelError || !h.stopping() {
+		return h.next.Handle(ctx, r)
+	}
+	if !h.next.Enabled(ctx, slog.LevelWarn) {
+		return nil
+	}
+	w := slog.NewRecord(r.Time, slog.LevelWarn, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		w.AddAttrs(a)
+		return true
+	})
+	w.AddAttrs(slog.Bool("while_stopping", true))
+	return h.next.Handle(ctx, w)
+}
+
+// WithAttrs implements slog.Handler.
+func (h raftStopHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	raft := h.raft
+	for _, a := range attrs {
+		raft = raft || a.Key == "component" && a.Value.String() == "raft"
+	}
+	return raftStopHandler{next: h.next.WithAttrs(attrs), stopping: h.stopping, raft: raft}
+}
+
+// WithGroup implements slog.Handler.
+func (h raftStopHandler) WithGroup(name string) slog.Handler {
+	return raftStopHandler{next: h.next.WithGroup(name), stopping: h.stopping, raft: h.raft}
+}
+
+// randomHex returns n random bytes in hexadecimal.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/httpapi/client"
+	"github.com/siteline/outbox/ports"
+)
+
+// devTestPassword is the admin's password the tests give outbox dev.
+const devTestPassword = "dev-test-password-42"
+
+// devInfo is what outbox dev printed.
+type devInfo struct {
+	page  string // the operator page's URL, ending in /
+	sites string // the site API addresses
+	data  string // the data directory
+}
+
+// startDev runs `outbox dev` on free ports with JSON logs and waits for the
+// block of addresses it prints.
+func startDev(t *testing.T, args ...string) (*proc, devInfo) {
+	t.Helper()
+	args = append([]string{"dev", "-http", "127.0.0.1:0", "-free-ports", "-log-format", "json"}, args...)
+	p := start(t, t.TempDir(), childEnv(devPasswordEnv+"="+devTestPassword), args...)
+	p.waitFor(t, "Ctrl-C stops everything", startTimeout)
+	field := func(label string) string {
+		line := p.waitFor(t, label, time.Second)
+		_, v, _ := strings.Cut(line, label)
+		v, _, _ = strings.Cut(strings.TrimSpace(v), " (")
+		return v
+	}
+	info := devInfo{page: field("Operator page:"), sites: field("Site API:"), data: field("Data:")}
+	if login := field("Log in:"); login != "admin / "+devTestPassword {
+		t.Errorf("printed login %q, want the one of %s", login, devPasswordEnv)
+	}
+	if !strings.HasPrefix(info.page, "http://127.0.0.1:") || strings.Count(info.sites, ",") != 2 || info.data == "" {
+		t.Fatalf("printed %+v:\n%s", info, p.Output())
+	}
+	return p, info
+}
+
+// stopDev sends SIGINT and checks a clean exit: code 0, no error in the
+// log, every part stopped.
+func stopDev(t *testing.T, p *proc) string {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("SIGINT: %v", err)
+	}
+	if code := p.exitCode(t, stopTimeout); code != 0 {
+		t.Fatalf("outbox dev exited %d after SIGINT, want 0:\n%s", code, p.Output())
+	}
+	out := p.Output()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `"level":"ERROR"`) {
+			t.Errorf("an error in the log: %s", l)
+		}
+	}
+	if n := strings.Count(out, `"msg":"site node stopped"`); n != 3 {
+		t.Errorf("%d \"site node stopped\" lines, want 3:\n%s", n, out)
+	}
+	for _, want := range []string{`"msg":"central stopped"`, `"msg":"plugin process exited"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s line:\n%s", want, out)
+		}
+	}
+	return out
+}
+
+// devSend sends a notification with `outbox notify send` and returns its id.
+func devSend(t *testing.T, sites, list, subject string) string {
+	t.Helper()
+	code, out := runToEnd(t, t.TempDir(), childEnv(), "notify", "send", "-site", sites, "-list", list, "-subject", subject, "-body", "hello")
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 36 {
+		t.Fatalf("notify send: exit %d:\n%s", code, out)
+	}
+	return id
+}
+
+// devLogin logs in as the admin and returns an HTTP client holding the
+// session cookie, and the API client over it.
+func devLogin(t *testing.T, page string) (*http.Client, *client.Client) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	resp, err := hc.Post(page+"api/v1/login", "application/json",
+		strings.NewReader(`{"name":"admin","password":"`+devTestPassword+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("log in as admin: HTTP %d", resp.StatusCode)
+	}
+	c, err := client.New(page, "", client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hc, c
+}
+
+// awaitStatus polls the API until notification id has status want.
+func awaitStatus(t *testing.T, c *client.Client, id string, want ports.Status) api.Detail {
+	t.Helper()
+	deadline := time.Now().Add(runTimeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		d, err := c.Notification(t.Context(), id)
+		if err == nil && d.Status == want {
+			return d
+		}
+		if err != nil && !errors.Is(err, ports.ErrNotFound) {
+			t.Fatalf("GET notification %s: %v", id, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notification %s not %s within %s: %+v", id, want, runTimeout, d)
+		}
+		<-tick.C
+	}
+}
+
+// TestDevDeliversEndToEnd (E2): outbox dev runs central, the site and the
+// capture; a notification sent to the printed site addresses with the CLI
+// reaches the capture (the /mail page shows it) and ends Delivered; SIGINT
+// stops everything cleanly and removes the temporary data.
+func TestDevDeliversEndToEnd(t *testing.T) {
+	p, info := startDev(t)
+	subject := "dev end to end " + randomHex(4)
+	id := devSend(t, info.sites, "demo", subject)
+
+	hc, c := devLogin(t, info.page)
+	d := awaitStatus(t, c, id, ports.StatusDelivered)
+	if d.List != "demo" || d.SourceSite != devSite || len(d.ResolvedTargets) != 1 || d.ResolvedTargets[0] != "demo@example.com" {
+		t.Errorf("delivered notification %+v", d.Notification)
+	}
+	resp, err := hc.Get(info.page + "mail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /mail: HTTP %d, %v", resp.StatusCode, err)
+	}
+	if !strings.Contains(string(body), subject) || !strings.Contains(string(body), "demo@example.com") {
+		t.Errorf("the /mail page does not show the mail %q to demo@example.com:\n%s", subject, body)
+	}
+	if !strings.Contains(string(body), `<div class="banner">outbox dev: everything runs in one process`) {
+		t.Errorf("the page shows no dev banner:\n%s", body)
+	}
+
+	stopDev(t, p)
+	if _, err := os.Stat(info.data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary data directory %s is still there (%v)", info.data, err)
+	}
+}
+
+// TestDevBounceParks: a notification to demo-bounce is refused by the
+// capture with 550 and parks at once. With -data-dir the data stays after
+// the stop, and the secret files do not.
+func TestDevBounceParks(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "dev-data")
+	p, info := startDev(t, "-data-dir", dataDir)
+	if info.data != dataDir {
+		t.Errorf("printed data directory %q, want %q", info.data, dataDir)
+	}
+	id := devSend(t, info.sites, "demo-bounce", "dev bounce")
+	_, c := devLogin(t, info.page)
+	d := awaitStatus(t, c, id, ports.StatusParked)
+	if d.RetryCount > 1 || !strings.Contains(d.LastError, "550") {
+		t.Errorf("parked notification: retry count %d, last error %q; want a permanent 550 at the first attempt", d.RetryCount, d.LastError)
+	}
+
+	stopDev(t, p)
+	if _, err := os.Stat(filepath.Join(dataDir, "central", "outbox.db")); err != nil {
+		t.Errorf("the kept data directory lost central's database: %v", err)
+	}
+	for _, name := range []string{"admin.password", "link.token"} {
+		if _, err := os.Stat(filepath.Join(dataDir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is left in the data directory (%v)", name, err)
+		}
+	}
+}
+
+// TestDevRefusesBadFlags: outbox dev listens on loopback only and checks the
+// admin's password from the environment before it starts anything.
+func TestDevRefusesBadFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		environ []string
+		want    string
+	}{
+		{args: []string{"dev", "-http", "0.0.0.0:8080"}, want: `-http: "0.0.0.0:8080" is not a loopback address`},
+		{args: []string{"dev", "-http", "8080"}, want: `-http: "8080" is not host:port`},
+		{args: []string{"dev", "-log-level", "loud"}, want: `log.level: unknown level "loud"`},
+		{args: []string{"dev"}, environ: []string{devPasswordEnv + "=short"}, want: devPasswordEnv + ": must be 10 to 72 bytes long, got 5"},
+		{args: []string{"dev", "extra"}, want: `outbox dev: unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(append(tt.environ, tt.args...), " "), func(t *testing.T) {
+			var out, errw strings.Builder
+			code := run(context.Background(), tt.args, tt.environ, &out, &errw)
+			if code != exitUsage || !strings.Contains(errw.String(), tt.want) || out.Len() > 0 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out.String(), errw.String(), exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestNotifyDefaultsToDevSite: with neither -site nor OUTBOX_SITE_ADDR,
+// outbox notify talks to outbox dev's site, whose first node's API is the
+// well-known 127.0.0.1:7101.
+func TestNotifyDefaultsToDevSite(t *testing.T) {
+	var nf notifyFlags
+	nf.define(flag.NewFlagSet("notify", flag.ContinueOnError), nil)
+	if want := "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"; nf.site != want || devSiteAddrs() != want {
+		t.Errorf("notify's default -site %q, outbox dev's site %q; want both %q", nf.site, devSiteAddrs(), want)
+	}
+	nf = notifyFlags{}
+	nf.define(flag.NewFlagSet("notify", flag.ContinueOnError), []string{"OUTBOX_SITE_ADDR=10.0.0.1:7101"})
+	if nf.site != "10.0.0.1:7101" {
+		t.Errorf("with OUTBOX_SITE_ADDR, -site defaults to %q", nf.site)
+	}
+}
