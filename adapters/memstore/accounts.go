@@ -1,14 +1,11 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -44,7 +41,7 @@ func (s *Store) PutAccount(ctx context.Context, a ports.Account) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: put account: %w", err)
 	}
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return fmt.Errorf("memstore: put account: %w", err)
 	}
 	s.mu.Lock()
@@ -101,7 +98,7 @@ func (s *Store) PutToken(ctx context.Context, t ports.StoredToken) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: put token %q: %w", t.ID, err)
 	}
-	if err := checkToken(t); err != nil {
+	if err := t.Validate(); err != nil {
 		return fmt.Errorf("memstore: put token: %w", err)
 	}
 	s.mu.Lock()
@@ -166,7 +163,7 @@ func (s *Store) PutSession(ctx context.Context, ss ports.StoredSession) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: put session: %w", err)
 	}
-	if err := checkSession(ss); err != nil {
+	if err := ss.Validate(); err != nil {
 		return fmt.Errorf("memstore: put session: %w", err)
 	}
 	s.mu.Lock()
@@ -238,54 +235,6 @@ func (s *Store) deleteSessionsLocked(account string) {
 }
 
 // --- rules and copies --------------------------------------------------------
-
-// checkKey reports why v cannot be a key of the account store (see
-// ports.AccountStore): it must be non-empty UTF-8 without NUL bytes or
-// surrounding white space. The error names what, never v.
-func checkKey(what, v string) error {
-	switch {
-	case v == "":
-		return fmt.Errorf("%s is empty: %w", what, ports.ErrInvalid)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%s is not valid UTF-8: %w", what, ports.ErrInvalid)
-	case strings.IndexByte(v, 0) >= 0:
-		return fmt.Errorf("%s holds a NUL byte: %w", what, ports.ErrInvalid)
-	case strings.TrimSpace(v) != v:
-		return fmt.Errorf("%s has surrounding white space: %w", what, ports.ErrInvalid)
-	}
-	return nil
-}
-
-// checkRole reports a role that is not one of ports.OperatorRoles.
-func checkRole(r ports.OperatorRole) error {
-	if !r.Valid() {
-		return fmt.Errorf("role %q is not one of %v: %w", r, ports.OperatorRoles, ports.ErrInvalid)
-	}
-	return nil
-}
-
-// checkTime reports an unset time.
-func checkTime(what string, t time.Time) error {
-	if t.IsZero() {
-		return fmt.Errorf("%s is not set: %w", what, ports.ErrInvalid)
-	}
-	return nil
-}
-
-func checkAccount(a ports.Account) error {
-	return cmp.Or(checkKey("Name", a.Name), checkRole(a.Role),
-		checkTime("CreatedAt", a.CreatedAt), checkTime("UpdatedAt", a.UpdatedAt))
-}
-
-func checkToken(t ports.StoredToken) error {
-	return cmp.Or(checkKey("ID", t.ID), checkKey("Name", t.Name), checkRole(t.Role),
-		checkTime("CreatedAt", t.CreatedAt))
-}
-
-func checkSession(ss ports.StoredSession) error {
-	return cmp.Or(checkKey("ID", ss.ID), checkKey("Account", ss.Account),
-		checkTime("CreatedAt", ss.CreatedAt), checkTime("ExpiresAt", ss.ExpiresAt))
-}
 
 // cloneAccount returns a copy of a that shares no memory, times in UTC.
 func cloneAccount(a ports.Account) ports.Account {

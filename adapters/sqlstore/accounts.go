@@ -110,7 +110,7 @@ func (g *sqlgen) deleteExpiredSessions(now time.Time) (query, error) {
 
 // PutAccount implements ports.AccountStore: an upsert.
 func (s *Store) PutAccount(ctx context.Context, a ports.Account) error {
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put account: %w", err)
 	}
 	q, err := s.g.putAccount(a)
@@ -213,7 +213,7 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 // PutToken implements ports.AccountStore: an insert that a taken id or name
 // turns into a no-op, reported as ErrConflict.
 func (s *Store) PutToken(ctx context.Context, t ports.StoredToken) error {
-	if err := checkToken(t); err != nil {
+	if err := t.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put token: %w", err)
 	}
 	what := fmt.Sprintf("put token %q", t.ID)
@@ -290,7 +290,7 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 // PutSession implements ports.AccountStore: an insert that a taken id turns
 // into a no-op, reported as ErrConflict.
 func (s *Store) PutSession(ctx context.Context, x ports.StoredSession) error {
-	if err := checkSession(x); err != nil {
+	if err := x.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put session: %w", err)
 	}
 	q, err := s.g.putSession(x)
@@ -405,47 +405,3 @@ func (s *Store) insertOne(ctx context.Context, q query) (bool, error) {
 }
 
 // --- rules -------------------------------------------------------------------
-
-// checkKey reports why v cannot be a key of the account store (see
-// ports.AccountStore): it must be non-empty and storable. The error names
-// what, never v.
-func checkKey(what, v string) error {
-	switch {
-	case v == "":
-		return fmt.Errorf("%s is empty: %w", what, ports.ErrInvalid)
-	case !storable(v):
-		return fmt.Errorf("%s is not UTF-8 without NUL bytes and surrounding white space: %w", what, ports.ErrInvalid)
-	}
-	return nil
-}
-
-// checkRole reports a role that is not one of ports.OperatorRoles.
-func checkRole(r ports.OperatorRole) error {
-	if !r.Valid() {
-		return fmt.Errorf("role %q is not one of %v: %w", r, ports.OperatorRoles, ports.ErrInvalid)
-	}
-	return nil
-}
-
-// checkSet reports an unset time (the columns are NOT NULL).
-func checkSet(what string, t time.Time) error {
-	if t.IsZero() {
-		return fmt.Errorf("%s is not set: %w", what, ports.ErrInvalid)
-	}
-	return nil
-}
-
-func checkAccount(a ports.Account) error {
-	return cmp.Or(checkKey("Name", a.Name), checkRole(a.Role),
-		checkSet("CreatedAt", a.CreatedAt), checkSet("UpdatedAt", a.UpdatedAt))
-}
-
-func checkToken(t ports.StoredToken) error {
-	return cmp.Or(checkKey("ID", t.ID), checkKey("Name", t.Name), checkRole(t.Role),
-		checkSet("CreatedAt", t.CreatedAt))
-}
-
-func checkSession(x ports.StoredSession) error {
-	return cmp.Or(checkKey("ID", x.ID), checkKey("Account", x.Account),
-		checkSet("CreatedAt", x.CreatedAt), checkSet("ExpiresAt", x.ExpiresAt))
-}
