@@ -446,48 +446,20 @@ func runLists(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 			return r.usage("give the list's name (the file names none)")
 		}
 	}
-	c, code, ok := r.dial()
-	if !ok {
-		return code
-	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	switch sub {
-	case "list":
-		ls, err := c.Lists(ctx)
-		if err != nil {
-			return r.failed(err)
+	return opsRunCRUD(ctx, r, sub, operands, func(c *client.Client) opsCRUD[api.List] {
+		return opsCRUD[api.List]{
+			list: c.Lists, show: c.List, remove: c.DeleteList,
+			put: func(ctx context.Context) (api.List, error) { return c.PutList(ctx, l) },
+			table: func(tw io.Writer, ls []api.List) {
+				fmt.Fprintln(tw, "NAME\tTYPE\tTARGETS")
+				for _, l := range ls {
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", opsCell(l.Name, 60), opsCell(l.Type, 20), len(l.Targets))
+				}
+			},
+			detail:  opsPrintList,
+			deleted: "deleted list %s",
 		}
-		if ls == nil {
-			ls = []api.List{}
-		}
-		return r.print(ls, func(w io.Writer) {
-			tw := opsTable(w)
-			fmt.Fprintln(tw, "NAME\tTYPE\tTARGETS")
-			for _, l := range ls {
-				fmt.Fprintf(tw, "%s\t%s\t%d\n", opsCell(l.Name, 60), opsCell(l.Type, 20), len(l.Targets))
-			}
-			tw.Flush()
-		})
-	case "show":
-		l, err := c.List(ctx, operands[0])
-		if err != nil {
-			return r.failed(err)
-		}
-		return r.print(l, func(w io.Writer) { opsPrintList(w, l) })
-	case "put":
-		got, err := c.PutList(ctx, l)
-		if err != nil {
-			return r.failed(err)
-		}
-		return r.print(got, func(w io.Writer) { opsPrintList(w, got) })
-	default:
-		if err := c.DeleteList(ctx, operands[0]); err != nil {
-			return r.failed(err)
-		}
-		return r.done("deleted list %s", operands[0])
-	}
+	})
 }
 
 // runChannels is `outbox channels`.
@@ -576,6 +548,40 @@ func runChannels(ctx context.Context, args, environ []string, stdout, stderr io.
 			ch.Settings = map[string]string{}
 		}
 	}
+	return opsRunCRUD(ctx, r, sub, operands, func(c *client.Client) opsCRUD[api.Channel] {
+		return opsCRUD[api.Channel]{
+			list: c.Channels, show: c.Channel, remove: c.DeleteChannel,
+			put: func(ctx context.Context) (api.Channel, error) { return c.PutChannel(ctx, ch) },
+			table: func(tw io.Writer, chs []api.Channel) {
+				fmt.Fprintln(tw, "TYPE\tBACKOFF\tMAX RETRIES\tINTERVAL\tMAX INTERVAL\tRATE LIMIT\tSETTINGS")
+				for _, ch := range chs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", opsCell(ch.Type, 30), opsBackoff(ch.Retry.Backoff),
+						opsDefault(ch.Retry.MaxRetries), opsSecondsOrDefault(ch.Retry.IntervalSeconds),
+						opsSecondsOrDefault(ch.Retry.MaxIntervalSeconds), opsRate(ch.RateLimit),
+						opsCell(strings.Join(opsKeys(ch.Settings), ","), 60))
+				}
+			},
+			detail:  opsPrintChannel,
+			deleted: "deleted the settings of channel %s",
+		}
+	})
+}
+
+// opsCRUD is how one kind of directory entry (a list, a channel) is listed,
+// shown, put and deleted, and printed.
+type opsCRUD[T any] struct {
+	list    func(context.Context) ([]T, error)
+	show    func(context.Context, string) (T, error)
+	put     func(context.Context) (T, error)
+	remove  func(context.Context, string) error
+	table   func(tw io.Writer, all []T)
+	detail  func(w io.Writer, one T)
+	deleted string
+}
+
+// opsRunCRUD dials central and runs sub (list, show, put or delete) with
+// the calls crud makes from the client.
+func opsRunCRUD[T any](ctx context.Context, r *opsRun, sub string, operands []string, crud func(*client.Client) opsCRUD[T]) int {
 	c, code, ok := r.dial()
 	if !ok {
 		return code
@@ -583,43 +589,38 @@ func runChannels(ctx context.Context, args, environ []string, stdout, stderr io.
 	defer r.close()
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	k := crud(c)
 	switch sub {
 	case "list":
-		chs, err := c.Channels(ctx)
+		all, err := k.list(ctx)
 		if err != nil {
 			return r.failed(err)
 		}
-		if chs == nil {
-			chs = []api.Channel{}
+		if all == nil {
+			all = []T{}
 		}
-		return r.print(chs, func(w io.Writer) {
+		return r.print(all, func(w io.Writer) {
 			tw := opsTable(w)
-			fmt.Fprintln(tw, "TYPE\tBACKOFF\tMAX RETRIES\tINTERVAL\tMAX INTERVAL\tRATE LIMIT\tSETTINGS")
-			for _, ch := range chs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", opsCell(ch.Type, 30), opsBackoff(ch.Retry.Backoff),
-					opsDefault(ch.Retry.MaxRetries), opsSecondsOrDefault(ch.Retry.IntervalSeconds),
-					opsSecondsOrDefault(ch.Retry.MaxIntervalSeconds), opsRate(ch.RateLimit),
-					opsCell(strings.Join(opsKeys(ch.Settings), ","), 60))
-			}
+			k.table(tw, all)
 			tw.Flush()
 		})
 	case "show":
-		ch, err := c.Channel(ctx, operands[0])
+		one, err := k.show(ctx, operands[0])
 		if err != nil {
 			return r.failed(err)
 		}
-		return r.print(ch, func(w io.Writer) { opsPrintChannel(w, ch) })
+		return r.print(one, func(w io.Writer) { k.detail(w, one) })
 	case "put":
-		got, err := c.PutChannel(ctx, ch)
+		got, err := k.put(ctx)
 		if err != nil {
 			return r.failed(err)
 		}
-		return r.print(got, func(w io.Writer) { opsPrintChannel(w, got) })
+		return r.print(got, func(w io.Writer) { k.detail(w, got) })
 	default:
-		if err := c.DeleteChannel(ctx, operands[0]); err != nil {
+		if err := k.remove(ctx, operands[0]); err != nil {
 			return r.failed(err)
 		}
-		return r.done("deleted the settings of channel %s", operands[0])
+		return r.done(k.deleted, operands[0])
 	}
 }
 
