@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -41,6 +42,10 @@ type OperatorsConfig struct {
 	// BcryptCost is the bcrypt work factor; 0 means bcrypt.DefaultCost.
 	// Tests lower it to bcrypt.MinCost.
 	BcryptCost int
+	// MaxConcurrentLogins caps the password checks that run at once, so
+	// that a flood of logins (each costs a bcrypt hash) cannot take every
+	// core from the dispatcher; 0 means half the CPUs, at least one.
+	MaxConcurrentLogins int
 }
 
 // Operators implements ports.Operators (U5) over a ports.AccountStore:
@@ -56,6 +61,8 @@ type Operators struct {
 	// dummy is compared against when the account does not exist, so that
 	// a wrong name costs as much time as a wrong password.
 	dummy []byte
+	// loginSlots holds a token per password check running.
+	loginSlots chan struct{}
 }
 
 var _ ports.Operators = (*Operators)(nil)
@@ -74,6 +81,9 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 	if cfg.BcryptCost == 0 {
 		cfg.BcryptCost = bcrypt.DefaultCost
 	}
+	if cfg.MaxConcurrentLogins <= 0 {
+		cfg.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
 		return nil, fmt.Errorf("core: bcrypt cost %d is outside %d..%d", cfg.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
@@ -81,7 +91,8 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 	if err != nil {
 		return nil, fmt.Errorf("core: operators: %w", err)
 	}
-	return &Operators{store: store, clock: clock, log: logger, cfg: cfg, dummy: dummy}, nil
+	return &Operators{store: store, clock: clock, log: logger, cfg: cfg, dummy: dummy,
+		loginSlots: make(chan struct{}, cfg.MaxConcurrentLogins)}, nil
 }
 
 // errBadLogin is the one answer to a wrong name or password.
@@ -91,6 +102,12 @@ var errBadLogin = fmt.Errorf("wrong name or password: %w", ports.ErrUnauthentica
 func (o *Operators) Login(ctx context.Context, name, password string) (ports.Session, error) {
 	if name == "" || len(name) > maxOperatorName || len(password) > MaxPasswordBytes {
 		return ports.Session{}, errBadLogin
+	}
+	select {
+	case o.loginSlots <- struct{}{}:
+		defer func() { <-o.loginSlots }()
+	case <-ctx.Done():
+		return ports.Session{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
 	}
 	a, err := o.store.Account(ctx, name)
 	if errors.Is(err, ports.ErrNotFound) {

@@ -223,3 +223,23 @@ func TestPutUserRules(t *testing.T) {
 		t.Fatalf("a refused user was stored: %+v", us)
 	}
 }
+
+// TestLoginsWaitForAFreeSlot: with every password-check slot taken, a login
+// waits, and gives up as unavailable when its context ends, instead of
+// adding one more bcrypt hash to the load.
+func TestLoginsWaitForAFreeSlot(t *testing.T) {
+	o, _, _ := newTestOperators(t)
+	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
+	for range cap(o.loginSlots) {
+		o.loginSlots <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := o.Login(ctx, "ann", "ann's password"); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("login with no free slot: %v", err)
+	}
+	<-o.loginSlots
+	if _, err := o.Login(context.Background(), "ann", "ann's password"); err != nil {
+		t.Fatalf("login with a free slot: %v", err)
+	}
+}
