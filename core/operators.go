@@ -32,7 +32,9 @@ const (
 	maxOperatorName = 64
 	// tokenPrefix starts every API token: "obx_" + id + "_" + secret.
 	tokenPrefix = "obx_"
-	tokenIDLen  = 12 // hex characters
+	// loginWait bounds how long a login waits for a password-check slot.
+	loginWait  = 5 * time.Second
+	tokenIDLen = 12 // hex characters
 )
 
 // OperatorsConfig configures Operators.
@@ -103,10 +105,14 @@ func (o *Operators) Login(ctx context.Context, name, password string) (ports.Ses
 	if name == "" || len(name) > maxOperatorName || len(password) > MaxPasswordBytes {
 		return ports.Session{}, errBadLogin
 	}
+	wait := time.NewTimer(loginWait)
+	defer wait.Stop()
 	select {
 	case o.loginSlots <- struct{}{}:
 		defer func() { <-o.loginSlots }()
 	case <-ctx.Done():
+		return ports.Session{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
+	case <-wait.C:
 		return ports.Session{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
 	}
 	a, err := o.store.Account(ctx, name)
