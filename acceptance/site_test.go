@@ -434,6 +434,9 @@ func TestNotifyCLI(t *testing.T) {
 
 	c.up()
 	c.awaitAll([]string{id}, arriveTimeout)
+	// Central stores the row before the site drops it from its buffer (after
+	// the acknowledgement, through Raft): until then the site says Forwarding.
+	g.waitBacklog(0, arriveTimeout)
 	code, out, errOut = runOutbox(t, "notify", "status", "-site", addrs, id)
 	if code != 0 || out != id+" Pending\n" {
 		t.Fatalf("notify status after forwarding: exit %d, printed %q, want %q\n%s", code, out, id+" Pending\n", errOut)
