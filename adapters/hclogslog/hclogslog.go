@@ -19,12 +19,28 @@ type hclogger struct {
 	l       *slog.Logger
 	name    string
 	implied []any
+	relevel Relevel
 }
 
 var _ hclog.Logger = (*hclogger)(nil)
 
-// New returns an hclog.Logger writing to l.
-func New(l *slog.Logger) hclog.Logger { return &hclogger{l: l} }
+// Relevel decides the level a line is logged at from the level the library
+// chose, its message and its arguments: a library may call an ordinary
+// event of its own an error.
+type Relevel func(level hclog.Level, msg string, args []any) hclog.Level
+
+// New returns an hclog.Logger writing to l. relevel, when given, may change
+// the level of each line (the first non-nil one is used).
+func New(l *slog.Logger, relevel ...Relevel) hclog.Logger {
+	h := &hclogger{l: l}
+	for _, r := range relevel {
+		if r != nil {
+			h.relevel = r
+			break
+		}
+	}
+	return h
+}
 
 func slogLevel(l hclog.Level) slog.Level {
 	switch l {
@@ -41,6 +57,9 @@ func slogLevel(l hclog.Level) slog.Level {
 }
 
 func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
+	if h.relevel != nil {
+		level = h.relevel(level, msg, args)
+	}
 	lv := slogLevel(level)
 	if !h.l.Enabled(context.Background(), lv) {
 		return
@@ -70,7 +89,7 @@ func (h *hclogger) IsError() bool { return h.enabled(hclog.Error) }
 func (h *hclogger) ImpliedArgs() []any { return h.implied }
 
 func (h *hclogger) With(args ...any) hclog.Logger {
-	return &hclogger{l: h.l.With(args...), name: h.name, implied: append(append([]any(nil), h.implied...), args...)}
+	return &hclogger{l: h.l.With(args...), name: h.name, implied: append(append([]any(nil), h.implied...), args...), relevel: h.relevel}
 }
 
 func (h *hclogger) Name() string { return h.name }
@@ -80,11 +99,11 @@ func (h *hclogger) Named(name string) hclog.Logger {
 	if h.name != "" {
 		n = h.name + "." + name
 	}
-	return &hclogger{l: h.l, name: n, implied: h.implied}
+	return &hclogger{l: h.l, name: n, implied: h.implied, relevel: h.relevel}
 }
 
 func (h *hclogger) ResetNamed(name string) hclog.Logger {
-	return &hclogger{l: h.l, name: name, implied: h.implied}
+	return &hclogger{l: h.l, name: name, implied: h.implied, relevel: h.relevel}
 }
 
 // SetLevel does nothing: the slog handler decides what is logged.

@@ -99,7 +99,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg = cfg.withDefaults()
 	self := cfg.self()
 	log := cfg.Logger.With("raft_node", cfg.NodeID)
-	hl := hclogslog.New(log).Named("raft")
+	hl := hclogslog.New(log, raftLevel).Named("raft")
 
 	var cleanup []func() error
 	defer func() {

@@ -30,7 +30,7 @@ func Recover(cfg Config) error {
 	cfg = cfg.withDefaults()
 	self := cfg.self()
 	log := cfg.Logger.With("raft_node", cfg.NodeID)
-	hl := hclogslog.New(log).Named("raft")
+	hl := hclogslog.New(log, raftLevel).Named("raft")
 
 	if _, err := os.Stat(filepath.Join(cfg.Dir, raftFile)); err != nil {
 		return fmt.Errorf("raftbuffer: recover: no raft state in %s: %w", cfg.Dir, err)

@@ -265,7 +265,6 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 		node *raftbuffer.Node
 	}
 	up := make(chan nodeUp, len(devNodes))
-	siteLog := slog.New(raftStopHandler{next: logger.Handler(), stopping: func() bool { return siteCtx.Err() != nil }})
 	for i, sc := range devSiteConfigs(run, cfg.Log, raftLis, apiLis, tokenFile) {
 		if err := sc.Validate(); err != nil {
 			return fmt.Errorf("site node %s: %w", sc.Node, err)
@@ -273,7 +272,7 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
 			started: func(api string, node *raftbuffer.Node) { up <- nodeUp{i, api, node} }}
 		sites.Go(func() {
-			if err := runSiteNode(siteCtx, sc, opt, siteLog.With("part", "site-"+sc.Node)); err != nil {
+			if err := runSiteNode(siteCtx, sc, opt, logger.With("part", "site-"+sc.Node)); err != nil {
 				fail(fmt.Errorf("site node %s: %w", sc.Node, err))
 			}
 		})
@@ -486,53 +485,6 @@ Ctrl-C stops everything.
 
 `, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, siteFlag, siteFlag, siteFlag)
 	return b.String()
-}
-
-// raftStopHandler passes records on to next, except that once stopping
-// reports true it turns raft's errors into warnings: when the three nodes of
-// one process stop together, each one's Raft transport complains of the
-// others' connections closing (reset by peer, transport shutdown), which is
-// expected then and no failure of the stop.
-type raftStopHandler struct {
-	next     slog.Handler
-	stopping func() bool
-	raft     bool // the logger is raft's (component=raft)
-}
-
-// Enabled implements slog.Handler.
-func (h raftStopHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.next.Enabled(ctx, l)
-}
-
-// Handle implements slog.Handler.
-func (h raftStopHandler) Handle(ctx context.Context, r slog.Record) error {
-	if !h.raft || r.Level < slog.LevelError || !h.stopping() {
-		return h.next.Handle(ctx, r)
-	}
-	if !h.next.Enabled(ctx, slog.LevelWarn) {
-		return nil
-	}
-	w := slog.NewRecord(r.Time, slog.LevelWarn, r.Message, r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		w.AddAttrs(a)
-		return true
-	})
-	w.AddAttrs(slog.Bool("while_stopping", true))
-	return h.next.Handle(ctx, w)
-}
-
-// WithAttrs implements slog.Handler.
-func (h raftStopHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	raft := h.raft
-	for _, a := range attrs {
-		raft = raft || a.Key == "component" && a.Value.String() == "raft"
-	}
-	return raftStopHandler{next: h.next.WithAttrs(attrs), stopping: h.stopping, raft: raft}
-}
-
-// WithGroup implements slog.Handler.
-func (h raftStopHandler) WithGroup(name string) slog.Handler {
-	return raftStopHandler{next: h.next.WithGroup(name), stopping: h.stopping, raft: h.raft}
 }
 
 // randomHex returns n random bytes in hexadecimal.
