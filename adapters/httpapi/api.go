@@ -262,16 +262,37 @@ func (s *Server) apiDeleteToken(w http.ResponseWriter, r *http.Request, _ ports.
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// apiNoRoute answers a request no API route takes: 405 with the methods
+// the path does take, or 404.
+func (s *Server) apiNoRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != api.Prefix+"/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+		fmt.Sprintf("%s %s: this route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
 // statusOf maps an API error code to its HTTP status.
 var statusOf = map[string]int{
-	api.CodeInvalid:         http.StatusBadRequest,
-	api.CodeUnauthenticated: http.StatusUnauthorized,
-	api.CodeForbidden:       http.StatusForbidden,
-	api.CodeNotFound:        http.StatusNotFound,
-	api.CodeConflict:        http.StatusConflict,
-	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
-	api.CodeUnavailable:     http.StatusServiceUnavailable,
-	api.CodeInternal:        http.StatusInternalServerError,
+	api.CodeInvalid:          http.StatusBadRequest,
+	api.CodeUnauthenticated:  http.StatusUnauthorized,
+	api.CodeForbidden:        http.StatusForbidden,
+	api.CodeNotFound:         http.StatusNotFound,
+	api.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	api.CodeConflict:         http.StatusConflict,
+	api.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	api.CodeUnavailable:      http.StatusServiceUnavailable,
+	api.CodeInternal:         http.StatusInternalServerError,
 }
 
 // errTooLarge reports a request body over maxBodyBytes.

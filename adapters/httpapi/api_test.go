@@ -175,6 +175,17 @@ func TestBadInputGetsA400NamingIt(t *testing.T) {
 	if code, body := e.send(http.DefaultClient, req); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversize body: %d %.200s", code, body)
 	}
+	// A known route with another method is a JSON 405 naming the methods.
+	req = e.request("DELETE", "/api/v1/kpis", nil)
+	req.Header.Set("Authorization", "Bearer "+e.tokens[ports.RoleAdmin])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("DELETE /api/v1/kpis: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
 	// An unknown route is a JSON 404.
 	if code, body := e.do(ports.RoleViewer, "GET", "/api/v1/nothing", nil); code != http.StatusNotFound ||
 		decode[api.ErrorBody](t, body).Error.Code != api.CodeNotFound {

@@ -177,6 +177,10 @@ func (s *Server) pageAction(v verb) handler {
 	return func(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 		if err := r.ParseForm(); err != nil {
+			if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
+				s.renderError(w, r, p, http.StatusRequestEntityTooLarge, errTooLarge.Error())
+				return
+			}
 			s.renderError(w, r, p, http.StatusBadRequest, "The form could not be read: "+err.Error())
 			return
 		}

@@ -120,6 +120,15 @@ func TestPageListFiltersAndShowsKPIs(t *testing.T) {
 			t.Fatalf("%s: %d", path, code)
 		}
 	}
+	// An oversize form is refused as such.
+	if code, _, _ := e.post(c, "/notifications/retry", url.Values{"id": {strings.Repeat("x", 2<<20)}}); code != http.StatusForbidden {
+		// a viewer is refused before the body is read
+		t.Fatalf("viewer's oversize form: %d", code)
+	}
+	op := e.loginBrowser("operator")
+	if code, _, _ := e.post(op, "/notifications/retry", url.Values{"id": {strings.Repeat("x", 2<<20)}}); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversize form: %d", code)
+	}
 	// A viewer's form post is refused with 403.
 	code, _, _ = e.post(c, "/notifications/retry", url.Values{"id": {parked[0]}, "scope": {"ids"}})
 	if code != http.StatusForbidden {

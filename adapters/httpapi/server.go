@@ -159,9 +159,7 @@ func (s *Server) routes() {
 	s.apiRoute("GET "+p+"/tokens", ports.RoleAdmin, s.apiTokens)
 	s.apiRoute("POST "+p+"/tokens", ports.RoleAdmin, s.apiCreateToken)
 	s.apiRoute("DELETE "+p+"/tokens/{id}", ports.RoleAdmin, s.apiDeleteToken)
-	s.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
-	})
+	s.mux.HandleFunc(p+"/", s.apiNoRoute)
 
 	// The page (pages.go).
 	s.mux.HandleFunc("GET /login", s.pageLogin)

@@ -25,14 +25,15 @@ const Prefix = "/api/v1"
 
 // Error codes of Error.Code, one per HTTP status the API answers with.
 const (
-	CodeInvalid         = "invalid"         // 400: bad input; Message names the field and the rule
-	CodeUnauthenticated = "unauthenticated" // 401: no or a bad session or token
-	CodeForbidden       = "forbidden"       // 403: the role does not allow it
-	CodeNotFound        = "not_found"       // 404
-	CodeConflict        = "conflict"        // 409: the current state refuses it
-	CodeTooLarge        = "too_large"       // 413: the request body is over the limit
-	CodeUnavailable     = "unavailable"     // 503: try again later
-	CodeInternal        = "internal"        // 500
+	CodeInvalid          = "invalid"            // 400: bad input; Message names the field and the rule
+	CodeUnauthenticated  = "unauthenticated"    // 401: no or a bad session or token
+	CodeForbidden        = "forbidden"          // 403: the role does not allow it
+	CodeNotFound         = "not_found"          // 404
+	CodeMethodNotAllowed = "method_not_allowed" // 405: the route takes other methods (see Allow)
+	CodeConflict         = "conflict"           // 409: the current state refuses it
+	CodeTooLarge         = "too_large"          // 413: the request body is over the limit
+	CodeUnavailable      = "unavailable"        // 503: try again later
+	CodeInternal         = "internal"           // 500
 )
 
 // ErrorBody is the body of every error response.
