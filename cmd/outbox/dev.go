@@ -50,8 +50,8 @@ const (
 
 // devNodes are the site group's nodes, on the addresses of
 // configs/site-*.yaml. They are three data nodes, not a pair plus a
-// witness: a witness that wins an election hands leadership over, which raft
-// reports with error lines that would only puzzle a newcomer.
+// witness: on one machine a witness saves nothing, and any of the three may
+// lead without a hand-over.
 var devNodes = []struct{ id, api, raft string }{
 	{"a", "127.0.0.1:7101", "127.0.0.1:7201"},
 	{"b", "127.0.0.1:7102", "127.0.0.1:7202"},
