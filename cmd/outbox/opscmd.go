@@ -75,6 +75,7 @@ Filters (set ones are ANDed):
   --from T          created at or after T
   --to T            created before T
   --updated-from T  changed at or after T ("parked since T")
+  --updated-to T    changed before T
   --stuck           only stuck notifications
   --q WORD          the subject contains WORD, in any letter case
 Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
@@ -82,7 +83,8 @@ Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
 
 retry and discard given ids act on those ids. Without ids they act on every
 Parked notification the filters (or --all) select; they first print how many
-that is and act only when repeated with --yes.
+that is, and the flags that act on exactly those: --yes, and --updated-to the
+instant of the count, so that a notification parked later is left alone.
 ` + opsCommonUsage
 
 const kpiUsage = `Usage: outbox kpi [flags]
@@ -289,6 +291,10 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 		if !yes {
 			parked := f
 			parked.Status = []ports.Status{ports.StatusParked}
+			if now := time.Now().UTC().Truncate(time.Second); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
+				parked.UpdatedTo = &now
+			}
+			pin := " --yes --updated-to " + parked.UpdatedTo.Format(time.RFC3339)
 			n, err := c.Count(ctx, parked)
 			if err != nil {
 				return r.failed(err)
@@ -298,9 +304,9 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 				return exitOK
 			}
 			if n == 1 {
-				fmt.Fprintf(r.stderr, "1 parked notification matches; repeat with --yes to %s it\n", sub)
+				fmt.Fprintf(r.stderr, "1 parked notification matches; repeat with%s to %s it\n", pin, sub)
 			} else {
-				fmt.Fprintf(r.stderr, "%d parked notifications match; repeat with --yes to %s them\n", n, sub)
+				fmt.Fprintf(r.stderr, "%d parked notifications match; repeat with%s to %s them\n", n, pin, sub)
 			}
 			return exitUsage
 		}
@@ -1054,7 +1060,7 @@ func (r *opsRun) print(v any, table func(w io.Writer)) int {
 // and discard.
 type opsFilterFlags struct {
 	status                                       repeated
-	typ, site, list, from, to, updatedFrom, word string
+	typ, site, list, from, to, updatedFrom, updatedTo, word string
 	stuck                                        bool
 }
 
@@ -1066,6 +1072,7 @@ func (f *opsFilterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.from, "from", "", "created at or after `time`")
 	fs.StringVar(&f.to, "to", "", "created before `time`")
 	fs.StringVar(&f.updatedFrom, "updated-from", "", "changed at or after `time`")
+	fs.StringVar(&f.updatedTo, "updated-to", "", "changed before `time`")
 	fs.BoolVar(&f.stuck, "stuck", false, "only stuck notifications")
 	fs.StringVar(&f.word, "q", "", "the subject contains `word` (any letter case)")
 }
@@ -1093,7 +1100,7 @@ func (f *opsFilterFlags) filter(now time.Time, loc *time.Location) (api.Filter, 
 		flag string
 		raw  string
 		dst  **time.Time
-	}{{"--from", f.from, &out.From}, {"--to", f.to, &out.To}, {"--updated-from", f.updatedFrom, &out.UpdatedFrom}} {
+	}{{"--from", f.from, &out.From}, {"--to", f.to, &out.To}, {"--updated-from", f.updatedFrom, &out.UpdatedFrom}, {"--updated-to", f.updatedTo, &out.UpdatedTo}} {
 		v, err := opsParseTime(t.raw, now, loc)
 		if err != nil {
 			return api.Filter{}, fmt.Errorf("%s: %w", t.flag, err)

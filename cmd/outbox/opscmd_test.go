@@ -222,18 +222,27 @@ func TestOpsNotificationsBulkConfirmation(t *testing.T) {
 	// By filter without --yes: the count of the Parked rows it selects, and
 	// nothing moves.
 	code, stdout, stderr := opsRunCmd(runNotifications, env, "retry", "--site", "plant-1", "--status", "Parked,Pending")
-	if code != exitUsage || !strings.Contains(stderr, "12 parked notifications match; repeat with --yes to retry them") || stdout != "" {
+	pin := regexp.MustCompile(`12 parked notifications match; repeat with --yes --updated-to (\S+) to retry them`).FindStringSubmatch(stderr)
+	if code != exitUsage || pin == nil || stdout != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	reqs := a.requests()
 	if len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Path != "/api/v1/notifications/count" ||
-		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}}) {
+		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}, "updated_to": {pin[1]}}) {
 		t.Fatalf("requests %+v", reqs)
+	}
+	// Repeating with what it printed acts on the rows it counted.
+	if code, _, stderr := opsRunCmd(runNotifications, env, "retry", "--site", "plant-1", "--status", "Parked", "--yes", "--updated-to", pin[1]); code != exitOK {
+		t.Fatalf("pinned retry: exit %d, %s", code, stderr)
+	}
+	reqs = a.requests()
+	if last := reqs[len(reqs)-1]; last.Path != "/api/v1/notifications/retry" || !strings.Contains(last.Body, `"updated_to":"`+pin[1]+`"`) {
+		t.Fatalf("pinned retry sent %+v", last)
 	}
 
 	// --all without --yes: the same rule.
 	code, _, stderr = opsRunCmd(runNotifications, env, "discard", "--all")
-	if code != exitUsage || !strings.Contains(stderr, "repeat with --yes to discard them") {
+	if code != exitUsage || !strings.Contains(stderr, "to discard them") || !strings.Contains(stderr, "--yes --updated-to ") {
 		t.Fatalf("--all: exit %d, stderr %q", code, stderr)
 	}
 
