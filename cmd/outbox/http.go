@@ -146,15 +146,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		return nil, "", err
 	}
 	health := metrics.HealthHandler(5*time.Second,
-		metrics.Check{Name: "store", Check: func(ctx context.Context) error {
-			// /readyz is public: the driver's error (user, database,
-			// address) goes to the log only.
-			if err := o.store.Ping(ctx); err != nil {
-				logger.Warn("readiness: the database does not answer", "err", err)
-				return errors.New("the database does not answer")
-			}
-			return nil
-		}},
+		metrics.Check{Name: "store", Check: storeReadiness(o.store.Ping, logger)},
 		metrics.Check{Name: "plugins", Check: func(context.Context) error {
 			var down []string
 			for _, s := range o.host.Status() {
@@ -229,6 +221,19 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		shutdown()
 		wg.Wait()
 	}, lis.Addr().String(), nil
+}
+
+// storeReadiness is the readiness check of the database. /readyz is public,
+// so the driver's error (it may name the user, the database, the address)
+// goes to the log only and the check says no more than that.
+func storeReadiness(ping func(context.Context) error, logger *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := ping(ctx); err != nil {
+			logger.Warn("readiness: the database does not answer", "err", err)
+			return errors.New("the database does not answer")
+		}
+		return nil
+	}
 }
 
 // pageURL is the page's URL on addr.

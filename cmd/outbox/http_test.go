@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -125,5 +128,24 @@ http:
 	}
 	if strings.Contains(p.Output(), pw) || strings.Contains(p.Output(), tok.Secret) {
 		t.Fatal("a password or token reached the log")
+	}
+}
+
+// TestStoreReadinessHidesTheDriverError: /readyz is public, so a failed
+// ping answers a fixed text and the driver's words go to the log.
+func TestStoreReadinessHidesTheDriverError(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	driverErr := errors.New("failed to connect to `user=outbox database=outbox`: 10.0.0.5:5432: dial error")
+	check := storeReadiness(func(context.Context) error { return driverErr }, logger)
+	err := check(t.Context())
+	if err == nil || strings.Contains(err.Error(), "user=") || strings.Contains(err.Error(), "10.0.0.5") {
+		t.Fatalf("readiness error %v", err)
+	}
+	if !strings.Contains(log.String(), "10.0.0.5") {
+		t.Fatalf("the log lacks the driver's error:\n%s", log.String())
+	}
+	if err := storeReadiness(func(context.Context) error { return nil }, logger)(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
