@@ -19,6 +19,9 @@ import (
 //   - checkpointer copies the WAL back into the database file from a
 //     connection of its own, off the writer's path (an automatic checkpoint
 //     would run inside a writer's commit).
+//
+// subjectIndexer keeps the trigram index of subjects (migration 0004;
+// DESIGN.md, "Keyword search") close behind the table, off the inserts' path.
 
 // groupRequest is one caller's share of a group transaction.
 type groupRequest struct {
@@ -183,4 +186,69 @@ func (c *checkpointer) close() error {
 	c.stop()
 	c.wg.Wait()
 	return c.db.Close()
+}
+
+// subjectIndexer indexes the subjects of newly inserted notifications in the
+// background: once rows arrive, it waits subjectIndexEvery for more to join
+// them and then indexes every row above the index's mark, in one group
+// transaction (Store.indexSubjects). FTS5 pays for each statement that writes
+// to it (it writes its pending terms out as a segment, and merges segments):
+// indexing within each insert transaction cost ingest two to three times as
+// much. Keyword searches read the rows above the mark themselves, so that
+// the lag costs time only.
+type subjectIndexer struct {
+	kick chan struct{}
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// subjectIndexEvery is the most the index lags behind the table while rows
+// arrive (at 50,000 rows a second, 12,500 rows for a keyword to read apart).
+const subjectIndexEvery = 250 * time.Millisecond
+
+// newSubjectIndexer starts the indexer; index indexes the rows above the
+// mark. onError hears the first failure of a run of them.
+func newSubjectIndexer(index func(ctx context.Context) error, onError func(error)) *subjectIndexer {
+	ctx, stop := context.WithCancel(context.Background())
+	x := &subjectIndexer{kick: make(chan struct{}, 1), stop: stop}
+	x.wg.Go(func() {
+		wait := time.NewTimer(subjectIndexEvery)
+		defer wait.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-x.kick:
+			}
+			wait.Reset(subjectIndexEvery)
+			select {
+			case <-ctx.Done():
+				return
+			case <-wait.C:
+			}
+			err := index(ctx)
+			if err != nil && ctx.Err() == nil && !failing {
+				onError(err)
+			}
+			failing = err != nil
+			if failing {
+				x.inserted() // the rows are still waiting: try again
+			}
+		}
+	})
+	return x
+}
+
+// inserted tells the indexer that rows were inserted.
+func (x *subjectIndexer) inserted() {
+	select {
+	case x.kick <- struct{}{}:
+	default: // a run is due already
+	}
+}
+
+func (x *subjectIndexer) close() {
+	x.stop()
+	x.wg.Wait()
 }

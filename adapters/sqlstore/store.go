@@ -80,15 +80,20 @@ type Store struct {
 	// PostgreSQL's batch statements, and the bun dialect already formatted
 	// every other value (see sqlgen.go).
 	rdb, wdb *sql.DB
-	// group and ckpt serve SQLite only (see sqlite.go); nil elsewhere.
-	group *groupWriter
+	// group, ckpt and subjects serve SQLite only (see sqlite.go); nil
+	// elsewhere.
+	group    *groupWriter
+	subjects *subjectIndexer
 	// insertStmts are SQLite's prepared inserts by row count (insertSQLite).
 	stmtMu      sync.Mutex
 	insertStmts map[int]*sql.Stmt
 	ckpt        *checkpointer
 	analyze     *analyzer // PostgreSQL only; nil elsewhere
-	logger      *slog.Logger
-	secrets     []string
+	// The most keyword candidates read by rowid (SQLite; see subjectRowids):
+	// subjectQueryCap and subjectCountCap, other values in tests.
+	subjectQueryCap, subjectCountCap int
+	logger                           *slog.Logger
+	secrets                          []string
 }
 
 var (
@@ -109,7 +114,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{driver: cfg.Driver, g: g, logger: logger, secrets: dsnSecrets(cfg.DSN)}
+	s := &Store{driver: cfg.Driver, g: g, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
+		logger: logger, secrets: dsnSecrets(cfg.DSN)}
 	if err := s.open(cfg); err != nil {
 		return nil, s.redact(fmt.Errorf("sqlstore: open %s %s: %w", cfg.Driver, redactDSN(cfg.DSN), err))
 	}
@@ -139,6 +145,7 @@ func (s *Store) open(cfg Config) error {
 			s.wdb = db
 			s.rdb = s.wdb
 			s.group = newGroupWriter(s.wdb)
+			s.startSubjectIndexer()
 			return nil
 		}
 		w, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteWriter))
@@ -166,6 +173,7 @@ func (s *Store) open(cfg Config) error {
 		s.wdb = w
 		s.rdb = r
 		s.group = newGroupWriter(s.wdb)
+		s.startSubjectIndexer()
 		s.ckpt = newCheckpointer(c, func(err error) {
 			s.logger.Warn("sqlstore: background WAL checkpoint failed", "err", s.redact(err))
 		})
@@ -203,6 +211,30 @@ func (s *Store) useServerPool(db *sql.DB, cfg Config) {
 	s.rdb = db
 }
 
+// startSubjectIndexer starts SQLite's background indexing of subjects.
+func (s *Store) startSubjectIndexer() {
+	s.subjects = newSubjectIndexer(s.indexSubjects, func(err error) {
+		s.logger.Warn("sqlstore: background indexing of subjects failed", "err", s.redact(err))
+	})
+}
+
+// indexSubjects adds the rows above the mark of SQLite's trigram index of
+// subjects to it and moves the mark to the last row, in one group
+// transaction (see subjectIndexer).
+func (s *Store) indexSubjects(ctx context.Context) error {
+	err := s.group.do(ctx, func(ctx context.Context, c conn) error {
+		if _, err := c.ExecContext(ctx, sqliteSubjectIndexTail); err != nil {
+			return err
+		}
+		_, err := c.ExecContext(ctx, sqliteSubjectIndexMark)
+		return err
+	})
+	if err != nil {
+		return s.fail("index subjects", err)
+	}
+	return nil
+}
+
 // Ping checks that the database answers (central's readiness check).
 func (s *Store) Ping(ctx context.Context) error { return s.ping(ctx) }
 
@@ -219,6 +251,9 @@ func (s *Store) ping(ctx context.Context) error {
 // Close closes the connection pools.
 func (s *Store) Close() error {
 	var errs []error
+	if s.subjects != nil {
+		s.subjects.close() // before the group writer, which it writes through
+	}
 	if s.group != nil {
 		s.group.close()
 	}
@@ -401,7 +436,11 @@ func (s *Store) Insert(ctx context.Context, ns []ports.Notification) ([]string, 
 		batch = append(batch, *n)
 	}
 	if s.g.kind == kindSQLite {
-		return s.insertSQLite(ctx, batch)
+		inserted, err := s.insertSQLite(ctx, batch)
+		if len(inserted) > 0 {
+			s.subjects.inserted()
+		}
+		return inserted, err
 	}
 	qs, err := build(batch, insertChunk, s.g.insert)
 	if err != nil {
@@ -705,7 +744,14 @@ func (s *Store) Query(ctx context.Context, f ports.Filter, page ports.PageReques
 		}
 		after = &c
 	}
-	q, err := s.g.query(f, after, page.Limit+1)
+	c, err := s.subjectRowids(ctx, f.Subject)
+	if err != nil {
+		return ports.Page{}, err
+	}
+	if c != nil && len(c.rowids) == 0 {
+		return ports.Page{Items: []ports.Notification{}}, nil // no subject holds the keyword
+	}
+	q, err := s.g.query(f, after, page.Limit+1, c)
 	if err != nil {
 		return ports.Page{}, err
 	}
@@ -725,7 +771,14 @@ func (s *Store) Query(ctx context.Context, f ports.Filter, page ports.PageReques
 
 // Count implements ports.Store.
 func (s *Store) Count(ctx context.Context, f ports.Filter) (int64, error) {
-	q, err := s.g.count(f)
+	c, found, err := s.subjectCount(ctx, f.Subject)
+	if err != nil {
+		return 0, err
+	}
+	if c != nil && found == 0 {
+		return 0, nil // no subject holds the keyword
+	}
+	q, err := s.g.count(f, c)
 	if err != nil {
 		return 0, err
 	}
@@ -734,6 +787,92 @@ func (s *Store) Count(ctx context.Context, f ports.Filter) (int64, error) {
 		return 0, s.fail("count", err)
 	}
 	return n, nil
+}
+
+// The most keyword candidates that Query and Count read by rowid on SQLite
+// (see subjectRowids); beyond them they scan. Reading a candidate costs
+// about 4 µs at 1,000,000 rows, and a keyword with n matches fills a
+// newest-first page of 50 after reading about 50/n of the table (the whole
+// of it: 0.4 s): past 2,000 matches the scan is as fast. A count reads
+// every matching row either way, so its candidates pay up to a tenth of the
+// table.
+const (
+	subjectQueryCap = 2_000
+	subjectCountCap = 100_000
+)
+
+// subjectRowids returns the candidates of a list filtered by keyword, on
+// SQLite: the rowids of the rows whose subject may contain keyword, found
+// through the trigram index of migration 0004, and of the rows not yet
+// indexed whose subject does (see subjectIndexer). They are a superset of
+// the matching rows, which the list filters with the same LIKE as without
+// them.
+// It returns nil, and the list scans as before, when the index cannot
+// answer (not SQLite; no keyword, or one shorter than three characters or
+// not valid UTF-8: see subjectMatch) or
+// when more than the store's cap may match: a common keyword fills a
+// newest-first page sooner than its candidates are read and sorted. No
+// candidate at all means that no row matches.
+func (s *Store) subjectRowids(ctx context.Context, keyword string) (*candidates, error) {
+	match, ok := s.subjectIndexed(keyword)
+	if !ok {
+		return nil, nil
+	}
+	q, err := s.g.subjectCandidates(keyword, match, s.subjectQueryCap+1)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.reader().QueryContext(ctx, q.text, q.args...)
+	if err != nil {
+		return nil, s.fail("keyword candidates", err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, 64)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.fail("keyword candidates", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("keyword candidates", err)
+	}
+	if len(ids) > s.subjectQueryCap {
+		return nil, nil
+	}
+	return &candidates{rowids: ids}, nil
+}
+
+// subjectCount is subjectRowids for a count: it counts the candidates (up
+// to the store's count cap) and returns, when they are within it, the index
+// query that finds them again in the count, and their number.
+func (s *Store) subjectCount(ctx context.Context, keyword string) (*candidates, int64, error) {
+	match, ok := s.subjectIndexed(keyword)
+	if !ok {
+		return nil, 0, nil
+	}
+	q, err := s.g.subjectCandidateCount(keyword, match, s.subjectCountCap+1)
+	if err != nil {
+		return nil, 0, err
+	}
+	var n int64
+	if err := s.reader().QueryRowContext(ctx, q.text, q.args...).Scan(&n); err != nil {
+		return nil, 0, s.fail("count keyword candidates", err)
+	}
+	if n > int64(s.subjectCountCap) {
+		return nil, 0, nil
+	}
+	return &candidates{match: match}, n, nil
+}
+
+// subjectIndexed returns the trigram index query of keyword, and whether the
+// store may use it: on SQLite, for a keyword of three characters or more.
+func (s *Store) subjectIndexed(keyword string) (string, bool) {
+	if s.g.kind != kindSQLite || keyword == "" {
+		return "", false
+	}
+	return subjectMatch(keyword)
 }
 
 // KPIs implements ports.Store.

@@ -192,6 +192,72 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	})
 
+	t.Run("SubjectEdges", func(t *testing.T) { exerciseSubjectEdges(t, newHarness) })
+
+	t.Run("SubjectFollowsInsertAndPurge", func(t *testing.T) {
+		s := newHarness(t).Store
+		cutoff := BaseTime.Add(24 * time.Hour)
+		mk := func(created int, subject string, st ports.Status) ports.Notification {
+			n := NewNotification(BaseTime.Add(time.Duration(created) * time.Minute))
+			n.Subject, n.Status = subject, st
+			if st == ports.StatusDelivered {
+				n.DeliveredAt = n.UpdatedAt
+			}
+			return n
+		}
+		old := mk(1, "Boiler 9 flooded", ports.StatusDelivered) // purgeable at cutoff
+		live := mk(2, "Boiler 9 FLOODED again", ports.StatusPending)
+		decoy := mk(3, "Boiler 9 flood", ports.StatusPending)
+		mustInsert(t, s, old, live, decoy)
+		f := ports.Filter{Subject: "flooded"}
+		checkSubject := func(what string, want ...string) {
+			t.Helper()
+			p, err := s.Query(t.Context(), f, ports.PageRequest{Limit: 10})
+			if err != nil {
+				t.Fatalf("Query %s: %v", what, err)
+			}
+			checkIDs(t, "Query "+what, want, idsOf(p.Items))
+			if n := mustCount(t, s, f); n != int64(len(want)) {
+				t.Errorf("Count %s = %d, want %d", what, n, len(want))
+			}
+		}
+		checkSubject("before", live.ID, old.ID)
+		// A row inserted after the store has answered a keyword is found by it.
+		later := mk(4, "basement flooded", ports.StatusPending)
+		mustInsert(t, s, later)
+		checkSubject("after an insert", later.ID, live.ID, old.ID)
+		// A purged row is no longer found, nor counted.
+		checkIDSet(t, "purged", []string{old.ID}, mustPurge(t, s, cutoff, 10))
+		checkSubject("after the purge", later.ID, live.ID)
+	})
+
+	t.Run("PagingWithSubject", func(t *testing.T) {
+		s := newHarness(t).Store
+		var ns []ports.Notification
+		var want []string
+		for i := range 60 {
+			n := NewNotification(BaseTime.Add(time.Duration(i) * time.Millisecond))
+			switch i % 3 {
+			case 0:
+				n.Subject = fmt.Sprintf("Valve %d STUCK open", i)
+				want = append(want, n.ID)
+			case 1:
+				n.Subject = fmt.Sprintf("valve %d stuck closed", i)
+				want = append(want, n.ID)
+			default:
+				n.Subject = fmt.Sprintf("Valve %d stopped", i)
+			}
+			ns = append(ns, n)
+		}
+		slices.Reverse(want)
+		mustInsert(t, s, ns...)
+		f := ports.Filter{Subject: "stuck"}
+		checkIDs(t, "rows with the keyword paged by 7", want, pageAll(t, s, f, 7, len(want)))
+		if n := mustCount(t, s, f); n != int64(len(want)) {
+			t.Errorf("Count of the keyword = %d, want %d", n, len(want))
+		}
+	})
+
 	t.Run("Paging", func(t *testing.T) {
 		s := newHarness(t).Store
 		const total = 120
@@ -318,4 +384,91 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Errorf("Query of an empty store = %d items, Next %q", len(p.Items), p.Next)
 		}
 	})
+}
+
+// exerciseSubjectEdges checks the keyword filter where an index of the
+// subjects could answer otherwise than the contract: keywords of one or two
+// bytes or characters, letters outside ASCII (whose case counts, though an
+// index may fold it), LIKE wildcards, regular-expression and query-syntax
+// characters taken literally, and keywords longer than any subject.
+func exerciseSubjectEdges(t *testing.T, newHarness func(t *testing.T) Harness) {
+	subjects := []string{
+		"Café au lait",                // 0
+		"CAFÉ NOIR",                   // 1
+		"Temperature 5 \u212a rising", // 2: the Kelvin sign, not an ASCII K
+		"\u017ftop valve",             // 3: a long s, not an ASCII s
+		`Path C:\Temp\x.log`,          // 4
+		`a.b*c+d?(e)[f]{g}|h^$ end`,   // 5
+		`say "hello" now`,             // 6
+		"100% of 5_6",                 // 7
+		"x",                           // 8
+		"Ünïcödé straße",              // 9
+		"aXb*c+d 5X6 100X of",         // 10: what wildcards would match
+	}
+	cases := []struct {
+		name, keyword string
+		want          []int // newest first
+	}{
+		{"OneASCIILetter", "X", []int{10, 8, 4}},
+		{"TwoBytes", "5_", []int{7}},
+		{"OneLetterTwoBytes", "é", []int{9, 0}},
+		{"OneUpperLetterTwoBytes", "É", []int{1}},
+		{"TwoLettersThreeBytes", "dé", []int{9}},
+		{"ThreeLettersFiveBytes", "ïcö", []int{9}},
+		{"ThreeLettersOtherCase", "ÏCÖ", nil},
+		{"NonASCIICaseCounts", "café", []int{0}},
+		{"NonASCIICaseCountsUpper", "CAFÉ", []int{1}},
+		{"ASCIIFoldedBesideNonASCII", "cafÉ nOiR", []int{1}},
+		{"NonASCIIWord", "ünïcödé", nil},
+		{"NonASCIIWordExact", "ünïcÖdé", nil},
+		{"NonASCIIWordASCIIFolded", "ÜNÏCÖDÉ", nil},
+		{"NonASCIIWordOwnCase", "Ünïcödé STRAßE", []int{9}},
+		{"SharpSIsNotSS", "strasse", nil},
+		{"KelvinSignIsNotK", "5 k", nil},
+		{"KelvinSign", "5 \u212a", []int{2}},
+		{"LongSIsNotS", "stop valve", nil},
+		{"LongS", "\u017ftop", []int{3}},
+		{"Backslash", `\`, []int{4}},
+		{"BackslashLetter", `\x`, []int{4}},
+		{"BackslashPath", `c:\temp\X.LOG`, []int{4}},
+		{"RegexpCharacters", `.b*c+d?(e)[f]{g}|h^$`, []int{5}},
+		{"DotIsLiteral", "a.b", []int{5}},
+		{"Brackets", "[F]", []int{5}},
+		{"Braces", "{g}", []int{5}},
+		{"AlternationAndAnchors", "|h^$ END", []int{5}},
+		{"DoubleQuotes", `"hello"`, []int{6}},
+		{"DoubleQuote", `"`, []int{6}},
+		{"PercentUnderscore", "0% of 5_6", []int{7}},
+		{"UnderscoreIsLiteral", "5_6", []int{7}},
+		{"PercentIsLiteral", "100% of", []int{7}},
+		{"WholeSubject", "100% OF 5_6", []int{7}},
+		{"LongerThanAnySubject", "Temperature 5 \u212a rising and more words than any subject holds", nil},
+		{"LongerThanItsSubject", "xx", nil},
+		{"Space", " ", []int{10, 9, 7, 6, 5, 4, 3, 2, 1, 0}},
+	}
+	s := newHarness(t).Store
+	var ns []ports.Notification
+	for i, subject := range subjects {
+		n := NewNotification(BaseTime.Add(time.Duration(i) * time.Minute))
+		n.Subject = subject
+		ns = append(ns, n)
+	}
+	mustInsert(t, s, ns...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := make([]string, len(tc.want))
+			for i, k := range tc.want {
+				want[i] = ns[k].ID
+			}
+			f := ports.Filter{Subject: tc.keyword}
+			p, err := s.Query(t.Context(), f, ports.PageRequest{Limit: 100})
+			if err != nil {
+				t.Fatalf("Query %q: %v", tc.keyword, err)
+			}
+			checkIDs(t, fmt.Sprintf("Query %q (want subjects %v)", tc.keyword, tc.want), want, idsOf(p.Items))
+			if n := mustCount(t, s, f); n != int64(len(want)) {
+				t.Errorf("Count %q = %d, want %d", tc.keyword, n, len(want))
+			}
+		})
+	}
 }

@@ -5,9 +5,11 @@ package sqlstoretest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +34,9 @@ func PostgresServer(tb testing.TB) string {
 // PostgresSchema creates a fresh, empty schema on the server of dsn, drops it
 // when tb ends, and returns dsn with search_path set to it: every store opened
 // with the result shares that schema and nothing else.
+//
+// It first installs the pg_trgm extension in the public schema when the
+// database lacks it (see installTrigram), so that no throwaway schema owns it.
 func PostgresSchema(tb testing.TB, dsn string) string {
 	tb.Helper()
 	cfg, err := pgx.ParseConfig(dsn)
@@ -40,6 +45,7 @@ func PostgresSchema(tb testing.TB, dsn string) string {
 	}
 	admin := stdlib.OpenDB(*cfg)
 	tb.Cleanup(func() { _ = admin.Close() })
+	trigramOnce.Do(func() { installTrigram(admin) })
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := "t_" + hex.EncodeToString(b[:])
@@ -59,4 +65,23 @@ func PostgresSchema(tb testing.TB, dsn string) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// trigramOnce installs pg_trgm once per test binary.
+var trigramOnce sync.Once
+
+// installTrigram installs pg_trgm in the public schema of the test database
+// unless it is there already. The store's migration 0004 would otherwise
+// install it in the first schema it migrates, one of the throwaway schemas:
+// dropping that schema (CASCADE) would drop the extension, and with it the
+// keyword index of every other schema, maybe while another test is
+// migrating. Failures are ignored: two test binaries may race (the loser
+// finds the extension on its second try), and without pg_trgm the
+// migration goes without the index.
+func installTrigram(db *sql.DB) {
+	for range 2 {
+		if _, err := db.ExecContext(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public"); err == nil {
+			return
+		}
+	}
 }

@@ -1,0 +1,2 @@
+-- The extension stays: other schemas of the database may use it.
+DROP INDEX IF EXISTS notifications_subject_trgm_idx;
