@@ -17,6 +17,10 @@ import (
 //   - "failed to decode incoming command" with a closed or reset connection:
 //     a peer stopped or restarted (raft already keeps quiet about a clean
 //     EOF) — a warning;
+//   - a call to a peer (append entries, heartbeat, pipeline, vote) that
+//     failed because the peer is gone or refuses connections: it stopped or
+//     restarted; the group goes on with its quorum, the site's health says
+//     which peers answer, and raft retries — a warning;
 //   - "peer has newer term, stopping replication": a leader learning that an
 //     election moved on (a witness handing over, a partition healed) —
 //     information.
@@ -31,6 +35,11 @@ func raftLevel(level hclog.Level, msg string, args []any) hclog.Level {
 		return hclog.Info
 	case "failed to decode incoming command", "failed to accept connection":
 		if peerGone(argError(args)) {
+			return hclog.Warn
+		}
+	case "failed to appendEntries to", "failed to heartbeat to", "failed to pipeline appendEntries",
+		"failed to start pipeline replication to", "failed to make requestVote RPC":
+		if err := argError(args); peerGone(err) || errors.Is(err, syscall.ECONNREFUSED) {
 			return hclog.Warn
 		}
 	}

@@ -27,7 +27,11 @@ func TestRaftLevel(t *testing.T) {
 		{hclog.Error, "failed to decode incoming command", []any{"error", errors.New("unknown rpc type 9")}, hclog.Error},
 		{hclog.Error, "failed to decode incoming command", nil, hclog.Error},
 		{hclog.Error, "peer has newer term, stopping replication", []any{"peer", "a"}, hclog.Info},
-		{hclog.Error, "failed to appendEntries to", []any{"error", reset}, hclog.Error},
+		{hclog.Error, "failed to appendEntries to", []any{"peer", "a", "error", io.EOF}, hclog.Warn},
+		{hclog.Error, "failed to heartbeat to", []any{"peer", "a", "error", reset}, hclog.Warn},
+		{hclog.Error, "failed to make requestVote RPC", []any{"error", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, hclog.Warn},
+		{hclog.Error, "failed to appendEntries to", []any{"error", errors.New("rpc error: log not found")}, hclog.Error},
+		{hclog.Error, "failed to commit logs", []any{"error", reset}, hclog.Error},
 		{hclog.Warn, "heartbeat timeout reached, starting election", nil, hclog.Warn},
 	} {
 		if got := raftLevel(c.level, c.msg, c.args); got != c.want {
