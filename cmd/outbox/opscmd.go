@@ -1059,9 +1059,9 @@ func (r *opsRun) print(v any, table func(w io.Writer)) int {
 // opsFilterFlags are the filter flags of notifications list, count, retry
 // and discard.
 type opsFilterFlags struct {
-	status                                       repeated
+	status                                                  repeated
 	typ, site, list, from, to, updatedFrom, updatedTo, word string
-	stuck                                        bool
+	stuck                                                   bool
 }
 
 func (f *opsFilterFlags) define(fs *flag.FlagSet) {
