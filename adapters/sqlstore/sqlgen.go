@@ -693,51 +693,37 @@ func (g *sqlgen) where(s *stmt, f ports.Filter) error {
 // other character stands for itself. A case-sensitive match (~) of such a
 // pattern depends on no locale.
 func asciiFoldRegexp(text string) string {
-	var b strings.Builder
-	b.Grow(len(text) * 3)
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case 'a' <= c && c <= 'z':
-			b.WriteByte('[')
+	return foldASCII(text, func(b *strings.Builder, c byte) {
+		if '0' <= c && c <= '9' || c >= utf8.RuneSelf {
 			b.WriteByte(c)
-			b.WriteByte(c - 'a' + 'A')
-			b.WriteByte(']')
-		case 'A' <= c && c <= 'Z':
-			b.WriteByte('[')
-			b.WriteByte(c - 'A' + 'a')
-			b.WriteByte(c)
-			b.WriteByte(']')
-		case '0' <= c && c <= '9' || c >= utf8.RuneSelf:
-			b.WriteByte(c)
-		default:
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			return
 		}
-	}
-	return b.String()
+		b.WriteByte('\\')
+		b.WriteByte(c)
+	})
 }
 
 // likeEscapeFold is likeEscape for a LIKE that compares code points (MS SQL's
 // binary collation): each ASCII letter becomes the bracket of its two cases.
 func likeEscapeFold(text string) string {
+	// string([]byte{c}), not string(c): a byte of a multi-byte character
+	// must stay that byte.
+	return foldASCII(text, func(b *strings.Builder, c byte) { b.WriteString(likeEscape(string([]byte{c}))) })
+}
+
+// foldASCII writes each ASCII letter of text as the bracket of its two
+// cases ([pP]) and every other byte as other writes it.
+func foldASCII(text string, other func(b *strings.Builder, c byte)) string {
 	var b strings.Builder
 	b.Grow(len(text) * 3)
 	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
+		switch c := text[i]; {
 		case 'a' <= c && c <= 'z':
-			b.WriteByte('[')
-			b.WriteByte(c)
-			b.WriteByte(c - 'a' + 'A')
-			b.WriteByte(']')
+			b.WriteString("[" + string(c) + string(c-'a'+'A') + "]")
 		case 'A' <= c && c <= 'Z':
-			b.WriteByte('[')
-			b.WriteByte(c - 'A' + 'a')
-			b.WriteByte(c)
-			b.WriteByte(']')
+			b.WriteString("[" + string(c-'A'+'a') + string(c) + "]")
 		default:
-			b.WriteString(likeEscape(text[i : i+1]))
+			other(&b, c)
 		}
 	}
 	return b.String()

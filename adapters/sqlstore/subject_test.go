@@ -643,3 +643,17 @@ func TestSubjectMigrationWithoutTrigramPostgres(t *testing.T) {
 		t.Errorf("a user who may not use the schema of pg_trgm got the trigram index")
 	}
 }
+
+// TestLikeEscapeFold: MS SQL's pattern brackets the cases of ASCII letters,
+// escapes LIKE's wildcards, and leaves the bytes of other characters whole.
+func TestLikeEscapeFold(t *testing.T) {
+	for text, want := range map[string]string{
+		"Pump":     "[pP][uU][mM][pP]",
+		"café 5%_": "[cC][aA][fF]é 5\\%\\_",
+		"[x]\\":    "\\[[xX]]\\\\",
+	} {
+		if got := likeEscapeFold(text); got != want {
+			t.Errorf("likeEscapeFold(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

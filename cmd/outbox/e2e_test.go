@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -545,12 +544,7 @@ func throwawayPostgresDB(t *testing.T, dsn string) string {
 // .eml file, and the row ends Delivered.
 func TestCentralDeliversToSMTPCapture(t *testing.T) {
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := freeLoopback(t)
 	host, port, _ := strings.Cut(addr, ":")
 	file := filepath.Join(dir, "central.yaml")
 	data := fmt.Sprintf(`
