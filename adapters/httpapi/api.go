@@ -291,6 +291,7 @@ var statusOf = map[string]int{
 	api.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	api.CodeConflict:         http.StatusConflict,
 	api.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	api.CodeTooManyRequests:  http.StatusTooManyRequests,
 	api.CodeUnavailable:      http.StatusServiceUnavailable,
 	api.CodeInternal:         http.StatusInternalServerError,
 }
@@ -305,6 +306,7 @@ func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == api.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="outbox"`)
 	}
+	setRetryAfter(w, err)
 	writeError(w, statusOf[code], code, msg)
 }
 
