@@ -134,7 +134,7 @@ type centralOptions struct {
 
 // centralAddrs are the addresses a started central node listens on.
 type centralAddrs struct {
-	HTTP, Link, SMTP string
+	HTTP, Link, SMTP, Metrics string
 }
 
 // runCentralNode is central with options.
@@ -230,14 +230,28 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		defer stop()
 		addrs.Link = addr
 	}
-	if cfg.HTTP.Listen != "" {
-		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
-			delivery: delivery, capture: capture, dev: opt.dev, banner: opt.banner}, logger)
+	if cfg.HTTP.Listen != "" || cfg.Metrics.Listen != "" {
+		obs, err := newObservability(svc, store, host, delivery, logger)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		addrs.HTTP = addr
+		if cfg.Metrics.Listen != "" {
+			stop, addr, err := serveMetrics(ctx, cfg.Metrics.Listen, obs, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			addrs.Metrics = addr
+		}
+		if cfg.HTTP.Listen != "" {
+			stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
+				obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			addrs.HTTP = addr
+		}
 	}
 	if opt.started != nil {
 		opt.started(addrs)

@@ -39,6 +39,9 @@ type Config struct {
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
 	HTTP HTTPConfig `yaml:"http"`
+	// Metrics, when its listen is set, serves /metrics, /healthz and
+	// /readyz on an address of their own instead of with the page.
+	Metrics MetricsConfig `yaml:"metrics"`
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
@@ -256,7 +259,7 @@ func defaultConfig() Config {
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), Login: defaultLoginConfig()},
 	}
 }
 
@@ -310,6 +313,7 @@ func (c Config) Validate() error {
 	r = append(r, c.SMTPCapture.validate()...)
 	r = append(r, c.Link.validate()...)
 	r = append(r, c.HTTP.validate()...)
+	r = append(r, c.Metrics.validateCentral(c.HTTP.Listen)...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

@@ -167,6 +167,7 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
 				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json", "plugins.dir": "/plugins",
 				"http.listen": "127.0.0.1:8081", "http.admin.name": "root", "http.admin.password": "env:ADMIN_PW",
+				"metrics.listen": "127.0.0.1:9091",
 			}[s.key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
@@ -352,6 +353,20 @@ func TestValidationRules(t *testing.T) {
 			want: []string{
 				`http.session_ttl: must be at least 1m, got 10s [FILE:3]`,
 				`http.admin.name: required: http.admin.password is set [FILE:4]`,
+			},
+		},
+		{
+			name: "login throttle and proxies",
+			file: "http:\n  listen: 127.0.0.1:8080\n  trusted_proxies: [10.0.0.1, 10.0.0.0/33, proxy.example]\n" +
+				"  login: {address_max_delay: 0s, account_max_delay: 2h, trusted_networks: [192.0.2.0/24, \"192.0.2.300\"]}\n" +
+				"metrics:\n  listen: 127.0.0.1:8080\n",
+			want: []string{
+				`http.trusted_proxies[1]: "10.0.0.0/33" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
+				`http.trusted_proxies[2]: "proxy.example" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
+				`http.login.trusted_networks[1]: "192.0.2.300" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:4]`,
+				`http.login.address_max_delay: must be from 1s to 24h, got 0s [FILE:4]`,
+				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (keep it short: it is how long an attacker can delay the owner at a new address) [FILE:4]`,
+				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:6]`,
 			},
 		},
 		{
