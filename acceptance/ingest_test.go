@@ -76,7 +76,7 @@ func TestIngest(t *testing.T) {
 				}
 			}
 			for _, s := range subs[1:] {
-				if st, _ := e.svc.Status(ctx, []string{s.ID}); st[s.ID] != ports.StatusUnknown {
+				if st, _ := e.svc.Status(ctx, ports.StatusRequest{IDs: []string{s.ID}}); st[s.ID] != ports.StatusUnknown {
 					t.Errorf("rejected submission %q was stored as %s", s.ID, st[s.ID])
 				}
 			}
@@ -118,7 +118,7 @@ func TestIngest(t *testing.T) {
 				t.Fatalf("submit to a closed store: %+v, %v; want an error and nothing accepted", res, err)
 			}
 			reopened := e.service(open(t, e.cfg), core.Config{})
-			if st, err := reopened.Status(ctx, []string{kept}); err != nil || st[kept] != ports.StatusPending {
+			if st, err := reopened.Status(ctx, ports.StatusRequest{IDs: []string{kept}}); err != nil || st[kept] != ports.StatusPending {
 				t.Fatalf("a row accepted before the failure is gone: %v, %v", st, err)
 			}
 		})
