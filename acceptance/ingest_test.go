@@ -43,15 +43,15 @@ func TestIngest(t *testing.T) {
 			e := newEnv(t, b, core.Config{})
 			good := submission("ops")
 			bad := map[string]func(*ports.Submission){
-				"is not a UUID":              func(s *ports.Submission) { s.ID = "not-a-uuid" },
-				"list is empty":              func(s *ports.Submission) { s.List = " " },
-				"subject is 256 bytes":       func(s *ports.Submission) { s.Subject = strings.Repeat("x", 256) },
-				"body is not valid UTF-8":    func(s *ports.Submission) { s.Body = "bad \xff byte" },
-				"source site is empty":       func(s *ports.Submission) { s.SourceSite = "" },
-				"type data is not valid JSO": func(s *ports.Submission) { s.TypeData = []byte("{") },
-				"subject holds a NUL byte":   func(s *ports.Submission) { s.Subject = "a\x00b" },
-				"outside the 32-bit range":   func(s *ports.Submission) { s.Priority = 1 << 40 },
-				"expires at is outside":      func(s *ports.Submission) { s.ExpiresAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC) },
+				"is not a UUID":                       func(s *ports.Submission) { s.ID = "not-a-uuid" },
+				"list is empty":                       func(s *ports.Submission) { s.List = " " },
+				"subject is 256 bytes":                func(s *ports.Submission) { s.Subject = strings.Repeat("x", 256) },
+				"body is not valid UTF-8":             func(s *ports.Submission) { s.Body = "bad \xff byte" },
+				"source site is empty":                func(s *ports.Submission) { s.SourceSite = "" },
+				"type data is not valid JSO":          func(s *ports.Submission) { s.TypeData = []byte("{") },
+				"subject holds a NUL byte":            func(s *ports.Submission) { s.Subject = "a\x00b" },
+				"priority 101 is outside -100 to 100": func(s *ports.Submission) { s.Priority = ports.MaxPriority + 1 },
+				"expires at is outside":               func(s *ports.Submission) { s.ExpiresAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC) },
 			}
 			subs := []ports.Submission{good}
 			for _, mutate := range bad {

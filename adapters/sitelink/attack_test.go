@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/membuffer"
+	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/centraltest"
 )
@@ -250,5 +252,64 @@ func TestSilentConnectionsClosed(t *testing.T) {
 	}
 	if got := srv.Refusals().Count("too many connections"); got != 2 {
 		t.Errorf("%d connections refused, want 2 (5 from one address, 3 allowed)", got)
+	}
+}
+
+// TestForwarderOverQuotaCatchesUp: a real site forwarder (core.Site) over
+// the real link to a central whose quota it exceeds: every notification
+// arrives, the refusals are counted at central, and the site's log holds no
+// error nor warning about them, only an info line.
+func TestForwarderOverQuotaCatchesUp(t *testing.T) {
+	// Two batches fill the bucket (two seconds' worth); the third waits a
+	// second for it to refill.
+	const rows = 1500
+	svc, store := newCore(t)
+	srv, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites, Quota: Quota{RowsPerSecond: 500}})
+	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
+	var logs logBuffer
+	buf := membuffer.New("a")
+	site, err := core.NewSite(core.SiteConfig{Site: "site-a", ForwardBatch: 500, RetryInterval: time.Hour},
+		core.SiteDeps{Buffer: buf, Central: c, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, rows)
+	for range rows {
+		id, err := site.Send(ctx(t), ports.SendRequest{List: "ops", Subject: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { site.Forward(fctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	deadline := time.Now().Add(waitLimit)
+	for {
+		st, err := buf.Stats(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notifications still buffered; site log:\n%s", st.Count, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if _, ok := centraltest.FromStore(store)(t, id); !ok {
+			t.Fatalf("%s never reached central", id)
+		}
+	}
+	if srv.Refusals().Count(reasonOverQuota) == 0 {
+		t.Errorf("no over-quota refusal: the test did not exceed the quota")
+	}
+	log := logs.String()
+	if strings.Contains(log, "level=ERROR") || strings.Contains(log, "level=WARN") {
+		t.Errorf("the site logged the quota refusals as failures:\n%s", log)
 	}
 }

@@ -338,7 +338,7 @@ func defaultConfig() Config {
 			MaxSubjectBytes:     d.MaxSubjectBytes,
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
-		Log:  LogConfig{Level: "info", Format: "auto"},
+		Log: LogConfig{Level: "info", Format: "auto"},
 		Link: LinkConfig{
 			MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
 			HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
