@@ -68,6 +68,18 @@ type LinkConfig struct {
 	Quota LinkQuotaConfig `yaml:"quota"`
 }
 
+// defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
+func defaultLinkConfig() LinkConfig {
+	return LinkConfig{
+		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
+		HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
+		IdleTimeout:      Duration(guard.DefaultIdleTimeout),
+		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
+		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
+			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
+	}
+}
+
 // LinkConnectionsConfig bounds the site link's open connections; past a
 // bound a new connection is closed at once.
 type LinkConnectionsConfig struct {
@@ -338,15 +350,8 @@ func defaultConfig() Config {
 			MaxSubjectBytes:     d.MaxSubjectBytes,
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
-		Log: LogConfig{Level: "info", Format: "auto"},
-		Link: LinkConfig{
-			MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
-			HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
-			IdleTimeout:      Duration(guard.DefaultIdleTimeout),
-			Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
-			Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
-				BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
-		},
+		Log:  LogConfig{Level: "info", Format: "auto"},
+		Link: defaultLinkConfig(),
 		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
 	}
 }
