@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,32 +29,39 @@ import (
 // /proc.
 
 // linkCentral is a running central serving the site link on loopback,
-// plaintext, to the token site plant-1.
+// plaintext, to the token site plant-1, and its page and /metrics.
 type linkCentral struct {
 	*proc
-	addr string
-	pid  int
+	addr, http string
+	pid        int
 }
 
-// startLinkCentral starts central with no plugins and the site link on a
-// free loopback port, with extra YAML lines appended to the link section.
+// startLinkCentral starts central with no plugins, the site link on a free
+// loopback port (with extra YAML lines appended to the link section), and
+// the page and /metrics on another.
 func startLinkCentral(t *testing.T, linkExtra string) *linkCentral {
 	t.Helper()
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc")
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "plant-1.token"), []byte("tok-plant-1-a8e3f0c2d9b1"), 0o600); err != nil {
-		t.Fatal(err)
+	for name, content := range map[string]string{"plant-1.token": "tok-plant-1-a8e3f0c2d9b1", "admin.pw": "the admin's password"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	addr := freeLoopback(t)
+	addr, httpAddr := freeLoopback(t), freeLoopback(t)
 	config := fmt.Sprintf(`data_dir: %q
 plugins: {builtin: [none]}
 log: {level: info, format: json}
+http:
+  listen: %q
+  admin: {name: root, password: %q}
 link:
   listen: %q
   sites: [{id: plant-1, token: %q}]
-%s`, filepath.Join(dir, "data"), addr, "file:"+filepath.Join(dir, "plant-1.token"), linkExtra)
+%s`, filepath.Join(dir, "data"), httpAddr, "file:"+filepath.Join(dir, "admin.pw"), addr,
+		"file:"+filepath.Join(dir, "plant-1.token"), linkExtra)
 	file := filepath.Join(dir, "central.yaml")
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -61,13 +69,14 @@ link:
 	p := start(t, dir, childEnv(), "central", "-config", file)
 	p.waitFor(t, `"msg":"central started"`, startTimeout)
 	p.waitFor(t, `"msg":"site link listening"`, startTimeout)
+	p.waitFor(t, `"msg":"operator page and API listening"`, startTimeout)
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		if code := p.exitCode(t, stopTimeout); code != 0 {
 			t.Errorf("central exited %d after SIGTERM:\n%s", code, p.Output())
 		}
 	})
-	return &linkCentral{proc: p, addr: addr, pid: p.cmd.Process.Pid}
+	return &linkCentral{proc: p, addr: addr, http: httpAddr, pid: p.cmd.Process.Pid}
 }
 
 // statusKB reads a "Vm..." line of /proc/<pid>/status, in kB.
@@ -105,6 +114,26 @@ func openFDs(t *testing.T, pid int) int {
 // refusalLines counts central's refusal lines on the link so far.
 func (c *linkCentral) refusalLines() int {
 	return strings.Count(c.Output(), `"msg":"site_link: refused"`)
+}
+
+// metric returns the line of /metrics that starts with series.
+func (c *linkCentral) metric(t *testing.T, series string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + c.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			return l
+		}
+	}
+	return ""
 }
 
 // rawBytes is a gRPC codec that puts the bytes it is given on the wire as
@@ -182,6 +211,10 @@ func TestLinkUnauthenticatedBigSubmitsStayUnread(t *testing.T) {
 	}
 	if n := c.refusalLines(); n < 1 || n > 2 {
 		t.Errorf("%d refusal lines for %d refused calls from one address, want 1 (or 2 across a minute)", n, calls)
+	}
+	series := `outbox_refusals_total{entrance="site_link",reason="no credentials"}`
+	if got, want := c.metric(t, series), fmt.Sprintf("%s %d", series, calls); got != want {
+		t.Errorf("/metrics: %q, want %q", got, want)
 	}
 }
 
