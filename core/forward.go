@@ -78,7 +78,7 @@ func (s *Site) Forward(ctx context.Context) {
 			// send the same batch again. Not a failure: logged at most
 			// once a minute, with the count.
 			throttled++
-			if now := time.Now(); now.Sub(throttleLogged) >= time.Minute {
+			if now := s.clock.Now(); now.Sub(throttleLogged) >= time.Minute {
 				s.log.Info("forwarder: central asks this site to slow down; waiting as it says",
 					"refusals", throttled, "wait", throttleWait(after, s.cfg.RetryInterval).String(), "reason", err)
 				throttleLogged, throttled = now, 0

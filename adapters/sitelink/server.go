@@ -288,7 +288,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.log.Info("site link serving", "addr", addr, "tls", !s.plaintext, "sites", len(s.sites),
 		"conns_per_address", s.conns.PerAddress, "conns_total", s.conns.Total,
-		"quota_rows_per_second", s.quota.rowRate, "quota_bytes_per_second", s.quota.byteRate)
+		"quota_rows_per_second", int64(s.quota.rowRate), "quota_bytes_per_second", int64(s.quota.byteRate))
 	if err := s.grpc.Serve(guard.LimitListener(lis, s.conns, s.refusals)); err != nil {
 		return fmt.Errorf("site link: serve %s: %w", addr, err)
 	}
