@@ -233,7 +233,8 @@ func TestAuthentication(t *testing.T) {
 			svc, store := newCore(t)
 			central := &spy{Central: svc}
 			var logs logBuffer
-			cfg := ServerConfig{Central: central, Sites: tokenSites, Logger: logs.logger()}
+			cfg := ServerConfig{Central: central, Sites: tokenSites, Logger: logs.logger(),
+				Refusals: guard.NewRefusals("site_link", logs.logger(), time.Hour)}
 			if !tc.plaintext {
 				cfg.Sites, cfg.TLS = testSites, serverTLS
 			}
