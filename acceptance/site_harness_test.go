@@ -822,7 +822,7 @@ func (c *centralLink) missing(ids []string) ([]string, error) {
 	for len(ids) > 0 {
 		chunk := ids[:min(500, len(ids))]
 		ids = ids[len(chunk):]
-		got, err := c.store.Statuses(ctx, chunk)
+		got, err := c.store.Statuses(ctx, "", chunk)
 		if err != nil {
 			return nil, fmt.Errorf("statuses at central: %w", err)
 		}

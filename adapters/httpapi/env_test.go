@@ -121,7 +121,7 @@ func (e *env) waitStatus(want ports.Status, ids ...string) {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := e.svc.Status(context.Background(), ids)
+		st, err := e.svc.Status(context.Background(), ports.StatusRequest{IDs: ids})
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -226,7 +226,7 @@ func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) 
 }
 
 // Statuses implements ports.Store.
-func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+func (s *Store) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: statuses: %w", err)
 	}
@@ -234,7 +234,7 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]ports.St
 	defer s.mu.Unlock()
 	out := make(map[string]ports.Status, len(ids))
 	for _, id := range ids {
-		if r := s.rows[id]; r != nil {
+		if r := s.rows[id]; r != nil && (site == "" || r.n.SourceSite == site) {
 			out[id] = r.n.Status
 		}
 	}

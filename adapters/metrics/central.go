@@ -228,9 +228,10 @@ func outcomeLabel(o ports.Outcome) string { return strings.ToLower(string(o)) }
 
 // CentralHandler returns an http.Handler serving central's /metrics: the
 // KPIs and plugins of src, the delivery metrics (which must be the
-// DeliveryMetrics given to core.Deps.Observer) and, as for a site, the Go
-// runtime and process collectors.
-func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.Logger) (http.Handler, error) {
+// DeliveryMetrics given to core.Deps.Observer), the extra collectors (the
+// entrances' refusal counts) and, as for a site, the Go runtime and process
+// collectors.
+func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.Logger, extra ...prometheus.Collector) (http.Handler, error) {
 	c, err := NewCentralCollector(src, logger)
 	if err != nil {
 		return nil, err
@@ -238,7 +239,7 @@ func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.
 	if delivery == nil {
 		return nil, errors.New("metrics: CentralHandler needs the DeliveryMetrics")
 	}
-	h, err := Handler(c, delivery)
+	h, err := Handler(append([]prometheus.Collector{c, delivery}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: register central collectors: %w", err)
 	}

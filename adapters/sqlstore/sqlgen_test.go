@@ -211,8 +211,11 @@ func TestMSSQLReads(t *testing.T) {
 	g := mssqlGen(t)
 	q, err := g.get("x'y")
 	mustContain(t, "get", buildT(t, "get", q, err), `SELECT `+allCols+` FROM "notifications" WHERE "id" = N'x''y'`)
-	q, err = g.statuses([]string{"a", "b"})
+	q, err = g.statuses("", []string{"a", "b"})
 	mustContain(t, "statuses", buildT(t, "statuses", q, err), `SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a', N'b')`)
+	q, err = g.statuses("site-'a", []string{"a"})
+	mustContain(t, "statuses of a site", buildT(t, "statuses of a site", q, err),
+		`SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a') AND "source_site" = N'site-''a'`)
 
 	at := storetest.BaseTime
 	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`

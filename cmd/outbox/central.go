@@ -12,7 +12,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/secretref"
@@ -222,17 +226,19 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	if capture != nil {
 		addrs.SMTP = capture.Addr()
 	}
+	var collectors []prometheus.Collector
 	if cfg.Link.Listen != "" {
-		stop, addr, err := serveLink(ctx, cfg.Link, svc, logger)
+		stop, addr, refusals, err := serveLink(ctx, cfg.Link, svc, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		addrs.Link = addr
+		collectors = append(collectors, refusals)
 	}
 	if cfg.HTTP.Listen != "" {
 		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
-			delivery: delivery, capture: capture, dev: opt.dev, banner: opt.banner}, logger)
+			delivery: delivery, capture: capture, collectors: collectors, dev: opt.dev, banner: opt.banner}, logger)
 		if err != nil {
 			return err
 		}
@@ -368,33 +374,44 @@ func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.
 	return errors.Join(errs...)
 }
 
-// serveLink serves the site link (P1–P3) on cfg.Listen until ctx is done or
-// stop is called; stop waits for the server to end.
-func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), addr string, err error) {
+// serveLink serves the site link on cfg.Listen until ctx is done or stop is
+// called; stop waits for the server to end. refusals counts the link's
+// refused calls and connections, for /metrics.
+func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), addr string, refusals *guard.Refusals, err error) {
 	sites := make([]sitelink.Site, len(cfg.Sites))
 	for i, s := range cfg.Sites {
 		token, err := secretref.Resolve(s.Token)
 		if err != nil {
-			return nil, "", fmt.Errorf("link.sites[%d].token: %w", i, err)
+			return nil, "", nil, fmt.Errorf("link.sites[%d].token: %w", i, err)
 		}
 		sites[i] = sitelink.Site{ID: s.ID, Token: token}
 	}
 	var t *tls.Config
 	if cfg.TLS.set() {
 		if t, err = cfg.TLS.load(); err != nil {
-			return nil, "", fmt.Errorf("link.tls: %w", err)
+			return nil, "", nil, fmt.Errorf("link.tls: %w", err)
 		}
 		// A site proves itself by certificate or by token.
 		t.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t,
-		Logger: logger.With("component", "link")})
+	log := logger.With("component", "link")
+	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log,
+		Limits: guard.GRPCLimits{
+			MaxRecvMsgBytes:  cfg.MaxMessageBytes,
+			HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
+			IdleTimeout:      time.Duration(cfg.IdleTimeout),
+		},
+		Conns: guard.ConnLimits{PerAddress: cfg.Connections.PerAddress, Total: cfg.Connections.Total},
+		Quota: sitelink.Quota{RowsPerSecond: float64(cfg.Quota.RowsPerSecond),
+			BytesPerSecond: float64(cfg.Quota.BytesPerSecond)},
+		Refusals: guard.NewRefusals("site_link", log, 0),
+	})
 	if err != nil {
-		return nil, "", fmt.Errorf("site link: %w", err)
+		return nil, "", nil, fmt.Errorf("site link: %w", err)
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("site link: %w", err)
+		return nil, "", nil, fmt.Errorf("site link: %w", err)
 	}
 	logger.Info("site link listening", "addr", lis.Addr().String(), "tls", t != nil, "sites", len(sites))
 	var wg sync.WaitGroup
@@ -408,5 +425,5 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 		done()
 		srv.Stop()
 		wg.Wait()
-	}, lis.Addr().String(), nil
+	}, lis.Addr().String(), srv.Refusals(), nil
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -35,7 +37,7 @@ type Config struct {
 	Plugins  PluginsConfig   `yaml:"plugins"`
 	// SMTPCapture runs a local SMTP server that keeps what it receives.
 	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
-	// Link is the gRPC service sites forward to (P1–P3).
+	// Link is the gRPC service sites forward to.
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
 	HTTP HTTPConfig `yaml:"http"`
@@ -52,6 +54,51 @@ type LinkConfig struct {
 	TLS TLSFiles `yaml:"tls"`
 	// Sites are the sites allowed to submit.
 	Sites []LinkSiteConfig `yaml:"sites"`
+	// MaxMessageBytes bounds one request; a larger one is refused before it
+	// is read. Default sitelink.DefaultMaxRecvMsgBytes (6 MiB), which a
+	// site's largest batch (4 MiB of subjects and bodies) fits.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface; IdleTimeout closes a connection without calls for that long.
+	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	IdleTimeout      Duration `yaml:"idle_timeout"`
+	// Connections bounds the connections open at once.
+	Connections LinkConnectionsConfig `yaml:"connections"`
+	// Quota is each site's ingest quota.
+	Quota LinkQuotaConfig `yaml:"quota"`
+}
+
+// defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
+func defaultLinkConfig() LinkConfig {
+	return LinkConfig{
+		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
+		HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
+		IdleTimeout:      Duration(guard.DefaultIdleTimeout),
+		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
+		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
+			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
+	}
+}
+
+// LinkConnectionsConfig bounds the site link's open connections; past a
+// bound a new connection is closed at once.
+type LinkConnectionsConfig struct {
+	// PerAddress is the most from one client address (IP).
+	PerAddress int `yaml:"per_address"`
+	// Total is the most in all.
+	Total int `yaml:"total"`
+}
+
+// LinkQuotaConfig is the ingest quota of each site: past it a Submit is
+// refused, nothing of it stored, and the site's forwarder retries after the
+// delay central gives.
+type LinkQuotaConfig struct {
+	// RowsPerSecond is the notifications (and status ids) a site may send
+	// per second on average, with bursts of two seconds' worth.
+	RowsPerSecond int `yaml:"rows_per_second"`
+	// BytesPerSecond is the request bytes a site may send per second on
+	// average, with bursts of two seconds' worth.
+	BytesPerSecond int `yaml:"bytes_per_second"`
 }
 
 // LinkSiteConfig is one site allowed on the link.
@@ -63,7 +110,7 @@ type LinkSiteConfig struct {
 	Token string `yaml:"token"`
 }
 
-func (c LinkConfig) validate() rules {
+func (c LinkConfig) validate(o OutboxConfig) rules {
 	var r rules
 	if c.Listen == "" {
 		if len(c.Sites) > 0 || c.TLS.set() {
@@ -97,6 +144,54 @@ func (c LinkConfig) validate() rules {
 			r.add(key+".token", "must be a reference, env:NAME or file:/path, never the token itself")
 		}
 	}
+	return append(r, c.validateBounds(o)...)
+}
+
+// Bounds of the link's message size setting.
+const (
+	minLinkMessageBytes = 1 << 20
+	maxLinkMessageBytes = 256 << 20
+)
+
+// linkRowOverhead is what one notification adds on the link besides its
+// subject and body, at most: its type data (64 KiB) and its id, list and
+// provenance (a few hundred bytes each).
+const linkRowOverhead = 72 << 10
+
+// validateBounds checks the link's limits and quota; o bounds the largest
+// notification a message must hold.
+func (c LinkConfig) validateBounds(o OutboxConfig) rules {
+	var r rules
+	if c.MaxMessageBytes < minLinkMessageBytes || c.MaxMessageBytes > maxLinkMessageBytes {
+		r.add("link.max_message_bytes", "must be from %d (1 MiB) to %d (256 MiB), got %d (leave it out for the default)",
+			minLinkMessageBytes, maxLinkMessageBytes, c.MaxMessageBytes)
+	}
+	if one := o.MaxBodyBytes + o.MaxSubjectBytes + linkRowOverhead; o.MaxBodyBytes > 0 && c.MaxMessageBytes >= minLinkMessageBytes &&
+		c.MaxMessageBytes < one {
+		r.addRelated("link.max_message_bytes", "outbox.max_body_bytes", "%d cannot hold one notification of outbox.max_body_bytes (%d): want at least %d",
+			c.MaxMessageBytes, o.MaxBodyBytes, one)
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"link.handshake_timeout", c.HandshakeTimeout}, {"link.idle_timeout", c.IdleTimeout}} {
+		if d.d <= 0 {
+			r.add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
+		}
+	}
+	positive := func(key string, v int) {
+		if v <= 0 {
+			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+		}
+	}
+	positive("link.connections.per_address", c.Connections.PerAddress)
+	positive("link.connections.total", c.Connections.Total)
+	if c.Connections.PerAddress > 0 && c.Connections.Total > 0 && c.Connections.Total < c.Connections.PerAddress {
+		r.addRelated("link.connections.total", "link.connections.per_address", "%d is below link.connections.per_address (%d)",
+			c.Connections.Total, c.Connections.PerAddress)
+	}
+	positive("link.quota.rows_per_second", c.Quota.RowsPerSecond)
+	positive("link.quota.bytes_per_second", c.Quota.BytesPerSecond)
 	return r
 }
 
@@ -256,6 +351,7 @@ func defaultConfig() Config {
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
+		Link: defaultLinkConfig(),
 		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
 	}
 }
@@ -308,7 +404,7 @@ func (c Config) Validate() error {
 	r = append(r, c.validateDirectory()...)
 	r = append(r, c.Plugins.validate()...)
 	r = append(r, c.SMTPCapture.validate()...)
-	r = append(r, c.Link.validate()...)
+	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.

@@ -355,6 +355,25 @@ func TestValidationRules(t *testing.T) {
 			},
 		},
 		{
+			name: "link bounds",
+			file: "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 1024\n" +
+				"  handshake_timeout: 0s\n  connections: {per_address: 64, total: 8}\n  quota: {rows_per_second: 0, bytes_per_second: -1}\n",
+			want: []string{
+				`link.max_message_bytes: must be from 1048576 (1 MiB) to 268435456 (256 MiB), got 1024 (leave it out for the default) [FILE:4]`,
+				`link.handshake_timeout: must be positive, got 0s (leave it out for the default) [FILE:5]`,
+				`link.connections.total: 8 is below link.connections.per_address (64) [FILE:6]`,
+				`link.quota.rows_per_second: must be positive, got 0 (leave it out for the default) [FILE:7]`,
+				`link.quota.bytes_per_second: must be positive, got -1 (leave it out for the default) [FILE:7]`,
+			},
+		},
+		{
+			name: "link message smaller than a notification",
+			file: "outbox: {max_body_bytes: 4194304}\nlink:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 2097152\n",
+			want: []string{
+				`link.max_message_bytes: 2097152 cannot hold one notification of outbox.max_body_bytes (4194304): want at least 4268287 [FILE:5]`,
+			},
+		},
+		{
 			name: "smtp capture dir without addr",
 			file: "smtp_capture: {dir: ./mail}\n",
 			want: []string{`smtp_capture.addr: empty, but smtp_capture.dir or reject are set: no capture server runs [FILE:1]`},

@@ -340,10 +340,8 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: Duration(10 * time.Second)},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
-	cfg.Link = LinkConfig{
-		Listen: devAddr(devLink, f.freePorts, "the site link", logger),
-		Sites:  []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}},
-	}
+	cfg.Link.Listen = devAddr(devLink, f.freePorts, "the site link", logger)
+	cfg.Link.Sites = []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}}
 	cfg.HTTP.Listen = httpAddr
 	cfg.HTTP.Admin = AdminConfig{Name: devAdmin, Password: "file:" + passwordFile}
 	if err := cfg.Validate(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
@@ -90,6 +92,8 @@ type operatorSurface struct {
 	host     *pluginhost.Host
 	delivery *metrics.DeliveryMetrics
 	capture  *smtpcapture.Server
+	// collectors are more metrics for /metrics (the site link's refusals).
+	collectors []prometheus.Collector
 	// dev skips the admin check and shows a banner.
 	dev    bool
 	banner string
@@ -141,7 +145,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	}
 	mh, err := metrics.CentralHandler(metrics.CentralSources{
 		KPIs: o.svc.KPIs, Window: o.svc.Config().DeliveredKpiWindow, Plugins: plugins,
-	}, o.delivery, logger.With("component", "metrics"))
+	}, o.delivery, logger.With("component", "metrics"), o.collectors...)
 	if err != nil {
 		return nil, "", err
 	}
