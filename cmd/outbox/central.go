@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -327,7 +328,15 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 	if err != nil {
 		return nil, err
 	}
-	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins")})
+	policy, err := cfg.Delivery.NetworkPolicy()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("delivery network policy: channels may not connect to loopback, link-local, cloud metadata, "+
+		"unspecified, multicast or broadcast addresses unless allowed",
+		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
+	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
+		NetworkPolicy: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +344,19 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		return nil, err
 	}
 	return host, nil
+}
+
+// prefixList writes prefixes for a log line: "127.0.0.0/8, ::1/128", or
+// "none".
+func prefixList(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkChannels checks the stored channel settings against the schema of

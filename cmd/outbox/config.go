@@ -16,6 +16,7 @@ import (
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 	"gopkg.in/yaml.v3"
 )
@@ -37,6 +38,8 @@ type Config struct {
 	Plugins  PluginsConfig   `yaml:"plugins"`
 	// SMTPCapture runs a local SMTP server that keeps what it receives.
 	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
+	// Delivery says what the channels may connect to.
+	Delivery DeliveryConfig `yaml:"delivery"`
 	// Link is the gRPC service sites forward to.
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
@@ -232,6 +235,52 @@ func (c SMTPCaptureConfig) validate() rules {
 	return r
 }
 
+// DeliveryConfig configures how the channel plugins reach receivers.
+type DeliveryConfig struct {
+	// Network is the delivery network policy.
+	Network NetworkConfig `yaml:"network"`
+}
+
+// NetworkConfig is the delivery network policy: which IP addresses the
+// channels may connect to (webhook, Slack and Teams targets, the SMTP server,
+// the OAuth2 token endpoint, and what third-party plugins connect to through
+// the SDK). Its rules apply on top of the built-in ones
+// (channel.NetworkPolicy): loopback, link-local, the cloud metadata
+// addresses, unspecified, multicast and broadcast are denied unless allowed;
+// everything else, private networks included, is allowed unless denied. The
+// most specific rule wins, deny on a tie.
+type NetworkConfig struct {
+	// Allow lists IP addresses and CIDR prefixes the channels may reach.
+	Allow []string `yaml:"allow"`
+	// Deny lists IP addresses and CIDR prefixes they may not.
+	Deny []string `yaml:"deny"`
+}
+
+func (c DeliveryConfig) validate() rules {
+	var r rules
+	for _, l := range []struct {
+		key     string
+		entries []string
+	}{{"delivery.network.allow", c.Network.Allow}, {"delivery.network.deny", c.Network.Deny}} {
+		for i, e := range l.entries {
+			if _, err := channel.ParseNetworkPrefix(e); err != nil {
+				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimPrefix(err.Error(), channel.ErrInvalidNetworkPolicy.Error()+": "))
+			}
+		}
+	}
+	return r
+}
+
+// NetworkPolicy returns the delivery network policy the plugin host passes
+// to every plugin process. The configuration must be valid.
+func (c DeliveryConfig) NetworkPolicy() (*channel.NetworkPolicy, error) {
+	p, err := channel.NewNetworkPolicy(c.Network.Allow, c.Network.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("delivery.network: %w", err)
+	}
+	return p, nil
+}
+
 // StoreConfig says which database holds the notifications.
 type StoreConfig struct {
 	// Driver is sqlite (default), postgres or mssql.
@@ -404,6 +453,7 @@ func (c Config) Validate() error {
 	r = append(r, c.validateDirectory()...)
 	r = append(r, c.Plugins.validate()...)
 	r = append(r, c.SMTPCapture.validate()...)
+	r = append(r, c.Delivery.validate()...)
 	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
 	if len(r) == 0 {

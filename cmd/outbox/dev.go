@@ -340,6 +340,8 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: Duration(10 * time.Second)},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
+	// Everything here is on loopback, the capture and any demo receiver.
+	cfg.Delivery.Network.Allow = []string{"127.0.0.0/8", "::1"}
 	cfg.Link.Listen = devAddr(devLink, f.freePorts, "the site link", logger)
 	cfg.Link.Sites = []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}}
 	cfg.HTTP.Listen = httpAddr
