@@ -87,6 +87,7 @@ type operatorSurface struct {
 	cfg      HTTPConfig
 	svc      *core.Service
 	store    *sqlstore.Store
+	editor   ports.DirectoryEditor
 	host     *pluginhost.Host
 	delivery *metrics.DeliveryMetrics
 	capture  *smtpcapture.Server
@@ -126,12 +127,24 @@ func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore,
 }
 
 // serveHTTP serves the page, the API, /metrics, /healthz and /readyz until
-// ctx is done or stop is called; stop waits for the server to end.
-func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, err error) {
+// ctx is done or stop is called; stop waits for the server to end. In dev
+// mode it also makes the admin token outbox dev prints, which stop revokes.
+func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, dt devToken, err error) {
 	ops, err := newOperators(ctx, o.cfg, o.store, o.dev, logger)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
+	revokeDevToken := func() {}
+	if o.dev {
+		if dt, revokeDevToken, err = makeDevToken(ctx, ops, logger); err != nil {
+			return nil, "", devToken{}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			revokeDevToken()
+		}
+	}()
 	plugins := func() []metrics.PluginStatus {
 		var out []metrics.PluginStatus
 		for _, s := range o.host.Status() {
@@ -143,7 +156,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		KPIs: o.svc.KPIs, Window: o.svc.Config().DeliveredKpiWindow, Plugins: plugins,
 	}, o.delivery, logger.With("component", "metrics"))
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
 	health := metrics.HealthHandler(5*time.Second,
 		metrics.Check{Name: "store", Check: storeReadiness(o.store.Ping, logger)},
@@ -163,11 +176,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	var t *tls.Config
 	if o.cfg.TLS.set() {
 		if t, err = o.cfg.TLS.load(); err != nil {
-			return nil, "", fmt.Errorf("http.tls: %w", err)
+			return nil, "", devToken{}, fmt.Errorf("http.tls: %w", err)
 		}
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store, Operators: ops,
+		Outbox: o.svc, Directory: o.store, Editor: o.editor, Operators: ops,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))
@@ -191,11 +204,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	}
 	srv, err := httpapi.New(hc)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
 	lis, err := net.Listen("tcp", o.cfg.Listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("http: %w", err)
+		return nil, "", devToken{}, fmt.Errorf("http: %w", err)
 	}
 	if t != nil {
 		lis = tls.NewListener(lis, t)
@@ -220,7 +233,8 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		done()
 		shutdown()
 		wg.Wait()
-	}, lis.Addr().String(), nil
+		revokeDevToken()
+	}, lis.Addr().String(), dt, nil
 }
 
 // storeReadiness is the readiness check of the database. /readyz is public,
