@@ -37,9 +37,6 @@ const (
 	// loginFileName is the file outbox login writes in
 	// os.UserConfigDir()/outbox.
 	loginFileName = "login.json"
-	// loginDefaultExpiry is how long a login's token lasts unless --expires
-	// says otherwise.
-	loginDefaultExpiry = 12 * time.Hour
 	// maxLoginFile bounds what is read of the login file.
 	maxLoginFile = 64 << 10
 )
@@ -112,7 +109,7 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 		f.passwordFlag = true
 		return nil
 	})
-	fset.StringVar(&f.expires, "expires", "12h", "the token's lifetime `D` (12h, 30d)")
+	fset.StringVar(&f.expires, "expires", "12h", "the token's lifetime `D` (12h, 30d): how long the login lasts")
 	fset.StringVar(&f.label, "label", "", "names the token among the account's (default cli)")
 	fset.StringVar(&f.ca, "ca", "", "CA `file` verifying an https server's certificate")
 	fset.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this `duration`")
