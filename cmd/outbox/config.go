@@ -256,7 +256,7 @@ func defaultConfig() Config {
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL)},
 	}
 }
 

@@ -33,11 +33,17 @@ type HTTPConfig struct {
 	TLS TLSFiles `yaml:"tls"`
 	// SessionTTL is how long a login lasts. Default 12h.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
+	// makes for an account (a token of its own). Default 720h (30 days).
+	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig `yaml:"admin"`
 }
+
+// maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
+const maxLoginTokenTTL = 365 * 24 * time.Hour
 
 // AdminConfig names an admin account central ensures at start.
 type AdminConfig struct {
@@ -65,6 +71,9 @@ func (c HTTPConfig) validate() rules {
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
 	if c.SessionTTL < Duration(time.Minute) {
 		r.add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
+	}
+	if c.LoginTokenMaxTTL < Duration(time.Minute) || c.LoginTokenMaxTTL > Duration(maxLoginTokenTTL) {
+		r.add("http.login_token_max_ttl", "must be between 1m and %s, got %s", Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
 	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
@@ -99,7 +108,8 @@ type operatorSurface struct {
 // newOperators builds the operator accounts service and ensures the
 // configured admin. Outside dev mode it refuses to go on without any admin.
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{SessionTTL: time.Duration(cfg.SessionTTL)},
+	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{SessionTTL: time.Duration(cfg.SessionTTL),
+		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL)},
 		logger.With("component", "operators"))
 	if err != nil {
 		return nil, err

@@ -80,6 +80,7 @@ var centralSchema = schema[Config]{
 //	OUTBOX_PLUGINS_DIR           plugins.dir
 //	OUTBOX_HTTP_LISTEN           http.listen
 //	OUTBOX_HTTP_SESSION_TTL      http.session_ttl
+//	OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL http.login_token_max_ttl
 //	OUTBOX_HTTP_ADMIN_NAME       http.admin.name
 //	OUTBOX_HTTP_ADMIN_PASSWORD   http.admin.password
 var settings = []setting[Config]{
@@ -105,6 +106,7 @@ var settings = []setting[Config]{
 	{"plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }},
 	{"http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }},
 	{"http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "", func(c *Config) any { return &c.HTTP.SessionTTL }},
+	{"http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "", func(c *Config) any { return &c.HTTP.LoginTokenMaxTTL }},
 	{"http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "", func(c *Config) any { return &c.HTTP.Admin.Name }},
 	{"http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "", func(c *Config) any { return &c.HTTP.Admin.Password }},
 }

@@ -94,6 +94,10 @@ func TestDevTokenLoginAndLogout(t *testing.T) {
 	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a refused login left %s (%v)", file, err)
 	}
+	if code, _, errw := runCLI(t, env, devTestPassword+"\n", "login", "--name", "admin", "--password-stdin", "--expires", "31d"); code != exitFailure ||
+		!strings.Contains(errw, "expires_at: at most 30 days ahead") {
+		t.Fatalf("login beyond http.login_token_max_ttl: exit %d\n%s", code, errw)
+	}
 	code, out, errw := runCLI(t, env, devTestPassword+"\n", "login", "--name", "admin", "--password-stdin", "--expires", "2h")
 	if code != 0 || !strings.Contains(out, "Logged in to "+server+" as admin (admin)") {
 		t.Fatalf("login: exit %d\n%s%s", code, out, errw)
