@@ -1,6 +1,7 @@
-// Package memstore is an in-memory [ports.Store], [ports.AuditLog] and
-// [ports.AccountStore]: the reference adapter of the store and account
-// contracts (ports/storetest, ports/accountstest) and the store of the core's
+// Package memstore is an in-memory [ports.Store], [ports.AuditLog],
+// [ports.AccountStore] and [ports.AdminAudit]: the reference adapter of the
+// store, account and admin audit contracts (ports/storetest,
+// ports/accountstest, ports/adminaudittest) and the store of the core's
 // unit tests. It keeps everything in maps guarded by one mutex and is safe
 // for concurrent use; nothing survives the process.
 //
@@ -51,6 +52,10 @@ type Store struct {
 
 	// acct holds the operator accounts, tokens and sessions (accounts.go).
 	acct accountTables
+
+	// admin is the admin audit log in append order; a record's ID is its
+	// index plus one (adminaudit.go).
+	admin []ports.AdminRecord
 }
 
 // row is one stored notification and the generation of its claim-index entry.

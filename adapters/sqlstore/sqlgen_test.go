@@ -329,7 +329,12 @@ func createdColumns(stmts []string) map[string][]string {
 	tables := map[string][]string{}
 	tableRE := regexp.MustCompile(`(?is)CREATE TABLE (?:IF NOT EXISTS )?"?(\w+)"?\s*\((.*)\)`)
 	colRE := regexp.MustCompile(`^\s*(\w+)\s+\w+`)
+	addRE := regexp.MustCompile(`(?is)^(?:--[^\n]*\n|\s)*ALTER TABLE "?(\w+)"? ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+)\s`)
 	for _, s := range stmts {
+		if m := addRE.FindStringSubmatch(s); m != nil {
+			tables[m[1]] = append(tables[m[1]], m[2])
+			continue
+		}
 		m := tableRE.FindStringSubmatch(s)
 		if m == nil {
 			continue
@@ -379,6 +384,7 @@ func TestMigrationFiles(t *testing.T) {
 			"operator_accounts":     accountColumns,
 			"operator_tokens":       tokenColumns,
 			"operator_sessions":     sessionColumns,
+			"admin_audit":           append([]string{"id"}, adminColumns...),
 		} {
 			got := slices.Clone(tables[table])
 			w := slices.Clone(want)

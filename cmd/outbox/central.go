@@ -140,6 +140,8 @@ type centralOptions struct {
 // centralAddrs are the addresses a started central node listens on.
 type centralAddrs struct {
 	HTTP, Link, SMTP string
+	// DevToken is the admin token outbox dev prints (dev mode only).
+	DevToken devToken
 }
 
 // runCentralNode is central with options.
@@ -154,10 +156,6 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		}
 	}()
 	if err := migrate(ctx, store, cfg, logger); err != nil {
-		return err
-	}
-	seeded, err := seedDirectory(ctx, store, cfg, logger)
-	if err != nil {
 		return err
 	}
 	var capture *smtpcapture.Server
@@ -183,6 +181,17 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 			err = errors.Join(err, fmt.Errorf("stop channel plugins: %w", cerr))
 		}
 	}()
+	// The directory is written through the audited editor, as the API
+	// writes it; the plugins' schemas say which settings it may show.
+	editor, err := core.NewDirectoryEditor(store, store, ports.SystemClock{},
+		core.DirectoryEditorConfig{PublicSetting: publicSetting(host)}, logger.With("component", "directory"))
+	if err != nil {
+		return fmt.Errorf("build the directory editor: %w", err)
+	}
+	seeded, err := seedDirectory(ctx, editor, cfg, logger)
+	if err != nil {
+		return err
+	}
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
 		return err
 	}
@@ -238,13 +247,13 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		collectors = append(collectors, refusals)
 	}
 	if cfg.HTTP.Listen != "" {
-		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
-			delivery: delivery, capture: capture, collectors: collectors, dev: opt.dev, banner: opt.banner}, logger)
+		stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
+			host: host, delivery: delivery, capture: capture, collectors: collectors, dev: opt.dev, banner: opt.banner}, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		addrs.HTTP = addr
+		addrs.HTTP, addrs.DevToken = addr, devToken
 	}
 	if opt.started != nil {
 		opt.started(addrs)
@@ -285,9 +294,11 @@ func migrate(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slo
 
 // seedDirectory writes the configured lists and channel settings into the
 // database's directory, replacing entries of the same name; entries made
-// through the API and absent from the file are kept. It returns the channel
-// types the file configures.
-func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slog.Logger) (map[string]bool, error) {
+// through the API and absent from the file are kept. Each change is
+// recorded in the admin audit log with the actor "config" (an entry the
+// file leaves as it is records nothing). It returns the channel types the
+// file configures.
+func seedDirectory(ctx context.Context, editor ports.DirectoryEditor, cfg Config, logger *slog.Logger) (map[string]bool, error) {
 	dir, err := cfg.Directory()
 	if err != nil {
 		return nil, err
@@ -302,12 +313,12 @@ func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logge
 	}
 	seeded := make(map[string]bool, len(channels))
 	for _, l := range lists {
-		if err := store.PutList(ctx, l); err != nil {
+		if _, err := editor.PutList(ctx, ports.ActorConfig, l); err != nil {
 			return nil, fmt.Errorf("seed list %q: %w", l.Name, err)
 		}
 	}
 	for _, c := range channels {
-		if err := store.PutChannel(ctx, c); err != nil {
+		if _, err := editor.PutChannel(ctx, ports.ActorConfig, c); err != nil {
 			return nil, fmt.Errorf("seed channel %q: %w", c.Type, err)
 		}
 		seeded[c.Type] = true
@@ -316,6 +327,23 @@ func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logge
 		logger.Info("directory seeded from the configuration", "lists", len(lists), "channels", len(channels))
 	}
 	return seeded, nil
+}
+
+// publicSetting reports whether the plugin of typ describes the setting key
+// as not secret, so that the admin audit log may show its value.
+func publicSetting(host *pluginhost.Host) func(typ, key string) bool {
+	return func(typ, key string) bool {
+		d, err := host.Describe(typ)
+		if err != nil {
+			return false
+		}
+		for _, s := range d.Settings {
+			if s.Name == key {
+				return !s.Secret
+			}
+		}
+		return false
+	}
 }
 
 // startPlugins starts the configured channel plugins.

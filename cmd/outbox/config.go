@@ -401,7 +401,7 @@ func defaultConfig() Config {
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
 		Link: defaultLinkConfig(),
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL)},
 	}
 }
 

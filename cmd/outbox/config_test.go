@@ -378,6 +378,11 @@ func TestValidationRules(t *testing.T) {
 			},
 		},
 		{
+			name: "login token lifetime out of bounds",
+			file: "http:\n  listen: 127.0.0.1:8080\n  login_token_max_ttl: 9000h\n",
+			want: []string{`http.login_token_max_ttl: must be between 1m and 8760h0m0s, got 9000h0m0s [FILE:3]`},
+		},
+		{
 			name: "smtp capture dir without addr",
 			file: "smtp_capture: {dir: ./mail}\n",
 			want: []string{`smtp_capture.addr: empty, but smtp_capture.dir or reject are set: no capture server runs [FILE:1]`},

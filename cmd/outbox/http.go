@@ -35,11 +35,17 @@ type HTTPConfig struct {
 	TLS TLSFiles `yaml:"tls"`
 	// SessionTTL is how long a login lasts. Default 12h.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
+	// makes for an account (a token of its own). Default 720h (30 days).
+	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig `yaml:"admin"`
 }
+
+// maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
+const maxLoginTokenTTL = 365 * 24 * time.Hour
 
 // AdminConfig names an admin account central ensures at start.
 type AdminConfig struct {
@@ -68,6 +74,9 @@ func (c HTTPConfig) validate() rules {
 	if c.SessionTTL < Duration(time.Minute) {
 		r.add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
 	}
+	if c.LoginTokenMaxTTL < Duration(time.Minute) || c.LoginTokenMaxTTL > Duration(maxLoginTokenTTL) {
+		r.add("http.login_token_max_ttl", "must be between 1m and %s, got %s", Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
+	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
 		r.add("http.admin.name", "required: http.admin.password is set")
@@ -89,6 +98,7 @@ type operatorSurface struct {
 	cfg      HTTPConfig
 	svc      *core.Service
 	store    *sqlstore.Store
+	editor   ports.DirectoryEditor
 	host     *pluginhost.Host
 	delivery *metrics.DeliveryMetrics
 	capture  *smtpcapture.Server
@@ -102,7 +112,8 @@ type operatorSurface struct {
 // newOperators builds the operator accounts service and ensures the
 // configured admin. Outside dev mode it refuses to go on without any admin.
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{SessionTTL: time.Duration(cfg.SessionTTL)},
+	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{SessionTTL: time.Duration(cfg.SessionTTL),
+		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL)},
 		logger.With("component", "operators"))
 	if err != nil {
 		return nil, err
@@ -130,12 +141,24 @@ func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore,
 }
 
 // serveHTTP serves the page, the API, /metrics, /healthz and /readyz until
-// ctx is done or stop is called; stop waits for the server to end.
-func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, err error) {
+// ctx is done or stop is called; stop waits for the server to end. In dev
+// mode it also makes the admin token outbox dev prints, which stop revokes.
+func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, dt devToken, err error) {
 	ops, err := newOperators(ctx, o.cfg, o.store, o.dev, logger)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
+	revokeDevToken := func() {}
+	if o.dev {
+		if dt, revokeDevToken, err = makeDevToken(ctx, ops, logger); err != nil {
+			return nil, "", devToken{}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			revokeDevToken()
+		}
+	}()
 	plugins := func() []metrics.PluginStatus {
 		var out []metrics.PluginStatus
 		for _, s := range o.host.Status() {
@@ -147,7 +170,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		KPIs: o.svc.KPIs, Window: o.svc.Config().DeliveredKpiWindow, Plugins: plugins,
 	}, o.delivery, logger.With("component", "metrics"), o.collectors...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
 	health := metrics.HealthHandler(5*time.Second,
 		metrics.Check{Name: "store", Check: storeReadiness(o.store.Ping, logger)},
@@ -167,11 +190,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	var t *tls.Config
 	if o.cfg.TLS.set() {
 		if t, err = o.cfg.TLS.load(); err != nil {
-			return nil, "", fmt.Errorf("http.tls: %w", err)
+			return nil, "", devToken{}, fmt.Errorf("http.tls: %w", err)
 		}
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store, Operators: ops,
+		Outbox: o.svc, Directory: o.store, Editor: o.editor, Operators: ops,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))
@@ -195,11 +218,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	}
 	srv, err := httpapi.New(hc)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
 	lis, err := net.Listen("tcp", o.cfg.Listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("http: %w", err)
+		return nil, "", devToken{}, fmt.Errorf("http: %w", err)
 	}
 	if t != nil {
 		lis = tls.NewListener(lis, t)
@@ -224,7 +247,8 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		done()
 		shutdown()
 		wg.Wait()
-	}, lis.Addr().String(), nil
+		revokeDevToken()
+	}, lis.Addr().String(), dt, nil
 }
 
 // storeReadiness is the readiness check of the database. /readyz is public,

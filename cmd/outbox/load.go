@@ -81,6 +81,7 @@ var centralSchema = schema[Config]{
 //	OUTBOX_PLUGINS_DIR           plugins.dir
 //	OUTBOX_HTTP_LISTEN           http.listen
 //	OUTBOX_HTTP_SESSION_TTL      http.session_ttl
+//	OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL http.login_token_max_ttl
 //	OUTBOX_HTTP_ADMIN_NAME       http.admin.name
 //	OUTBOX_HTTP_ADMIN_PASSWORD   http.admin.password
 //	OUTBOX_DELIVERY_NETWORK_ALLOW  delivery.network.allow (comma-separated)
@@ -108,6 +109,7 @@ var settings = []setting[Config]{
 	{"plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }},
 	{"http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }},
 	{"http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "", func(c *Config) any { return &c.HTTP.SessionTTL }},
+	{"http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "", func(c *Config) any { return &c.HTTP.LoginTokenMaxTTL }},
 	{"http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "", func(c *Config) any { return &c.HTTP.Admin.Name }},
 	{"http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "", func(c *Config) any { return &c.HTTP.Admin.Password }},
 	{"delivery.network.allow", "OUTBOX_DELIVERY_NETWORK_ALLOW", "", "", func(c *Config) any { return &c.Delivery.Network.Allow }},
