@@ -57,6 +57,13 @@ const (
 	// open at once from one client address, and in all.
 	DefaultConnsPerAddress = 64
 	DefaultConnsTotal      = 1024
+	// DefaultMaxStreams bounds the calls one connection runs at once. It is
+	// above guard's default: a script's client, and a follower passing its
+	// callers' Sends to the leader, carry many calls on one connection, and
+	// a Send waits a few milliseconds for its Raft commit (64 callers on one
+	// connection sent half as much under 32). A caller's rate and burst
+	// bound what it can start.
+	DefaultMaxStreams = 256
 	// DefaultMaxRequestBytes bounds one request: RequestBytes of the core's
 	// default limits (a 255-byte subject, a 64 KiB body).
 	DefaultMaxRequestBytes = max(255+64<<10, minRequestBytes) + requestRoom
@@ -86,9 +93,9 @@ type Limits struct {
 	// Conns bounds the connections (defaults DefaultConnsPerAddress and
 	// DefaultConnsTotal).
 	Conns guard.ConnLimits
-	// GRPC bounds each connection and request: handshake, idle time,
-	// concurrent streams, pings (guard's defaults) and the request size
-	// (DefaultMaxRequestBytes).
+	// GRPC bounds each connection and request: handshake, idle time, pings
+	// (guard's defaults), concurrent streams (DefaultMaxStreams) and the
+	// request size (DefaultMaxRequestBytes).
 	GRPC guard.GRPCLimits
 }
 
@@ -108,6 +115,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.GRPC.MaxRecvMsgBytes <= 0 {
 		l.GRPC.MaxRecvMsgBytes = DefaultMaxRequestBytes
+	}
+	if l.GRPC.MaxConcurrentStreams == 0 {
+		l.GRPC.MaxConcurrentStreams = DefaultMaxStreams
 	}
 	l.GRPC = l.GRPC.WithDefaults()
 	return l

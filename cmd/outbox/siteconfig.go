@@ -164,7 +164,7 @@ func defaultSiteConfig() SiteConfig {
 			Burst:            siteapi.DefaultBurst,
 			ConnsPerAddress:  siteapi.DefaultConnsPerAddress,
 			ConnsTotal:       siteapi.DefaultConnsTotal,
-			MaxStreams:       guard.DefaultMaxConcurrentStreams,
+			MaxStreams:       siteapi.DefaultMaxStreams,
 			HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
 			IdleTimeout:      Duration(guard.DefaultIdleTimeout),
 		}},
