@@ -43,15 +43,15 @@ func TestIngest(t *testing.T) {
 			e := newEnv(t, b, core.Config{})
 			good := submission("ops")
 			bad := map[string]func(*ports.Submission){
-				"is not a UUID":              func(s *ports.Submission) { s.ID = "not-a-uuid" },
-				"list is empty":              func(s *ports.Submission) { s.List = " " },
-				"subject is 256 bytes":       func(s *ports.Submission) { s.Subject = strings.Repeat("x", 256) },
-				"body is not valid UTF-8":    func(s *ports.Submission) { s.Body = "bad \xff byte" },
-				"source site is empty":       func(s *ports.Submission) { s.SourceSite = "" },
-				"type data is not valid JSO": func(s *ports.Submission) { s.TypeData = []byte("{") },
-				"subject holds a NUL byte":   func(s *ports.Submission) { s.Subject = "a\x00b" },
-				"outside the 32-bit range":   func(s *ports.Submission) { s.Priority = 1 << 40 },
-				"expires at is outside":      func(s *ports.Submission) { s.ExpiresAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC) },
+				"is not a UUID":                       func(s *ports.Submission) { s.ID = "not-a-uuid" },
+				"list is empty":                       func(s *ports.Submission) { s.List = " " },
+				"subject is 256 bytes":                func(s *ports.Submission) { s.Subject = strings.Repeat("x", 256) },
+				"body is not valid UTF-8":             func(s *ports.Submission) { s.Body = "bad \xff byte" },
+				"source site is empty":                func(s *ports.Submission) { s.SourceSite = "" },
+				"type data is not valid JSO":          func(s *ports.Submission) { s.TypeData = []byte("{") },
+				"subject holds a NUL byte":            func(s *ports.Submission) { s.Subject = "a\x00b" },
+				"priority 101 is outside -100 to 100": func(s *ports.Submission) { s.Priority = ports.MaxPriority + 1 },
+				"expires at is outside":               func(s *ports.Submission) { s.ExpiresAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC) },
 			}
 			subs := []ports.Submission{good}
 			for _, mutate := range bad {
@@ -76,7 +76,7 @@ func TestIngest(t *testing.T) {
 				}
 			}
 			for _, s := range subs[1:] {
-				if st, _ := e.svc.Status(ctx, []string{s.ID}); st[s.ID] != ports.StatusUnknown {
+				if st, _ := e.svc.Status(ctx, ports.StatusRequest{IDs: []string{s.ID}}); st[s.ID] != ports.StatusUnknown {
 					t.Errorf("rejected submission %q was stored as %s", s.ID, st[s.ID])
 				}
 			}
@@ -118,7 +118,7 @@ func TestIngest(t *testing.T) {
 				t.Fatalf("submit to a closed store: %+v, %v; want an error and nothing accepted", res, err)
 			}
 			reopened := e.service(open(t, e.cfg), core.Config{})
-			if st, err := reopened.Status(ctx, []string{kept}); err != nil || st[kept] != ports.StatusPending {
+			if st, err := reopened.Status(ctx, ports.StatusRequest{IDs: []string{kept}}); err != nil || st[kept] != ports.StatusPending {
 				t.Fatalf("a row accepted before the failure is gone: %v, %v", st, err)
 			}
 		})

@@ -62,14 +62,18 @@ func BenchmarkPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	const viewer, password = "bench-viewer", "bench viewer password"
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Name: viewer, Role: ports.RoleViewer, Password: password}); err != nil {
+	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: viewer, Role: ports.RoleViewer, Password: password}); err != nil {
 		b.Fatal(err)
 	}
 	sess, err := ops.Login(ctx, ports.LoginRequest{Name: viewer, Password: password})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: store, Operators: ops, Logger: testLogger()})
+	editor, err := core.NewDirectoryEditor(store, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: store, Editor: editor, Operators: ops, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -403,7 +403,7 @@ func (c *pageCentral) waitStatus(want ports.Status, ids ...string) {
 	waitFor(c.t, settleTimeout, fmt.Sprintf("%d notifications %s", len(ids), want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := c.client.Status(ctx, ids)
+		st, err := c.client.Status(ctx, ports.StatusRequest{IDs: ids})
 		if err != nil {
 			return false, err.Error()
 		}

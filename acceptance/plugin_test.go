@@ -64,8 +64,16 @@ func (noopPlugin) Deliver(_ context.Context, req channel.Request) channel.Result
 }
 
 // startPlugins runs a plugin host with one plugin per type, each served by
-// this test binary.
+// this test binary, under a delivery network policy that allows loopback,
+// where these tests' receivers listen.
 func startPlugins(t testing.TB, types ...string) *pluginhost.Host {
+	t.Helper()
+	return startPluginsWithPolicy(t, plugintest.LoopbackPolicy, types...)
+}
+
+// startPluginsWithPolicy is startPlugins under the given delivery network
+// policy.
+func startPluginsWithPolicy(t testing.TB, policy *channel.NetworkPolicy, types ...string) *pluginhost.Host {
 	t.Helper()
 	var ps []pluginhost.Plugin
 	for _, typ := range types {
@@ -75,7 +83,8 @@ func startPlugins(t testing.TB, types ...string) *pluginhost.Host {
 		}
 		ps = append(ps, pluginhost.Plugin{Type: typ, Command: path, Args: args, Env: []string{env}})
 	}
-	h, err := pluginhost.New(pluginhost.Config{Plugins: ps, Logger: testLogger(), MinRestartDelay: 10 * time.Millisecond})
+	h, err := pluginhost.New(pluginhost.Config{Plugins: ps, Logger: testLogger(), MinRestartDelay: 10 * time.Millisecond,
+		NetworkPolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}

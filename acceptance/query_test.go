@@ -82,7 +82,7 @@ func TestQueriesAndKPIs(t *testing.T) {
 		}
 
 		unknown := submission("ops").ID
-		st, err := e.svc.Status(ctx, []string{delivered, retrying, unknown, "garbage"})
+		st, err := e.svc.Status(ctx, ports.StatusRequest{IDs: []string{delivered, retrying, unknown, "garbage"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -262,8 +262,9 @@ type channelLookup struct {
 }
 
 // plan decides what a claimed row needs: a park without an attempt (expired,
-// unknown list, no channel for its type) or a delivery through its channel.
-// It returns an error only when the directory itself failed.
+// unknown list, no channel for its list's type) or a delivery through the
+// channel of its list's current type. It returns an error only when the
+// directory itself failed.
 func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCache) error {
 	row := j.row
 	if !row.ExpiresAt.IsZero() && !now.Before(row.ExpiresAt) {
@@ -282,10 +283,9 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 	if l.err != nil {
 		return fmt.Errorf("resolve list: %w", l.err)
 	}
-	typ := row.Type
-	if typ == "" {
-		typ = l.list.Type
-	}
+	// The list's current type decides the channel, whatever the row's Type
+	// says: a list's targets never go through another list type's channel.
+	typ := l.list.Type
 	ch, ok := s.channels.Channel(typ)
 	if !ok {
 		s.park(j, now, fmt.Sprintf("no delivery adapter for type %s", typ))

@@ -15,10 +15,17 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// brokenDirectory fails every lookup, like a directory whose database is down.
-type brokenDirectory struct{ calls atomic.Int64 }
+// brokenDirectory fails every lookup once down, like a directory whose
+// database is down; until then it knows every list as an email list.
+type brokenDirectory struct {
+	calls atomic.Int64
+	down  atomic.Bool
+}
 
-func (d *brokenDirectory) List(context.Context, string) (ports.List, error) {
+func (d *brokenDirectory) List(ctx context.Context, name string) (ports.List, error) {
+	if !d.down.Load() {
+		return okDirectory{}.List(ctx, name)
+	}
 	d.calls.Add(1)
 	return ports.List{}, errors.New("directory database unreachable")
 }
@@ -50,6 +57,7 @@ func TestSweepStopsWhenTheDirectoryFails(t *testing.T) {
 		}
 		ids = append(ids, res.Accepted[0])
 	}
+	dir.down.Store(true)
 
 	done := make(chan struct{})
 	go func() {
@@ -138,11 +146,16 @@ func TestNoDeliveryStartsThatCouldOutliveItsLease(t *testing.T) {
 	}
 }
 
-// okDirectory knows every list as an email list.
+// okDirectory knows every list: a list named "NAME:TYPE" is of type TYPE,
+// any other an email list.
 type okDirectory struct{}
 
 func (okDirectory) List(_ context.Context, name string) (ports.List, error) {
-	return ports.List{Name: name, Type: "email", Targets: []string{"ops@example.com"}}, nil
+	typ := "email"
+	if _, t, ok := strings.Cut(name, ":"); ok {
+		typ = t
+	}
+	return ports.List{Name: name, Type: typ, Targets: []string{"ops@example.com"}}, nil
 }
 
 func (okDirectory) ChannelSettings(context.Context, string) (ports.ChannelSettings, error) {

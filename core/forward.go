@@ -22,6 +22,10 @@ import (
 // A batch central refuses as a whole (more than it takes at once) is sent
 // again in halves, down to single notifications.
 //
+// A batch central refuses for now (a *ports.RetryLaterError: the site is
+// over its ingest quota at central) is sent again after the wait central
+// asks for; it is not a failure and is logged at most once a minute.
+//
 // A notification central rejects as invalid (a limit lower at central than
 // at the site, a site id central does not accept) stays buffered, is logged,
 // and is offered again every RetryInterval; the forwarder moves past it so
@@ -34,6 +38,10 @@ func (s *Site) Forward(ctx context.Context) {
 		after    uint64 // Scan from just after this Seq
 		rejected bool   // this pass left rejected notifications behind
 		limit    = s.cfg.ForwardBatch
+		// throttled counts central's requests to slow down since the last
+		// line about them, written at throttleLogged.
+		throttled      int
+		throttleLogged time.Time
 	)
 	for ctx.Err() == nil {
 		batch, err := s.buffer.Scan(ctx, after, limit)
@@ -62,6 +70,20 @@ func (s *Site) Forward(ctx context.Context) {
 			limit = max(1, len(batch)/2)
 			s.log.Warn("forwarder: central refused a batch as a whole; sending smaller batches",
 				"notifications", len(batch), "now", limit, "err", err)
+			continue
+		}
+		if after, ok := ports.RetryAfter(err); ok && ctx.Err() == nil {
+			// Central refused the batch for now, storing nothing (the
+			// site is over its ingest quota): wait as long as it asks and
+			// send the same batch again. Not a failure: logged at most
+			// once a minute, with the count.
+			throttled++
+			if now := s.clock.Now(); now.Sub(throttleLogged) >= time.Minute {
+				s.log.Info("forwarder: central asks this site to slow down; waiting as it says",
+					"refusals", throttled, "wait", throttleWait(after, s.cfg.RetryInterval).String(), "reason", err)
+				throttleLogged, throttled = now, 0
+			}
+			s.sleep(ctx, throttleWait(after, s.cfg.RetryInterval))
 			continue
 		}
 		if err != nil {
@@ -120,6 +142,26 @@ func (s *Site) capBytes(batch []ports.Buffered) []ports.Buffered {
 		}
 	}
 	return batch
+}
+
+// throttleWait is how long the forwarder waits when central asks it to slow
+// down: as long as central says, from 10 ms to a minute, or the retry
+// interval when it did not say.
+func throttleWait(asked, interval time.Duration) time.Duration {
+	if asked <= 0 {
+		return interval
+	}
+	return min(max(asked, 10*time.Millisecond), time.Minute)
+}
+
+// sleep waits d, or until ctx is done.
+func (s *Site) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // pause waits RetryInterval, or until ctx is done. When wakeable, a Send

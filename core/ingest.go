@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -28,18 +27,24 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 	var res ports.SubmitResult
 	rows := make([]ports.Notification, 0, len(req.Notifications))
 	accepted := make([]string, 0, len(req.Notifications)) // ids as submitted
-	types := make(map[string]string)                      // list → type, per batch
+	types := make(map[string]listTypeOf)                  // list → type, per batch
 	for _, sub := range req.Notifications {
 		id, err := s.validate(req.Site, sub)
 		if err != nil {
 			res.Rejected = append(res.Rejected, ports.Rejection{ID: sub.ID, Reason: err.Error()})
 			continue
 		}
-		typ := sub.Type
-		if typ == "" {
-			if typ, err = s.listType(ctx, sub.List, types); err != nil {
-				return ports.SubmitResult{}, err
-			}
+		// The list decides the type: a submission cannot send a list's
+		// targets through another channel.
+		typ, known, err := s.listType(ctx, sub.List, types)
+		if err != nil {
+			return ports.SubmitResult{}, err
+		}
+		if known && sub.Type != "" && sub.Type != typ {
+			res.Rejected = append(res.Rejected, ports.Rejection{ID: sub.ID, Reason: fmt.Sprintf(
+				"%s: notification %s: type %q is not list %q's type %q: the list decides the type; leave type empty",
+				ports.ErrInvalid, id, truncate(sub.Type, 40), truncate(sub.List, 40), typ)})
+			continue
 		}
 		accepted = append(accepted, sub.ID)
 		rows = append(rows, ports.Notification{
@@ -86,8 +91,8 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 		return "", err
 	}
 	var errs fieldErrors
-	if sub.Priority < math.MinInt32 || sub.Priority > math.MaxInt32 {
-		errs.add(fmt.Errorf("priority %d is outside the 32-bit range", sub.Priority))
+	if sub.Priority < ports.MinPriority || sub.Priority > ports.MaxPriority {
+		errs.add(fmt.Errorf("priority %d is outside %d to %d", sub.Priority, ports.MinPriority, ports.MaxPriority))
 	}
 	for field, t := range map[string]time.Time{"expires at": sub.ExpiresAt, "site enqueued at": sub.SiteEnqueuedAt} {
 		if !t.IsZero() && (t.UTC().Year() < 1 || t.UTC().Year() > 9999) {
@@ -114,22 +119,31 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 	return u, nil
 }
 
-// listType resolves a list's channel type for ingest, caching per batch. An
-// unknown list is not an ingest error: the row is stored with no type and
-// parks at dispatch with a reason an operator can act on.
-func (s *Service) listType(ctx context.Context, list string, cache map[string]string) (string, error) {
+// listType resolves a list's channel type for ingest, caching per batch, and
+// reports whether the list is known. An unknown list is not an ingest error:
+// the row is stored with no type (whatever the submission said) and parks at
+// dispatch with a reason an operator can act on.
+func (s *Service) listType(ctx context.Context, list string, cache map[string]listTypeOf) (string, bool, error) {
 	if t, ok := cache[list]; ok {
-		return t, nil
+		return t.typ, t.known, nil
 	}
 	l, err := s.directory.List(ctx, list)
+	var t listTypeOf
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
-		l.Type = ""
 	case err != nil:
-		return "", fmt.Errorf("ingest: resolve list type: %w", err)
+		return "", false, fmt.Errorf("ingest: resolve list type: %w", err)
+	default:
+		t = listTypeOf{typ: l.Type, known: true}
 	}
-	cache[list] = l.Type
-	return l.Type, nil
+	cache[list] = t
+	return t.typ, t.known, nil
+}
+
+// listTypeOf is a list's type as ingest found it.
+type listTypeOf struct {
+	typ   string
+	known bool
 }
 
 // ingestRecord is the Ingested record of a row. Ingest writes no audit

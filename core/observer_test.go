@@ -78,7 +78,7 @@ func TestObserverSeesEveryAttemptAndNothingElse(t *testing.T) {
 		{Type: "sms", Subject: string(ports.OutcomeSuccess)},
 	}
 	for i := range subs {
-		subs[i].ID, subs[i].List, subs[i].SourceSite = uuid.NewString(), "ops", "site-a"
+		subs[i].ID, subs[i].List, subs[i].SourceSite = uuid.NewString(), "ops:"+subs[i].Type, "site-a"
 	}
 	res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs})
 	if err != nil || len(res.Accepted) != len(subs) {

@@ -86,7 +86,7 @@ func (s *Service) refusals(ctx context.Context, ids, moved []string, to ports.St
 			done[id] = true // a repeated id is reported once
 		}
 	}
-	statuses, err := s.store.Statuses(ctx, rest)
+	statuses, err := s.store.Statuses(ctx, "", rest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: explain refusals: %w", verb, err)
 	}

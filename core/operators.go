@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,6 +36,13 @@ const (
 	// loginWait bounds how long a login waits for a password-check slot.
 	loginWait  = 5 * time.Second
 	tokenIDLen = 12 // hex characters
+	// DefaultMaxOwnTokenTTL is the longest lifetime of a token an account
+	// makes for itself (outbox login).
+	DefaultMaxOwnTokenTTL = 30 * 24 * time.Hour
+	// MaxTokenTTL bounds the expiry of any API token.
+	MaxTokenTTL = 10 * 365 * 24 * time.Hour
+	// maxTokenLabel bounds the label of a token of one's own.
+	maxTokenLabel = 32
 )
 
 // OperatorsConfig configures Operators.
@@ -52,6 +60,12 @@ type OperatorsConfig struct {
 	MaxConcurrentLogins int
 	// Throttle slows password guessing per address and per account.
 	Throttle LoginThrottle
+	// MaxOwnTokenTTL is the longest lifetime of a token an account makes
+	// for itself (CreateOwnToken); 0 means DefaultMaxOwnTokenTTL.
+	MaxOwnTokenTTL time.Duration
+	// Audit is where changes to accounts and tokens are recorded; nil means
+	// the store, which must then implement ports.AdminAudit.
+	Audit ports.AdminAudit
 }
 
 // Operators implements ports.Operators (U5) over a ports.AccountStore:
@@ -71,6 +85,8 @@ type Operators struct {
 	loginSlots chan struct{}
 	// throttle decides which logins may check a password at all.
 	throttle *loginThrottle
+	// rec records every change to accounts and tokens.
+	rec adminRecorder
 }
 
 var _ ports.Operators = (*Operators)(nil)
@@ -92,6 +108,16 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 	if cfg.MaxConcurrentLogins <= 0 {
 		cfg.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
 	}
+	if cfg.MaxOwnTokenTTL <= 0 {
+		cfg.MaxOwnTokenTTL = DefaultMaxOwnTokenTTL
+	}
+	if cfg.Audit == nil {
+		a, ok := store.(ports.AdminAudit)
+		if !ok {
+			return nil, errors.New("core: NewOperators needs an admin audit log (OperatorsConfig.Audit)")
+		}
+		cfg.Audit = a
+	}
 	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
 		return nil, fmt.Errorf("core: bcrypt cost %d is outside %d..%d", cfg.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
@@ -100,7 +126,8 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 		return nil, fmt.Errorf("core: operators: %w", err)
 	}
 	return &Operators{store: store, clock: clock, log: logger, cfg: cfg, dummy: dummy,
-		loginSlots: make(chan struct{}, cfg.MaxConcurrentLogins), throttle: newLoginThrottle(cfg.Throttle)}, nil
+		loginSlots: make(chan struct{}, cfg.MaxConcurrentLogins), throttle: newLoginThrottle(cfg.Throttle),
+		rec: adminRecorder{audit: cfg.Audit, clock: clock, log: logger}}, nil
 }
 
 // errBadLogin is the one answer to a wrong name or password.
@@ -196,7 +223,23 @@ func (o *Operators) Authenticate(ctx context.Context, credential string) (ports.
 		if subtle.ConstantTimeCompare(sum[:], t.Hash) != 1 {
 			return ports.Principal{}, fmt.Errorf("unknown or revoked token: %w", ports.ErrUnauthenticated)
 		}
-		return ports.Principal{Name: "token:" + t.Name, Role: t.Role}, nil
+		// Only the holder of the secret learns that the token expired.
+		if o.expired(t) {
+			return ports.Principal{}, fmt.Errorf("token expired: %w", ports.ErrUnauthenticated)
+		}
+		if t.Account == "" {
+			return ports.Principal{Name: "token:" + t.Name, Role: t.Role, TokenID: t.ID}, nil
+		}
+		// A token bound to an account has the account's role now, as a
+		// session does, and dies with it.
+		a, err := o.store.Account(ctx, t.Account)
+		if errors.Is(err, ports.ErrNotFound) {
+			return ports.Principal{}, fmt.Errorf("the token's account was deleted: %w", ports.ErrUnauthenticated)
+		}
+		if err != nil {
+			return ports.Principal{}, fmt.Errorf("authenticate: %w", err)
+		}
+		return ports.Principal{Name: a.Name, Role: a.Role, TokenID: t.ID}, nil
 	}
 	if credential == "" || len(credential) > 256 {
 		return ports.Principal{}, fmt.Errorf("no session: %w", ports.ErrUnauthenticated)
@@ -236,6 +279,9 @@ func (o *Operators) Users(ctx context.Context) ([]ports.User, error) {
 
 // PutUser implements ports.Operators.
 func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.User, error) {
+	if err := checkActor(req.Actor); err != nil {
+		return ports.User{}, err
+	}
 	if err := checkOperatorName("user name", req.Name); err != nil {
 		return ports.User{}, err
 	}
@@ -252,8 +298,12 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 	}
 	now := o.clock.Now().UTC()
 	a := ports.Account{Name: req.Name, Role: req.Role, CreatedAt: now, UpdatedAt: now}
+	roleChanged := exists && req.Role != old.Role
 	if exists {
 		a.CreatedAt, a.PasswordHash = old.CreatedAt, old.PasswordHash
+		if !roleChanged && req.Password == "" {
+			return toUser(old), nil // nothing to change
+		}
 		if old.Role == ports.RoleAdmin && req.Role != ports.RoleAdmin {
 			if err := o.keepAnAdmin(ctx, old.Name, ""); err != nil {
 				return ports.User{}, err
@@ -268,17 +318,44 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 	if err := o.store.PutAccount(ctx, a); err != nil {
 		return ports.User{}, fmt.Errorf("put user %q: %w", a.Name, err)
 	}
-	if exists && (req.Password != "" || req.Role != old.Role) {
+	revoked := 0
+	if exists {
 		if err := o.store.DeleteSessions(ctx, a.Name); err != nil {
 			return ports.User{}, fmt.Errorf("put user %q: close its sessions: %w", a.Name, err)
 		}
+		// A new password revokes the tokens the old one made.
+		if req.Password != "" {
+			if revoked, err = o.deleteAccountTokens(ctx, a.Name); err != nil {
+				return ports.User{}, fmt.Errorf("put user %q: revoke its tokens: %w", a.Name, err)
+			}
+		}
 	}
 	o.log.Info("operator account saved", "user", a.Name, "role", a.Role, "created", !exists, "password_changed", req.Password != "")
-	return ports.User{Name: a.Name, Role: a.Role, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}, nil
+	action, summary := ports.AdminCreated, "role "+string(a.Role)
+	if exists {
+		var parts []string
+		action = ports.AdminPassword
+		if roleChanged {
+			action = ports.AdminChanged
+			parts = append(parts, "role "+string(old.Role)+" → "+string(a.Role))
+		}
+		if req.Password != "" {
+			parts = append(parts, "password changed")
+		}
+		parts = append(parts, "sessions closed")
+		if revoked > 0 {
+			parts = append(parts, plural(revoked, "token")+" of the account revoked")
+		}
+		summary = joinParts(parts...)
+	}
+	return toUser(a), o.rec.record(ctx, req.Actor, ports.AdminKindUser, a.Name, action, summary)
 }
 
 // DeleteUser implements ports.Operators.
-func (o *Operators) DeleteUser(ctx context.Context, name string) error {
+func (o *Operators) DeleteUser(ctx context.Context, actor, name string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
 	a, err := o.store.Account(ctx, name)
 	if err != nil {
 		return fmt.Errorf("delete user %q: %w", truncate(name, 64), err)
@@ -288,33 +365,131 @@ func (o *Operators) DeleteUser(ctx context.Context, name string) error {
 			return err
 		}
 	}
+	bound, err := o.accountTokens(ctx, a.Name)
+	if err != nil {
+		return fmt.Errorf("delete user %q: %w", a.Name, err)
+	}
+	// The store deletes the account's sessions and tokens with it.
 	if err := o.store.DeleteAccount(ctx, a.Name); err != nil {
 		return fmt.Errorf("delete user %q: %w", a.Name, err)
 	}
 	o.log.Info("operator account deleted", "user", a.Name)
-	return nil
+	summary := "was role " + string(a.Role) + "; sessions closed"
+	if len(bound) > 0 {
+		summary += "; " + plural(len(bound), "token") + " of the account revoked"
+	}
+	return o.rec.record(ctx, actor, ports.AdminKindUser, a.Name, ports.AdminDeleted, summary)
 }
 
 // CreateToken implements ports.Operators.
-func (o *Operators) CreateToken(ctx context.Context, name string, role ports.OperatorRole) (string, ports.Token, error) {
-	if err := checkOperatorName("token name", name); err != nil {
+func (o *Operators) CreateToken(ctx context.Context, req ports.TokenRequest) (string, ports.Token, error) {
+	if err := checkActor(req.Actor); err != nil {
 		return "", ports.Token{}, err
 	}
-	if !role.Valid() {
-		return "", ports.Token{}, fmt.Errorf("%w: role %q is not one of viewer, operator, admin", ports.ErrInvalid, truncate(string(role), 40))
+	if err := checkOperatorName("token name", req.Name); err != nil {
+		return "", ports.Token{}, err
 	}
-	id := randomHex(tokenIDLen / 2)
+	if !req.Role.Valid() {
+		return "", ports.Token{}, fmt.Errorf("%w: role %q is not one of viewer, operator, admin", ports.ErrInvalid, truncate(string(req.Role), 40))
+	}
+	now := o.clock.Now().UTC()
+	if err := checkExpiry(req.ExpiresAt, now, MaxTokenTTL, false); err != nil {
+		return "", ports.Token{}, err
+	}
+	t := ports.StoredToken{Name: req.Name, Role: req.Role, CreatedAt: now, ExpiresAt: expiryOf(req.ExpiresAt)}
+	secret, err := o.putToken(ctx, &t)
+	if err != nil {
+		return "", ports.Token{}, err
+	}
+	o.log.Info("api token created", "token", t.Name, "id", t.ID, "role", t.Role, "expires_at", t.ExpiresAt)
+	out := o.toToken(t, nil)
+	return secret, out, o.rec.record(ctx, req.Actor, ports.AdminKindToken, t.Name, ports.AdminCreated,
+		"id "+t.ID+", role "+string(t.Role)+", "+formatExpiry(t.ExpiresAt))
+}
+
+// CreateOwnToken implements ports.Operators.
+func (o *Operators) CreateOwnToken(ctx context.Context, p ports.Principal, req ports.OwnTokenRequest) (string, ports.Token, error) {
+	if !p.Session {
+		return "", ports.Token{}, fmt.Errorf("only a login with a password makes a token of one's own, not an API token: %w", ports.ErrForbidden)
+	}
+	label := req.Label
+	if label == "" {
+		label = "cli"
+	}
+	if err := checkOperatorName("label", label); err != nil {
+		return "", ports.Token{}, err
+	}
+	if len(label) > maxTokenLabel {
+		return "", ports.Token{}, fmt.Errorf("%w: label: at most %d characters", ports.ErrInvalid, maxTokenLabel)
+	}
+	now := o.clock.Now().UTC()
+	if err := checkExpiry(req.ExpiresAt, now, o.cfg.MaxOwnTokenTTL, true); err != nil {
+		return "", ports.Token{}, err
+	}
+	a, err := o.store.Account(ctx, p.Name)
+	if errors.Is(err, ports.ErrNotFound) {
+		return "", ports.Token{}, fmt.Errorf("the account was deleted: %w", ports.ErrUnauthenticated)
+	}
+	if err != nil {
+		return "", ports.Token{}, fmt.Errorf("create own token: %w", err)
+	}
+	t := ports.StoredToken{Name: a.Name + "/" + label + "-" + randomHex(2), Role: a.Role, Account: a.Name,
+		CreatedAt: now, ExpiresAt: expiryOf(req.ExpiresAt)}
+	secret, err := o.putToken(ctx, &t)
+	if err != nil {
+		return "", ports.Token{}, err
+	}
+	o.log.Info("api token of an account created", "token", t.Name, "id", t.ID, "user", a.Name, "expires_at", t.ExpiresAt)
+	return secret, o.toToken(t, map[string]ports.OperatorRole{a.Name: a.Role}), o.rec.record(ctx, p.Name, ports.AdminKindToken, t.Name, ports.AdminCreated,
+		"id "+t.ID+", bound to the account "+a.Name+" (role "+string(a.Role)+" now), "+formatExpiry(t.ExpiresAt))
+}
+
+// putToken gives t an ID and a secret's hash and stores it; it returns the
+// token as its holder presents it.
+func (o *Operators) putToken(ctx context.Context, t *ports.StoredToken) (string, error) {
+	t.ID = randomHex(tokenIDLen / 2)
 	secret := randomToken()
 	sum := sha256.Sum256([]byte(secret))
-	t := ports.StoredToken{ID: id, Name: name, Role: role, Hash: sum[:], CreatedAt: o.clock.Now().UTC()}
-	if err := o.store.PutToken(ctx, t); err != nil {
+	t.Hash = sum[:]
+	if err := o.store.PutToken(ctx, *t); err != nil {
 		if errors.Is(err, ports.ErrConflict) {
-			return "", ports.Token{}, fmt.Errorf("a token named %q exists: %w", name, err)
+			return "", fmt.Errorf("a token named %q exists: %w", t.Name, err)
 		}
-		return "", ports.Token{}, fmt.Errorf("create token: %w", err)
+		return "", fmt.Errorf("create token: %w", err)
 	}
-	o.log.Info("api token created", "token", name, "id", id, "role", role)
-	return tokenPrefix + id + "_" + secret, ports.Token{ID: id, Name: name, Role: role, CreatedAt: t.CreatedAt}, nil
+	return tokenPrefix + t.ID + "_" + secret, nil
+}
+
+// checkExpiry checks a token's expiry: in the future and at most longest
+// ahead; zero is refused when required.
+func checkExpiry(at, now time.Time, longest time.Duration, required bool) error {
+	switch {
+	case at.IsZero() && required:
+		return fmt.Errorf("%w: expires_at: required", ports.ErrInvalid)
+	case at.IsZero():
+		return nil
+	case !at.After(now):
+		return fmt.Errorf("%w: expires_at: %s is not in the future", ports.ErrInvalid, at.UTC().Format(time.RFC3339))
+	case at.Sub(now) > longest:
+		return fmt.Errorf("%w: expires_at: at most %s ahead", ports.ErrInvalid, formatTTL(longest))
+	}
+	return nil
+}
+
+// expiryOf is an expiry as stored: UTC, to the microsecond.
+func expiryOf(at time.Time) time.Time {
+	if at.IsZero() {
+		return at
+	}
+	return at.UTC().Truncate(time.Microsecond)
+}
+
+// formatTTL is a lifetime in days when it is whole days.
+func formatTTL(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + " days"
+	}
+	return d.String()
 }
 
 // Tokens implements ports.Operators.
@@ -323,20 +498,53 @@ func (o *Operators) Tokens(ctx context.Context) ([]ports.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
+	var roles map[string]ports.OperatorRole
+	for _, t := range ts {
+		if t.Account != "" {
+			as, err := o.store.Accounts(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("tokens: %w", err)
+			}
+			roles = make(map[string]ports.OperatorRole, len(as))
+			for _, a := range as {
+				roles[a.Name] = a.Role
+			}
+			break
+		}
+	}
 	out := make([]ports.Token, len(ts))
 	for i, t := range ts {
-		out[i] = ports.Token{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt}
+		out[i] = o.toToken(t, roles)
 	}
 	return out, nil
 }
 
+// toToken is a stored token as listed; roles holds the roles of the
+// accounts tokens are bound to.
+func (o *Operators) toToken(t ports.StoredToken, roles map[string]ports.OperatorRole) ports.Token {
+	role := t.Role
+	if t.Account != "" {
+		role = roles[t.Account]
+	}
+	return ports.Token{ID: t.ID, Name: t.Name, Role: role, Account: t.Account, CreatedAt: t.CreatedAt,
+		ExpiresAt: t.ExpiresAt, Expired: o.expired(t)}
+}
+
+// expired reports whether t's expiry has passed.
+func (o *Operators) expired(t ports.StoredToken) bool {
+	return !t.ExpiresAt.IsZero() && !o.clock.Now().Before(t.ExpiresAt)
+}
+
 // DeleteToken implements ports.Operators.
-func (o *Operators) DeleteToken(ctx context.Context, id string) error {
+func (o *Operators) DeleteToken(ctx context.Context, actor, id string) error {
+	if err := checkActor(actor); err != nil {
+		return err
+	}
 	t, err := o.store.Token(ctx, id)
 	if err != nil {
 		return fmt.Errorf("delete token %q: %w", truncate(id, 40), err)
 	}
-	if t.Role == ports.RoleAdmin {
+	if t.Role == ports.RoleAdmin && t.Account == "" && !o.expired(t) {
 		if err := o.keepAnAdmin(ctx, "", t.ID); err != nil {
 			return err
 		}
@@ -345,7 +553,63 @@ func (o *Operators) DeleteToken(ctx context.Context, id string) error {
 		return fmt.Errorf("delete token %q: %w", t.ID, err)
 	}
 	o.log.Info("api token revoked", "token", t.Name, "id", t.ID)
-	return nil
+	summary := "id " + t.ID + ", role " + string(t.Role)
+	if t.Account != "" {
+		summary = "id " + t.ID + ", bound to the account " + t.Account
+	}
+	if o.expired(t) {
+		summary += ", had expired"
+	}
+	return o.rec.record(ctx, actor, ports.AdminKindToken, t.Name, ports.AdminRevoked, summary)
+}
+
+// RevokeOwnToken implements ports.Operators.
+func (o *Operators) RevokeOwnToken(ctx context.Context, p ports.Principal) error {
+	if p.TokenID == "" {
+		return fmt.Errorf("%w: the caller logged in with a session, not an API token: log out instead", ports.ErrInvalid)
+	}
+	return o.DeleteToken(ctx, p.Name, p.TokenID)
+}
+
+// AdminLog implements ports.Operators.
+func (o *Operators) AdminLog(ctx context.Context, q ports.AdminQuery) (ports.AdminPage, error) {
+	return adminLog(ctx, o.cfg.Audit, q)
+}
+
+// accountTokens returns the tokens bound to account.
+func (o *Operators) accountTokens(ctx context.Context, account string) ([]ports.StoredToken, error) {
+	ts, err := o.store.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ports.StoredToken
+	for _, t := range ts {
+		if t.Account == account {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// deleteAccountTokens deletes the tokens bound to account and returns how
+// many.
+func (o *Operators) deleteAccountTokens(ctx context.Context, account string) (int, error) {
+	ts, err := o.accountTokens(ctx, account)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range ts {
+		if err := o.store.DeleteToken(ctx, t.ID); err != nil && !errors.Is(err, ports.ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func toUser(a ports.Account) ports.User {
+	return ports.User{Name: a.Name, Role: a.Role, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
 
 // HasAdmin implements ports.Operators.
@@ -366,7 +630,7 @@ func (o *Operators) EnsureAdmin(ctx context.Context, name, password string) erro
 	case a.Role == ports.RoleAdmin && bcrypt.CompareHashAndPassword(a.PasswordHash, []byte(password)) == nil:
 		return nil
 	}
-	_, err = o.PutUser(ctx, ports.UserRequest{Name: name, Role: ports.RoleAdmin, Password: password})
+	_, err = o.PutUser(ctx, ports.UserRequest{Actor: ports.ActorConfig, Name: name, Role: ports.RoleAdmin, Password: password})
 	return err
 }
 
@@ -398,7 +662,9 @@ func (o *Operators) otherAdmin(ctx context.Context, exceptAccount, exceptToken s
 		return false, err
 	}
 	for _, t := range ts {
-		if t.Role == ports.RoleAdmin && t.ID != exceptToken {
+		// A token bound to an account is that account's power, not another
+		// admin; an expired one is no one's.
+		if t.Role == ports.RoleAdmin && t.Account == "" && t.ID != exceptToken && !o.expired(t) {
 			return true, nil
 		}
 	}

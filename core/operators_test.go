@@ -24,9 +24,12 @@ func newTestOperators(t *testing.T) (*Operators, *stepClock, *memstore.Store) {
 	return o, clock, store
 }
 
+// testActor is the actor of the changes the tests make.
+const testActor = "tester"
+
 func mustPutUser(t *testing.T, o *Operators, name string, role ports.OperatorRole, pw string) {
 	t.Helper()
-	if _, err := o.PutUser(context.Background(), ports.UserRequest{Name: name, Role: role, Password: pw}); err != nil {
+	if _, err := o.PutUser(context.Background(), ports.UserRequest{Actor: testActor, Name: name, Role: role, Password: pw}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,7 +102,7 @@ func TestLogoutAndChangesCloseSessions(t *testing.T) {
 	}
 	// A deleted account's session is refused.
 	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "a new password"})
-	if err := o.DeleteUser(ctx, "ann"); err != nil {
+	if err := o.DeleteUser(ctx, testActor, "ann"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := o.Authenticate(ctx, s.Secret); !errors.Is(err, ports.ErrUnauthenticated) {
@@ -110,7 +113,7 @@ func TestLogoutAndChangesCloseSessions(t *testing.T) {
 func TestTokens(t *testing.T) {
 	ctx := context.Background()
 	o, _, store := newTestOperators(t)
-	secret, tok, err := o.CreateToken(ctx, "ci", ports.RoleViewer)
+	secret, tok, err := o.CreateToken(ctx, ports.TokenRequest{Actor: testActor, Name: "ci", Role: ports.RoleViewer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,23 +125,23 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("stored token %+v %v", st, err)
 	}
 	p, err := o.Authenticate(ctx, secret)
-	if err != nil || p != (ports.Principal{Name: "token:ci", Role: ports.RoleViewer}) {
+	if err != nil || p != (ports.Principal{Name: "token:ci", Role: ports.RoleViewer, TokenID: tok.ID}) {
 		t.Fatalf("authenticate: %+v %v", p, err)
 	}
 	// A token with the right id and a wrong secret is refused.
 	if _, err := o.Authenticate(ctx, secret[:len(secret)-1]+"x"); !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Fatalf("wrong secret: %v", err)
 	}
-	if _, _, err := o.CreateToken(ctx, "ci", ports.RoleAdmin); !errors.Is(err, ports.ErrConflict) {
+	if _, _, err := o.CreateToken(ctx, ports.TokenRequest{Actor: testActor, Name: "ci", Role: ports.RoleAdmin}); !errors.Is(err, ports.ErrConflict) {
 		t.Fatalf("repeated name: %v", err)
 	}
-	if err := o.DeleteToken(ctx, tok.ID); err != nil {
+	if err := o.DeleteToken(ctx, testActor, tok.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := o.Authenticate(ctx, secret); !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Fatalf("revoked: %v", err)
 	}
-	if err := o.DeleteToken(ctx, tok.ID); !errors.Is(err, ports.ErrNotFound) {
+	if err := o.DeleteToken(ctx, testActor, tok.ID); !errors.Is(err, ports.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
 }
@@ -153,20 +156,20 @@ func TestTheLastAdminStays(t *testing.T) {
 	if ok, _ := o.HasAdmin(ctx); !ok {
 		t.Fatal("no admin after making one")
 	}
-	if err := o.DeleteUser(ctx, "root"); !errors.Is(err, ports.ErrConflict) {
+	if err := o.DeleteUser(ctx, testActor, "root"); !errors.Is(err, ports.ErrConflict) {
 		t.Fatalf("delete the last admin: %v", err)
 	}
-	if _, err := o.PutUser(ctx, ports.UserRequest{Name: "root", Role: ports.RoleViewer}); !errors.Is(err, ports.ErrConflict) {
+	if _, err := o.PutUser(ctx, ports.UserRequest{Actor: testActor, Name: "root", Role: ports.RoleViewer}); !errors.Is(err, ports.ErrConflict) {
 		t.Fatalf("demote the last admin: %v", err)
 	}
-	_, tok, err := o.CreateToken(ctx, "automation", ports.RoleAdmin)
+	_, tok, err := o.CreateToken(ctx, ports.TokenRequest{Actor: testActor, Name: "automation", Role: ports.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.DeleteUser(ctx, "root"); err != nil {
+	if err := o.DeleteUser(ctx, testActor, "root"); err != nil {
 		t.Fatalf("delete an admin while an admin token exists: %v", err)
 	}
-	if err := o.DeleteToken(ctx, tok.ID); !errors.Is(err, ports.ErrConflict) {
+	if err := o.DeleteToken(ctx, testActor, tok.ID); !errors.Is(err, ports.ErrConflict) {
 		t.Fatalf("delete the last admin token: %v", err)
 	}
 }
@@ -211,6 +214,7 @@ func TestPutUserRules(t *testing.T) {
 		{ports.UserRequest{Name: "ann", Role: ports.RoleViewer, Password: strings.Repeat("x", 73)}, "at most 72"},
 		{ports.UserRequest{Name: "ann", Role: ports.RoleViewer, Password: "nul\x00inside password"}, "without NUL"},
 	} {
+		c.req.Actor = testActor
 		_, err := o.PutUser(ctx, c.req)
 		if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.req.Name, err, c.want)

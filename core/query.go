@@ -18,8 +18,11 @@ const (
 	maxStatusIDs    = 10000
 )
 
-// Status implements ports.Outbox.
-func (s *Service) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+// Status implements ports.Outbox. A site asking (req.Site set) learns the
+// status of its own notifications only: another site's id answers Unknown,
+// as an id nobody knows.
+func (s *Service) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
+	ids := req.IDs
 	if len(ids) > maxStatusIDs {
 		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), maxStatusIDs)
 	}
@@ -29,7 +32,7 @@ func (s *Service) Status(ctx context.Context, ids []string) (map[string]ports.St
 			canon[i] = u.String()
 		}
 	}
-	found, err := s.store.Statuses(ctx, slices.DeleteFunc(slices.Clone(canon), func(c string) bool { return c == "" }))
+	found, err := s.store.Statuses(ctx, req.Site, slices.DeleteFunc(slices.Clone(canon), func(c string) bool { return c == "" }))
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}

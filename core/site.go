@@ -242,7 +242,7 @@ func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Statu
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	central, err := s.central.Status(cctx, ask)
+	central, err := s.central.Status(cctx, ports.StatusRequest{Site: s.cfg.Site, IDs: ask})
 	s.contact(err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ask central the status of %d notifications: %w", ports.ErrUnavailable, len(ask), err)

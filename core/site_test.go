@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,10 @@ type flakyCentral struct {
 	site     string
 	submits  atomic.Int64
 	onSubmit func(ports.SubmitRequest)
+	// throttle, while positive, refuses that many more Submits as over
+	// quota, asking for a wait of throttleAfter.
+	throttle      atomic.Int64
+	throttleAfter time.Duration
 }
 
 func newFlakyCentral(t *testing.T, site string) *flakyCentral {
@@ -52,15 +57,20 @@ func (c *flakyCentral) Submit(ctx context.Context, req ports.SubmitRequest) (por
 	if c.down.Load() {
 		return ports.SubmitResult{}, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
 	}
+	if c.throttle.Add(-1) >= 0 {
+		return ports.SubmitResult{}, fmt.Errorf("central: submit: %w",
+			&ports.RetryLaterError{After: c.throttleAfter, Reason: "the site is over its ingest quota"})
+	}
 	req.Site = c.site
 	return c.svc.Submit(ctx, req)
 }
 
-func (c *flakyCentral) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+func (c *flakyCentral) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
 	if c.down.Load() {
 		return nil, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
 	}
-	return c.svc.Status(ctx, ids)
+	req.Site = c.site
+	return c.svc.Status(ctx, req)
 }
 
 func (c *flakyCentral) stored(t *testing.T, id string) bool {
@@ -409,3 +419,64 @@ func TestForwarderShrinksBatchesCentralRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestForwarderWaitsAsCentralAsks: a central that refuses batches for now
+// (the site over its ingest quota) gets the same batch again after the wait
+// it asked for, not after RetryInterval; nothing is lost, and the refusals
+// are neither errors nor warnings in the site's log (one info line for the
+// run of them).
+func TestForwarderWaitsAsCentralAsks(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	buf := membuffer.New("a")
+	central := newFlakyCentral(t, "plant-1")
+	central.throttle.Store(20)
+	central.throttleAfter = 5 * time.Millisecond
+	// A retry interval no test waits for: only honouring central's hint
+	// gets the rows through in time.
+	s, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: time.Hour}, SiteDeps{Buffer: buf, Central: central, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 10 {
+		id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	e := &siteEnv{site: s, buf: buf, central: central}
+	e.forward(t)
+	eventually(t, "an empty buffer", func() bool {
+		st, _ := buf.Stats(context.Background())
+		return st.Count == 0
+	})
+	for _, id := range ids {
+		if !central.stored(t, id) {
+			t.Fatalf("%s never reached central", id)
+		}
+	}
+	if n := central.submits.Load(); n < 21 {
+		t.Errorf("%d Submits, want the 20 refused ones and one more", n)
+	}
+	mu.Lock()
+	log := logs.String()
+	mu.Unlock()
+	if strings.Contains(log, "level=ERROR") || strings.Contains(log, "level=WARN") {
+		t.Errorf("central's requests to slow down were logged as failures:\n%s", log)
+	}
+	if n := strings.Count(log, "asks this site to slow down"); n != 1 {
+		t.Errorf("%d lines about slowing down for 20 refusals, want 1:\n%s", n, log)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

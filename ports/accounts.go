@@ -45,13 +45,15 @@ func (r OperatorRole) rank() int {
 
 // Operators is the driving port of operator authentication and account
 // management (U5): the HTTP API and the page call it; core.Operators
-// implements it over an [AccountStore].
+// implements it over an [AccountStore] and an [AdminAudit].
 //
-// Errors wrap ErrUnauthenticated for a wrong name, password or credential
-// (the text never says which), ErrInvalid for bad input (naming the field
-// and the rule), ErrNotFound for unknown users or tokens and ErrConflict for
-// a refused change (removing the last admin). Passwords and token secrets
-// never appear in errors.
+// Every change to an account or a token is recorded in the admin audit log
+// with its actor (the request's Actor, or the principal's name). Errors wrap
+// ErrUnauthenticated for a wrong name, password or credential (the text never
+// says which), ErrInvalid for bad input (naming the field and the rule),
+// ErrNotFound for unknown users or tokens and ErrConflict for a refused
+// change (removing the last admin). Passwords and token secrets never appear
+// in errors.
 type Operators interface {
 	// Login checks a name and password and opens a session. The returned
 	// Session.Secret is the only copy of the session's secret. A login the
@@ -64,8 +66,10 @@ type Operators interface {
 	Logout(ctx context.Context, secret string) error
 
 	// Authenticate returns who holds credential: a session secret (from a
-	// cookie) or an API token. Expired sessions, deleted users and deleted
-	// tokens are refused with ErrUnauthenticated.
+	// cookie) or an API token. Expired sessions and tokens, deleted users,
+	// deleted tokens and the tokens of deleted accounts are refused with
+	// ErrUnauthenticated (an expired token's error says "token expired").
+	// A token bound to an account has the account's role at this moment.
 	Authenticate(ctx context.Context, credential string) (Principal, error)
 
 	// Users returns every account, sorted by name, without password hashes.
@@ -73,36 +77,55 @@ type Operators interface {
 
 	// PutUser creates an account or changes its role and, when
 	// req.Password is set, its password (required for a new account).
-	// Changing the password or the role closes the account's sessions.
+	// Changing the password or the role closes the account's sessions;
+	// changing the password also revokes the tokens bound to it.
 	PutUser(ctx context.Context, req UserRequest) (User, error)
 
-	// DeleteUser deletes an account and its sessions. Deleting the last
-	// admin is refused with ErrConflict.
-	DeleteUser(ctx context.Context, name string) error
+	// DeleteUser deletes an account, its sessions and the tokens bound to
+	// it. Deleting the last admin is refused with ErrConflict.
+	DeleteUser(ctx context.Context, actor, name string) error
 
-	// CreateToken makes an API token with the given name and role. The
-	// returned secret is the only copy: it is stored hashed.
-	CreateToken(ctx context.Context, name string, role OperatorRole) (secret string, t Token, err error)
+	// CreateToken makes an API token with its own role. The returned secret
+	// is the only copy: it is stored hashed.
+	CreateToken(ctx context.Context, req TokenRequest) (secret string, t Token, err error)
+
+	// CreateOwnToken makes a token bound to the account p logged in as: its
+	// role is the account's, read at each request, and it dies with the
+	// account. Only a session (a login with the password) may make one, and
+	// it must expire.
+	CreateOwnToken(ctx context.Context, p Principal, req OwnTokenRequest) (secret string, t Token, err error)
 
 	// Tokens returns every API token, sorted by name, without hashes.
 	Tokens(ctx context.Context) ([]Token, error)
 
 	// DeleteToken revokes the token with that id.
-	DeleteToken(ctx context.Context, id string) error
+	DeleteToken(ctx context.Context, actor, id string) error
 
-	// HasAdmin reports whether any admin account or admin token exists.
+	// RevokeOwnToken revokes the token p authenticated with (a logout of
+	// the CLI). A session is refused with ErrInvalid.
+	RevokeOwnToken(ctx context.Context, p Principal) error
+
+	// HasAdmin reports whether any admin account, or any admin token of its
+	// own that has not expired, exists.
 	HasAdmin(ctx context.Context) (bool, error)
+
+	// AdminLog returns the admin audit records q selects, newest first.
+	AdminLog(ctx context.Context, q AdminQuery) (AdminPage, error)
 }
 
 // Principal is an authenticated caller.
 type Principal struct {
-	// Name is the user name, or "token:<name>" for an API token: the actor
-	// recorded in the audit log.
+	// Name is the user name (also for a token bound to the account), or
+	// "token:<name>" for an API token of its own: the actor recorded in the
+	// audit logs.
 	Name string
 	Role OperatorRole
 	// Session is set when the caller authenticated with a session (a browser);
 	// false for an API token.
 	Session bool
+	// TokenID is the ID of the API token the caller authenticated with; ""
+	// for a session.
+	TokenID string
 }
 
 // LoginRequest is one login attempt.
@@ -169,20 +192,59 @@ type User struct {
 
 // UserRequest creates or changes an account.
 type UserRequest struct {
-	Name string
-	Role OperatorRole
+	// Actor is who asks, for the audit log.
+	Actor string
+	Name  string
+	Role  OperatorRole
 	// Password, when set, becomes the account's password.
 	Password string
+}
+
+// TokenRequest makes an API token with its own role.
+type TokenRequest struct {
+	// Actor is who asks, for the audit log.
+	Actor string
+	Name  string
+	Role  OperatorRole
+	// ExpiresAt, when set, is when the token stops working; it must be in
+	// the future. Zero makes a token that does not expire.
+	ExpiresAt time.Time
+}
+
+// OwnTokenRequest makes a token bound to the caller's account.
+type OwnTokenRequest struct {
+	// Label names the token among the account's (the stored name is
+	// "<account>/<label>-<random>"); empty means "cli".
+	Label string
+	// ExpiresAt is when the token stops working: required, in the future
+	// and within the longest lifetime central allows.
+	ExpiresAt time.Time
 }
 
 // Token is an API token as listed.
 type Token struct {
 	// ID is the public part of the token, shown in listings and used to
 	// revoke it.
-	ID        string
-	Name      string
-	Role      OperatorRole
+	ID   string
+	Name string
+	// Role is the token's own role, or for a token bound to an account the
+	// account's role now.
+	Role OperatorRole
+	// Account is the account the token is bound to; "" for a token with a
+	// role of its own.
+	Account   string
 	CreatedAt time.Time
+	// ExpiresAt is when the token stops working; zero for never.
+	ExpiresAt time.Time
+	// Expired reports that ExpiresAt has passed: the token is refused.
+	Expired bool
+}
+
+// AdminPage is one page of the admin audit log.
+type AdminPage struct {
+	Records []AdminRecord
+	// Next is the AdminQuery.Before of the following page; 0 on the last.
+	Next int64
 }
 
 // AccountStore keeps operator accounts, API tokens and sessions: the driven
@@ -193,8 +255,8 @@ type Token struct {
 // Any number of central nodes may share one store: a session opened on one
 // node is valid on every other.
 //
-// Keys — account names, token IDs and names, session IDs and a session's
-// Account — are non-empty UTF-8 without NUL bytes or surrounding white space
+// Keys — account names, token IDs and names, session IDs, a session's
+// Account and a token's Account when set — are non-empty UTF-8 without NUL bytes or surrounding white space
 // (as strings.TrimSpace sees it), and compare bytewise (case counts). Roles
 // are valid ([OperatorRole.Valid]); CreatedAt, UpdatedAt and ExpiresAt are
 // set. A Put that breaks these rules is refused with an error wrapping
@@ -217,8 +279,9 @@ type AccountStore interface {
 	Account(ctx context.Context, name string) (Account, error)
 	// Accounts returns every account, sorted by name (byte order).
 	Accounts(ctx context.Context) ([]Account, error)
-	// DeleteAccount deletes the account and every session of it, or returns
-	// an error wrapping ErrNotFound.
+	// DeleteAccount deletes the account, every session of it and every token
+	// bound to it (whose Account is name), or returns an error wrapping
+	// ErrNotFound.
 	DeleteAccount(ctx context.Context, name string) error
 
 	// PutToken stores a new API token. A token whose ID or Name is already
@@ -262,10 +325,17 @@ type Account struct {
 type StoredToken struct {
 	ID   string
 	Name string
+	// Role is the token's own role; for a token bound to an account, the
+	// account's role when it was made (the core reads the account's role at
+	// each request instead).
 	Role OperatorRole
 	// Hash is the SHA-256 of the token's secret part.
-	Hash      []byte
+	Hash []byte
+	// Account, when set, binds the token to that account: it dies with it.
+	Account   string
 	CreatedAt time.Time
+	// ExpiresAt is when the token stops working; zero for never.
+	ExpiresAt time.Time
 }
 
 // StoredSession is an operator session as stored.

@@ -21,8 +21,12 @@ func (a Account) Validate() error {
 
 // Validate reports why t cannot be stored.
 func (t StoredToken) Validate() error {
+	var account error
+	if t.Account != "" {
+		account = checkAccountKey("Account", t.Account)
+	}
 	return cmp.Or(checkAccountKey("ID", t.ID), checkAccountKey("Name", t.Name), checkOperatorRole(t.Role),
-		checkTimeSet("CreatedAt", t.CreatedAt))
+		account, checkTimeSet("CreatedAt", t.CreatedAt))
 }
 
 // Validate reports why s cannot be stored.

@@ -50,6 +50,29 @@ type DirectoryAdmin interface {
 	Channels(ctx context.Context) ([]ChannelSettings, error)
 }
 
+// DirectoryEditor is the driving port of changes to the directory: the admin
+// API and central's seeding from its configuration call it, naming who
+// changes what; core.DirectoryEditor implements it over a DirectoryAdmin and
+// an AdminAudit. Each change is written to the directory, then recorded in
+// the admin audit log with its actor and a summary that holds no secret (no
+// target, no clear value of a secret setting). A put that changes nothing
+// records nothing.
+//
+// Errors are the DirectoryAdmin's. When the change was made but its record
+// could not be written, the error says so (and wraps no sentinel: the
+// caller sees an internal error, the log has the record).
+type DirectoryEditor interface {
+	// PutList creates or replaces the list l.Name and returns it as stored.
+	PutList(ctx context.Context, actor string, l List) (List, error)
+	// DeleteList deletes the named list.
+	DeleteList(ctx context.Context, actor, name string) error
+	// PutChannel creates or replaces the settings of c.Type and returns
+	// them as stored.
+	PutChannel(ctx context.Context, actor string, c ChannelSettings) (ChannelSettings, error)
+	// DeleteChannel deletes the settings of channel type typ.
+	DeleteChannel(ctx context.Context, actor, typ string) error
+}
+
 // List is a typed notification list.
 type List struct {
 	Name string

@@ -69,9 +69,9 @@ type Notification struct {
 	// ID is the notification id generated at the site: a UUID in canonical
 	// lowercase text form. It is the idempotency key of ingest.
 	ID string
-	// Type names the channel that delivers it ("email", "webhook", ...). It is
-	// empty when the list was unknown at ingest; at dispatch such a row takes
-	// the list's type if the list exists by then, and parks otherwise.
+	// Type is its list's type ("email", "webhook", ...) at ingest; empty
+	// when the list was unknown then. Dispatch always delivers through the
+	// list's type at the time of delivery, never through another channel.
 	Type string
 	// List is the name of the notification list it is addressed to.
 	List string
@@ -80,7 +80,8 @@ type Notification struct {
 	Body    string
 	// TypeData is optional channel-specific JSON; nil when absent.
 	TypeData json.RawMessage
-	// Priority orders dispatch: higher first; 0 is the default.
+	// Priority orders dispatch: higher first; 0 is the default. Ingest
+	// accepts MinPriority to MaxPriority.
 	Priority int
 
 	// Status is the lifecycle status.

@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -39,14 +40,16 @@ type Outbox interface {
 	Discard(ctx context.Context, a Action) (ActionResult, error)
 }
 
-// Central is central as a site sees it: the two calls of the site link (P1,
-// P2). It is the driven port of the site's forwarder. adapters/sitelink's
-// Client implements it over gRPC; core.Service implements it in process.
+// Central is central as a site sees it: the two calls of the site link. It is
+// the driven port of the site's forwarder. adapters/sitelink's Client
+// implements it over gRPC; core.Service implements it in process.
 //
 // Errors wrap ErrInvalid for a request refused as a whole (a batch over the
 // limit), ErrUnauthenticated when the caller is not a known site, and
 // ErrUnavailable when central cannot be reached or cannot store now; the
-// request may be repeated after any error.
+// request may be repeated after any error. A request central refuses for now
+// without harm, such as a site over its ingest quota, is a [*RetryLaterError]
+// (it wraps ErrUnavailable) that may say how long to wait ([RetryAfter]).
 type Central interface {
 	// Submit ingests a batch from a site: insert-if-not-exists on each ID.
 	// Invalid submissions are rejected one by one (Rejected, with the reason)
@@ -54,11 +57,70 @@ type Central interface {
 	// as accepted, so a repeated Submit is harmless. On a store error Submit
 	// returns the error and accepts nothing: the site keeps the batch and
 	// sends it again.
+	//
+	// The list decides a notification's type: a submission whose Type is set
+	// and differs from its list's type is rejected; the stored row takes the
+	// list's type (none when the list is unknown: the row then parks at
+	// dispatch, naming the list). Priority must lie within MinPriority and
+	// MaxPriority.
 	Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error)
 
-	// Status returns the status of each id; ids central does not know map to
-	// StatusUnknown.
-	Status(ctx context.Context, ids []string) (map[string]Status, error)
+	// Status returns the status of each of req.IDs; ids central does not
+	// know map to StatusUnknown. When req.Site is set, only that site's own
+	// notifications are answered: another site's id maps to StatusUnknown,
+	// exactly as an id nobody knows, so a site learns nothing of the others.
+	Status(ctx context.Context, req StatusRequest) (map[string]Status, error)
+}
+
+// The range of Submission.Priority. Dispatch takes due notifications by
+// priority, higher first, then oldest first; 0 is the default, and a site's
+// Send sets none. A submission outside the range is rejected.
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
+
+// StatusRequest asks central the status of notifications.
+type StatusRequest struct {
+	// Site is the authenticated site that asks; only its own notifications
+	// are answered. Empty means a trusted local caller, which sees every
+	// row.
+	Site string
+	// IDs are the notification ids asked about.
+	IDs []string
+}
+
+// RetryLaterError reports a request central refused for now, storing
+// nothing, and that the caller should repeat after a while: a site past its
+// ingest quota, or with too many calls in progress. It wraps ErrUnavailable.
+type RetryLaterError struct {
+	// After is how long central asks the caller to wait; 0 when it did not
+	// say.
+	After time.Duration
+	// Reason says why, in central's words; it holds no secret.
+	Reason string
+}
+
+// Error implements error.
+func (e *RetryLaterError) Error() string {
+	s := ErrUnavailable.Error() + ": " + e.Reason
+	if e.After > 0 {
+		s += "; retry after " + e.After.String()
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrUnavailable) hold.
+func (e *RetryLaterError) Unwrap() error { return ErrUnavailable }
+
+// RetryAfter returns the wait a [*RetryLaterError] in err's chain asks for,
+// and whether err holds one.
+func RetryAfter(err error) (time.Duration, bool) {
+	var r *RetryLaterError
+	if errors.As(err, &r) {
+		return r.After, true
+	}
+	return 0, false
 }
 
 // SubmitRequest is one batch from a site.
@@ -78,10 +140,12 @@ type Submission struct {
 	List    string
 	Subject string
 	Body    string
-	// Type, when set, names the channel; when empty central takes the list's
-	// type from the Directory.
+	// Type, when set, must be the list's type; central takes the type from
+	// the list in the Directory either way (the list decides).
 	Type     string
 	TypeData json.RawMessage
+	// Priority orders dispatch, higher first; it must lie within
+	// MinPriority and MaxPriority (0 is the default).
 	Priority int
 	// ExpiresAt, when set, parks the notification with reason "expired" if it
 	// could not be delivered before then.

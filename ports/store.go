@@ -43,8 +43,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (Notification, error)
 
 	// Statuses returns the status of each known id; unknown ids are absent
-	// from the map.
-	Statuses(ctx context.Context, ids []string) (map[string]Status, error)
+	// from the map. When site is not empty, only rows whose SourceSite is
+	// site count as known: another site's row is absent too.
+	Statuses(ctx context.Context, site string, ids []string) (map[string]Status, error)
 
 	// Query returns one page of rows matching f, newest first (CreatedAt
 	// descending, then ID descending), using keyset paging: page.After is the

@@ -124,13 +124,13 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request, _ ports.Princip
 	writeJSON(w, http.StatusOK, api.FromList(l))
 }
 
-func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	var in api.List
 	if err := decodeJSON(w, r, &in); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	l, err := s.putList(r.Context(), r.PathValue("name"), in)
+	l, err := s.putList(r.Context(), p, r.PathValue("name"), in)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -138,12 +138,11 @@ func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, _ ports.Prin
 	writeJSON(w, http.StatusOK, api.FromList(l))
 }
 
-func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
-	if err := s.cfg.Directory.DeleteList(r.Context(), r.PathValue("name")); err != nil {
+func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.cfg.Editor.DeleteList(r.Context(), p.Name, r.PathValue("name")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	s.log.Info("list deleted", "list", r.PathValue("name"))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -169,13 +168,13 @@ func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, _ ports.Prin
 	writeJSON(w, http.StatusOK, api.FromChannel(c))
 }
 
-func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	var in api.Channel
 	if err := decodeJSON(w, r, &in); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	c, err := s.putChannel(r.Context(), r.PathValue("type"), in)
+	c, err := s.putChannel(r.Context(), p, r.PathValue("type"), in)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -183,12 +182,11 @@ func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, _ ports.P
 	writeJSON(w, http.StatusOK, api.FromChannel(c))
 }
 
-func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
-	if err := s.cfg.Directory.DeleteChannel(r.Context(), r.PathValue("type")); err != nil {
+func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.cfg.Editor.DeleteChannel(r.Context(), p.Name, r.PathValue("type")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	s.log.Info("channel settings deleted", "type", r.PathValue("type"))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -205,13 +203,13 @@ func (s *Server) apiUsers(w http.ResponseWriter, r *http.Request, _ ports.Princi
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	var in api.PutUser
 	if err := decodeJSON(w, r, &in); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	u, err := s.cfg.Operators.PutUser(r.Context(), ports.UserRequest{Name: r.PathValue("name"), Role: in.Role, Password: in.Password})
+	u, err := s.cfg.Operators.PutUser(r.Context(), ports.UserRequest{Actor: p.Name, Name: r.PathValue("name"), Role: in.Role, Password: in.Password})
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -219,8 +217,8 @@ func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, _ ports.Prin
 	writeJSON(w, http.StatusOK, api.FromUser(u))
 }
 
-func (s *Server) apiDeleteUser(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
-	if err := s.cfg.Operators.DeleteUser(r.Context(), r.PathValue("name")); err != nil {
+func (s *Server) apiDeleteUser(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.cfg.Operators.DeleteUser(r.Context(), p.Name, r.PathValue("name")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
@@ -240,13 +238,13 @@ func (s *Server) apiTokens(w http.ResponseWriter, r *http.Request, _ ports.Princ
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	var in api.NewToken
 	if err := decodeJSON(w, r, &in); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	secret, t, err := s.cfg.Operators.CreateToken(r.Context(), in.Name, in.Role)
+	secret, t, err := s.cfg.Operators.CreateToken(r.Context(), tokenRequest(p, in))
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -254,12 +252,63 @@ func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, _ ports.
 	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: api.FromToken(t), Secret: secret})
 }
 
-func (s *Server) apiDeleteToken(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
-	if err := s.cfg.Operators.DeleteToken(r.Context(), r.PathValue("id")); err != nil {
+func (s *Server) apiDeleteToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.cfg.Operators.DeleteToken(r.Context(), p.Name, r.PathValue("id")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// apiCreateOwnToken makes a token bound to the logged-in account: the way
+// outbox login turns a password into a token.
+func (s *Server) apiCreateOwnToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if !p.Session {
+		// Refused before the body is read: a token never makes tokens of
+		// its own.
+		s.apiError(w, r, fmt.Errorf("only a login with a password (a session) makes a token of its own, not an API token: %w", ports.ErrForbidden))
+		return
+	}
+	var in api.NewOwnToken
+	if err := decodeJSON(w, r, &in); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	req, err := ownTokenRequest(in)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	secret, t, err := s.cfg.Operators.CreateOwnToken(r.Context(), p, req)
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: api.FromToken(t), Secret: secret})
+}
+
+// apiRevokeOwnToken revokes the token the request carries: outbox logout.
+func (s *Server) apiRevokeOwnToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+	if err := s.cfg.Operators.RevokeOwnToken(r.Context(), p); err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// apiAudit answers a page of the admin audit log.
+func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+	q, err := api.ParseAuditQuery(r.URL.Query())
+	if err != nil {
+		s.apiError(w, r, invalid(err))
+		return
+	}
+	page, err := s.cfg.Operators.AdminLog(r.Context(), q.PortsQuery())
+	if err != nil {
+		s.apiError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromAdminPage(page))
 }
 
 // apiNoRoute answers a request no API route takes: 405 with the methods

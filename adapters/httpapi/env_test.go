@@ -31,6 +31,7 @@ type env struct {
 	svc    *core.Service
 	ops    *core.Operators
 	dir    *memdir.Directory
+	store  *memstore.Store
 	tokens map[ports.OperatorRole]string
 }
 
@@ -74,18 +75,22 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, svc: svc, ops: ops, dir: dir, tokens: map[ports.OperatorRole]string{}}
+	e := &env{t: t, svc: svc, ops: ops, dir: dir, store: store, tokens: map[ports.OperatorRole]string{}}
 	for _, role := range ports.OperatorRoles {
-		if _, err := ops.PutUser(ctx, ports.UserRequest{Name: string(role), Role: role, Password: password}); err != nil {
+		if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: string(role), Role: role, Password: password}); err != nil {
 			t.Fatal(err)
 		}
-		secret, _, err := ops.CreateToken(ctx, "cli-"+string(role), role)
+		secret, _, err := ops.CreateToken(ctx, ports.TokenRequest{Actor: ports.ActorSystem, Name: "cli-" + string(role), Role: role})
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.tokens[role] = secret
 	}
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Operators: ops,
+	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
 		Mailbox: func() []httpapi.Mail {
 			return []httpapi.Mail{{At: time.Now(), From: "outbox@example.com", To: []string{"ops@example.com"}, Subject: "captured <b>mail</b>", Body: "hello"}}
 		}})
@@ -121,7 +126,7 @@ func (e *env) waitStatus(want ports.Status, ids ...string) {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := e.svc.Status(context.Background(), ids)
+		st, err := e.svc.Status(context.Background(), ports.StatusRequest{IDs: ids})
 		if err != nil {
 			e.t.Fatal(err)
 		}

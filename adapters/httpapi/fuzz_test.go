@@ -18,16 +18,16 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// fuzzServer is the real handler over the real core and memory adapters,
+// apiFuzzServer is the real handler over the real core and memory adapters,
 // with an admin's API token and session: what the fuzz targets call, in
 // process (no dispatcher runs; nothing is delivered).
-type fuzzServer struct {
+type apiFuzzServer struct {
 	h       http.Handler
 	token   string
 	session string
 }
 
-func newFuzzServer(f *testing.F) fuzzServer {
+func newAPIFuzzServer(f *testing.F) apiFuzzServer {
 	f.Helper()
 	store := memstore.New()
 	dir, err := memdir.New([]ports.List{{Name: "ok", Type: "email", Targets: []string{"ops@example.com"}}}, nil)
@@ -43,11 +43,15 @@ func newFuzzServer(f *testing.F) fuzzServer {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Name: "admin", Role: ports.RoleAdmin, Password: password}); err != nil {
+	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
 		f.Fatal(err)
 	}
-	token, _, err := ops.CreateToken(ctx, "fuzz", ports.RoleAdmin)
+	ctx := context.Background()
+	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: "admin", Role: ports.RoleAdmin, Password: password}); err != nil {
+		f.Fatal(err)
+	}
+	token, _, err := ops.CreateToken(ctx, ports.TokenRequest{Actor: ports.ActorSystem, Name: "fuzz", Role: ports.RoleAdmin})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -55,11 +59,11 @@ func newFuzzServer(f *testing.F) fuzzServer {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Operators: ops})
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops})
 	if err != nil {
 		f.Fatal(err)
 	}
-	return fuzzServer{h: s.Handler(), token: token, session: sess.Secret}
+	return apiFuzzServer{h: s.Handler(), token: token, session: sess.Secret}
 }
 
 // bodyRoutes are the API routes that read a JSON body.
@@ -110,7 +114,7 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"name":"admin","password":"x"} {}`))
 	f.Add(uint8(1), []byte(`{"ids":null,"filter":{"status":"Parked"},"unknown":1}`))
 	f.Add(uint8(3), []byte("\xff\xfe{"))
-	s := newFuzzServer(f)
+	s := newAPIFuzzServer(f)
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		r := bodyRoutes[int(route)%len(bodyRoutes)]
 		req := httptest.NewRequest(r.method, r.path, strings.NewReader(string(body)))
@@ -133,7 +137,7 @@ func FuzzAPIQuery(f *testing.F) {
 	} {
 		f.Add(q, "0194f0d2-7a3b-7c4d-8e5f-000000000042")
 	}
-	s := newFuzzServer(f)
+	s := newAPIFuzzServer(f)
 	f.Fuzz(func(t *testing.T, query, id string) {
 		for _, path := range []string{"/api/v1/notifications", "/api/v1/notifications/count"} {
 			req := httptest.NewRequest("GET", path, nil)
@@ -165,7 +169,7 @@ func FuzzPageForms(f *testing.F) {
 	f.Add(uint8(1), "scope=ids&id=0194f0d2-7a3b-7c4d-8e5f-000000000042&id=x&return=https%3A%2F%2Fevil")
 	f.Add(uint8(2), "scope=filter&stuck=true&from=bad")
 	f.Add(uint8(1), "%zz=1&;")
-	s := newFuzzServer(f)
+	s := newAPIFuzzServer(f)
 	f.Fuzz(func(t *testing.T, path uint8, form string) {
 		p := paths[int(path)%len(paths)]
 		req := httptest.NewRequest("POST", p, strings.NewReader(form))
@@ -192,7 +196,7 @@ func FuzzFlashCookie(f *testing.F) {
 	f.Add("%3Cscript%3Ealert(1)%3C%2Fscript%3E")
 	f.Add("%zz")
 	f.Add(strings.Repeat("x", 600))
-	s := newFuzzServer(f)
+	s := newAPIFuzzServer(f)
 	f.Fuzz(func(t *testing.T, value string) {
 		req := httptest.NewRequest("GET", "/lists", nil)
 		req.Header.Set("Cookie", "outbox_session="+s.session+"; outbox_flash="+value)

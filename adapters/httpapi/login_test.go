@@ -120,7 +120,7 @@ func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *
 		t.Fatal(err)
 	}
 	for _, u := range []string{"admin", "ops@example.com"} {
-		if _, err := ops.PutUser(t.Context(), ports.UserRequest{Name: u, Role: ports.RoleAdmin, Password: password}); err != nil {
+		if _, err := ops.PutUser(t.Context(), ports.UserRequest{Actor: ports.ActorSystem, Name: u, Role: ports.RoleAdmin, Password: password}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,9 +132,13 @@ func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	editor, err := core.NewDirectoryEditor(dir, store, clock, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs := &syncBuffer{}
 	refusals := guard.NewRefusals("http", slog.New(slog.NewTextHandler(logs, nil)), time.Minute)
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Operators: ops, Refusals: refusals})
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Refusals: refusals})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,11 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Outbox: svc, Directory: dir, Operators: ops})
+	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,22 +101,19 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 	return s.cfg.Outbox.Discard(ctx, a)
 }
 
-// putList stores l under name, which the body's name must match if set.
-func (s *Server) putList(ctx context.Context, name string, l api.List) (ports.List, error) {
+// putList stores l under name, which the body's name must match if set,
+// recording p as the actor.
+func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l api.List) (ports.List, error) {
 	if l.Name != "" && l.Name != name {
 		return ports.List{}, fmt.Errorf("%w: name: the body names %q but the path names %q", ports.ErrInvalid, l.Name, name)
 	}
 	l.Name = name
-	pl := l.PortsList()
-	if err := s.cfg.Directory.PutList(ctx, pl); err != nil {
-		return ports.List{}, err
-	}
-	s.log.Info("list saved", "list", pl.Name, "type", pl.Type, "targets", len(pl.Targets))
-	return s.cfg.Directory.List(ctx, name)
+	return s.cfg.Editor.PutList(ctx, p.Name, l.PortsList())
 }
 
-// putChannel stores c under typ after the plugin's check.
-func (s *Server) putChannel(ctx context.Context, typ string, c api.Channel) (ports.ChannelSettings, error) {
+// putChannel stores c under typ after the plugin's check, recording p as
+// the actor.
+func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, c api.Channel) (ports.ChannelSettings, error) {
 	if c.Type != "" && c.Type != typ {
 		return ports.ChannelSettings{}, fmt.Errorf("%w: type: the body names %q but the path names %q", ports.ErrInvalid, c.Type, typ)
 	}
@@ -133,11 +130,24 @@ func (s *Server) putChannel(ctx context.Context, typ string, c api.Channel) (por
 			return ports.ChannelSettings{}, err
 		}
 	}
-	if err := s.cfg.Directory.PutChannel(ctx, pc); err != nil {
-		return ports.ChannelSettings{}, err
+	return s.cfg.Editor.PutChannel(ctx, p.Name, pc)
+}
+
+// ownTokenRequest checks the body of POST /me/tokens.
+func ownTokenRequest(in api.NewOwnToken) (ports.OwnTokenRequest, error) {
+	if in.ExpiresAt == nil {
+		return ports.OwnTokenRequest{}, fmt.Errorf("%w: expires_at: required (a token of one's own expires)", ports.ErrInvalid)
 	}
-	s.log.Info("channel settings saved", "type", pc.Type)
-	return s.cfg.Directory.ChannelSettings(ctx, typ)
+	return ports.OwnTokenRequest{Label: in.Label, ExpiresAt: *in.ExpiresAt}, nil
+}
+
+// tokenRequest checks the body of POST /tokens, recording p as the actor.
+func tokenRequest(p ports.Principal, in api.NewToken) ports.TokenRequest {
+	req := ports.TokenRequest{Actor: p.Name, Name: in.Name, Role: in.Role}
+	if in.ExpiresAt != nil {
+		req.ExpiresAt = *in.ExpiresAt
+	}
+	return req
 }
 
 // actionMessage is the one-line summary of an action's result.

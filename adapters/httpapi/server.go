@@ -32,10 +32,14 @@ import (
 //go:embed web
 var webFS embed.FS
 
-// Config configures a Server. Outbox, Directory and Operators are required.
+// Config configures a Server. Outbox, Directory, Editor and Operators are
+// required.
 type Config struct {
-	Outbox    ports.Outbox
+	Outbox ports.Outbox
+	// Directory is read for the lists and channels; Editor changes them,
+	// recording each change with its actor in the admin audit log.
 	Directory ports.DirectoryAdmin
+	Editor    ports.DirectoryEditor
 	Operators ports.Operators
 	// CheckChannel, when set, checks channel settings against the schema
 	// of the plugin that delivers them before they are stored.
@@ -110,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Directory == nil {
 		errs = append(errs, errors.New("httpapi: Config.Directory is nil"))
 	}
+	if cfg.Editor == nil {
+		errs = append(errs, errors.New("httpapi: Config.Editor is nil"))
+	}
 	if cfg.Operators == nil {
 		errs = append(errs, errors.New("httpapi: Config.Operators is nil"))
 	}
@@ -172,6 +179,9 @@ func (s *Server) routes() {
 	s.apiRoute("GET "+p+"/tokens", ports.RoleAdmin, s.apiTokens)
 	s.apiRoute("POST "+p+"/tokens", ports.RoleAdmin, s.apiCreateToken)
 	s.apiRoute("DELETE "+p+"/tokens/{id}", ports.RoleAdmin, s.apiDeleteToken)
+	s.apiRoute("POST "+p+"/me/tokens", ports.RoleViewer, s.apiCreateOwnToken)
+	s.apiRoute("DELETE "+p+"/me/token", ports.RoleViewer, s.apiRevokeOwnToken)
+	s.apiRoute("GET "+p+"/audit", ports.RoleAdmin, s.apiAudit)
 	s.mux.HandleFunc(p+"/", s.apiNoRoute)
 
 	// The page (pages.go).
@@ -188,6 +198,10 @@ func (s *Server) routes() {
 	s.pageRoute("GET /dashboard", ports.RoleViewer, s.pageDashboard)
 	s.pageRoute("GET /lists", ports.RoleViewer, s.pageLists)
 	s.pageRoute("GET /channels", ports.RoleViewer, s.pageChannels)
+	s.pageRoute("GET /audit", ports.RoleAdmin, s.pageAudit)
+	s.pageRoute("GET /tokens", ports.RoleAdmin, s.pageTokens)
+	s.pageRoute("POST /tokens", ports.RoleAdmin, s.pageCreateToken)
+	s.pageRoute("POST /tokens/revoke", ports.RoleAdmin, s.pageRevokeToken)
 	if s.cfg.Mailbox != nil {
 		s.pageRoute("GET /mail", ports.RoleViewer, s.pageMail)
 	}

@@ -90,6 +90,12 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 	}
 	delete(s.acct.accounts, name)
 	s.deleteSessionsLocked(name)
+	for id, t := range s.acct.tokens {
+		if t.Account == name {
+			delete(s.acct.tokens, id)
+			delete(s.acct.tokenIDs, t.Name)
+		}
+	}
 	return nil
 }
 
@@ -246,6 +252,6 @@ func cloneAccount(a ports.Account) ports.Account {
 // cloneToken returns a copy of t that shares no memory, times in UTC.
 func cloneToken(t ports.StoredToken) ports.StoredToken {
 	t.Hash = slices.Clone(t.Hash)
-	t.CreatedAt = utc(t.CreatedAt)
+	t.CreatedAt, t.ExpiresAt = utc(t.CreatedAt), utc(t.ExpiresAt)
 	return t
 }

@@ -1,6 +1,7 @@
-// Package memstore is an in-memory [ports.Store], [ports.AuditLog] and
-// [ports.AccountStore]: the reference adapter of the store and account
-// contracts (ports/storetest, ports/accountstest) and the store of the core's
+// Package memstore is an in-memory [ports.Store], [ports.AuditLog],
+// [ports.AccountStore] and [ports.AdminAudit]: the reference adapter of the
+// store, account and admin audit contracts (ports/storetest,
+// ports/accountstest, ports/adminaudittest) and the store of the core's
 // unit tests. It keeps everything in maps guarded by one mutex and is safe
 // for concurrent use; nothing survives the process.
 //
@@ -51,6 +52,10 @@ type Store struct {
 
 	// acct holds the operator accounts, tokens and sessions (accounts.go).
 	acct accountTables
+
+	// admin is the admin audit log in append order; a record's ID is its
+	// index plus one (adminaudit.go).
+	admin []ports.AdminRecord
 }
 
 // row is one stored notification and the generation of its claim-index entry.
@@ -226,7 +231,7 @@ func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) 
 }
 
 // Statuses implements ports.Store.
-func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+func (s *Store) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: statuses: %w", err)
 	}
@@ -234,7 +239,7 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]ports.St
 	defer s.mu.Unlock()
 	out := make(map[string]ports.Status, len(ids))
 	for _, id := range ids {
-		if r := s.rows[id]; r != nil {
+		if r := s.rows[id]; r != nil && (site == "" || r.n.SourceSite == site) {
 			out[id] = r.n.Status
 		}
 	}

@@ -243,7 +243,7 @@ func outcomeLabel(o ports.Outcome) string { return strings.ToLower(string(o)) }
 
 // CentralHandler returns an http.Handler serving central's /metrics: the
 // KPIs and plugins of src, the delivery metrics (which must be the
-// DeliveryMetrics given to core.Deps.Observer), extra collectors (the
+// DeliveryMetrics given to core.Deps.Observer), the extra collectors (the
 // entrances' refusal counts) and, as for a site, the Go runtime and process
 // collectors.
 func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.Logger, extra ...prometheus.Collector) (http.Handler, error) {

@@ -66,6 +66,11 @@ type Config struct {
 	// CheckInterval is how often the host checks that each plugin process
 	// is alive (a failed call checks at once). Default 250 ms.
 	CheckInterval time.Duration
+	// NetworkPolicy is the delivery network policy every plugin process is
+	// given in its environment (channel.NetworkPolicyEnv, set after
+	// Plugin.Env so that a plugin's own Env cannot replace it). Default:
+	// channel.DefaultNetworkPolicy().
+	NetworkPolicy *channel.NetworkPolicy
 }
 
 // DefaultMaxConcurrency is the default of Plugin.MaxConcurrency.
@@ -87,6 +92,9 @@ func (c *Config) setDefaults() {
 	c.MaxRestartDelay = max(c.MaxRestartDelay, c.MinRestartDelay)
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 250 * time.Millisecond
+	}
+	if c.NetworkPolicy == nil {
+		c.NetworkPolicy = channel.DefaultNetworkPolicy()
 	}
 	for i := range c.Plugins {
 		if c.Plugins[i].MaxConcurrency <= 0 {

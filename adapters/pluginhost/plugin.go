@@ -207,7 +207,9 @@ func (p *plugin) start(ctx context.Context) error {
 // command is the plugin's command. Its environment is Env plus the few
 // variables of central's own that a program needs (hostEnv), never the rest:
 // central's environment holds its database DSN and the secrets that env:
-// references name, which are none of a plugin's business.
+// references name, which are none of a plugin's business. Last comes the
+// delivery network policy, which therefore wins over an Env entry of the
+// same name.
 func (p *plugin) command() *exec.Cmd {
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
 	for _, kv := range os.Environ() {
@@ -216,6 +218,7 @@ func (p *plugin) command() *exec.Cmd {
 		}
 	}
 	cmd.Env = append(cmd.Env, p.cfg.Env...)
+	cmd.Env = append(cmd.Env, channel.NetworkPolicyEnv+"="+p.host.NetworkPolicy.Encode())
 	return cmd
 }
 

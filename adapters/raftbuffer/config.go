@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/siteline/outbox/adapters/guard"
 )
 
 // Peer is one member of the site's Raft group.
@@ -46,11 +48,19 @@ type Config struct {
 	// TLS, when set, makes the transport mutual TLS: the same configuration
 	// serves and dials, with Certificates for this node and RootCAs (and
 	// ClientCAs, defaulting to RootCAs) for its peers; a peer without a
-	// certificate the CAs trust is refused both ways.
+	// certificate the CAs trust, or whose certificate names no member of
+	// Peers (subject CN or a DNS name equal to a peer's ID), is refused both
+	// ways. It is required when Bind, the Listener's address or any peer's
+	// Address is off loopback: whoever reaches a Raft port in clear can
+	// append to and remove from the buffer (see DESIGN.md).
 	TLS *tls.Config
 	// Logger receives raft's log lines (through adapters/hclogslog);
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Refusals counts and logs the connections the Raft listener refuses
+	// (over its connection bounds, a failed TLS handshake); nil makes one,
+	// "site_raft", logging to Logger.
+	Refusals *guard.Refusals
 
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one (default 16384).
@@ -146,6 +156,13 @@ func (c Config) Validate() error {
 			bad("raftbuffer: Advertise %q differs from this node's Address in Peers (%q)", c.Advertise, self.Address)
 		}
 	}
+	if c.TLS == nil {
+		for _, a := range c.addresses() {
+			if !onLoopback(a.addr) {
+				bad("raftbuffer: %s %q is off loopback and TLS is not set: whoever reaches the Raft port could write to the buffer; set TLS (mutual, with certificates naming the members)", a.what, a.addr)
+			}
+		}
+	}
 	if c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil {
 		bad("raftbuffer: TLS has no certificate for this node")
 	}
@@ -174,6 +191,40 @@ func (c Config) Validate() error {
 		bad("raftbuffer: ElectionTimeout %s is shorter than HeartbeatTimeout %s", n.ElectionTimeout, n.HeartbeatTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// address is one network address of a configuration, named for errors.
+type address struct{ what, addr string }
+
+// addresses returns the addresses the node listens on or dials: Bind (or
+// the Listener's address) and every peer's Address.
+func (c Config) addresses() []address {
+	var out []address
+	switch {
+	case c.Listener != nil:
+		out = append(out, address{"Listener", c.Listener.Addr().String()})
+	case c.Bind != "":
+		out = append(out, address{"Bind", c.Bind})
+	}
+	for i, p := range c.Peers {
+		out = append(out, address{fmt.Sprintf("Peers[%d] (%s) Address", i, p.ID), p.Address})
+	}
+	return out
+}
+
+// onLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost". An empty host or an unspecified address (0.0.0.0,
+// [::]) listens on every interface and is not loopback.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAddress checks a host:port a peer can dial.
@@ -219,6 +270,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Refusals == nil {
+		c.Refusals = guard.NewRefusals("site_raft", c.Logger, 0)
 	}
 	return c
 }

@@ -2,6 +2,7 @@ package raftbuffer
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func validConfig() Config {
 			{ID: "b", Address: "10.0.0.2:7000"},
 			{ID: "w", Address: "witness.site:7000", Witness: true},
 		},
+		TLS: &tls.Config{Certificates: []tls.Certificate{{}}, RootCAs: x509.NewCertPool()},
 	}
 }
 
@@ -46,6 +48,11 @@ func TestConfigValidate(t *testing.T) {
 		{"two witnesses", func(c *Config) { c.Peers[1].Witness = true }, "2 witnesses"},
 		{"advertise differs", func(c *Config) { c.Advertise = "10.0.0.9:7000" }, "differs from this node's Address"},
 		{"tls without certificate", func(c *Config) { c.TLS = &tls.Config{} }, "TLS has no certificate"},
+		{"off loopback in clear", func(c *Config) { c.TLS = nil }, `Bind "0.0.0.0:7000" is off loopback and TLS is not set`},
+		{"a peer off loopback in clear", func(c *Config) {
+			c.TLS, c.Bind = nil, "127.0.0.1:7000"
+			c.Peers[0].Address, c.Peers[1].Address = "127.0.0.1:7000", "127.0.0.1:7001"
+		}, `Peers[2] (w) Address "witness.site:7000" is off loopback and TLS is not set`},
 		{"lease over heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * time.Second }, "LeaderLeaseTimeout 2s is longer"},
 		{"election under heartbeat", func(c *Config) { c.HeartbeatTimeout = 2 * time.Second; c.LeaderLeaseTimeout = time.Second }, "ElectionTimeout 1s is shorter"},
 		{"negative interval", func(c *Config) { c.SnapshotInterval = -time.Second }, "SnapshotInterval -1s is negative"},
@@ -60,6 +67,21 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestConfigInClearOnLoopbackOnly(t *testing.T) {
+	c := validConfig()
+	c.TLS, c.Bind = nil, "127.0.0.1:7000"
+	c.Peers = []Peer{{ID: "a", Address: "127.0.0.1:7000"}, {ID: "b", Address: "[::1]:7000"}, {ID: "w", Address: "localhost:7002", Witness: true}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a group on loopback in clear: %v", err)
+	}
+	for _, bind := range []string{":7000", "0.0.0.0:7000", "[::]:7000", "10.0.0.1:7000", "site-a:7000"} {
+		c.Bind = bind
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "off loopback and TLS is not set") {
+			t.Errorf("Bind %s in clear: Validate = %v", bind, err)
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, ln.Close)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  newStreamLayer(ln, self.Address, cfg.TLS),
+		Stream:  newStreamLayer(ln, self.Address, cfg.TLS, peerIDs(cfg.Peers), cfg.Refusals),
 		MaxPool: 3,
 		Timeout: transportTimeout,
 		Logger:  hl.Named("transport"),
@@ -241,6 +241,15 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
 	return rc
+}
+
+// peerIDs returns the ids of peers.
+func peerIDs(peers []Peer) []string {
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = p.ID
+	}
+	return out
 }
 
 // configuration is the group of peers, every one a voter.

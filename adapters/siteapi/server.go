@@ -1,37 +1,3 @@
-// Package siteapi serves the site API — Send, Status and Health over gRPC —
-// on every node of a site, in front of the driving port ports.Site. Scripts
-// call it through the client in package notify.
-//
-// # Any node answers (S6)
-//
-// Only the Raft leader can commit a Send, and only its buffer is certain to
-// hold the latest state, so Send and Status are served by the leader. A
-// follower accepts them too and passes them on to the leader's site API (the
-// address ServerConfig.Leader reports), with the caller's remaining deadline,
-// the token, and the metadata x-outbox-forwarded: 1. A request is forwarded at
-// most once: a forwarded request that reaches a node that does not lead (its
-// sender's view of the leader was stale, or two nodes each think the other
-// leads) is answered Unavailable, and so is a request to a follower that
-// knows no leader. The caller retries; the notify client does so on its own.
-// Health is always answered by the node called: it is that node's health.
-//
-// # Deadlines and idempotence
-//
-// A Send must carry a gRPC deadline; one without is refused with
-// InvalidArgument before anything is buffered. The deadline bounds the whole
-// path, forwarding included. A Send that timed out may still have been
-// committed: the caller repeats it with the same id (SendRequest.id), and the
-// site buffers it once.
-//
-// # Errors
-//
-// Errors are mapped to gRPC codes here, once: ports.ErrInvalid →
-// InvalidArgument (with the error's text, which names the field and why),
-// ports.ErrUnavailable → Unavailable, ports.ErrUnauthenticated →
-// Unauthenticated, an ended context → DeadlineExceeded or Canceled, anything
-// else → Internal with a generic text (the real error goes to the log). A
-// forwarded call's error comes back from the leader already mapped and is
-// passed on unchanged.
 package siteapi
 
 import (
@@ -39,10 +5,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,27 +22,106 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/ports"
 )
 
 const (
-	// MaxRequestBytes bounds the size of one request the server accepts.
-	// A notification's body is at most 64 KiB by default; 1 MiB also leaves
-	// room for a Status of some twenty thousand ids.
-	MaxRequestBytes = 1 << 20
-
 	// ForwardedKey is the metadata key that marks a request a follower
 	// forwarded to the leader; its value is "1".
 	ForwardedKey = "x-outbox-forwarded"
+	// CallerKey is the metadata key in which a follower names the caller of
+	// a request it forwards (its key: "cert:CN" or "ip:ADDR"). The leader
+	// believes it only from a member node.
+	CallerKey = "x-outbox-caller"
 
 	// forwardedStatusTimeout bounds a forwarded Status whose caller gave no
 	// deadline.
 	forwardedStatusTimeout = 30 * time.Second
 	// stopGrace is how long Stop lets calls in flight finish.
 	stopGrace = 5 * time.Second
+	// maxKeyBytes bounds a caller key: a certificate's CN or a forwarded key.
+	maxKeyBytes = 128
 )
+
+// The defaults of Limits.
+const (
+	// DefaultRate and DefaultBurst are the calls a second one caller may
+	// make on average, and at once.
+	DefaultRate  = 50
+	DefaultBurst = 200
+	// DefaultConnsPerAddress and DefaultConnsTotal bound the connections
+	// open at once from one client address, and in all.
+	DefaultConnsPerAddress = 64
+	DefaultConnsTotal      = 1024
+	// DefaultMaxStreams bounds the calls one connection runs at once. It is
+	// above guard's default: a script's client, and a follower passing its
+	// callers' Sends to the leader, carry many calls on one connection, and
+	// a Send waits a few milliseconds for its Raft commit (64 callers on one
+	// connection sent half as much under 32). A caller's rate and burst
+	// bound what it can start.
+	DefaultMaxStreams = 256
+	// DefaultMaxRequestBytes bounds one request: RequestBytes of the core's
+	// default limits (a 255-byte subject, a 64 KiB body).
+	DefaultMaxRequestBytes = max(255+64<<10, minRequestBytes) + requestRoom
+
+	// requestRoom is what a Send carries besides its subject and body (the
+	// list, the id and four provenance fields of at most 200 bytes each) and
+	// the protobuf framing, with room to spare; minRequestBytes leaves room
+	// for a Status of the core's 1000 ids.
+	requestRoom     = 16 << 10
+	minRequestBytes = 64 << 10
+)
+
+// RequestBytes returns the request size that fits a Send of a subject of
+// maxSubject bytes and a body of maxBody bytes, and a Status of 1000 ids.
+func RequestBytes(maxSubject, maxBody int) int {
+	return max(maxSubject+maxBody, minRequestBytes) + requestRoom
+}
+
+// Limits bounds what callers can make a Server spend. Zero fields take the
+// defaults.
+type Limits struct {
+	// Rate is how many calls a second one caller may make on average, and
+	// Burst how many at once (defaults DefaultRate and DefaultBurst). A
+	// negative Rate means no limit.
+	Rate  float64
+	Burst int
+	// Conns bounds the connections (defaults DefaultConnsPerAddress and
+	// DefaultConnsTotal).
+	Conns guard.ConnLimits
+	// GRPC bounds each connection and request: handshake, idle time, pings
+	// (guard's defaults), concurrent streams (DefaultMaxStreams) and the
+	// request size (DefaultMaxRequestBytes).
+	GRPC guard.GRPCLimits
+}
+
+// withDefaults returns l with its zero fields set.
+func (l Limits) withDefaults() Limits {
+	if l.Rate == 0 {
+		l.Rate = DefaultRate
+	}
+	if l.Burst <= 0 {
+		l.Burst = DefaultBurst
+	}
+	if l.Conns.PerAddress <= 0 {
+		l.Conns.PerAddress = DefaultConnsPerAddress
+	}
+	if l.Conns.Total <= 0 {
+		l.Conns.Total = DefaultConnsTotal
+	}
+	if l.GRPC.MaxRecvMsgBytes <= 0 {
+		l.GRPC.MaxRecvMsgBytes = DefaultMaxRequestBytes
+	}
+	if l.GRPC.MaxConcurrentStreams == 0 {
+		l.GRPC.MaxConcurrentStreams = DefaultMaxStreams
+	}
+	l.GRPC = l.GRPC.WithDefaults()
+	return l
+}
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
@@ -84,14 +132,34 @@ type ServerConfig struct {
 	// called on every Send and Status. Nil means this node serves every call
 	// itself (a single node).
 	Leader func() (self bool, leaderAddr string)
-	// Token, when set, is required of every caller as the metadata
-	// "authorization: Bearer <token>", and sent along with forwarded calls.
+	// Token, when set, authenticates a caller that presents it as the
+	// metadata "authorization: Bearer <token>"; it is sent along with
+	// forwarded calls.
 	Token string
-	// TLS, when set, is the server's TLS configuration.
+	// TLS, when set, is the server's TLS configuration (its certificate).
+	// NewServer sets its ClientAuth and ClientCAs from ClientCAs and
+	// MemberCAs.
 	TLS *tls.Config
+	// ClientCAs, when set, are the authorities of scripts' client
+	// certificates: a caller presenting a certificate one of them verifies
+	// is authenticated and known by its subject CN. Needs TLS.
+	ClientCAs []*x509.Certificate
+	// Members are the ids of the group's nodes, and MemberCAs the
+	// authorities of their certificates (the Raft CA). A caller whose
+	// certificate a MemberCA verifies and which names a member (as CN or DNS
+	// name) is a node of the group: see the package documentation. Needs
+	// TLS.
+	Members   []string
+	MemberCAs []*x509.Certificate
 	// PeerTLS, when set, is the client TLS configuration for forwarding to
-	// the leader's site API; nil forwards in plaintext.
+	// the leader's site API: its certificate is this node's (the member
+	// certificate MemberCAs verify); nil forwards in plaintext.
 	PeerTLS *tls.Config
+	// Limits bounds what callers can make the server spend.
+	Limits Limits
+	// Refusals counts and logs refused calls and connections; nil makes
+	// one, "site_api", logging to Logger.
+	Refusals *guard.Refusals
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -103,6 +171,14 @@ type Server struct {
 	leader    func() (bool, string)
 	bearer    string   // "Bearer <token>", "" when no token is required
 	bearerSum [32]byte // SHA-256 of bearer, compared in constant time
+	clientCAs []*x509.Certificate
+	memberCAs []*x509.Certificate
+	members   []string
+	open      bool   // no credential is required of callers
+	denied    string // the message of an unauthenticated call
+	limits    Limits
+	limiter   *guard.KeyedLimiter
+	refusals  *guard.Refusals
 	peerCreds credentials.TransportCredentials
 	log       *slog.Logger
 	grpc      *grpc.Server
@@ -117,9 +193,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Site == nil {
 		return nil, errors.New("site API: ServerConfig.Site is required")
 	}
+	if cfg.TLS == nil && len(cfg.ClientCAs)+len(cfg.MemberCAs) > 0 {
+		return nil, errors.New("site API: ClientCAs and MemberCAs need TLS")
+	}
 	s := &Server{
 		site:      cfg.Site,
 		leader:    cfg.Leader,
+		clientCAs: slices.Clone(cfg.ClientCAs),
+		memberCAs: slices.Clone(cfg.MemberCAs),
+		members:   slices.Clone(cfg.Members),
+		open:      cfg.Token == "" && len(cfg.ClientCAs) == 0,
+		limits:    cfg.Limits.withDefaults(),
+		refusals:  cfg.Refusals,
 		peerCreds: insecure.NewCredentials(),
 		log:       cfg.Logger,
 		peers:     make(map[string]*grpc.ClientConn),
@@ -130,6 +215,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if s.refusals == nil {
+		s.refusals = guard.NewRefusals("site_api", s.log, 0)
+	}
+	s.limiter = guard.NewKeyedLimiter(s.limits.Rate, s.limits.Burst)
+	switch {
+	case cfg.Token != "" && len(cfg.ClientCAs) > 0:
+		s.denied = "missing or wrong token, and no client certificate the site trusts"
+	case cfg.Token != "":
+		s.denied = "missing or wrong token"
+	default:
+		s.denied = "no client certificate the site trusts"
+	}
 	if cfg.Token != "" {
 		s.bearer = "Bearer " + cfg.Token
 		s.bearerSum = sha256.Sum256([]byte(s.bearer))
@@ -137,21 +234,39 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.PeerTLS != nil {
 		s.peerCreds = credentials.NewTLS(cfg.PeerTLS.Clone())
 	}
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRequestBytes),
-		grpc.ChainUnaryInterceptor(s.authenticate),
-	}
+	opts := append(s.limits.GRPC.ServerOptions(), grpc.InTapHandle(s.tap))
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS.Clone())))
+		t := cfg.TLS.Clone()
+		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
+		t.ClientAuth, t.ClientCAs = tls.NoClientCert, nil
+		if cas := slices.Concat(s.clientCAs, s.memberCAs); len(cas) > 0 {
+			// Verified when given, never required at the handshake: a
+			// script with a token has none, and a caller without either is
+			// refused in tap, where it is counted and logged.
+			t.ClientAuth, t.ClientCAs = tls.VerifyClientCertIfGiven, x509.NewCertPool()
+			for _, c := range cas {
+				t.ClientCAs.AddCert(c)
+			}
+		}
+		opts = append(opts, grpc.Creds(countingCreds{TransportCredentials: credentials.NewTLS(t), refusals: s.refusals}))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	pb.RegisterSiteServer(s.grpc, &service{s: s})
+	desc := pb.Site_ServiceDesc
+	desc.Methods = slices.Clone(desc.Methods)
+	for i := range desc.Methods {
+		desc.Methods[i].Handler = s.countDecodeErrors(desc.Methods[i].Handler)
+	}
+	s.grpc.RegisterService(&desc, &service{s: s})
 	return s, nil
 }
 
+// Refusals returns the server's refusal log and counter.
+func (s *Server) Refusals() *guard.Refusals { return s.refusals }
+
 // Serve accepts connections on lis until Stop; it returns nil after Stop.
+// Connections past the limits are closed at once.
 func (s *Server) Serve(lis net.Listener) error {
-	if err := s.grpc.Serve(lis); err != nil {
+	if err := s.grpc.Serve(guard.LimitListener(lis, s.limits.Conns, s.refusals)); err != nil {
 		return fmt.Errorf("site API: serve on %s: %w", lis.Addr(), err)
 	}
 	return nil
@@ -187,22 +302,190 @@ func (s *Server) Stop() {
 	}
 }
 
-// authenticate refuses calls without the configured token.
-func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if s.bearer != "" {
-		md, _ := metadata.FromIncomingContext(ctx)
-		vals := md.Get("authorization")
-		ok := len(vals) == 1
-		if ok {
-			sum := sha256.Sum256([]byte(vals[0]))
-			ok = subtle.ConstantTimeCompare(sum[:], s.bearerSum[:]) == 1
-		}
-		if !ok {
-			s.log.Warn("site API: call refused: missing or wrong token", "method", info.FullMethod, "peer", peerAddr(ctx))
-			return nil, status.Error(codes.Unauthenticated, "missing or wrong token")
+// caller is who makes a call, as tap found out.
+type caller struct {
+	// key names the caller for the limits and the log.
+	key string
+	// member is the id of the group's node that makes the call, "" for a
+	// caller outside the group.
+	member string
+	// cert reports a client certificate one of ClientCAs verified.
+	cert bool
+}
+
+// callerCtxKey is the context key of the caller tap found.
+type callerCtxKey struct{}
+
+// callerOf returns the caller tap stored in ctx.
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerCtxKey{}).(caller)
+	return c
+}
+
+// tap authenticates and limits a call on its headers, before its message is
+// read. Its errors are gRPC status errors.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	c := s.identify(ctx)
+	method := methodName(info.FullMethodName)
+	if c.member != "" && len(info.Header.Get(ForwardedKey)) > 0 {
+		// A node of the group passes on a call it authenticated and
+		// limited: it is limited here under the caller it names.
+		if k := info.Header.Get(CallerKey); len(k) == 1 && validKey(k[0]) {
+			c.key = k[0]
 		}
 	}
-	return handler(ctx, req)
+	if !s.open && c.member == "" && !c.cert && !s.tokenOK(info.Header) {
+		s.refusals.Refuse(c.key, "unauthenticated", "method", method)
+		return nil, status.Error(codes.Unauthenticated, s.denied)
+	}
+	if !s.limiter.Allow(c.key) {
+		wait := s.limiter.RetryAfter(c.key, 1)
+		s.refusals.Refuse(c.key, "rate limited", "method", method)
+		return nil, status.Error(codes.ResourceExhausted, pb.RateLimited(s.limits.Rate, s.limits.Burst, wait))
+	}
+	return context.WithValue(ctx, callerCtxKey{}, c), nil
+}
+
+// identify returns who calls on ctx's connection: a member node, a script
+// with a certificate, or an address.
+func (s *Server) identify(ctx context.Context) caller {
+	var c caller
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return c
+	}
+	c.key = "ip:" + guard.Host(p.Addr)
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return c
+	}
+	cn := ""
+	for _, chain := range ti.State.VerifiedChains {
+		if len(chain) == 0 {
+			continue
+		}
+		leaf, root := chain[0], chain[len(chain)-1]
+		if c.member == "" && slices.ContainsFunc(s.memberCAs, root.Equal) {
+			c.member = s.memberName(leaf)
+		}
+		if slices.ContainsFunc(s.clientCAs, root.Equal) {
+			c.cert, cn = true, leaf.Subject.CommonName
+		}
+	}
+	switch {
+	case c.member != "":
+		c.key = "node:" + c.member
+	case c.cert && cn != "":
+		c.key = "cert:" + clipKey(cn)
+	}
+	return c
+}
+
+// memberName returns the member a certificate names (its CN or one of its
+// DNS names), "" if none.
+func (s *Server) memberName(cert *x509.Certificate) string {
+	for _, m := range s.members {
+		if cert.Subject.CommonName == m || slices.Contains(cert.DNSNames, m) {
+			return m
+		}
+	}
+	return ""
+}
+
+// tokenOK reports whether the headers carry the token.
+func (s *Server) tokenOK(md metadata.MD) bool {
+	if s.bearer == "" {
+		return false
+	}
+	vals := md.Get("authorization")
+	if len(vals) != 1 {
+		return false
+	}
+	sum := sha256.Sum256([]byte(vals[0]))
+	return subtle.ConstantTimeCompare(sum[:], s.bearerSum[:]) == 1
+}
+
+// countDecodeErrors wraps a method handler so that a request refused while
+// it is read — over the size limit, or not a message — is counted and
+// logged.
+func (s *Server) countDecodeErrors(h grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+		return h(srv, ctx, func(m any) error {
+			err := dec(m)
+			switch {
+			case err == nil:
+			case status.Code(err) == codes.ResourceExhausted:
+				s.refusals.Refuse(callerOf(ctx).key, "request too large")
+			default:
+				s.refusals.Refuse(callerOf(ctx).key, "malformed request")
+			}
+			return err
+		}, ic)
+	}
+}
+
+// countingCreds counts and logs every failed TLS handshake.
+type countingCreds struct {
+	credentials.TransportCredentials
+	refusals *guard.Refusals
+}
+
+// ServerHandshake implements credentials.TransportCredentials.
+func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.refusals.Refuse(guard.Host(conn.RemoteAddr()), "tls handshake failed")
+	}
+	return out, info, err
+}
+
+// Clone implements credentials.TransportCredentials.
+func (c countingCreds) Clone() credentials.TransportCredentials {
+	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refusals: c.refusals}
+}
+
+// methodName is the site API method of a full method name, for the log:
+// the name a caller sends is not logged as is.
+func methodName(full string) string {
+	switch full {
+	case pb.Site_Send_FullMethodName:
+		return "Send"
+	case pb.Site_Status_FullMethodName:
+		return "Status"
+	case pb.Site_Health_FullMethodName:
+		return "Health"
+	}
+	return "other"
+}
+
+// validKey reports whether k is a caller key a node could have made.
+func validKey(k string) bool {
+	if len(k) > maxKeyBytes+len("cert:") {
+		return false
+	}
+	if !strings.HasPrefix(k, "ip:") && !strings.HasPrefix(k, "cert:") && !strings.HasPrefix(k, "node:") {
+		return false
+	}
+	for i := range len(k) {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// clipKey returns s cut to maxKeyBytes, with every byte that is not
+// printable ASCII replaced by '?'.
+func clipKey(s string) string {
+	if len(s) > maxKeyBytes {
+		s = s[:maxKeyBytes]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // route decides where a Send or Status is served: here (client nil), or at
@@ -224,7 +507,7 @@ func (s *Server) route(ctx context.Context) (client pb.SiteClient, out context.C
 	if err != nil {
 		return nil, nil, "", err
 	}
-	fwd := metadata.Pairs(ForwardedKey, "1")
+	fwd := metadata.Pairs(ForwardedKey, "1", CallerKey, callerOf(ctx).key)
 	if s.bearer != "" {
 		fwd.Set("authorization", s.bearer)
 	} else if a := md.Get("authorization"); len(a) > 0 {
@@ -286,14 +569,6 @@ func (s *Server) toStatus(method string, err error) error {
 	}
 	s.log.Error("site API: call failed", "method", method, "err", err)
 	return status.Error(codes.Internal, "internal error (see the site node's log)")
-}
-
-// peerAddr is the remote address of the caller of ctx, for the log.
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
 }
 
 // service implements the gRPC service on a Server.

@@ -317,13 +317,22 @@ func TestPlaintextPeerToTLSLeaderFails(t *testing.T) {
 func TestRequestSizeLimit(t *testing.T) {
 	leader, _ := sitetest.StartPair(t, sitetest.Options{})
 	req := sendReq()
-	req.Body = strings.Repeat("x", siteapi.MaxRequestBytes+1)
+	req.Body = strings.Repeat("x", siteapi.DefaultMaxRequestBytes+1)
 	_, err := client(t, leader.Addr, nil).Send(deadline(t), req)
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("oversize Send: %v, want ResourceExhausted", err)
 	}
 	if leader.Site.Calls() != 0 {
 		t.Fatal("an oversize request reached the Site")
+	}
+	if n := leader.Server.Refusals().Count("request too large"); n != 1 {
+		t.Fatalf("refusals counted as too large: %d, want 1", n)
+	}
+	// The default fits the largest Send the core accepts by default.
+	req.Body = strings.Repeat("x", 64<<10)
+	req.Subject = strings.Repeat("s", 255)
+	if _, err := client(t, leader.Addr, nil).Send(deadline(t), req); err != nil {
+		t.Fatalf("a Send of the default limits: %v", err)
 	}
 }
 

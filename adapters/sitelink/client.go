@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -116,8 +117,10 @@ func (c *Client) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Sub
 	return submitResultFromPB(resp), nil
 }
 
-// Status implements ports.Central.
-func (c *Client) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+// Status implements ports.Central. req.Site is not sent: central answers
+// for the site the credentials name.
+func (c *Client) Status(ctx context.Context, sreq ports.StatusRequest) (map[string]ports.Status, error) {
+	ids := sreq.IDs
 	req := &pb.StatusRequest{Ids: make([][]byte, len(ids))}
 	for i, id := range ids {
 		req.Ids[i] = []byte(id)
@@ -161,6 +164,12 @@ func (c *Client) callError(ctx context.Context, op string, err error) error {
 	case codes.InvalidArgument:
 		sentinel = ports.ErrInvalid
 	case codes.ResourceExhausted:
+		if after, ok := retryDelay(st); ok {
+			// Central refused the call for now (the site's ingest quota,
+			// its calls in progress) and says when to come back.
+			return fmt.Errorf("central %s: %s: %w", c.addr, op,
+				&ports.RetryLaterError{After: after, Reason: strings.TrimPrefix(msg, "resource exhausted: ")})
+		}
 		// The request is over central's MaxRecvMsgBytes: repeating it as it
 		// is can never succeed.
 		sentinel = ports.ErrInvalid
@@ -169,6 +178,24 @@ func (c *Client) callError(ctx context.Context, op string, err error) error {
 		sentinel = ports.ErrUnauthenticated
 	}
 	return fmt.Errorf("central %s: %s: %w", c.addr, op, &remoteError{sentinel: sentinel, msg: msg})
+}
+
+// maxRetryDelay bounds the wait a RetryInfo from central may ask for.
+const maxRetryDelay = time.Hour
+
+// retryDelay returns the delay of the google.rpc.RetryInfo in st's details,
+// bounded to an hour, and whether st holds one.
+func retryDelay(st *status.Status) (time.Duration, bool) {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			rd := ri.GetRetryDelay()
+			if rd.CheckValid() != nil {
+				return 0, true
+			}
+			return min(max(rd.AsDuration(), 0), maxRetryDelay), true
+		}
+	}
+	return 0, false
 }
 
 // remoteError is an error central (or the transport) reported, as the port's

@@ -97,6 +97,31 @@ func submitResultFromPB(r *pb.SubmitResponse) ports.SubmitResult {
 	return out
 }
 
+// statusRequestFromPB is the Status request of site, the authenticated
+// caller, for the ids of req.
+func statusRequestFromPB(site string, req *pb.StatusRequest) ports.StatusRequest {
+	ids := make([]string, len(req.GetIds()))
+	for i, id := range req.GetIds() {
+		ids[i] = string(id)
+	}
+	return ports.StatusRequest{Site: site, IDs: ids}
+}
+
+// statusResponseToPB answers each id of req, in its order; an id missing
+// from got is Unknown.
+func statusResponseToPB(req *pb.StatusRequest, got map[string]ports.Status) *pb.StatusResponse {
+	out := &pb.StatusResponse{Statuses: make([]*pb.IDStatus, len(req.GetIds()))}
+	for i, id := range req.GetIds() {
+		st, ok := got[string(id)]
+		if !ok {
+			st = ports.StatusUnknown
+		}
+		// Proto strings must be UTF-8; statuses come from central's own set.
+		out.Statuses[i] = &pb.IDStatus{Id: id, Status: strings.ToValidUTF8(string(st), "\uFFFD")}
+	}
+	return out
+}
+
 // microsToPB is t in Unix microseconds, 0 for the zero time.
 func microsToPB(t time.Time) int64 {
 	if t.IsZero() {

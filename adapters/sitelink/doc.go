@@ -1,16 +1,18 @@
-// Package sitelink is the link between the sites and central (PRODUCT P1–P3):
-// a gRPC service with two calls, Submit(batch) and Status(ids), that central
-// serves ([Server], over a [ports.Central], in practice core.Service) and that
-// a site's forwarder calls through [Client], which implements [ports.Central]
+// Package sitelink is the link between the sites and central: a gRPC service
+// with two calls, Submit(batch) and Status(ids), that central serves
+// ([Server], over a [ports.Central], in practice core.Service) and that a
+// site's forwarder calls through [Client], which implements [ports.Central]
 // itself, so the forwarder cannot tell central in process from central over
 // the network. The protobuf messages stay in internal/pb; convert.go is the
 // only place where they meet the Go types.
 //
-// # Authentication
+// # Authentication, before anything is read
 //
-// Every call is authenticated, in a unary interceptor, before any handler
-// runs; a refused call stores nothing. A site proves who it is in one of two
-// ways, or both:
+// Every call is authenticated on its headers, in a grpc.InTapHandle, before
+// its message is read or decoded; a unary interceptor checks the identity
+// again (a second lock) before any handler runs. A refused call stores
+// nothing and costs the server no message buffer. A site proves who it is in
+// one of two ways, or both:
 //
 //   - a TLS client certificate, verified against ServerConfig.TLS.ClientCAs,
 //     whose Subject CommonName is the id of a known site;
@@ -20,28 +22,49 @@
 //
 // When both are present they must name the same site. A caller with neither,
 // with an unknown token, or with a certificate naming no known site is refused
-// with codes.Unauthenticated, and the server logs one line saying why, with
-// the peer address and the certificate's CN, never a token. The authenticated
-// site id becomes [ports.SubmitRequest.Site], so central rejects every row
-// whose SourceSite is another site's: a site can submit only its own rows.
-// The Site a client puts in its request is never sent.
+// with codes.Unauthenticated. Refusals go through a guard.Refusals (entrance
+// "site_link"): each is counted in outbox_refusals_total{reason}, and at most
+// one line per caller address (or site) per minute is logged, with the
+// number of refusals it stands for, never a token. The authenticated site id
+// becomes [ports.SubmitRequest.Site] and [ports.StatusRequest.Site], so
+// central rejects every row whose SourceSite is another site's and answers a
+// site's Status for its own notifications only. The Site a client puts in
+// its request is never sent.
 //
 // Without TLS (ServerConfig.TLS nil) the link runs in plaintext, for loopback
 // and development only; the server logs a warning, and the client refuses to
 // send a token in clear to any address but a loopback one.
 //
+// # Bounds
+//
+// What one caller can make central spend is bounded before it knows who
+// calls: connections per client address and in all (closed at once past the
+// bound), the TLS handshake and HTTP/2 preface time, idle connections,
+// keepalive pings, streams per connection and the size of one message
+// (ServerConfig.Limits, Conns; DefaultMaxRecvMsgBytes fits the forwarder's
+// largest batch). Once the site is known: its calls in progress
+// (MaxCallsPerSite) and its ingest quota (Quota: rows and bytes per second,
+// token buckets). A site over either is refused with ResourceExhausted and a
+// google.rpc.RetryInfo delay, on the headers when its bucket is already
+// empty, otherwise after decoding and before the Central is called: nothing
+// of a refused batch is stored.
+//
 // # Errors
 //
 // The server maps the port's errors to gRPC codes once, at the edge:
 // ports.ErrInvalid → InvalidArgument (a batch over the size limit, with the
-// core's text), ports.ErrUnauthenticated → Unauthenticated, anything else
+// core's text), ports.ErrUnauthenticated → Unauthenticated, a
+// *ports.RetryLaterError → ResourceExhausted with its delay, anything else
 // (the store is down, say) → Unavailable with a generic text: the real error
 // is logged at central and never crosses the link. The client maps the codes
-// back: InvalidArgument and ResourceExhausted (a message over central's
-// MaxRecvMsgBytes, which no retry can fix) → ports.ErrInvalid, Unauthenticated
-// and PermissionDenied → ports.ErrUnauthenticated, everything else (Unavailable,
-// DeadlineExceeded, a transport or TLS failure) → ports.ErrUnavailable; each
-// is wrapped with the address and the call ("central 127.0.0.1:7443: submit
-// 100 notifications: unavailable: ..."). Rows rejected one by one are not
+// back: InvalidArgument → ports.ErrInvalid; ResourceExhausted with a retry
+// delay → *ports.RetryLaterError (it wraps ErrUnavailable: the forwarder
+// keeps the batch and sends it again after the delay); ResourceExhausted
+// without one (a message over central's size limit, which no retry can fix)
+// → ports.ErrInvalid; Unauthenticated and PermissionDenied →
+// ports.ErrUnauthenticated; everything else (Unavailable, DeadlineExceeded,
+// a transport or TLS failure) → ports.ErrUnavailable. Each is wrapped with
+// the address and the call ("central 127.0.0.1:7443: submit 100
+// notifications: unavailable: ..."). Rows rejected one by one are not
 // errors: they come back in [ports.SubmitResult.Rejected].
 package sitelink

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/core"
@@ -46,7 +47,7 @@ var tokenSites = testSites[:2]
 func newCore(t testing.TB) (*core.Service, *memstore.Store) {
 	t.Helper()
 	store := memstore.New()
-	dir, err := memdir.New(nil, nil)
+	dir, err := memdir.New(centraltest.Lists, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +125,9 @@ func (s *spy) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Submit
 	return s.Central.Submit(ctx, req)
 }
 
-func (s *spy) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+func (s *spy) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
 	s.statuses.Add(1)
-	return s.Central.Status(ctx, ids)
+	return s.Central.Status(ctx, req)
 }
 
 // ctx returns a context that ends with the test or after waitLimit.
@@ -146,7 +147,7 @@ func TestContractTLSClientCert(t *testing.T) {
 		svc, store := newCore(t)
 		_, addr := startServer(t, ServerConfig{Central: svc, Sites: testSites, TLS: serverTLS})
 		c := dial(t, ClientConfig{Addr: addr, TLS: ca.clientTLS(siteCert)})
-		return centraltest.Target{Central: c, Site: "site-c", Stored: centraltest.FromStore(store)}
+		return centraltest.Target{Central: c, Site: "site-c", Stored: centraltest.FromStore(store), Trusted: svc}
 	})
 }
 
@@ -157,7 +158,7 @@ func TestContractPlaintextToken(t *testing.T) {
 		svc, store := newCore(t)
 		_, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites})
 		c := dial(t, ClientConfig{Addr: addr, Token: tokenB})
-		return centraltest.Target{Central: c, Site: "site-b", Stored: centraltest.FromStore(store)}
+		return centraltest.Target{Central: c, Site: "site-b", Stored: centraltest.FromStore(store), Trusted: svc}
 	})
 }
 
@@ -232,11 +233,12 @@ func TestAuthentication(t *testing.T) {
 			svc, store := newCore(t)
 			central := &spy{Central: svc}
 			var logs logBuffer
-			cfg := ServerConfig{Central: central, Sites: tokenSites, Logger: logs.logger()}
+			cfg := ServerConfig{Central: central, Sites: tokenSites, Logger: logs.logger(),
+				Refusals: guard.NewRefusals("site_link", logs.logger(), time.Hour)}
 			if !tc.plaintext {
 				cfg.Sites, cfg.TLS = testSites, serverTLS
 			}
-			_, addr := startServer(t, cfg)
+			srv, addr := startServer(t, cfg)
 			c := dial(t, tc.client(addr))
 			callCtx := ctx(t)
 			if tc.header != "" {
@@ -245,7 +247,7 @@ func TestAuthentication(t *testing.T) {
 
 			sub := centraltest.NewSubmission(cmpOr(tc.site, "site-a"))
 			res, err := c.Submit(callCtx, ports.SubmitRequest{Notifications: []ports.Submission{sub}})
-			_, stErr := c.Status(callCtx, []string{sub.ID})
+			_, stErr := c.Status(callCtx, ports.StatusRequest{IDs: []string{sub.ID}})
 			_, stored := centraltest.FromStore(store)(t, sub.ID)
 
 			if tc.site != "" {
@@ -285,15 +287,30 @@ func TestAuthentication(t *testing.T) {
 				}
 			}
 			if !tc.handshake {
-				if got := strings.Count(log, "authentication refused"); got != 2 {
-					t.Errorf("the server logged %d refusals for 2 refused calls; log:\n%s", got, log)
+				// Both refusals are counted; one line per caller and
+				// interval is logged.
+				if got := refusalCount(srv); got != 2 {
+					t.Errorf("the server counted %d refusals for 2 refused calls", got)
 				}
-				if !strings.Contains(log, "peer=127.0.0.1:") {
-					t.Errorf("the refusal log does not name the peer address:\n%s", log)
+				if got := strings.Count(log, "site_link: refused"); got != 1 {
+					t.Errorf("the server logged %d refusal lines for 2 refused calls from one caller, want 1; log:\n%s", got, log)
+				}
+				if !strings.Contains(log, "caller=127.0.0.1 ") {
+					t.Errorf("the refusal log does not name the caller's address:\n%s", log)
 				}
 			}
 		})
 	}
+}
+
+// refusalCount is every refusal srv counted, whatever the reason.
+func refusalCount(srv *Server) int {
+	n := 0
+	for _, r := range []string{reasonNoCredentials, reasonBadHeader, reasonUnknownToken, reasonUnknownCert,
+		reasonDisagree, reasonOverQuota, reasonTooManyCalls, "too many connections"} {
+		n += srv.Refusals().Count(r)
+	}
+	return n
 }
 
 func cmpOr(a, b string) string {
@@ -346,7 +363,7 @@ func (s scripted) Submit(context.Context, ports.SubmitRequest) (ports.SubmitResu
 	return ports.SubmitResult{}, s.err
 }
 
-func (s scripted) Status(context.Context, []string) (map[string]ports.Status, error) {
+func (s scripted) Status(context.Context, ports.StatusRequest) (map[string]ports.Status, error) {
 	return nil, s.err
 }
 
@@ -376,7 +393,7 @@ func TestErrorMapping(t *testing.T) {
 			_, addr := startServer(t, ServerConfig{Central: scripted{tc.err}, Sites: tokenSites, Logger: logs.logger()})
 			c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 			_, subErr := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})
-			_, stErr := c.Status(ctx(t), []string{uuid.NewString()})
+			_, stErr := c.Status(ctx(t), ports.StatusRequest{IDs: []string{uuid.NewString()}})
 			for call, err := range map[string]error{"submit 1 notifications": subErr, "status of 1 ids": stErr} {
 				if !errors.Is(err, tc.want) {
 					t.Errorf("%s: err = %v, want one wrapping %v", call, err, tc.want)
@@ -441,7 +458,7 @@ func (b *blocking) Submit(ctx context.Context, req ports.SubmitRequest) (ports.S
 	return ports.SubmitResult{Accepted: ids}, nil
 }
 
-func (b *blocking) Status(context.Context, []string) (map[string]ports.Status, error) {
+func (b *blocking) Status(context.Context, ports.StatusRequest) (map[string]ports.Status, error) {
 	return map[string]ports.Status{}, nil
 }
 
@@ -465,7 +482,7 @@ func TestCallerGivesUp(t *testing.T) {
 func TestMessageOverLimit(t *testing.T) {
 	svc, store := newCore(t)
 	central := &spy{Central: svc}
-	_, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, MaxRecvMsgBytes: 64 << 10})
+	_, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, Limits: guard.GRPCLimits{MaxRecvMsgBytes: 64 << 10}})
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 
 	big := []ports.Submission{centraltest.NewSubmission("site-a"), centraltest.NewSubmission("site-a")}
@@ -591,7 +608,7 @@ func TestPlaintextWarning(t *testing.T) {
 	svc, _ := newCore(t)
 	_, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites, Logger: logs.logger()})
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
-	if _, err := c.Status(ctx(t), []string{uuid.NewString()}); err != nil {
+	if _, err := c.Status(ctx(t), ports.StatusRequest{IDs: []string{uuid.NewString()}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(logs.String(), "without TLS"); n != 1 {
@@ -676,7 +693,9 @@ func TestServerConfigValidate(t *testing.T) {
 			c.TLS.ClientAuth = tls.RequireAndVerifyClientCert
 			c.Sites = []Site{{ID: "a", Token: tokenA}}
 		}, "needs TLS.ClientCAs"},
-		{"NegativeMaxRecv", func(c *ServerConfig) { c.MaxRecvMsgBytes = -1 }, "MaxRecvMsgBytes"},
+		{"NegativeMaxRecv", func(c *ServerConfig) { c.Limits.MaxRecvMsgBytes = -1 }, "MaxRecvMsgBytes"},
+		{"NegativeQuota", func(c *ServerConfig) { c.Quota.RowsPerSecond = -1 }, "Quota.RowsPerSecond"},
+		{"NegativeCalls", func(c *ServerConfig) { c.MaxCallsPerSite = -1 }, "MaxCallsPerSite"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

@@ -8,25 +8,52 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/sitelink/internal/pb"
 	"github.com/siteline/outbox/ports"
 )
 
-// DefaultMaxRecvMsgBytes is the default of ServerConfig.MaxRecvMsgBytes.
-const DefaultMaxRecvMsgBytes = 16 << 20
+// Defaults of ServerConfig.
+const (
+	// DefaultMaxRecvMsgBytes bounds one request: a forwarder's batch holds
+	// at most 4 MiB of subjects, bodies and type data (core.SiteConfig's
+	// ForwardBatchBytes), plus ids and provenance of at most a few hundred
+	// bytes a row.
+	DefaultMaxRecvMsgBytes = 6 << 20
+	// DefaultMaxCallsPerSite bounds one site's calls in progress at once: a
+	// site's forwarder makes one Submit at a time, its nodes a few Status
+	// calls.
+	DefaultMaxCallsPerSite = 8
+	// DefaultConnsPerAddress and DefaultConnsTotal bound the connections
+	// open at once from one client address and in all. A site node keeps
+	// one connection; 32 lets a dozen sites share one NAT address.
+	DefaultConnsPerAddress = 32
+	DefaultConnsTotal      = 1024
+	// DefaultQuotaRowsPerSecond and DefaultQuotaBytesPerSecond are a site's
+	// ingest quota (see Quota).
+	DefaultQuotaRowsPerSecond  = 20000
+	DefaultQuotaBytesPerSecond = 32 << 20
+)
+
+// quotaBurst is how many seconds of its quota a site may spend at once.
+const quotaBurst = 2
 
 // stopGrace bounds how long Stop lets running calls finish.
 const stopGrace = 10 * time.Second
@@ -40,6 +67,22 @@ type Site struct {
 	// references before); empty when the site authenticates by certificate
 	// only.
 	Token string
+}
+
+// Quota is the ingest quota of each site: a token bucket of rows and one of
+// bytes, each refilled at its rate and holding two seconds of it. A Submit
+// costs its notifications and its message's bytes, a Status its ids and its
+// message's bytes; a request larger than a bucket costs the whole bucket.
+// Past the quota a call is refused with ResourceExhausted and a retry delay,
+// before anything of it is stored (and, when the bucket is already empty,
+// before its message is read).
+type Quota struct {
+	// RowsPerSecond is the notifications (and status ids) a site may send
+	// per second on average; 0 means DefaultQuotaRowsPerSecond.
+	RowsPerSecond float64
+	// BytesPerSecond is the request bytes a site may send per second on
+	// average; 0 means DefaultQuotaBytesPerSecond.
+	BytesPerSecond float64
 }
 
 // ServerConfig configures a Server.
@@ -59,9 +102,24 @@ type ServerConfig struct {
 	TLS *tls.Config
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
-	// MaxRecvMsgBytes bounds one request; a larger one is refused before it
-	// is decoded. 0 means DefaultMaxRecvMsgBytes.
-	MaxRecvMsgBytes int
+	// Limits bound what one connection may make the server spend: message
+	// size, streams, handshake, idle and ping times. Zero fields take
+	// guard's defaults, except MaxRecvMsgBytes: DefaultMaxRecvMsgBytes.
+	Limits guard.GRPCLimits
+	// Conns bounds the connections open at once per client address and in
+	// all; zero fields take DefaultConnsPerAddress and DefaultConnsTotal.
+	Conns guard.ConnLimits
+	// Quota is each site's ingest quota.
+	Quota Quota
+	// MaxCallsPerSite bounds one site's calls in progress at once; a call
+	// past it is refused with ResourceExhausted before its message is read.
+	// 0 means DefaultMaxCallsPerSite.
+	MaxCallsPerSite int
+	// Refusals logs and counts the refused calls and connections; nil makes
+	// one (entrance "site_link") that logs to Logger once a minute per
+	// caller. Register it (Server.Refusals) on a Prometheus registry for the
+	// metric outbox_refusals_total.
+	Refusals *guard.Refusals
 }
 
 // Validate returns one precise error per broken rule, joined. No error text
@@ -110,14 +168,23 @@ func (c ServerConfig) Validate() error {
 			}
 		}
 	}
-	if c.MaxRecvMsgBytes < 0 {
-		errs = append(errs, fmt.Errorf("sitelink: MaxRecvMsgBytes must be positive, got %d", c.MaxRecvMsgBytes))
+	for name, v := range map[string]int{"Limits.MaxRecvMsgBytes": c.Limits.MaxRecvMsgBytes, "MaxCallsPerSite": c.MaxCallsPerSite,
+		"Conns.PerAddress": c.Conns.PerAddress, "Conns.Total": c.Conns.Total} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("sitelink: %s must be positive, got %d", name, v))
+		}
+	}
+	for name, v := range map[string]float64{"Quota.RowsPerSecond": c.Quota.RowsPerSecond, "Quota.BytesPerSecond": c.Quota.BytesPerSecond} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("sitelink: %s must be a positive number, got %v", name, v))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// Server serves the site link: it authenticates each call and passes it to
-// its ports.Central.
+// Server serves the site link: it authenticates each call before reading
+// its message, bounds what each caller may spend, and passes the call to its
+// ports.Central.
 type Server struct {
 	central   ports.Central
 	sites     map[string]bool
@@ -126,6 +193,10 @@ type Server struct {
 	grpc      *grpc.Server
 	plaintext bool
 	warnOnce  sync.Once
+	refusals  *guard.Refusals
+	conns     guard.ConnLimits
+	quota     *quota
+	calls     *callSlots
 	// grace bounds Stop's graceful phase (stopGrace; tests shorten it).
 	grace time.Duration
 }
@@ -144,14 +215,30 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxRecvMsgBytes == 0 {
-		cfg.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
+	if cfg.Limits.MaxRecvMsgBytes == 0 {
+		cfg.Limits.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
+	}
+	if cfg.Conns.PerAddress == 0 {
+		cfg.Conns.PerAddress = DefaultConnsPerAddress
+	}
+	if cfg.Conns.Total == 0 {
+		cfg.Conns.Total = DefaultConnsTotal
+	}
+	if cfg.MaxCallsPerSite == 0 {
+		cfg.MaxCallsPerSite = DefaultMaxCallsPerSite
+	}
+	if cfg.Refusals == nil {
+		cfg.Refusals = guard.NewRefusals("site_link", cfg.Logger, 0)
 	}
 	s := &Server{
 		central:   cfg.Central,
 		sites:     make(map[string]bool, len(cfg.Sites)),
 		log:       cfg.Logger,
 		plaintext: cfg.TLS == nil,
+		refusals:  cfg.Refusals,
+		conns:     cfg.Conns,
+		quota:     newQuota(cfg.Quota, cfg.Limits.MaxRecvMsgBytes),
+		calls:     &callSlots{max: cfg.MaxCallsPerSite, busy: make(map[string]int)},
 		grace:     stopGrace,
 	}
 	for _, site := range cfg.Sites {
@@ -160,12 +247,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			s.tokens = append(s.tokens, siteToken{digest: sha256.Sum256([]byte(site.Token)), site: site.ID})
 		}
 	}
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
-		grpc.UnaryInterceptor(s.authenticate),
-		// Clients ping idle connections (see Dial) to find dead ones.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
+	opts := append(cfg.Limits.ServerOptions(),
+		// Who calls, and whether it may call now, is decided on the
+		// headers, before any message is read.
+		grpc.InTapHandle(s.tap),
+		grpc.UnaryInterceptor(s.intercept),
+	)
 	if cfg.TLS != nil {
 		tc := cfg.TLS.Clone()
 		switch {
@@ -184,8 +271,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// Serve accepts connections on lis until Stop. It returns nil after Stop, and
-// the error that ended it otherwise.
+// Refusals returns the refusal log and counter of the link, a
+// prometheus.Collector of outbox_refusals_total{entrance="site_link"}.
+func (s *Server) Refusals() *guard.Refusals { return s.refusals }
+
+// Serve accepts connections on lis until Stop, closing at once those past
+// the connection limits. It returns nil after Stop, and the error that ended
+// it otherwise.
 func (s *Server) Serve(lis net.Listener) error {
 	addr := lis.Addr().String()
 	if s.plaintext {
@@ -194,8 +286,10 @@ func (s *Server) Serve(lis net.Listener) error {
 				"addr", addr)
 		})
 	}
-	s.log.Info("site link serving", "addr", addr, "tls", !s.plaintext, "sites", len(s.sites))
-	if err := s.grpc.Serve(lis); err != nil {
+	s.log.Info("site link serving", "addr", addr, "tls", !s.plaintext, "sites", len(s.sites),
+		"conns_per_address", s.conns.PerAddress, "conns_total", s.conns.Total,
+		"quota_rows_per_second", int64(s.quota.rowRate), "quota_bytes_per_second", int64(s.quota.byteRate))
+	if err := s.grpc.Serve(guard.LimitListener(lis, s.conns, s.refusals)); err != nil {
 		return fmt.Errorf("site link: serve %s: %w", addr, err)
 	}
 	return nil
@@ -225,14 +319,82 @@ func (s *Server) Stop() {
 // siteKey is the context key of the authenticated site id.
 type siteKey struct{}
 
-// authenticate is the unary interceptor: it finds the calling site from its
-// verified client certificate and its bearer token, refuses the call when
-// they do not name one known site, and hands the site id to the handler.
-func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var peerAddr, certCN string
+// The reasons of refusals: fixed texts, the values of the metric's label.
+const (
+	reasonNoCredentials = "no credentials"
+	reasonBadHeader     = "malformed authorization"
+	reasonUnknownToken  = "unknown token"
+	reasonUnknownCert   = "unknown certificate"
+	reasonDisagree      = "certificate and token disagree"
+	reasonOverQuota     = "over quota"
+	reasonTooManyCalls  = "too many calls"
+)
+
+// tap runs on a new call's headers, before its message is read: it refuses
+// a caller that does not prove it is a known site (Unauthenticated), a site
+// whose quota is spent, and a site with too many calls in progress
+// (ResourceExhausted with a retry delay). The site's call slot is given back
+// when the call ends.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	p, _ := peer.FromContext(ctx)
+	site, err := s.identify(p, info.Header, info.FullMethodName)
+	if err != nil {
+		return nil, err
+	}
+	if wait := s.quota.emptyFor(site); wait > 0 {
+		s.refusals.Refuse("site:"+site, reasonOverQuota, "site", site, "method", info.FullMethodName)
+		return nil, retryLater(wait, "resource exhausted: site "+site+" is over its ingest quota")
+	}
+	if !s.calls.acquire(site) {
+		s.refusals.Refuse("site:"+site, reasonTooManyCalls, "site", site, "method", info.FullMethodName)
+		return nil, retryLater(time.Second, fmt.Sprintf("resource exhausted: site %s has %d calls in progress already", site, s.calls.max))
+	}
+	ctx = context.WithValue(ctx, siteKey{}, site)
+	// The call's context ends when the call does, however it ends.
+	context.AfterFunc(ctx, func() { s.calls.release(site) })
+	return ctx, nil
+}
+
+// intercept is the second lock, behind tap: it authenticates the call again
+// (it must name the site tap found), then charges the decoded request to the
+// site's quota and refuses it, storing nothing, when the quota is spent.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	p, _ := peer.FromContext(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
+	site, err := s.identify(p, md, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if tapped, _ := ctx.Value(siteKey{}).(string); tapped != site {
+		s.refusals.Refuse(callerOf(p), reasonDisagree, "method", info.FullMethod)
+		return nil, status.Error(codes.Unauthenticated, "unauthenticated: the call's identity changed")
+	}
+	var rows int
+	switch r := req.(type) {
+	case *pb.SubmitRequest:
+		rows = len(r.GetNotifications())
+	case *pb.StatusRequest:
+		rows = len(r.GetIds())
+	}
+	size := 0
+	if m, ok := req.(proto.Message); ok {
+		size = proto.Size(m)
+	}
+	if wait := s.quota.take(site, rows, size); wait > 0 {
+		s.refusals.Refuse("site:"+site, reasonOverQuota, "site", site, "method", info.FullMethod,
+			"rows", rows, "bytes", size)
+		return nil, retryLater(wait, fmt.Sprintf("resource exhausted: site %s is over its ingest quota (%d rows, %d bytes asked)", site, rows, size))
+	}
+	return handler(ctx, req)
+}
+
+// identify finds the calling site from its verified client certificate and
+// its bearer token. When they do not name one known site it counts and logs
+// the refusal (never a token) and returns an Unauthenticated status.
+func (s *Server) identify(p *peer.Peer, md metadata.MD, method string) (string, error) {
+	var certCN string
 	var hasCert bool
-	if p, ok := peer.FromContext(ctx); ok {
-		peerAddr = p.Addr.String()
+	if p != nil {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 			// Only a verified chain counts: Validate refuses configurations
 			// that accept unverified certificates, and this is the second lock.
@@ -241,42 +403,47 @@ func (s *Server) authenticate(ctx context.Context, req any, info *grpc.UnaryServ
 			}
 		}
 	}
-	refuse := func(reason string, attrs ...any) (any, error) {
-		s.log.Warn("site link: authentication refused",
-			append([]any{"reason", reason, "peer", peerAddr, "method", info.FullMethod}, attrs...)...)
-		return nil, status.Error(codes.Unauthenticated, "unauthenticated: "+reason)
+	refuse := func(reason, text string, attrs ...any) (string, error) {
+		s.refusals.Refuse(callerOf(p), reason, append([]any{"method", clip(method)}, attrs...)...)
+		return "", status.Error(codes.Unauthenticated, "unauthenticated: "+text)
 	}
-	tokenSite, hasToken, err := s.tokenSite(ctx)
+	tokenSite, hasToken, err := s.tokenSite(md)
 	if err != nil {
-		return refuse(err.Error())
+		return refuse(reasonBadHeader, err.Error())
 	}
-	var site string
 	switch {
 	case !hasCert && !hasToken:
-		return refuse("no verified client certificate and no bearer token")
+		return refuse(reasonNoCredentials, "no verified client certificate and no bearer token")
 	case hasCert && !s.sites[certCN]:
-		return refuse("the client certificate names no known site", "cert_cn", clip(certCN))
+		return refuse(reasonUnknownCert, "the client certificate names no known site", "cert_cn", clip(certCN))
 	case hasToken && tokenSite == "":
 		if hasCert {
-			return refuse("the bearer token matches no site", "cert_cn", clip(certCN))
+			return refuse(reasonUnknownToken, "the bearer token matches no site", "cert_cn", clip(certCN))
 		}
-		return refuse("the bearer token matches no site")
+		return refuse(reasonUnknownToken, "the bearer token matches no site")
 	case hasCert && hasToken && certCN != tokenSite:
-		return refuse("the client certificate and the bearer token name different sites",
+		return refuse(reasonDisagree, "the client certificate and the bearer token name different sites",
 			"cert_cn", clip(certCN), "token_site", tokenSite)
 	case hasCert:
-		site = certCN
+		return certCN, nil
 	default:
-		site = tokenSite
+		return tokenSite, nil
 	}
-	return handler(context.WithValue(ctx, siteKey{}, site), req)
 }
 
-// tokenSite returns the site whose token the call carries ("" when none
-// matches), and whether it carries one. Every site's digest is compared, in
-// constant time, whatever matched before.
-func (s *Server) tokenSite(ctx context.Context) (site string, present bool, err error) {
-	md, _ := metadata.FromIncomingContext(ctx)
+// callerOf is the caller key of refusals: the peer's address without its
+// port.
+func callerOf(p *peer.Peer) string {
+	if p == nil {
+		return "(unknown)"
+	}
+	return guard.Host(p.Addr)
+}
+
+// tokenSite returns the site whose token md carries ("" when none matches),
+// and whether it carries one. Every site's digest is compared, in constant
+// time, whatever matched before.
+func (s *Server) tokenSite(md metadata.MD) (site string, present bool, err error) {
 	vals := md.Get("authorization")
 	switch len(vals) {
 	case 0:
@@ -285,9 +452,8 @@ func (s *Server) tokenSite(ctx context.Context) (site string, present bool, err 
 	default:
 		return "", true, errors.New("more than one authorization header")
 	}
-	scheme, tok, ok := strings.Cut(vals[0], " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+	tok, ok := bearerToken(vals[0])
+	if !ok {
 		return "", true, errors.New("the authorization header is not a bearer token")
 	}
 	d := sha256.Sum256([]byte(tok))
@@ -299,15 +465,120 @@ func (s *Server) tokenSite(ctx context.Context) (site string, present bool, err 
 	return site, true, nil
 }
 
+// bearerToken returns the token of an "authorization" header value of the
+// form "Bearer <token>" (the scheme in any case, spaces around the token
+// ignored), and whether it is one.
+func bearerToken(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(header, " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// retryLater is a ResourceExhausted status that asks the caller to repeat
+// the call after wait (google.rpc.RetryInfo), which the Client reads back as
+// a *ports.RetryLaterError.
+func retryLater(wait time.Duration, msg string) error {
+	st := status.New(codes.ResourceExhausted, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// quota holds every site's two token buckets.
+type quota struct {
+	rowRate, byteRate   float64
+	rowBurst, byteBurst int
+	rows, bytes         *guard.KeyedLimiter
+}
+
+// newQuota builds the buckets of q; the byte bucket holds at least one
+// message of maxMsg bytes.
+func newQuota(q Quota, maxMsg int) *quota {
+	if q.RowsPerSecond == 0 {
+		q.RowsPerSecond = DefaultQuotaRowsPerSecond
+	}
+	if q.BytesPerSecond == 0 {
+		q.BytesPerSecond = DefaultQuotaBytesPerSecond
+	}
+	burst := func(rate float64) int { return int(min(max(rate*quotaBurst, 1), math.MaxInt32)) }
+	qu := &quota{rowRate: q.RowsPerSecond, byteRate: q.BytesPerSecond,
+		rowBurst: burst(q.RowsPerSecond), byteBurst: burst(q.BytesPerSecond)}
+	qu.rows = guard.NewKeyedLimiter(qu.rowRate, qu.rowBurst)
+	qu.bytes = guard.NewKeyedLimiter(qu.byteRate, qu.byteBurst)
+	return qu
+}
+
+// minRetryWait is the least wait a refusal asks for, so that a caller never
+// comes back at once.
+const minRetryWait = 10 * time.Millisecond
+
+// emptyFor returns how long site must wait before either of its buckets
+// holds a token again; 0 when both do.
+func (q *quota) emptyFor(site string) time.Duration {
+	w := max(q.rows.RetryAfter(site, 1), q.bytes.RetryAfter(site, 1))
+	if w > 0 {
+		return max(w, minRetryWait)
+	}
+	return 0
+}
+
+// take spends rows and size bytes of site's quota and returns 0, or spends
+// nothing and returns how long to wait before the request fits. A request
+// larger than a bucket costs the whole bucket.
+func (q *quota) take(site string, rows, size int) time.Duration {
+	rows, size = min(rows, q.rowBurst), min(size, q.byteBurst)
+	if w := max(q.rows.RetryAfter(site, rows), q.bytes.RetryAfter(site, size)); w > 0 {
+		return max(w, minRetryWait)
+	}
+	// Two calls of one site may race between the check and the spending;
+	// the loser waits, and the rows it spent are a small overdraft.
+	if !q.rows.AllowN(site, rows) || !q.bytes.AllowN(site, size) {
+		return max(q.rows.RetryAfter(site, rows), q.bytes.RetryAfter(site, size), minRetryWait)
+	}
+	return 0
+}
+
+// callSlots counts each site's calls in progress.
+type callSlots struct {
+	max  int
+	mu   sync.Mutex
+	busy map[string]int // only known sites: the map stays bounded
+}
+
+func (c *callSlots) acquire(site string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy[site] >= c.max {
+		return false
+	}
+	c.busy[site]++
+	return true
+}
+
+func (c *callSlots) release(site string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy[site]--; c.busy[site] <= 0 {
+		delete(c.busy, site)
+	}
+}
+
 // toStatus maps an error of the Central to a gRPC status, once, at the edge.
 // A failure that is not the caller's is logged here and crosses the link only
 // as a generic text.
 func (s *Server) toStatus(ctx context.Context, err error, op string, attrs ...any) error {
+	var later *ports.RetryLaterError
 	switch {
 	case errors.Is(err, ports.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ports.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.As(err, &later):
+		return retryLater(max(later.After, minRetryWait), "resource exhausted: "+later.Reason)
 	case ctx.Err() != nil:
 		s.log.Debug("site link: "+op+" abandoned by the caller", append(attrs, "err", err)...)
 		return status.FromContextError(ctx.Err()).Err()
@@ -317,13 +588,13 @@ func (s *Server) toStatus(ctx context.Context, err error, op string, attrs ...an
 	}
 }
 
-// clip shortens a caller-chosen text for a log line.
+// clip shortens a caller-chosen text for a log line, keeping it valid UTF-8.
 func clip(v string) string {
 	const limit = 64
 	if len(v) <= limit {
-		return v
+		return strings.ToValidUTF8(v, "\uFFFD")
 	}
-	return v[:limit] + "…"
+	return strings.ToValidUTF8(v[:limit], "\uFFFD") + "…"
 }
 
 // service implements the generated gRPC service on behalf of a Server.
@@ -336,7 +607,7 @@ type service struct {
 // site.
 func (h *service) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
 	site, _ := ctx.Value(siteKey{}).(string)
-	if site == "" { // unreachable behind authenticate; never serve as a trusted caller
+	if site == "" { // unreachable behind tap and intercept; never serve as a trusted caller
 		return nil, status.Error(codes.Unauthenticated, "unauthenticated: no site")
 	}
 	subs := submitRequestFromPB(req)
@@ -347,27 +618,17 @@ func (h *service) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.Submit
 	return submitResultToPB(res), nil
 }
 
-// Status answers each requested id, in the request's order.
+// Status answers each requested id, in the request's order, for the
+// authenticated site's own notifications only.
 func (h *service) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
 	site, _ := ctx.Value(siteKey{}).(string)
 	if site == "" {
 		return nil, status.Error(codes.Unauthenticated, "unauthenticated: no site")
 	}
-	ids := make([]string, len(req.GetIds()))
-	for i, id := range req.GetIds() {
-		ids[i] = string(id)
-	}
-	got, err := h.s.central.Status(ctx, ids)
+	sreq := statusRequestFromPB(site, req)
+	got, err := h.s.central.Status(ctx, sreq)
 	if err != nil {
-		return nil, h.s.toStatus(ctx, err, "status", "site", site, "ids", len(ids))
+		return nil, h.s.toStatus(ctx, err, "status", "site", site, "ids", len(sreq.IDs))
 	}
-	out := &pb.StatusResponse{Statuses: make([]*pb.IDStatus, len(ids))}
-	for i, id := range ids {
-		st, ok := got[id]
-		if !ok {
-			st = ports.StatusUnknown
-		}
-		out.Statuses[i] = &pb.IDStatus{Id: req.GetIds()[i], Status: string(st)}
-	}
-	return out, nil
+	return statusResponseToPB(req, got), nil
 }

@@ -185,17 +185,22 @@ func (s *Server) rejects(rcpt string) bool {
 }
 
 // Parse returns the message's decoded subject and plain-text body, for
-// display; a part it cannot read is shown as received.
+// display: the subject's encoded words decoded, the body's quoted-printable
+// or base64 transfer encoding undone. A part it cannot decode is shown as
+// received: a message that does not parse is all body, an undecodable body
+// is the raw body. Both are valid UTF-8 (invalid bytes become U+FFFD), at
+// most three times as long as the message.
 func (m Message) Parse() (subject, body string) {
 	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
 	if err != nil {
-		return "", string(m.Data)
+		return "", strings.ToValidUTF8(string(m.Data), "\uFFFD")
 	}
 	subject = msg.Header.Get("Subject")
 	if d, err := new(mime.WordDecoder).DecodeHeader(subject); err == nil {
 		subject = d
 	}
-	var r io.Reader = msg.Body
+	raw, _ := io.ReadAll(msg.Body) // a bytes.Reader's remainder: no error
+	var r io.Reader = bytes.NewReader(raw)
 	switch strings.ToLower(strings.TrimSpace(msg.Header.Get("Content-Transfer-Encoding"))) {
 	case "quoted-printable":
 		r = quotedprintable.NewReader(r)
@@ -204,10 +209,9 @@ func (m Message) Parse() (subject, body string) {
 	}
 	b, err := io.ReadAll(r)
 	if err != nil {
-		raw, _ := io.ReadAll(msg.Body)
-		return subject, string(raw)
+		b = raw // shown as received, not the part decoded before the error
 	}
-	return subject, string(b)
+	return strings.ToValidUTF8(subject, "\uFFFD"), strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // NewSession implements smtp.Backend.

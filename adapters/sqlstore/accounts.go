@@ -13,9 +13,10 @@ import (
 
 // This file is ports.AccountStore over three small tables (migration
 // 0003_accounts): operator_accounts (one row per account, keyed by name),
-// operator_tokens (keyed by id, the name unique) and operator_sessions (keyed
-// by the hex SHA-256 of the session's secret, indexed by account and by
-// expiry). Hashes are binary columns written as binary literals. Reads are
+// operator_tokens (keyed by id, the name unique; since 0005_admin_audit with
+// the account a token is bound to, indexed, and its expiry) and
+// operator_sessions (keyed by the hex SHA-256 of the session's secret,
+// indexed by account and by expiry). Hashes are binary columns written as binary literals. Reads are
 // primary-key lookups or whole-table reads sorted in Go, as the directory's
 // are; the core asks once per authenticated request, and sessions must be
 // valid on every node, so there is no cache.
@@ -29,7 +30,7 @@ var _ ports.AccountStore = (*Store)(nil)
 // them; the first is the key.
 var (
 	accountColumns = []string{"name", "role", "password_hash", "created_at", "updated_at"}
-	tokenColumns   = []string{"id", "name", "role", "hash", "created_at"}
+	tokenColumns   = []string{"id", "name", "role", "hash", "created_at", "account", "expires_at"}
 	sessionColumns = []string{"id", "account", "created_at", "expires_at"}
 )
 
@@ -87,7 +88,7 @@ func (g *sqlgen) putAccount(a ports.Account) (query, error) {
 func (g *sqlgen) putToken(t ports.StoredToken) (query, error) {
 	return g.insertNew("operator_tokens", tokenColumns, []string{"id", "name"}, func(s *stmt) {
 		s.sql("(").str(t.ID).sql(", ").str(t.Name).sql(", ").str(string(t.Role)).sql(", ").bytes(t.Hash).
-			sql(", ").time(t.CreatedAt).sql(")")
+			sql(", ").time(t.CreatedAt).sql(", ").str(t.Account).sql(", ").time(t.ExpiresAt).sql(")")
 	})
 }
 
@@ -174,7 +175,7 @@ func (s *Store) accounts(ctx context.Context, name *string) ([]ports.Account, er
 }
 
 // DeleteAccount implements ports.AccountStore: the account's row, then its
-// sessions, in one transaction.
+// sessions and the tokens bound to it, in one transaction.
 func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 	notFound := fmt.Errorf("sqlstore: delete account: %w", ports.ErrNotFound)
 	if !storable(name) {
@@ -188,6 +189,10 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("sqlstore: delete account: %w", err)
 	}
+	delTokens, err := s.g.deleteRow("operator_tokens", "account", name)
+	if err != nil {
+		return fmt.Errorf("sqlstore: delete account: %w", err)
+	}
 	var deleted int64
 	err = s.write(ctx, true, func(ctx context.Context, c conn) error {
 		res, err := c.ExecContext(ctx, delAccount.text, delAccount.args...)
@@ -197,7 +202,10 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 		if deleted, err = res.RowsAffected(); err != nil || deleted == 0 { // afresh: a group writer may run this twice
 			return err
 		}
-		return exec(ctx, c, delSessions)
+		if err := exec(ctx, c, delSessions); err != nil {
+			return err
+		}
+		return exec(ctx, c, delTokens)
 	})
 	if err != nil {
 		return s.fail("delete account", err)
@@ -268,14 +276,14 @@ func (s *Store) tokens(ctx context.Context, id *string) ([]ports.StoredToken, er
 	}
 	return queryRows(ctx, s, what, q, func(rows *sql.Rows) (ports.StoredToken, error) {
 		var (
-			t       ports.StoredToken
-			role    string
-			created dbTime
+			t                ports.StoredToken
+			role             string
+			created, expires dbTime
 		)
-		if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created); err != nil {
+		if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &t.Account, &expires); err != nil {
 			return t, err
 		}
-		t.Role, t.CreatedAt = ports.OperatorRole(role), created.t
+		t.Role, t.CreatedAt, t.ExpiresAt = ports.OperatorRole(role), created.t, expires.t
 		return t, nil
 	})
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"io/fs"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,9 +30,25 @@ func TestMSSQLAccounts(t *testing.T) {
 
 	q, err = g.putToken(ports.StoredToken{ID: "tok-1", Name: "ci", Role: ports.RoleViewer, Hash: []byte{1, 2}, CreatedAt: accountstest.BaseTime})
 	mustContain(t, "put token", buildT(t, "put token", q, err),
-		`INSERT INTO "operator_tokens" ("id", "name", "role", "hash", "created_at") SELECT v."id", v."name", v."role", v."hash", v."created_at"`,
-		` FROM (VALUES (N'tok-1', N'ci', N'viewer', 0x0102, `+ts+`)) AS v ("id", "name", "role", "hash", "created_at")`,
+		`INSERT INTO "operator_tokens" ("id", "name", "role", "hash", "created_at", "account", "expires_at") SELECT v."id", v."name", v."role", v."hash", v."created_at", v."account", v."expires_at"`,
+		` FROM (VALUES (N'tok-1', N'ci', N'viewer', 0x0102, `+ts+`, N'', CAST(NULL AS datetime2(6)))) AS v ("id", "name", "role", "hash", "created_at", "account", "expires_at")`,
 		` WHERE NOT EXISTS (SELECT 1 FROM "operator_tokens" AS t WITH (UPDLOCK, HOLDLOCK) WHERE t."id" = v."id" OR t."name" = v."name")`)
+	q, err = g.putToken(accountstest.NewBoundToken("tok-2", "alice/cli-1", "alice", accountstest.BaseTime, accountstest.BaseTime))
+	mustContain(t, "put bound token", buildT(t, "put bound token", q, err), `, `+ts+`, N'alice', `+ts+`)) AS v (`)
+	q, err = g.deleteRow("operator_tokens", "account", "alice")
+	mustContain(t, "delete bound tokens", buildT(t, "delete bound tokens", q, err), `DELETE FROM "operator_tokens" WHERE "account" = N'alice'`)
+
+	r := ports.AdminRecord{At: accountstest.BaseTime, Actor: "o'neil", Kind: ports.AdminKindList, Name: "ops", Action: ports.AdminCreated, Summary: "type email, 1 target"}
+	q, err = g.appendAdmin(r)
+	mustContain(t, "append admin record", buildT(t, "append admin record", q, err),
+		`INSERT INTO "admin_audit" ("at", "actor", "kind", "name", "action", "summary") OUTPUT inserted."id" VALUES (`+ts+`, N'o''neil', N'list', N'ops', N'created', N'type email, 1 target')`)
+	q, err = g.adminRecords(ports.AdminQuery{Kind: ports.AdminKindList, Name: "ops", Before: 42, Limit: 50})
+	mustContain(t, "admin records", buildT(t, "admin records", q, err),
+		`SELECT TOP (50) "id", "at", "actor", "kind", "name", "action", "summary" FROM "admin_audit" WHERE "id" < 42 AND "kind" = N'list' AND "name" = N'ops' ORDER BY "id" DESC`)
+	q, err = g.adminRecords(ports.AdminQuery{Limit: 3})
+	if text := buildT(t, "admin records unfiltered", q, err); strings.Contains(text, "WHERE") || strings.Contains(text, "LIMIT") {
+		t.Errorf("admin records unfiltered: %s", text)
+	}
 
 	q, err = g.putSession(ports.StoredSession{ID: "ab12", Account: "alice", CreatedAt: accountstest.BaseTime, ExpiresAt: accountstest.BaseTime})
 	mustContain(t, "put session", buildT(t, "put session", q, err),
@@ -65,8 +82,18 @@ func TestAccountStatementsSQLitePostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustContain(t, driver+" put token", q.text,
-			`INSERT INTO "operator_tokens" ("id", "name", "role", "hash", "created_at") VALUES ('tok-1', 'ci', 'viewer', `+hash+`, `,
-			`) ON CONFLICT DO NOTHING`)
+			`INSERT INTO "operator_tokens" ("id", "name", "role", "hash", "created_at", "account", "expires_at") VALUES ('tok-1', 'ci', 'viewer', `+hash+`, `,
+			`, '', NULL`, `) ON CONFLICT DO NOTHING`)
+		q, err = g.appendAdmin(ports.AdminRecord{At: accountstest.BaseTime, Actor: "a", Kind: ports.AdminKindUser, Name: "b", Action: ports.AdminDeleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, driver+" append admin record", q.text, `INSERT INTO "admin_audit" (`, `, 'a', 'user', 'b', 'deleted', '') RETURNING "id"`)
+		q, err = g.adminRecords(ports.AdminQuery{Limit: 3, Before: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, driver+" admin records", q.text, `FROM "admin_audit" WHERE "id" < 9 ORDER BY "id" DESC LIMIT 3`)
 		if len(q.args) != 0 {
 			t.Errorf("%s put token: %d parameters, want the values inlined", driver, len(q.args))
 		}
@@ -117,6 +144,53 @@ func checkAccountsDown(t *testing.T, s *Store) {
 	if _, err := s.Count(t.Context(), ports.Filter{}); err != nil {
 		t.Errorf("Count after the down migration: %v", err)
 	}
+}
+
+// checkAdminAuditDown runs the down migration of 0005_admin_audit on s, a
+// migrated store holding a token and an admin record: it drops the admin
+// audit log and the tokens' new columns, and leaves the tokens themselves.
+func checkAdminAuditDown(t *testing.T, s *Store) {
+	t.Helper()
+	at := accountstest.BaseTime
+	if err := s.PutToken(t.Context(), accountstest.NewBoundToken("tok-1", "alice/cli", "alice", at, at.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendAdmin(t.Context(), ports.AdminRecord{At: at, Actor: "a", Kind: ports.AdminKindList, Name: "ops", Action: ports.AdminCreated}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := migrations.FS(s.driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.ReadFile(fsys, "0005_admin_audit.down.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, stmt := range splitStatements(string(b)) {
+		if _, err := s.writer().ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("down statement %d: %v", i+1, err)
+		}
+	}
+	if _, err := s.AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err == nil {
+		t.Errorf("AdminRecords after the down migration: no error, want the table gone")
+	}
+	var n int
+	if err := s.reader().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM operator_tokens WHERE id = 'tok-1'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the token after the down migration: %d rows, %v", n, err)
+	}
+	if _, err := s.reader().ExecContext(t.Context(), `SELECT account FROM operator_tokens`); err == nil {
+		t.Errorf("operator_tokens.account after the down migration: no error, want the column gone")
+	}
+}
+
+func TestAdminAuditDownSQLite(t *testing.T) {
+	t.Parallel()
+	checkAdminAuditDown(t, newSQLiteStore(t))
+}
+
+func TestAdminAuditDownPostgres(t *testing.T) {
+	t.Parallel()
+	checkAdminAuditDown(t, newPostgresStore(t, postgresDSN(t)))
 }
 
 func TestAccountsDownSQLite(t *testing.T) {

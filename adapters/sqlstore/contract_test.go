@@ -13,6 +13,7 @@ import (
 	"github.com/siteline/outbox/adapters/sqlstore/sqlstoretest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/accountstest"
+	"github.com/siteline/outbox/ports/adminaudittest"
 	"github.com/siteline/outbox/ports/directorytest"
 	"github.com/siteline/outbox/ports/storetest"
 )
@@ -131,6 +132,28 @@ func TestAccountContractMSSQL(t *testing.T) {
 		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
 	}
 	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newMSSQLStore(t, dsn) })
+}
+
+func TestAdminAuditContractSQLite(t *testing.T) {
+	t.Parallel()
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newSQLiteStore(t) })
+}
+
+func TestAdminAuditContractPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newPostgresStore(t, dsn) })
+}
+
+// TestAdminAuditContractMSSQL runs the admin audit suite on the MS SQL
+// server of OUTBOX_TEST_MSSQL_DSN (see TestContractMSSQL).
+func TestAdminAuditContractMSSQL(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv(envMSSQL)
+	if dsn == "" {
+		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
+	}
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newMSSQLStore(t, dsn) })
 }
 
 // newMSSQLStore creates a fresh database on the server of dsn, drops it when

@@ -598,10 +598,14 @@ func (g *sqlgen) get(id string) (query, error) {
 	return s.done()
 }
 
-// statuses selects the id and status of the known rows among ids.
-func (g *sqlgen) statuses(ids []string) (query, error) {
-	s := g.stmt(64 + len(ids)*40)
+// statuses selects the id and status of the known rows among ids, only of
+// source site site when it is not empty.
+func (g *sqlgen) statuses(site string, ids []string) (query, error) {
+	s := g.stmt(96 + len(ids)*40)
 	s.sql(`SELECT "id", "status" FROM "notifications" WHERE "id" IN `).strs(ids)
+	if site != "" {
+		s.sql(` AND "source_site" = `).str(site)
+	}
 	return s.done()
 }
 

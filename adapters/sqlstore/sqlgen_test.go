@@ -211,8 +211,11 @@ func TestMSSQLReads(t *testing.T) {
 	g := mssqlGen(t)
 	q, err := g.get("x'y")
 	mustContain(t, "get", buildT(t, "get", q, err), `SELECT `+allCols+` FROM "notifications" WHERE "id" = N'x''y'`)
-	q, err = g.statuses([]string{"a", "b"})
+	q, err = g.statuses("", []string{"a", "b"})
 	mustContain(t, "statuses", buildT(t, "statuses", q, err), `SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a', N'b')`)
+	q, err = g.statuses("site-'a", []string{"a"})
+	mustContain(t, "statuses of a site", buildT(t, "statuses of a site", q, err),
+		`SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a') AND "source_site" = N'site-''a'`)
 
 	at := storetest.BaseTime
 	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`
@@ -326,7 +329,12 @@ func createdColumns(stmts []string) map[string][]string {
 	tables := map[string][]string{}
 	tableRE := regexp.MustCompile(`(?is)CREATE TABLE (?:IF NOT EXISTS )?"?(\w+)"?\s*\((.*)\)`)
 	colRE := regexp.MustCompile(`^\s*(\w+)\s+\w+`)
+	addRE := regexp.MustCompile(`(?is)^(?:--[^\n]*\n|\s)*ALTER TABLE "?(\w+)"? ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+)\s`)
 	for _, s := range stmts {
+		if m := addRE.FindStringSubmatch(s); m != nil {
+			tables[m[1]] = append(tables[m[1]], m[2])
+			continue
+		}
 		m := tableRE.FindStringSubmatch(s)
 		if m == nil {
 			continue
@@ -376,6 +384,7 @@ func TestMigrationFiles(t *testing.T) {
 			"operator_accounts":     accountColumns,
 			"operator_tokens":       tokenColumns,
 			"operator_sessions":     sessionColumns,
+			"admin_audit":           append([]string{"id"}, adminColumns...),
 		} {
 			got := slices.Clone(tables[table])
 			w := slices.Clone(want)

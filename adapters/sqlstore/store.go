@@ -700,11 +700,11 @@ func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) 
 }
 
 // Statuses implements ports.Store.
-func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]ports.Status, error) {
+func (s *Store) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
 	out := make(map[string]ports.Status, len(ids))
 	ids = s.g.validIDs(ids)
 	err := chunks(ids, idChunk, func(part []string) error {
-		q, err := s.g.statuses(part)
+		q, err := s.g.statuses(site, part)
 		if err != nil {
 			return err
 		}

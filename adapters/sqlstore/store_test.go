@@ -274,7 +274,7 @@ func TestNonUUIDIDs(t *testing.T) {
 		if _, err := s.Get(ctx, "not-a-uuid"); !errors.Is(err, ports.ErrNotFound) {
 			t.Errorf("Get(not-a-uuid) = %v, want ErrNotFound", err)
 		}
-		st, err := s.Statuses(ctx, []string{"not-a-uuid"})
+		st, err := s.Statuses(ctx, "", []string{"not-a-uuid"})
 		if err != nil || len(st) != 0 {
 			t.Errorf("Statuses(not-a-uuid) = %v, %v; want empty", st, err)
 		}

@@ -9,10 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/secretref"
@@ -135,6 +140,8 @@ type centralOptions struct {
 // centralAddrs are the addresses a started central node listens on.
 type centralAddrs struct {
 	HTTP, Link, SMTP, Metrics string
+	// DevToken is the admin token outbox dev prints (dev mode only).
+	DevToken devToken
 }
 
 // runCentralNode is central with options.
@@ -149,10 +156,6 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		}
 	}()
 	if err := migrate(ctx, store, cfg, logger); err != nil {
-		return err
-	}
-	seeded, err := seedDirectory(ctx, store, cfg, logger)
-	if err != nil {
 		return err
 	}
 	var capture *smtpcapture.Server
@@ -178,6 +181,17 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 			err = errors.Join(err, fmt.Errorf("stop channel plugins: %w", cerr))
 		}
 	}()
+	// The directory is written through the audited editor, as the API
+	// writes it; the plugins' schemas say which settings it may show.
+	editor, err := core.NewDirectoryEditor(store, store, ports.SystemClock{},
+		core.DirectoryEditorConfig{PublicSetting: publicSetting(host)}, logger.With("component", "directory"))
+	if err != nil {
+		return fmt.Errorf("build the directory editor: %w", err)
+	}
+	seeded, err := seedDirectory(ctx, editor, cfg, logger)
+	if err != nil {
+		return err
+	}
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
 		return err
 	}
@@ -222,16 +236,18 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	if capture != nil {
 		addrs.SMTP = capture.Addr()
 	}
+	var collectors []prometheus.Collector
 	if cfg.Link.Listen != "" {
-		stop, addr, err := serveLink(ctx, cfg.Link, svc, logger)
+		stop, addr, refusals, err := serveLink(ctx, cfg.Link, svc, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		addrs.Link = addr
+		collectors = append(collectors, refusals)
 	}
 	if cfg.HTTP.Listen != "" || cfg.Metrics.Listen != "" {
-		obs, err := newObservability(svc, store, host, delivery, logger)
+		obs, err := newObservability(svc, store, host, delivery, collectors, logger)
 		if err != nil {
 			return err
 		}
@@ -244,13 +260,13 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 			addrs.Metrics = addr
 		}
 		if cfg.HTTP.Listen != "" {
-			stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
-				obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
+			stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
+				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			addrs.HTTP = addr
+			addrs.HTTP, addrs.DevToken = addr, devToken
 		}
 	}
 	if opt.started != nil {
@@ -292,9 +308,11 @@ func migrate(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slo
 
 // seedDirectory writes the configured lists and channel settings into the
 // database's directory, replacing entries of the same name; entries made
-// through the API and absent from the file are kept. It returns the channel
-// types the file configures.
-func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slog.Logger) (map[string]bool, error) {
+// through the API and absent from the file are kept. Each change is
+// recorded in the admin audit log with the actor "config" (an entry the
+// file leaves as it is records nothing). It returns the channel types the
+// file configures.
+func seedDirectory(ctx context.Context, editor ports.DirectoryEditor, cfg Config, logger *slog.Logger) (map[string]bool, error) {
 	dir, err := cfg.Directory()
 	if err != nil {
 		return nil, err
@@ -309,12 +327,12 @@ func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logge
 	}
 	seeded := make(map[string]bool, len(channels))
 	for _, l := range lists {
-		if err := store.PutList(ctx, l); err != nil {
+		if _, err := editor.PutList(ctx, ports.ActorConfig, l); err != nil {
 			return nil, fmt.Errorf("seed list %q: %w", l.Name, err)
 		}
 	}
 	for _, c := range channels {
-		if err := store.PutChannel(ctx, c); err != nil {
+		if _, err := editor.PutChannel(ctx, ports.ActorConfig, c); err != nil {
 			return nil, fmt.Errorf("seed channel %q: %w", c.Type, err)
 		}
 		seeded[c.Type] = true
@@ -323,6 +341,23 @@ func seedDirectory(ctx context.Context, store *sqlstore.Store, cfg Config, logge
 		logger.Info("directory seeded from the configuration", "lists", len(lists), "channels", len(channels))
 	}
 	return seeded, nil
+}
+
+// publicSetting reports whether the plugin of typ describes the setting key
+// as not secret, so that the admin audit log may show its value.
+func publicSetting(host *pluginhost.Host) func(typ, key string) bool {
+	return func(typ, key string) bool {
+		d, err := host.Describe(typ)
+		if err != nil {
+			return false
+		}
+		for _, s := range d.Settings {
+			if s.Name == key {
+				return !s.Secret
+			}
+		}
+		return false
+	}
 }
 
 // startPlugins starts the configured channel plugins.
@@ -335,7 +370,15 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 	if err != nil {
 		return nil, err
 	}
-	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins")})
+	policy, err := cfg.Delivery.NetworkPolicy()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("delivery network policy: channels may not connect to loopback, link-local, cloud metadata, "+
+		"unspecified, multicast or broadcast addresses unless allowed",
+		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
+	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
+		NetworkPolicy: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +386,19 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		return nil, err
 	}
 	return host, nil
+}
+
+// prefixList writes prefixes for a log line: "127.0.0.0/8, ::1/128", or
+// "none".
+func prefixList(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkChannels checks the stored channel settings against the schema of
@@ -382,33 +438,44 @@ func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.
 	return errors.Join(errs...)
 }
 
-// serveLink serves the site link (P1–P3) on cfg.Listen until ctx is done or
-// stop is called; stop waits for the server to end.
-func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), addr string, err error) {
+// serveLink serves the site link on cfg.Listen until ctx is done or stop is
+// called; stop waits for the server to end. refusals counts the link's
+// refused calls and connections, for /metrics.
+func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *slog.Logger) (stop func(), addr string, refusals *guard.Refusals, err error) {
 	sites := make([]sitelink.Site, len(cfg.Sites))
 	for i, s := range cfg.Sites {
 		token, err := secretref.Resolve(s.Token)
 		if err != nil {
-			return nil, "", fmt.Errorf("link.sites[%d].token: %w", i, err)
+			return nil, "", nil, fmt.Errorf("link.sites[%d].token: %w", i, err)
 		}
 		sites[i] = sitelink.Site{ID: s.ID, Token: token}
 	}
 	var t *tls.Config
 	if cfg.TLS.set() {
 		if t, err = cfg.TLS.load(); err != nil {
-			return nil, "", fmt.Errorf("link.tls: %w", err)
+			return nil, "", nil, fmt.Errorf("link.tls: %w", err)
 		}
 		// A site proves itself by certificate or by token.
 		t.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t,
-		Logger: logger.With("component", "link")})
+	log := logger.With("component", "link")
+	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log,
+		Limits: guard.GRPCLimits{
+			MaxRecvMsgBytes:  cfg.MaxMessageBytes,
+			HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
+			IdleTimeout:      time.Duration(cfg.IdleTimeout),
+		},
+		Conns: guard.ConnLimits{PerAddress: cfg.Connections.PerAddress, Total: cfg.Connections.Total},
+		Quota: sitelink.Quota{RowsPerSecond: float64(cfg.Quota.RowsPerSecond),
+			BytesPerSecond: float64(cfg.Quota.BytesPerSecond)},
+		Refusals: guard.NewRefusals("site_link", log, 0),
+	})
 	if err != nil {
-		return nil, "", fmt.Errorf("site link: %w", err)
+		return nil, "", nil, fmt.Errorf("site link: %w", err)
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("site link: %w", err)
+		return nil, "", nil, fmt.Errorf("site link: %w", err)
 	}
 	logger.Info("site link listening", "addr", lis.Addr().String(), "tls", t != nil, "sites", len(sites))
 	var wg sync.WaitGroup
@@ -422,5 +489,5 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 		done()
 		srv.Stop()
 		wg.Wait()
-	}, lis.Addr().String(), nil
+	}, lis.Addr().String(), srv.Refusals(), nil
 }

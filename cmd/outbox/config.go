@@ -11,9 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 	"gopkg.in/yaml.v3"
 )
@@ -35,7 +38,9 @@ type Config struct {
 	Plugins  PluginsConfig   `yaml:"plugins"`
 	// SMTPCapture runs a local SMTP server that keeps what it receives.
 	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
-	// Link is the gRPC service sites forward to (P1–P3).
+	// Delivery says what the channels may connect to.
+	Delivery DeliveryConfig `yaml:"delivery"`
+	// Link is the gRPC service sites forward to.
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
 	HTTP HTTPConfig `yaml:"http"`
@@ -55,6 +60,51 @@ type LinkConfig struct {
 	TLS TLSFiles `yaml:"tls"`
 	// Sites are the sites allowed to submit.
 	Sites []LinkSiteConfig `yaml:"sites"`
+	// MaxMessageBytes bounds one request; a larger one is refused before it
+	// is read. Default sitelink.DefaultMaxRecvMsgBytes (6 MiB), which a
+	// site's largest batch (4 MiB of subjects and bodies) fits.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface; IdleTimeout closes a connection without calls for that long.
+	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	IdleTimeout      Duration `yaml:"idle_timeout"`
+	// Connections bounds the connections open at once.
+	Connections LinkConnectionsConfig `yaml:"connections"`
+	// Quota is each site's ingest quota.
+	Quota LinkQuotaConfig `yaml:"quota"`
+}
+
+// defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
+func defaultLinkConfig() LinkConfig {
+	return LinkConfig{
+		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
+		HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
+		IdleTimeout:      Duration(guard.DefaultIdleTimeout),
+		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
+		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
+			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
+	}
+}
+
+// LinkConnectionsConfig bounds the site link's open connections; past a
+// bound a new connection is closed at once.
+type LinkConnectionsConfig struct {
+	// PerAddress is the most from one client address (IP).
+	PerAddress int `yaml:"per_address"`
+	// Total is the most in all.
+	Total int `yaml:"total"`
+}
+
+// LinkQuotaConfig is the ingest quota of each site: past it a Submit is
+// refused, nothing of it stored, and the site's forwarder retries after the
+// delay central gives.
+type LinkQuotaConfig struct {
+	// RowsPerSecond is the notifications (and status ids) a site may send
+	// per second on average, with bursts of two seconds' worth.
+	RowsPerSecond int `yaml:"rows_per_second"`
+	// BytesPerSecond is the request bytes a site may send per second on
+	// average, with bursts of two seconds' worth.
+	BytesPerSecond int `yaml:"bytes_per_second"`
 }
 
 // LinkSiteConfig is one site allowed on the link.
@@ -66,7 +116,7 @@ type LinkSiteConfig struct {
 	Token string `yaml:"token"`
 }
 
-func (c LinkConfig) validate() rules {
+func (c LinkConfig) validate(o OutboxConfig) rules {
 	var r rules
 	if c.Listen == "" {
 		if len(c.Sites) > 0 || c.TLS.set() {
@@ -100,6 +150,54 @@ func (c LinkConfig) validate() rules {
 			r.add(key+".token", "must be a reference, env:NAME or file:/path, never the token itself")
 		}
 	}
+	return append(r, c.validateBounds(o)...)
+}
+
+// Bounds of the link's message size setting.
+const (
+	minLinkMessageBytes = 1 << 20
+	maxLinkMessageBytes = 256 << 20
+)
+
+// linkRowOverhead is what one notification adds on the link besides its
+// subject and body, at most: its type data (64 KiB) and its id, list and
+// provenance (a few hundred bytes each).
+const linkRowOverhead = 72 << 10
+
+// validateBounds checks the link's limits and quota; o bounds the largest
+// notification a message must hold.
+func (c LinkConfig) validateBounds(o OutboxConfig) rules {
+	var r rules
+	if c.MaxMessageBytes < minLinkMessageBytes || c.MaxMessageBytes > maxLinkMessageBytes {
+		r.add("link.max_message_bytes", "must be from %d (1 MiB) to %d (256 MiB), got %d (leave it out for the default)",
+			minLinkMessageBytes, maxLinkMessageBytes, c.MaxMessageBytes)
+	}
+	if one := o.MaxBodyBytes + o.MaxSubjectBytes + linkRowOverhead; o.MaxBodyBytes > 0 && c.MaxMessageBytes >= minLinkMessageBytes &&
+		c.MaxMessageBytes < one {
+		r.addRelated("link.max_message_bytes", "outbox.max_body_bytes", "%d cannot hold one notification of outbox.max_body_bytes (%d): want at least %d",
+			c.MaxMessageBytes, o.MaxBodyBytes, one)
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"link.handshake_timeout", c.HandshakeTimeout}, {"link.idle_timeout", c.IdleTimeout}} {
+		if d.d <= 0 {
+			r.add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
+		}
+	}
+	positive := func(key string, v int) {
+		if v <= 0 {
+			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+		}
+	}
+	positive("link.connections.per_address", c.Connections.PerAddress)
+	positive("link.connections.total", c.Connections.Total)
+	if c.Connections.PerAddress > 0 && c.Connections.Total > 0 && c.Connections.Total < c.Connections.PerAddress {
+		r.addRelated("link.connections.total", "link.connections.per_address", "%d is below link.connections.per_address (%d)",
+			c.Connections.Total, c.Connections.PerAddress)
+	}
+	positive("link.quota.rows_per_second", c.Quota.RowsPerSecond)
+	positive("link.quota.bytes_per_second", c.Quota.BytesPerSecond)
 	return r
 }
 
@@ -138,6 +236,52 @@ func (c SMTPCaptureConfig) validate() rules {
 		r.add("smtp_capture.addr", "port %q is not a number from 0 to 65535", port)
 	}
 	return r
+}
+
+// DeliveryConfig configures how the channel plugins reach receivers.
+type DeliveryConfig struct {
+	// Network is the delivery network policy.
+	Network NetworkConfig `yaml:"network"`
+}
+
+// NetworkConfig is the delivery network policy: which IP addresses the
+// channels may connect to (webhook, Slack and Teams targets, the SMTP server,
+// the OAuth2 token endpoint, and what third-party plugins connect to through
+// the SDK). Its rules apply on top of the built-in ones
+// (channel.NetworkPolicy): loopback, link-local, the cloud metadata
+// addresses, unspecified, multicast and broadcast are denied unless allowed;
+// everything else, private networks included, is allowed unless denied. The
+// most specific rule wins, deny on a tie.
+type NetworkConfig struct {
+	// Allow lists IP addresses and CIDR prefixes the channels may reach.
+	Allow []string `yaml:"allow"`
+	// Deny lists IP addresses and CIDR prefixes they may not.
+	Deny []string `yaml:"deny"`
+}
+
+func (c DeliveryConfig) validate() rules {
+	var r rules
+	for _, l := range []struct {
+		key     string
+		entries []string
+	}{{"delivery.network.allow", c.Network.Allow}, {"delivery.network.deny", c.Network.Deny}} {
+		for i, e := range l.entries {
+			if _, err := channel.ParseNetworkPrefix(e); err != nil {
+				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimPrefix(err.Error(), channel.ErrInvalidNetworkPolicy.Error()+": "))
+			}
+		}
+	}
+	return r
+}
+
+// NetworkPolicy returns the delivery network policy the plugin host passes
+// to every plugin process. The configuration must be valid.
+func (c DeliveryConfig) NetworkPolicy() (*channel.NetworkPolicy, error) {
+	p, err := channel.NewNetworkPolicy(c.Network.Allow, c.Network.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("delivery.network: %w", err)
+	}
+	return p, nil
 }
 
 // StoreConfig says which database holds the notifications.
@@ -259,7 +403,9 @@ func defaultConfig() Config {
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), Login: defaultLoginConfig()},
+		Link: defaultLinkConfig(),
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL),
+			Login: defaultLoginConfig()},
 	}
 }
 
@@ -311,7 +457,8 @@ func (c Config) Validate() error {
 	r = append(r, c.validateDirectory()...)
 	r = append(r, c.Plugins.validate()...)
 	r = append(r, c.SMTPCapture.validate()...)
-	r = append(r, c.Link.validate()...)
+	r = append(r, c.Delivery.validate()...)
+	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
 	r = append(r, c.Metrics.validateCentral(c.HTTP.Listen)...)
 	if len(r) == 0 {

@@ -173,6 +173,8 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 			v = "3" + strings.Repeat("0", i%2)
 		case *Duration:
 			v = "1h2m" + string(rune('1'+i%8)) + "s"
+		case *[]string:
+			v = map[string]string{"delivery.network.allow": "127.0.0.1, 10.0.0.0/8", "delivery.network.deny": "10.9.0.0/16"}[s.key]
 		}
 		if v == "" {
 			t.Fatalf("no test value for %s", s.key)
@@ -196,6 +198,8 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 			if time.Duration(*p) == d {
 				got = want[s.key]
 			}
+		case *[]string:
+			got = strings.Join(*p, ", ")
 		}
 		if got != want[s.key] {
 			t.Errorf("%s from %s = %q, want %q", s.key, s.env, got, want[s.key])
@@ -230,7 +234,7 @@ channels:
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
 		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
-		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, link, http, metrics) [FILE:7]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
 	}
@@ -368,6 +372,30 @@ func TestValidationRules(t *testing.T) {
 				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (keep it short: it is how long an attacker can delay the owner at a new address) [FILE:4]`,
 				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:6]`,
 			},
+		},
+		{
+			name: "link bounds",
+			file: "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 1024\n" +
+				"  handshake_timeout: 0s\n  connections: {per_address: 64, total: 8}\n  quota: {rows_per_second: 0, bytes_per_second: -1}\n",
+			want: []string{
+				`link.max_message_bytes: must be from 1048576 (1 MiB) to 268435456 (256 MiB), got 1024 (leave it out for the default) [FILE:4]`,
+				`link.handshake_timeout: must be positive, got 0s (leave it out for the default) [FILE:5]`,
+				`link.connections.total: 8 is below link.connections.per_address (64) [FILE:6]`,
+				`link.quota.rows_per_second: must be positive, got 0 (leave it out for the default) [FILE:7]`,
+				`link.quota.bytes_per_second: must be positive, got -1 (leave it out for the default) [FILE:7]`,
+			},
+		},
+		{
+			name: "link message smaller than a notification",
+			file: "outbox: {max_body_bytes: 4194304}\nlink:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 2097152\n",
+			want: []string{
+				`link.max_message_bytes: 2097152 cannot hold one notification of outbox.max_body_bytes (4194304): want at least 4268287 [FILE:5]`,
+			},
+		},
+		{
+			name: "login token lifetime out of bounds",
+			file: "http:\n  listen: 127.0.0.1:8080\n  login_token_max_ttl: 9000h\n",
+			want: []string{`http.login_token_max_ttl: must be between 1m and 8760h0m0s, got 9000h0m0s [FILE:3]`},
 		},
 		{
 			name: "smtp capture dir without addr",
@@ -519,6 +547,23 @@ channels:
 				`outbox.dispatch_interval: "soon" is not a duration (want a number with a unit, e.g. "10s", "5m", "8760h") [flag -dispatch-interval]`,
 				`store.driver: unknown driver "orcale" (want sqlite, postgres or mssql) [env OUTBOX_STORE_DRIVER]`,
 				`outbox.max_batch: must be positive, got 0 (leave it out for the default) [FILE:2]`,
+			},
+		},
+		{
+			name: "delivery network policy with malformed entries",
+			file: "delivery:\n  network:\n    allow: [127.0.0.1, 10.0.0.0/33, localhost]\n    deny:\n      - 10.1.2.3/8\n      - fe80::1%eth0\n",
+			want: []string{
+				`delivery.network.allow[1]: "10.0.0.0/33": the prefix length 33 is out of range for IPv4 (0 to 32) [FILE:3]`,
+				`delivery.network.allow[2]: "localhost" is not an IP address or a CIDR prefix (want e.g. 10.0.0.0/8, 192.168.1.20 or fd00::/8; host names are not accepted) [FILE:3]`,
+				`delivery.network.deny[0]: "10.1.2.3/8" has bits set after the prefix length: write 10.0.0.0/8 (the network) or 10.1.2.3 (the one address) [FILE:5]`,
+				`delivery.network.deny[1]: "fe80::1%eth0" has a zone (%...): zones cannot be matched, leave it out [FILE:6]`,
+			},
+		},
+		{
+			name: "delivery network policy from the environment",
+			env:  map[string]string{"OUTBOX_DELIVERY_NETWORK_ALLOW": "127.0.0.1,,::ffff:10.0.0.1"},
+			want: []string{
+				`delivery.network.allow[1]: "::ffff:10.0.0.1" is an IPv4-mapped IPv6 address: write it as IPv4 (10.0.0.1) [env OUTBOX_DELIVERY_NETWORK_ALLOW]`,
 			},
 		},
 		{

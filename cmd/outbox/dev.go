@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/ports"
 )
 
 // The well-known addresses of outbox dev. Each one that is taken is
@@ -340,10 +342,10 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: Duration(10 * time.Second)},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
-	cfg.Link = LinkConfig{
-		Listen: devAddr(devLink, f.freePorts, "the site link", logger),
-		Sites:  []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}},
-	}
+	// Everything here is on loopback, the capture and any demo receiver.
+	cfg.Delivery.Network.Allow = []string{"127.0.0.0/8", "::1"}
+	cfg.Link.Listen = devAddr(devLink, f.freePorts, "the site link", logger)
+	cfg.Link.Sites = []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}}
 	cfg.HTTP.Listen = httpAddr
 	cfg.HTTP.Admin = AdminConfig{Name: devAdmin, Password: "file:" + passwordFile}
 	if err := cfg.Validate(); err != nil {
@@ -480,11 +482,47 @@ Try:
   outbox notify send%s -list demo -subject hi -body hello          # delivered into the mail capture
   outbox notify send%s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
   outbox notify status%s ID
-
-Ctrl-C stops everything.
-
 `, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, siteFlag, siteFlag, siteFlag)
+	server := strings.TrimSuffix(page, "/")
+	if t := run.central.DevToken; t.Secret != "" {
+		fmt.Fprintf(&b, `
+The operator CLI, with an admin token revoked when outbox dev stops (it expires %s at the latest):
+  export OUTBOX_SERVER=%s OUTBOX_TOKEN=%s
+  outbox notifications list
+or as yourself: outbox login --server %s --name %s
+`, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, server, devAdmin)
+	}
+	b.WriteString("\nCtrl-C stops everything.\n\n")
 	return b.String()
+}
+
+// devTokenTTL is the lifetime of the admin token outbox dev prints: it is
+// revoked when outbox dev stops, and dies within a day if it never does.
+const devTokenTTL = 24 * time.Hour
+
+// devToken is the admin token outbox dev prints for the CLI.
+type devToken struct {
+	Secret    string
+	ExpiresAt time.Time
+}
+
+// makeDevToken makes outbox dev's admin token (actor "system") and returns
+// the function that revokes it. The secret goes to the terminal only: the
+// log names the token, never its secret.
+func makeDevToken(ctx context.Context, ops *core.Operators, logger *slog.Logger) (devToken, func(), error) {
+	secret, t, err := ops.CreateToken(ctx, ports.TokenRequest{Actor: ports.ActorSystem, Name: "outbox-dev-" + randomHex(3),
+		Role: ports.RoleAdmin, ExpiresAt: time.Now().Add(devTokenTTL)})
+	if err != nil {
+		return devToken{}, nil, fmt.Errorf("make the dev admin token: %w", err)
+	}
+	revoke := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := ops.DeleteToken(rctx, ports.ActorSystem, t.ID); err != nil {
+			logger.Warn("could not revoke the dev admin token; it expires by itself", "token", t.Name, "expires_at", t.ExpiresAt, "err", err)
+		}
+	}
+	return devToken{Secret: secret, ExpiresAt: t.ExpiresAt}, revoke, nil
 }
 
 // randomHex returns n random bytes in hexadecimal.

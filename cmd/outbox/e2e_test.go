@@ -357,7 +357,7 @@ func TestPluginDeliverEmail(t *testing.T) {
 	}
 	defer srv.Close()
 	host, port, _ := strings.Cut(srv.Addr(), ":")
-	code, out := runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver",
+	code, out := runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver", "-allow", host,
 		"-setting", "host="+host, "-setting", "port="+port, "-setting", "tls=none", "-setting", "from=outbox@example.com",
 		"-target", "ops@example.com", "-subject", "Pump 3 stopped", "-body", "Pressure low.", "email")
 	if code != exitOK || !strings.Contains(out, "outcome: Success") {
@@ -552,6 +552,7 @@ data_dir: %[1]s
 outbox: {dispatch_interval: 50ms}
 log: {format: json}
 smtp_capture: {addr: "%[2]s", dir: %[1]s/mail}
+delivery: {network: {allow: ["%[3]s"]}}   # the capture is on loopback, which the default policy denies
 lists:
   - {name: ops, type: email, targets: [ops@example.com]}
 channels:

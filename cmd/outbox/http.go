@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/metrics"
@@ -39,6 +41,9 @@ type HTTPConfig struct {
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig `yaml:"admin"`
+	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
+	// makes for an account (a token of its own). Default 720h (30 days).
+	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
 	// TrustedProxies are the reverse proxies in front of the page (IP
 	// addresses or CIDR ranges): from them, and only from them, the client
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
@@ -47,6 +52,9 @@ type HTTPConfig struct {
 	// Login bounds password guessing (core.LoginThrottle).
 	Login LoginConfig `yaml:"login"`
 }
+
+// maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
+const maxLoginTokenTTL = 365 * 24 * time.Hour
 
 // LoginConfig configures the login throttle.
 type LoginConfig struct {
@@ -102,6 +110,9 @@ func (c HTTPConfig) validate() rules {
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
 	if c.SessionTTL < Duration(time.Minute) {
 		r.add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
+	}
+	if c.LoginTokenMaxTTL < Duration(time.Minute) || c.LoginTokenMaxTTL > Duration(maxLoginTokenTTL) {
+		r.add("http.login_token_max_ttl", "must be between 1m and %s, got %s", Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
 	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
@@ -160,6 +171,7 @@ type operatorSurface struct {
 	cfg     HTTPConfig
 	svc     *core.Service
 	store   *sqlstore.Store
+	editor  ports.DirectoryEditor
 	host    *pluginhost.Host
 	obs     observability
 	capture *smtpcapture.Server
@@ -181,9 +193,10 @@ type observability struct {
 }
 
 // newObservability builds /metrics (the KPIs, read at most once per
-// metrics.DefaultKPICacheFor whatever the scrapers do), /healthz and
-// /readyz.
-func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost.Host, delivery *metrics.DeliveryMetrics, logger *slog.Logger) (observability, error) {
+// metrics.DefaultKPICacheFor whatever the scrapers do; collectors are more
+// metrics, such as the site link's refusals), /healthz and /readyz.
+func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost.Host, delivery *metrics.DeliveryMetrics,
+	collectors []prometheus.Collector, logger *slog.Logger) (observability, error) {
 	o := observability{
 		httpRefusals:    guard.NewRefusals("http", logger.With("component", "http"), 0),
 		metricsRefusals: guard.NewRefusals("metrics", logger.With("component", "metrics"), 0),
@@ -198,7 +211,7 @@ func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost
 	var err error
 	o.metrics, err = metrics.CentralHandler(metrics.CentralSources{
 		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: plugins,
-	}, delivery, logger.With("component", "metrics"), o.httpRefusals, o.metricsRefusals)
+	}, delivery, logger.With("component", "metrics"), append([]prometheus.Collector{o.httpRefusals, o.metricsRefusals}, collectors...)...)
 	if err != nil {
 		return observability{}, err
 	}
@@ -270,7 +283,8 @@ func serve(ctx context.Context, hs *http.Server, lis net.Listener, what string, 
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
 	trusted, _ := parsePrefixes("http.login.trusted_networks", cfg.Login.TrustedNetworks)
 	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{
-		SessionTTL: time.Duration(cfg.SessionTTL),
+		SessionTTL:     time.Duration(cfg.SessionTTL),
+		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL),
 		Throttle: core.LoginThrottle{
 			AddressMaxDelay: time.Duration(cfg.Login.AddressMaxDelay),
 			AccountMaxDelay: time.Duration(cfg.Login.AccountMaxDelay),
@@ -306,17 +320,29 @@ func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore,
 // /healthz and /readyz until ctx is done or stop is called; stop waits for
 // the server to end. With the metrics apart, the page keeps /healthz (a
 // constant "ok" for a load balancer in front of it) and answers 404 for
-// /metrics and /readyz.
-func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, err error) {
+// /metrics and /readyz. In dev mode it also makes the admin token outbox
+// dev prints, which stop revokes.
+func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, dt devToken, err error) {
 	ops, err := newOperators(ctx, o.cfg, o.store, o.dev, logger)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
+	revokeDevToken := func() {}
+	if o.dev {
+		if dt, revokeDevToken, err = makeDevToken(ctx, ops, logger); err != nil {
+			return nil, "", devToken{}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			revokeDevToken()
+		}
+	}()
 	proxies, _ := parsePrefixes("http.trusted_proxies", o.cfg.TrustedProxies)
 	var t *tls.Config
 	if o.cfg.TLS.set() {
 		if t, err = o.cfg.TLS.load(); err != nil {
-			return nil, "", fmt.Errorf("http.tls: %w", err)
+			return nil, "", devToken{}, fmt.Errorf("http.tls: %w", err)
 		}
 	}
 	public := map[string]http.Handler{"GET /healthz": o.obs.health}
@@ -324,7 +350,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		public["GET /metrics"], public["GET /readyz"] = o.obs.metrics, o.obs.health
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store, Operators: ops,
+		Outbox: o.svc, Directory: o.store, Editor: o.editor, Operators: ops,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))
@@ -350,11 +376,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	}
 	srv, err := httpapi.New(hc)
 	if err != nil {
-		return nil, "", err
+		return nil, "", devToken{}, err
 	}
 	lis, err := net.Listen("tcp", o.cfg.Listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("http: %w", err)
+		return nil, "", devToken{}, fmt.Errorf("http: %w", err)
 	}
 	if t != nil {
 		lis = tls.NewListener(lis, t)
@@ -364,7 +390,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	logger.Info("operator page and API listening", "url", pageURL(lis.Addr().String(), t != nil), "tls", t != nil,
 		"metrics", !o.metricsApart)
-	return serve(ctx, hs, lis, "http", logger), lis.Addr().String(), nil
+	stopServer := serve(ctx, hs, lis, "http", logger)
+	return func() {
+		stopServer()
+		revokeDevToken()
+	}, lis.Addr().String(), dt, nil
 }
 
 // storeReadiness is the readiness check of the database. /readyz is public,

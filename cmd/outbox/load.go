@@ -17,13 +17,14 @@ import (
 )
 
 // setting is one scalar setting of a configuration C that the environment
-// (and, for the common ones, a flag) can set. Lists come from the file only.
+// (and, for the common ones, a flag) can set. Lists come from the file only,
+// but for lists of plain strings, which a variable gives comma-separated.
 type setting[C any] struct {
 	key   string // YAML path
 	env   string // environment variable
 	flag  string // flag name without the dash; "" when there is none
 	usage string
-	field func(*C) any // *string, *int, *bool or *Duration
+	field func(*C) any // *string, *int, *bool, *Duration or *[]string (comma-separated)
 }
 
 // schema is what the loader needs to know of one command's configuration
@@ -80,9 +81,12 @@ var centralSchema = schema[Config]{
 //	OUTBOX_PLUGINS_DIR           plugins.dir
 //	OUTBOX_HTTP_LISTEN           http.listen
 //	OUTBOX_HTTP_SESSION_TTL      http.session_ttl
+//	OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL http.login_token_max_ttl
 //	OUTBOX_HTTP_ADMIN_NAME       http.admin.name
 //	OUTBOX_HTTP_ADMIN_PASSWORD   http.admin.password
-//	OUTBOX_METRICS_LISTEN        metrics.listen
+//	OUTBOX_DELIVERY_NETWORK_ALLOW  delivery.network.allow (comma-separated)
+//	OUTBOX_DELIVERY_NETWORK_DENY   delivery.network.deny (comma-separated)
+//	OUTBOX_METRICS_LISTEN          metrics.listen
 var settings = []setting[Config]{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
@@ -106,8 +110,11 @@ var settings = []setting[Config]{
 	{"plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }},
 	{"http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and (unless metrics.listen is set) /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }},
 	{"http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "", func(c *Config) any { return &c.HTTP.SessionTTL }},
+	{"http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "", func(c *Config) any { return &c.HTTP.LoginTokenMaxTTL }},
 	{"http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "", func(c *Config) any { return &c.HTTP.Admin.Name }},
 	{"http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "", func(c *Config) any { return &c.HTTP.Admin.Password }},
+	{"delivery.network.allow", "OUTBOX_DELIVERY_NETWORK_ALLOW", "", "", func(c *Config) any { return &c.Delivery.Network.Allow }},
+	{"delivery.network.deny", "OUTBOX_DELIVERY_NETWORK_DENY", "", "", func(c *Config) any { return &c.Delivery.Network.Deny }},
 	{"metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` (host:port) of /metrics, /healthz and /readyz apart from the page; empty serves them with the page", func(c *Config) any { return &c.Metrics.Listen }},
 }
 
@@ -140,6 +147,15 @@ func setValue(p any, raw string) error {
 			return err
 		}
 		*p = d
+	case *[]string:
+		// Comma-separated; blank items are dropped, so "" is the empty list.
+		var items []string
+		for _, item := range strings.Split(raw, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		*p = items
 	default:
 		return fmt.Errorf("internal error: no parser for %T", p)
 	}

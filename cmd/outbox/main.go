@@ -12,7 +12,8 @@
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
-//	outbox notifications|kpi|lists|channels|users|tokens ...
+//	outbox login|logout                     keep (or drop) a token of one's own for the CLI
+//	outbox notifications|kpi|lists|channels|users|tokens|audit ...
 //	                                        operate central through its API
 //	outbox version                          print the version
 //	outbox help [command]                   show help
@@ -88,6 +89,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return runUsers(ctx, rest, environ, stdout, stderr)
 	case "tokens":
 		return runTokens(ctx, rest, environ, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, rest, environ, stdout, stderr)
+	case "login":
+		return runLogin(ctx, rest, environ, stdout, stderr)
+	case "logout":
+		return runLogout(ctx, rest, environ, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
@@ -121,6 +128,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return runUsers(ctx, []string{"help"}, environ, stdout, stdout)
 		case "tokens":
 			return runTokens(ctx, []string{"help"}, environ, stdout, stdout)
+		case "audit":
+			return runAudit(ctx, []string{"help"}, environ, stdout, stdout)
+		case "login":
+			return runLogin(ctx, []string{"help"}, environ, stdout, stdout)
+		case "logout":
+			return runLogout(ctx, []string{"help"}, environ, stdout, stdout)
 		case "version", "help":
 			usage(stdout)
 			return exitOK
@@ -150,12 +163,16 @@ Commands:
   help      show this help, or "outbox help <command>" for a command's flags
 
 Operator commands (against central's API; OUTBOX_SERVER, OUTBOX_TOKEN):
+  login          log in with a name and password and keep a token for these
+  logout         revoke that token and forget it
   notifications  list, show, count, retry or discard notifications
   kpi            show the delivery KPIs, global and per site
   lists          list, show, put or delete notification lists
   channels       list, show, put or delete channel settings
   users          list, put or delete operator accounts (admin)
   tokens         list, create or revoke API tokens (admin)
+  audit          the admin audit log: who changed which list, channel, user
+                 or token (admin)
 
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.

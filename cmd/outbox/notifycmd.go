@@ -32,8 +32,13 @@ Commands:
 -site defaults to 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103: the site of
 outbox dev, and of configs/site-*.yaml.
 
-Environment: OUTBOX_SITE_ADDR (as -site), OUTBOX_SITE_API_TOKEN (the API
-token, or a reference env:NAME / file:/path).
+Credentials: the site API token in OUTBOX_SITE_API_TOKEN (the token, or a
+reference env:NAME / file:/path), or a client certificate (-cert and -key)
+when the site takes them. -ca connects over TLS, which a site off loopback
+requires.
+
+Environment: OUTBOX_SITE_ADDR (as -site), OUTBOX_SITE_API_TOKEN,
+OUTBOX_SITE_CA, OUTBOX_SITE_CERT, OUTBOX_SITE_KEY (as -ca, -cert, -key).
 `
 
 // notifyFlags are the flags every notify command takes.
@@ -49,9 +54,9 @@ func (n *notifyFlags) define(fs *flag.FlagSet, environ []string) {
 	}
 	fs.StringVar(&n.site, "site", site, "site API `addresses`, comma-separated: any node will do (env OUTBOX_SITE_ADDR; the default is outbox dev's site)")
 	fs.DurationVar(&n.timeout, "timeout", 10*time.Second, "give up after this `duration`")
-	fs.StringVar(&n.ca, "ca", "", "CA `file` verifying the nodes' certificates: connect over TLS")
-	fs.StringVar(&n.cert, "cert", "", "client certificate `file` (with -key)")
-	fs.StringVar(&n.key, "key", "", "client key `file`")
+	fs.StringVar(&n.ca, "ca", envValue(environ, "OUTBOX_SITE_CA"), "CA `file` verifying the nodes' certificates: connect over TLS (env OUTBOX_SITE_CA)")
+	fs.StringVar(&n.cert, "cert", envValue(environ, "OUTBOX_SITE_CERT"), "client certificate `file` (with -key), the credential of a site that takes them (env OUTBOX_SITE_CERT)")
+	fs.StringVar(&n.key, "key", envValue(environ, "OUTBOX_SITE_KEY"), "client key `file` (env OUTBOX_SITE_KEY)")
 }
 
 // dial connects to the site with the flags' TLS and the environment's token.

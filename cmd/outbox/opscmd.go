@@ -11,9 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -37,11 +36,13 @@ const opsDefaultServer = "http://127.0.0.1:8080"
 
 const opsCommonUsage = `
 Common flags:
-  --server URL       central's API (env OUTBOX_SERVER, default ` + opsDefaultServer + `)
+  --server URL       central's API (env OUTBOX_SERVER; else the server of
+                     outbox login; default ` + opsDefaultServer + `)
   --token-file FILE  read the API token from FILE; otherwise it comes from the
                      environment variable OUTBOX_TOKEN (the token, or a
-                     reference env:NAME or file:/path). A token is never
-                     given in clear on the command line.
+                     reference env:NAME or file:/path), else from outbox
+                     login. A token is never given in clear on the command
+                     line.
   --token REF        the token as a reference env:NAME or file:/path
   --ca FILE          CA certificates that verify an https server
   --json             print JSON (the API's own shapes) instead of a table
@@ -140,12 +141,14 @@ Commands:
 
 const tokensUsage = `Usage: outbox tokens <command> [flags]
 
-Manage API tokens (needs the admin role).
+Manage API tokens (needs the admin role). outbox login makes a token of
+your own instead, bound to your account.
 
 Commands:
-  list     every token: id, name, role
-  create   NAME --role viewer|operator|admin
-           make a token and print its secret, this once only
+  list     every token: id, name, role, account, expiry
+  create   NAME --role viewer|operator|admin [--expires D]
+           make a token and print its secret, this once only; with
+           --expires (30d, 12h) it stops working after D
   delete   ID
            revoke a token
 ` + opsCommonUsage
@@ -771,9 +774,10 @@ func runTokens(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return code
 	}
 	r := newOpsRun("outbox tokens "+sub, environ, os.Stdin, stdout, stderr)
-	var role string
+	var role, expires string
 	if sub == "create" {
 		r.fs.StringVar(&role, "role", "", "the token's `role`: viewer, operator or admin; required")
+		r.fs.StringVar(&expires, "expires", "", "the token stops working after `D` (30d, 12h); default never")
 	}
 	operands, code, ok := r.parse(rest)
 	if !ok {
@@ -788,6 +792,15 @@ func runTokens(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return r.usage("give one token id")
 	case sub == "create" && !ports.OperatorRole(role).Valid():
 		return r.usage("--role %q: want viewer, operator or admin", opsCell(role, 20))
+	}
+	var expiresAt *time.Time
+	if expires != "" {
+		ttl, err := opsParseLifetime(expires)
+		if err != nil || ttl <= 0 {
+			return r.usage("--expires %q: want a lifetime such as 30d or 12h", opsCell(expires, 20))
+		}
+		at := time.Now().Add(ttl).UTC().Truncate(time.Second)
+		expiresAt = &at
 	}
 	c, code, ok := r.dial()
 	if !ok {
@@ -807,22 +820,33 @@ func runTokens(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		}
 		return r.print(ts, func(w io.Writer) {
 			tw := opsTable(w)
-			fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tROLE\tACCOUNT\tCREATED\tEXPIRES")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", opsCell(t.ID, 60), opsCell(t.Name, 60), opsCell(string(t.Role), 10),
-					opsTime(t.CreatedAt, r.loc))
+				exp := "never"
+				if t.ExpiresAt != nil {
+					exp = opsTime(t.ExpiresAt, r.loc)
+				}
+				if t.Expired {
+					exp += " (expired)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", opsCell(t.ID, 60), opsCell(t.Name, 60), opsCell(string(t.Role), 10),
+					opsCellOr(t.Account, 60), opsTime(t.CreatedAt, r.loc), exp)
 			}
 			tw.Flush()
 		})
 	case "create":
-		t, err := c.CreateToken(ctx, api.NewToken{Name: operands[0], Role: ports.OperatorRole(role)})
+		t, err := c.CreateToken(ctx, api.NewToken{Name: operands[0], Role: ports.OperatorRole(role), ExpiresAt: expiresAt})
 		if err != nil {
 			return r.failed(err)
 		}
 		code := r.print(t, func(w io.Writer) {
 			tw := opsTable(w)
-			fmt.Fprintf(tw, "id:\t%s\nname:\t%s\nrole:\t%s\nsecret:\t%s\n", opsCell(t.ID, 200), opsCell(t.Name, 200),
-				opsCell(string(t.Role), 20), opsCell(t.Secret, 1000))
+			exp := "never"
+			if t.ExpiresAt != nil {
+				exp = opsTime(t.ExpiresAt, r.loc)
+			}
+			fmt.Fprintf(tw, "id:\t%s\nname:\t%s\nrole:\t%s\nexpires:\t%s\nsecret:\t%s\n", opsCell(t.ID, 200), opsCell(t.Name, 200),
+				opsCell(string(t.Role), 20), exp, opsCell(t.Secret, 1000))
 			tw.Flush()
 		})
 		fmt.Fprintln(r.stderr, "warning: the secret is shown this once and cannot be shown again; keep it now "+
@@ -876,6 +900,8 @@ type opsRun struct {
 
 	clearToken bool            // --token was given a token, not a reference
 	noToken    bool            // no token was given: a hint on unauthenticated
+	fromLogin  bool            // the token is outbox login's
+	loginHint  string          // why outbox login's token was not used
 	transport  *http.Transport // closed by close
 }
 
@@ -888,10 +914,9 @@ func newOpsRun(name string, environ []string, stdin io.Reader, stdout, stderr io
 			r.loc = loc
 		}
 	}
+	// Without a flag or the variable, the server is outbox login's, else
+	// the default (see dial).
 	server := envValue(environ, "OUTBOX_SERVER")
-	if server == "" {
-		server = opsDefaultServer
-	}
 	r.fs = flag.NewFlagSet(name, flag.ContinueOnError)
 	r.fs.SetOutput(stderr)
 	r.fs.StringVar(&r.server, "server", server, "central's API `URL` (env OUTBOX_SERVER)")
@@ -952,8 +977,15 @@ func (r *opsRun) usage(format string, args ...any) int {
 // failed reports a failed call and returns exitFailure.
 func (r *opsRun) failed(err error) int {
 	fmt.Fprintf(r.stderr, "%s: %v\n", r.name, err)
-	if r.noToken && errors.Is(err, ports.ErrUnauthenticated) {
-		fmt.Fprintln(r.stderr, "no API token was given: set OUTBOX_TOKEN or give --token-file")
+	if errors.Is(err, ports.ErrUnauthenticated) {
+		switch {
+		case r.loginHint != "":
+			fmt.Fprintln(r.stderr, r.loginHint)
+		case r.noToken:
+			fmt.Fprintln(r.stderr, "no API token was given: run outbox login, set OUTBOX_TOKEN or give --token-file")
+		case r.fromLogin:
+			fmt.Fprintln(r.stderr, "the token of outbox login no longer works: run outbox login again")
+		}
 	}
 	return exitFailure
 }
@@ -967,36 +999,32 @@ func (r *opsRun) done(format string, args ...any) int {
 	return exitOK
 }
 
-// dial builds the API client from the flags and the environment; ok false
-// says to return code.
+// dial builds the API client from the flags, the environment and the
+// login outbox login keeps; ok false says to return code.
 func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
-	u, err := url.Parse(r.server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, r.usage("--server %q: want http://HOST:PORT or https://HOST:PORT", opsCell(r.server, 80)), false
-	}
 	token, err := r.token()
 	if err != nil {
 		return nil, r.usage("%v", err), false
 	}
+	saved, loginErr := r.savedLogin()
+	if r.server == "" && loginErr == nil {
+		r.server = saved.Server
+	}
+	if r.server == "" {
+		r.server = opsDefaultServer
+	}
+	if token == "" {
+		if loginErr != nil {
+			return nil, r.usage("%v", loginErr), false
+		}
+		token = r.loginToken(saved)
+	}
 	r.noToken = token == ""
-	if base, ok := http.DefaultTransport.(*http.Transport); ok {
-		r.transport = base.Clone()
-	} else {
-		r.transport = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	if r.transport, err = opsHTTPClient(r.server, r.ca); err != nil {
+		return nil, r.usage("%v", err), false
 	}
-	if r.ca != "" {
-		if u.Scheme != "https" {
-			return nil, r.usage("--ca verifies an https server; --server is %s", u.Redacted()), false
-		}
-		t, err := (TLSFiles{CA: r.ca}).load()
-		if err != nil {
-			return nil, r.usage("--ca: %v", err), false
-		}
-		t.ClientCAs, t.ClientAuth = nil, 0
-		r.transport.TLSClientConfig = t
-	}
-	if token != "" && u.Scheme == "http" && !isLoopback(net.JoinHostPort(u.Hostname(), "0")) {
-		fmt.Fprintf(r.stderr, "%s: warning: the API token goes in clear over http to %s; prefer https\n", r.name, u.Host)
+	if token != "" {
+		opsWarnClear(r.stderr, r.name, r.server, "the API token goes")
 	}
 	c, err = client.New(r.server, token, client.WithHTTPClient(&http.Client{Transport: r.transport}),
 		client.WithUserAgent("outbox-cli/"+versionString()))
@@ -1011,6 +1039,39 @@ func (r *opsRun) close() {
 	if r.transport != nil {
 		r.transport.CloseIdleConnections()
 	}
+}
+
+// savedLogin reads the login outbox login keeps; none (no file, no home)
+// is the zero value. A file open to others is an error.
+func (r *opsRun) savedLogin() (savedLogin, error) {
+	path, err := loginPath(r.environ)
+	if err != nil {
+		return savedLogin{}, nil
+	}
+	saved, err := readLogin(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return savedLogin{}, nil
+	}
+	return saved, err
+}
+
+// loginToken returns the token of saved when it is for the server and has
+// not expired; "" otherwise, with a hint for an answer 401.
+func (r *opsRun) loginToken(saved savedLogin) string {
+	switch {
+	case saved.Token == "":
+		return ""
+	case normalServer(r.server) != saved.Server:
+		// A token goes only to the server that made it.
+		r.loginHint = fmt.Sprintf("outbox login logged in to %s, not %s: run outbox login --server %s", saved.Server, r.server, r.server)
+		return ""
+	case !time.Now().Before(saved.ExpiresAt):
+		r.loginHint = fmt.Sprintf("the login to %s expired at %s: run outbox login again", saved.Server,
+			saved.ExpiresAt.In(r.loc).Format("2006-01-02 15:04 MST"))
+		return ""
+	}
+	r.fromLogin = true
+	return saved.Token
 }
 
 // token returns the API token: from --token-file, --token's reference, or
@@ -1347,6 +1408,14 @@ func opsKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// opsCellOr is opsCell, or "-" for an empty s.
+func opsCellOr(s string, max int) string {
+	if s == "" {
+		return "-"
+	}
+	return opsCell(s, max)
 }
 
 // opsCell makes s safe for one table cell: control and bidi characters (a

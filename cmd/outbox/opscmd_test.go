@@ -562,7 +562,7 @@ func TestOpsTokens(t *testing.T) {
 		!strings.Contains(stderr, "cannot be shown again") {
 		t.Errorf("JSON: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if code, stdout, _ := opsRunCmd(runTokens, env, "list"); code != exitOK || !regexpLine(stdout, `^t1\s+ci\s+operator\s+-$`) {
+	if code, stdout, _ := opsRunCmd(runTokens, env, "list"); code != exitOK || !regexpLine(stdout, `^t1\s+ci\s+operator\s+-\s+-\s+never$`) {
 		t.Errorf("list: %d\n%s", code, stdout)
 	}
 	if code, stdout, _ := opsRunCmd(runTokens, env, "delete", "t1", "--json"); code != exitOK || stdout != "" {

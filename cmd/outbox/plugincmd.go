@@ -76,8 +76,9 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 }
 
-// startOne starts a host running the one plugin named by arg.
-func startOne(ctx context.Context, arg string, stderr io.Writer) (*pluginhost.Host, string, error) {
+// startOne starts a host running the one plugin named by arg, under the
+// delivery network policy policy (nil: the default one).
+func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, stderr io.Writer) (*pluginhost.Host, string, error) {
 	var p pluginhost.Plugin
 	if strings.Contains(arg, "/") {
 		abs, err := filepath.Abs(arg)
@@ -96,7 +97,8 @@ func startOne(ctx context.Context, arg string, stderr io.Writer) (*pluginhost.Ho
 		p = pluginhost.Plugin{Type: arg, Command: exe, Args: []string{"plugin", "serve", arg}}
 	}
 	logger := newLogger(LogConfig{Level: "warn", Format: "auto"}, stderr, isTerminal(stderr))
-	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second})
+	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second,
+		NetworkPolicy: policy})
 	if err != nil {
 		return nil, "", err
 	}
@@ -107,7 +109,7 @@ func startOne(ctx context.Context, arg string, stderr io.Writer) (*pluginhost.Ho
 }
 
 func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) int {
-	h, typ, err := startOne(ctx, arg, stderr)
+	h, typ, err := startOne(ctx, arg, nil, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox plugin describe: %v\n", err)
 		return exitFailure
@@ -150,14 +152,16 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("outbox plugin deliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var targets, settings repeated
+	var targets, settings, allow, deny repeated
 	fs.Var(&targets, "target", "a `target` of the delivery (an address, a URL); repeat for several")
 	fs.Var(&settings, "setting", "a channel setting as `name=value`; repeat for several (secrets as env:NAME or file:/path)")
+	fs.Var(&allow, "allow", "an IP address or `CIDR` prefix the plugin may connect to although the default delivery network policy denies it\n(loopback, link-local, ...), as delivery.network.allow; repeat for several")
+	fs.Var(&deny, "deny", "an IP address or `CIDR` prefix the plugin may not connect to, as delivery.network.deny; repeat for several")
 	subject := fs.String("subject", "outbox test notification", "the `subject`")
 	body := fs.String("body", "Sent by outbox plugin deliver.", "the `body`")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound of the delivery")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: outbox plugin deliver [flags] PLUGIN\n\nStarts the plugin as central does and makes one delivery through it. Exits 0\nwhen it answers Success.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: outbox plugin deliver [flags] PLUGIN\n\nStarts the plugin as central does and makes one delivery through it. Exits 0\nwhen it answers Success. The plugin gets the default delivery network policy\nplus -allow and -deny: a target on loopback (127.0.0.1) needs -allow 127.0.0.1.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -179,7 +183,12 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		set[k] = v
 	}
-	h, typ, err := startOne(ctx, fs.Arg(0), stderr)
+	policy, err := channel.NewNetworkPolicy(allow, deny)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox plugin deliver: -allow or -deny: %v\n", err)
+		return exitUsage
+	}
+	h, typ, err := startOne(ctx, fs.Arg(0), policy, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox plugin deliver: %v\n", err)
 		return exitFailure

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +12,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/secretref"
@@ -71,6 +77,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 		return err
 	}
 	rc.Listener = opt.raftListener
+	rc.Refusals = guard.NewRefusals("site_raft", logger.With("component", "raft"), 0)
 	node, err := raftbuffer.Open(ctx, rc)
 	if err != nil {
 		return fmt.Errorf("open the buffer: %w", err)
@@ -97,6 +104,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 	if err != nil {
 		return err
 	}
+	refusals := []prometheus.Collector{api.Refusals(), rc.Refusals}
 	lis := opt.apiListener
 	if lis == nil {
 		listen := cfg.API.Listen
@@ -118,7 +126,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 	})
 	wg.Go(func() { node.Lead(ctx, svc.Forward) })
 	if cfg.Metrics.Listen != "" {
-		h, err := metrics.Handler(metrics.NewSiteCollector(svc, logger))
+		h, err := metrics.Handler(append(refusals, metrics.NewSiteCollector(svc, logger))...)
 		if err != nil {
 			cancel(err)
 		} else {
@@ -184,36 +192,110 @@ func dialCentral(cfg SiteConfig, logger *slog.Logger) (*sitelink.Client, error) 
 }
 
 // siteAPIServer builds the site API: it serves svc on the leader and passes
-// calls that reach a follower to the leader's API address.
+// calls that reach a follower to the leader's API address. Scripts
+// authenticate with api.token or a client certificate of api.tls.ca; the
+// nodes recognise each other by their Raft certificates (raft.tls), which
+// they present when they pass a call on.
 func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger *slog.Logger) (*siteapi.Server, error) {
 	token, err := secretref.Resolve(cfg.API.Token)
 	if err != nil {
 		return nil, fmt.Errorf("api.token: %w", err)
 	}
-	var serverTLS, peerTLS *tls.Config
-	if cfg.API.TLS.set() {
-		if serverTLS, err = cfg.API.TLS.load(); err != nil {
-			return nil, fmt.Errorf("api.tls: %w", err)
-		}
-		// Scripts authenticate by token, not by certificate.
-		serverTLS.ClientAuth = tls.VerifyClientCertIfGiven
-		peerTLS = serverTLS.Clone()
-	}
-	srv, err := siteapi.NewServer(siteapi.ServerConfig{
+	logger = logger.With("component", "api")
+	sc := siteapi.ServerConfig{
 		Site: svc,
 		Leader: func() (bool, string) {
 			id, self := node.Leader()
 			return self, cfg.apiAddr(id)
 		},
-		Token:   token,
-		TLS:     serverTLS,
-		PeerTLS: peerTLS,
-		Logger:  logger.With("component", "api"),
-	})
+		Token:    token,
+		Limits:   cfg.apiLimits(),
+		Refusals: guard.NewRefusals("site_api", logger, 0),
+		Logger:   logger,
+	}
+	for _, m := range cfg.Members {
+		sc.Members = append(sc.Members, m.ID)
+	}
+	if cfg.API.TLS.set() {
+		if sc.TLS, err = cfg.API.TLS.load(); err != nil {
+			return nil, fmt.Errorf("api.tls: %w", err)
+		}
+		if sc.ClientCAs, err = readCerts(cfg.API.TLS.CA); err != nil {
+			return nil, fmt.Errorf("api.tls.ca: %w", err)
+		}
+		if sc.PeerTLS, err = sitePeerTLS(cfg, sc.TLS); err != nil {
+			return nil, err
+		}
+		if cfg.Raft.TLS.set() {
+			if sc.MemberCAs, err = readCerts(cfg.Raft.TLS.CA); err != nil {
+				return nil, fmt.Errorf("raft.tls.ca: %w", err)
+			}
+		}
+	}
+	srv, err := siteapi.NewServer(sc)
 	if err != nil {
 		return nil, fmt.Errorf("site API: %w", err)
 	}
 	return srv, nil
+}
+
+// sitePeerTLS is the client configuration a node passes calls to the
+// leader's site API with: it trusts the system's roots and the API's and
+// Raft's CAs, and presents the node's Raft certificate (its member
+// identity) or, without one, its API certificate.
+func sitePeerTLS(cfg SiteConfig, api *tls.Config) (*tls.Config, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	for _, path := range []string{cfg.API.TLS.CA, cfg.Raft.TLS.CA} {
+		certs, err := readCerts(path)
+		if err != nil {
+			return nil, fmt.Errorf("site API peers: %w", err)
+		}
+		for _, c := range certs {
+			roots.AddCert(c)
+		}
+	}
+	peer := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: api.Certificates}
+	if cfg.Raft.TLS.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.Raft.TLS.Cert, cfg.Raft.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("raft.tls: load certificate %s: %w", cfg.Raft.TLS.Cert, err)
+		}
+		peer.Certificates = []tls.Certificate{pair}
+	}
+	return peer, nil
+}
+
+// readCerts returns the certificates of a PEM file; none for path "".
+func readCerts(path string) ([]*x509.Certificate, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return out, nil
 }
 
 // runSiteRecover is `outbox site recover`: with the node stopped, it

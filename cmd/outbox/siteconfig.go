@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -53,8 +55,10 @@ type RaftConfig struct {
 	// Bind is the address to listen on when it differs from the member's
 	// raft address (0.0.0.0:7201 behind NAT, say).
 	Bind string `yaml:"bind"`
-	// TLS, when set, encrypts and authenticates Raft traffic: every node
-	// presents Cert and checks the others' against CA.
+	// TLS encrypts and authenticates Raft traffic: every node presents Cert,
+	// whose CN (or a DNS name) is its member id, and checks the others'
+	// against CA. Required when a Raft address is off loopback. The nodes
+	// also present Cert to each other's site API when they pass calls on.
 	TLS TLSFiles `yaml:"tls"`
 }
 
@@ -63,12 +67,36 @@ type SiteAPIConfig struct {
 	// Listen is the address to listen on when it differs from the member's
 	// api address.
 	Listen string `yaml:"listen"`
-	// Token, when set, is required of every caller (a reference, env:NAME
-	// or file:/path).
+	// Token, when set, authenticates a caller that presents it (a
+	// reference, env:NAME or file:/path).
 	Token string `yaml:"token"`
-	// TLS, when set, serves the API over TLS; the nodes use Cert and CA
-	// when one passes a call to the leader.
+	// TLS serves the API over TLS with Cert and Key; CA, when set, verifies
+	// scripts' client certificates, each of which then authenticates its
+	// caller. Off loopback TLS is required, and a token or CA with it.
 	TLS TLSFiles `yaml:"tls"`
+	// Limits bound what callers can make the API spend.
+	Limits APILimitsConfig `yaml:"limits"`
+}
+
+// APILimitsConfig bounds the site API (siteapi.Limits).
+type APILimitsConfig struct {
+	// Rate is the calls a second one caller (its certificate's CN, else its
+	// address) may make on average, Burst how many at once.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// MaxRequestBytes bounds one request; 0 fits the largest Send that
+	// forward.max_subject_bytes and forward.max_body_bytes allow.
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// ConnsPerAddress and ConnsTotal bound the connections open at once
+	// from one client address, and in all.
+	ConnsPerAddress int `yaml:"conns_per_address"`
+	ConnsTotal      int `yaml:"conns_total"`
+	// MaxStreams bounds the calls one connection runs at once.
+	MaxStreams int `yaml:"max_streams"`
+	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
+	// IdleTimeout closes a connection without calls for that long.
+	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	IdleTimeout      Duration `yaml:"idle_timeout"`
 }
 
 // CentralLinkConfig says how the node reaches central.
@@ -131,6 +159,15 @@ var siteSchema = schema[SiteConfig]{
 func defaultSiteConfig() SiteConfig {
 	d := core.SiteConfig{}.WithDefaults()
 	return SiteConfig{
+		API: SiteAPIConfig{Limits: APILimitsConfig{
+			Rate:             siteapi.DefaultRate,
+			Burst:            siteapi.DefaultBurst,
+			ConnsPerAddress:  siteapi.DefaultConnsPerAddress,
+			ConnsTotal:       siteapi.DefaultConnsTotal,
+			MaxStreams:       siteapi.DefaultMaxStreams,
+			HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
+			IdleTimeout:      Duration(guard.DefaultIdleTimeout),
+		}},
 		Forward: ForwardConfig{
 			Batch:           d.ForwardBatch,
 			RetryInterval:   Duration(d.RetryInterval),
@@ -196,6 +233,8 @@ func (c SiteConfig) Validate() error {
 			}
 		}
 	}
+	r = append(r, c.offLoopbackRules()...)
+	r = append(r, c.API.Limits.validate(c.Forward)...)
 	r = append(r, c.Raft.TLS.validate("raft.tls", true)...)
 	if c.Raft.TLS.set() && c.Raft.TLS.CA == "" {
 		r.add("raft.tls.ca", "required with raft.tls: each node checks the others' certificates")
@@ -237,6 +276,101 @@ func (c SiteConfig) Validate() error {
 		}
 	}
 	return errors.Join(r...)
+}
+
+// offLoopbackRules refuses an entrance that can be reached from the network
+// without its protection: Raft without mutual TLS (whoever reaches the port
+// can write to the buffer), the site API without TLS (a token and the
+// notifications would cross the network in clear) or without credentials.
+func (c SiteConfig) offLoopbackRules() rules {
+	var r rules
+	t := c.Raft.TLS
+	if key, addr := c.offLoopback("raft.bind", c.Raft.Bind, "raft"); key != "" && (t.Cert == "" || t.Key == "" || t.CA == "") {
+		r.addRelated("raft.tls", key, "required (cert, key and ca): %s %s is off loopback, and without mutual TLS whoever reaches the Raft port can write to the buffer", key, addr)
+	}
+	if key, addr := c.offLoopback("api.listen", c.API.Listen, "api"); key != "" {
+		if c.API.TLS.Cert == "" || c.API.TLS.Key == "" {
+			r.addRelated("api.tls", key, "required (cert and key): %s %s is off loopback, and tokens and notifications must not cross the network in clear", key, addr)
+		}
+		if c.API.Token == "" && c.API.TLS.CA == "" {
+			r.addRelated("api", key, "no credentials: %s %s is off loopback; give api.token, or api.tls.ca to take client certificates, or both", key, addr)
+		}
+	}
+	return r
+}
+
+// offLoopback returns the first address of an entrance that is off
+// loopback, and its key: own (the bind or listen setting, ownKey), then
+// each member's field ("raft" or "api"); "" when all are on loopback.
+// Addresses that are not host:port are reported by their own rule.
+func (c SiteConfig) offLoopback(ownKey, own, field string) (key, addr string) {
+	off := func(a string) bool {
+		_, _, err := net.SplitHostPort(a)
+		return err == nil && !isLoopback(a)
+	}
+	if off(own) {
+		return ownKey, own
+	}
+	for i, m := range c.Members {
+		a := m.Raft
+		if field == "api" {
+			a = m.API
+		}
+		if off(a) {
+			return fmt.Sprintf("members[%d].%s", i, field), a
+		}
+	}
+	return "", ""
+}
+
+// validate checks the API limits; f gives the size of the largest Send.
+func (l APILimitsConfig) validate(f ForwardConfig) rules {
+	var r rules
+	if l.Rate <= 0 {
+		r.add("api.limits.rate", "must be positive, got %g (leave it out for the default)", l.Rate)
+	}
+	for key, v := range map[string]int{"api.limits.burst": l.Burst, "api.limits.conns_per_address": l.ConnsPerAddress,
+		"api.limits.conns_total": l.ConnsTotal, "api.limits.max_streams": l.MaxStreams} {
+		if v <= 0 {
+			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+		}
+	}
+	if l.ConnsPerAddress > 0 && l.ConnsTotal > 0 && l.ConnsTotal < l.ConnsPerAddress {
+		r.addRelated("api.limits.conns_total", "api.limits.conns_per_address", "%d is below api.limits.conns_per_address (%d)", l.ConnsTotal, l.ConnsPerAddress)
+	}
+	for key, d := range map[string]Duration{"api.limits.handshake_timeout": l.HandshakeTimeout, "api.limits.idle_timeout": l.IdleTimeout} {
+		if d <= 0 {
+			r.add(key, "must be positive, got %s (leave it out for the default)", d)
+		}
+	}
+	if need := f.MaxSubjectBytes + f.MaxBodyBytes + minSendRoom; l.MaxRequestBytes < 0 || (l.MaxRequestBytes > 0 && l.MaxRequestBytes < need) {
+		r.addRelated("api.limits.max_request_bytes", "forward.max_body_bytes", "%d is below %d, the largest Send forward.max_subject_bytes and forward.max_body_bytes allow (leave it out to derive it)", l.MaxRequestBytes, need)
+	}
+	return r
+}
+
+// minSendRoom is what a Send carries besides its subject and body: the id,
+// the list and the provenance (200 bytes each at most) and the framing.
+const minSendRoom = 4 << 10
+
+// apiLimits returns the site API's limits.
+func (c SiteConfig) apiLimits() siteapi.Limits {
+	l := c.API.Limits
+	size := l.MaxRequestBytes
+	if size == 0 {
+		size = siteapi.RequestBytes(c.Forward.MaxSubjectBytes, c.Forward.MaxBodyBytes)
+	}
+	return siteapi.Limits{
+		Rate:  l.Rate,
+		Burst: l.Burst,
+		Conns: guard.ConnLimits{PerAddress: l.ConnsPerAddress, Total: l.ConnsTotal},
+		GRPC: guard.GRPCLimits{
+			MaxRecvMsgBytes:      size,
+			MaxConcurrentStreams: uint32(l.MaxStreams),
+			HandshakeTimeout:     time.Duration(l.HandshakeTimeout),
+			IdleTimeout:          time.Duration(l.IdleTimeout),
+		},
+	}
 }
 
 // member returns this node's member entry.

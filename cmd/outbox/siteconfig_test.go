@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/siteline/outbox/adapters/siteapi"
 )
 
 // loadSite runs the site loader as `outbox site` would, with yamlText as the
@@ -109,6 +112,22 @@ func TestSiteValidationRules(t *testing.T) {
 			want: []string{"forward.batch: must be positive", "forward.retry_interval: must be positive"}},
 		"bad site id": {yaml: strings.Replace(validSite, "site: plant-1", "site: 'plant 1'", 1),
 			want: []string{`site: "plant 1": use at most 64 letters`}},
+		"raft off loopback in clear": {yaml: strings.ReplaceAll(validSite, "raft: 127.0.0.1", "raft: 10.0.0.1"),
+			want: []string{"raft.tls: required (cert, key and ca): members[0].raft 10.0.0.1:7201 is off loopback, and without mutual TLS whoever reaches the Raft port can write to the buffer"}},
+		"raft bound to every interface in clear": {yaml: validSite + "raft: {bind: '0.0.0.0:7201'}\n",
+			want: []string{"raft.tls: required (cert, key and ca): raft.bind 0.0.0.0:7201 is off loopback"}},
+		"raft off loopback with tls but no ca": {yaml: strings.ReplaceAll(validSite, "raft: 127.0.0.1", "raft: site-a.plant") +
+			"raft:\n  tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
+			want: []string{"raft.tls: required (cert, key and ca): members[0].raft site-a.plant:7201 is off loopback", "raft.tls.ca: required"}},
+		"api off loopback in clear without credentials": {yaml: validSite + "api: {listen: ':7101'}\n",
+			want: []string{"api.tls: required (cert and key): api.listen :7101 is off loopback, and tokens and notifications must not cross the network in clear",
+				"api: no credentials: api.listen :7101 is off loopback; give api.token, or api.tls.ca to take client certificates, or both"}},
+		"a member's api off loopback": {yaml: strings.Replace(validSite, "api: 127.0.0.1:7103", "api: 192.168.1.3:7103", 1),
+			want: []string{"api.tls: required (cert and key): members[2].api 192.168.1.3:7103 is off loopback", "api: no credentials"}},
+		"api limits": {yaml: validSite + "api:\n  limits: {rate: 0, burst: -1, max_request_bytes: 1000, conns_per_address: 10, conns_total: 5, idle_timeout: 0s}\n",
+			want: []string{"api.limits.rate: must be positive, got 0", "api.limits.burst: must be positive, got -1",
+				"api.limits.max_request_bytes: 1000 is below 69887, the largest Send", "api.limits.conns_total: 5 is below api.limits.conns_per_address (10)",
+				"api.limits.idle_timeout: must be positive"}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -122,6 +141,42 @@ func TestSiteValidationRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSiteOffLoopbackNeedsProtection: a site whose Raft and API addresses
+// are on the plant network starts with mutual TLS for Raft and TLS plus a
+// credential for the API; each missing piece is refused on its own.
+func TestSiteOffLoopbackNeedsProtection(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"node.crt", "node.key", "site-ca.crt", "api.crt", "api.key", "scripts-ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant := strings.NewReplacer("raft: 127.0.0.1", "raft: 10.0.0.1", "api: 127.0.0.1", "api: 10.0.0.1").Replace(validSite)
+	raftTLS := fmt.Sprintf("raft:\n  tls: {cert: %[1]s/node.crt, key: %[1]s/node.key, ca: %[1]s/site-ca.crt}\n", dir)
+	apiTLS := fmt.Sprintf("  tls: {cert: %[1]s/api.crt, key: %[1]s/api.key}\n", dir)
+	for name, yaml := range map[string]string{
+		"token":               plant + raftTLS + "api:\n  token: env:SITE_API_TOKEN\n" + apiTLS,
+		"client certificates": plant + raftTLS + "api:\n" + strings.TrimSuffix(apiTLS, "}\n") + ", ca: " + dir + "/scripts-ca.crt}\n",
+	} {
+		l, err := loadSite(t, yaml, nil)
+		if err != nil {
+			t.Errorf("%s: a protected site off loopback refused: %v", name, err)
+			continue
+		}
+		if lim := l.cfg.apiLimits(); lim.Rate != 50 || lim.Burst != 200 || lim.GRPC.MaxRecvMsgBytes != siteapi.RequestBytes(255, 65536) {
+			t.Errorf("%s: default limits %+v", name, lim)
+		}
+	}
+	_, err := loadSite(t, plant+raftTLS+"api:\n"+apiTLS, nil)
+	if err == nil || !strings.Contains(err.Error(), "api: no credentials") || strings.Contains(err.Error(), "raft.tls") {
+		t.Errorf("TLS without a credential: %v", err)
+	}
+	_, err = loadSite(t, plant+"api:\n  token: env:SITE_API_TOKEN\n"+apiTLS, nil)
+	if err == nil || !strings.Contains(err.Error(), "raft.tls: required") || strings.Contains(err.Error(), "api") {
+		t.Errorf("Raft in clear: %v", err)
 	}
 }
 
@@ -153,7 +208,9 @@ func TestREADMENamesEverySiteSetting(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"members[].id", "members[].raft", "members[].api", "members[].witness", "raft.bind",
-		"raft.tls", "api.listen", "api.tls", "central.tls", "forward.batch", "forward.call_timeout",
+		"raft.tls", "api.listen", "api.tls", "api.tls.ca", "api.limits.rate", "api.limits.burst", "api.limits.max_request_bytes",
+		"api.limits.conns_per_address", "api.limits.conns_total", "api.limits.max_streams", "api.limits.handshake_timeout",
+		"api.limits.idle_timeout", "central.tls", "forward.batch", "forward.call_timeout",
 		"forward.max_subject_bytes", "forward.max_body_bytes", "link.listen", "link.tls", "link.sites[].id",
 		"link.sites[].token"} {
 		if !strings.Contains(readme, "`"+key+"`") {

@@ -52,8 +52,9 @@ var (
 // close its pooled connections.
 type Channel struct {
 	logger *slog.Logger
-	now    func() time.Time // the clock of token expiry; tests move it
-	http   *http.Client     // for the OAuth2 token endpoint
+	now    func() time.Time       // the clock of token expiry; tests move it
+	http   *http.Client           // for the OAuth2 token endpoint
+	policy *channel.NetworkPolicy // every connection obeys it
 
 	current atomic.Pointer[pool] // the pool of the latest settings
 
@@ -61,18 +62,41 @@ type Channel struct {
 	tokens map[[sha256.Size]byte]*tokenSource
 }
 
+// Option changes how New builds a Channel.
+type Option func(*Channel)
+
+// WithNetworkPolicy makes the channel connect under policy instead of the
+// one central passed to the process (channel.NetworkPolicyFromEnv).
+func WithNetworkPolicy(policy *channel.NetworkPolicy) Option {
+	return func(c *Channel) { c.policy = policy }
+}
+
 // New returns an email channel that logs to logger; a nil logger discards.
-func New(logger *slog.Logger) *Channel {
+// Its connections, to the SMTP server and to the OAuth2 token endpoint, obey
+// the delivery network policy central passed to the process, checked at
+// connect time on the address actually dialled; a refused connection is a
+// Permanent failure.
+func New(logger *slog.Logger, opts ...Option) *Channel {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	return &Channel{
+	c := &Channel{
 		logger: logger,
 		now:    time.Now,
-		http:   &http.Client{Transport: transport},
 		tokens: make(map[[sha256.Size]byte]*tokenSource),
 	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	if c.policy == nil {
+		c.policy = channel.NetworkPolicyFromEnv()
+	}
+	if err := c.policy.Err(); err != nil {
+		logger.Error("email: the delivery network policy is malformed: every delivery will be refused", "err", err)
+	}
+	// A redirect of the token endpoint connects through the same policy.
+	c.http = &http.Client{Transport: c.policy.Transport()}
+	return c
 }
 
 // Describe returns the channel's name, version and settings schema.
@@ -185,7 +209,7 @@ func (c *Channel) poolFor(cfg *config) (*pool, error) {
 	if cfg.auth == authXOAUTH2 {
 		tokens = c.tokenSourceLocked(cfg)
 	}
-	p, err := newPool(cfg, key, tokens, c.logger)
+	p, err := newPool(cfg, key, tokens, c.policy, c.logger)
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err

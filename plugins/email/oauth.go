@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
 
 // tokenMargin is how long before its expiry a token is no longer used, so
@@ -121,6 +123,12 @@ func (s *tokenSource) token(ctx context.Context) (string, error) {
 // tokenError classifies and describes a failed token fetch. It never
 // repeats the endpoint's response body, which may echo the request.
 func tokenError(err error) error {
+	var denied *channel.DeniedError
+	if errors.As(err, &denied) {
+		// Permanent, and named by its address alone (the wrapped error
+		// quotes the token URL).
+		return permanent(fmt.Errorf("fetching the XOAUTH2 token: %w", denied))
+	}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) || re.Response == nil {
 		return transient(fmt.Errorf("fetching the XOAUTH2 token: %w", err))

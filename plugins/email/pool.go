@@ -16,6 +16,8 @@ import (
 
 	"github.com/wneessen/go-mail"
 	gmsmtp "github.com/wneessen/go-mail/smtp"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
 
 const (
@@ -61,6 +63,7 @@ type pool struct {
 	cfg    *config // the settings it was made for, secrets included
 	tls    *tls.Config
 	tokens *tokenSource // xoauth2 only
+	policy *channel.NetworkPolicy
 	logger *slog.Logger
 
 	slots chan struct{} // one token per open connection
@@ -71,11 +74,12 @@ type pool struct {
 }
 
 // newPool returns an empty pool for cfg. It reads the tls_ca_file.
-func newPool(cfg *config, key poolKey, tokens *tokenSource, logger *slog.Logger) (*pool, error) {
+func newPool(cfg *config, key poolKey, tokens *tokenSource, policy *channel.NetworkPolicy, logger *slog.Logger) (*pool, error) {
 	p := &pool{
 		key:    key,
 		cfg:    cfg,
 		tokens: tokens,
+		policy: policy,
 		logger: logger,
 		slots:  make(chan struct{}, cfg.poolSize),
 	}
@@ -205,12 +209,16 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 	}
 
 	cn := &smtpConn{}
-	var unbind func()
+	var (
+		unbind func()
+		denied *channel.DeniedError // the policy refused the connection
+	)
 	addr := net.JoinHostPort(p.cfg.host, strconv.Itoa(p.cfg.port))
 	dial := func(dialCtx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
+		d := net.Dialer{Control: p.policy.Control}
 		raw, err := d.DialContext(dialCtx, "tcp", addr)
 		if err != nil {
+			_ = errors.As(err, &denied) // go-mail may not wrap the error it returns
 			return nil, err
 		}
 		cn.dc = &deadlineConn{Conn: raw}
@@ -267,6 +275,10 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 	if err != nil {
 		if cn.dc != nil {
 			_ = cn.dc.Close()
+		}
+		if denied != nil {
+			// Permanent, and named by its address alone.
+			return nil, permanent(fmt.Errorf("connecting to the SMTP server: %w", denied))
 		}
 		var te *textproto.Error
 		if token != "" && errors.As(err, &te) && te.Code == 535 {

@@ -14,13 +14,20 @@ import (
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
 
-type jsonPost struct{}
+type jsonPost struct{ client *http.Client }
+
+// newJSONPost builds the channel. Its HTTP client obeys the delivery network
+// policy central passes to the plugin: loopback, link-local and cloud
+// metadata addresses are refused unless central's configuration allows them.
+func newJSONPost() jsonPost {
+	return jsonPost{client: channel.NetworkPolicyFromEnv().HTTPClient()}
+}
 
 func (jsonPost) Describe(context.Context) (channel.Description, error) {
 	return channel.Description{Name: "jsonpost", Version: "0.1.0"}, nil
 }
 
-func (jsonPost) Deliver(ctx context.Context, req channel.Request) channel.Result {
+func (j jsonPost) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	if len(req.Targets) == 0 {
 		return channel.Fail(errors.New("the list has no target URL"))
 	}
@@ -34,8 +41,12 @@ func (jsonPost) Deliver(ctx context.Context, req channel.Request) channel.Result
 		}
 		hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		hreq.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(hreq)
-		if err != nil { // never show the URL: it may hold a token
+		resp, err := j.client.Do(hreq)
+		var denied *channel.DeniedError
+		switch {
+		case errors.As(err, &denied): // the policy refuses this address: a retry would too
+			return channel.Fail(fmt.Errorf("post to %s: %w", u.Host, denied))
+		case err != nil: // never show the URL: it may hold a token
 			return channel.Retry(fmt.Errorf("post to %s: %w", u.Host, errors.Unwrap(err)))
 		}
 		resp.Body.Close()
@@ -50,4 +61,4 @@ func (jsonPost) Deliver(ctx context.Context, req channel.Request) channel.Result
 	return channel.Delivered(sent...)
 }
 
-func main() { channel.Serve(jsonPost{}) }
+func main() { channel.Serve(newJSONPost()) }

@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	plugintest.Main(m, map[string]func() channel.Channel{"jsonpost": func() channel.Channel { return jsonPost{} }})
+	plugintest.Main(m, map[string]func() channel.Channel{"jsonpost": func() channel.Channel { return newJSONPost() }})
 }
 
 // receiver is an HTTP server that records what it is sent, by id.
@@ -84,7 +84,7 @@ func cases(t *testing.T) []plugintest.Case {
 func TestKit(t *testing.T) {
 	plugintest.Run(t, plugintest.Target{
 		Name:    "jsonpost",
-		New:     func(*testing.T) channel.Channel { return jsonPost{} },
+		New:     func(*testing.T) channel.Channel { return newJSONPost() },
 		Command: plugintest.Reexec("jsonpost"),
 		Cases:   cases,
 	})

@@ -90,17 +90,24 @@ func Sanitize(body []byte, secrets ...string) string {
 // URL-, path-, address- or token-like words, no secrets, at most maxQuoted
 // runes.
 func sanitizeText(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[redacted]")
+	redact := func(s string) string {
+		for _, sec := range secrets {
+			if sec != "" {
+				s = strings.ReplaceAll(s, sec, "[redacted]")
+			}
 		}
+		return s
 	}
+	s = redact(s)
 	s = strings.Map(func(r rune) rune {
 		if !unicode.IsPrint(r) {
 			return ' '
 		}
 		return r
 	}, s)
+	// Again on the single-spaced text: a secret may have been split by a
+	// control character or a run of spaces ("to\x00ken").
+	s = redact(strings.Join(strings.Fields(s), " "))
 	words := strings.Fields(s)
 	for i, w := range words {
 		if len(w) > 40 || strings.ContainsAny(w, "@/\\") || strings.Contains(w, "://") {

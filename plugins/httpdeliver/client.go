@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -54,29 +53,49 @@ type Client struct {
 	now       func() time.Time
 }
 
+// Option changes how NewClient builds a Client.
+type Option func(*options)
+
+type options struct {
+	policy *channel.NetworkPolicy
+}
+
+// WithNetworkPolicy makes the Client connect under policy instead of the
+// one central passed to the process (channel.NetworkPolicyFromEnv).
+func WithNetworkPolicy(policy *channel.NetworkPolicy) Option {
+	return func(o *options) { o.policy = policy }
+}
+
 // NewClient returns the Client of the channel named channelName, logging
 // to logger (nil discards) with the channel's name. It never follows
-// redirects: a 3xx answer is a Permanent failure.
-func NewClient(logger *slog.Logger, channelName string) *Client {
+// redirects: a 3xx answer is a Permanent failure. Every connection obeys
+// the delivery network policy central passed to the process (see
+// channel.NetworkPolicyFromEnv), checked at connect time on the address
+// actually dialled; a refused connection is a Permanent failure.
+func NewClient(logger *slog.Logger, channelName string, opts ...Option) *Client {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if channelName != "" {
 		logger = logger.With("channel", channelName)
 	}
-	transport := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          maxIdleConns,
-		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
-		IdleConnTimeout:       idleConnTimeout,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
+	if o.policy == nil {
+		o.policy = channel.NetworkPolicyFromEnv()
+	}
+	if err := o.policy.Err(); err != nil {
+		logger.Error("the delivery network policy is malformed: every delivery will be refused", "err", err)
+	}
+	transport := o.policy.Transport()
+	dialer := o.policy.Dialer()
+	dialer.Timeout = 10 * time.Second
+	transport.DialContext = dialer.DialContext
+	transport.MaxIdleConns = maxIdleConns
+	transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	transport.IdleConnTimeout = idleConnTimeout
 	return &Client{
 		transport: transport,
 		client: &http.Client{
@@ -248,7 +267,12 @@ func (c *Client) post(ctx context.Context, target *url.URL, msg Message) Attempt
 
 	resp, err := c.client.Do(req)
 	if err != nil {
+		var denied *channel.DeniedError
 		switch {
+		case errors.As(err, &denied):
+			// Before the context checks: a refusal is final even when the
+			// attempt's time ran out meanwhile.
+			return Attempt{Outcome: channel.Permanent, Err: &safeError{msg: "POST refused: " + denied.Error(), cause: err}}
 		case ctx.Err() != nil:
 			return Attempt{Outcome: channel.Transient, Err: fmt.Errorf("no answer before the attempt ended: %w", ctx.Err())}
 		case pctx.Err() != nil:

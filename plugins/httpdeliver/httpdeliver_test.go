@@ -12,6 +12,7 @@ import (
 	"time"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/plugins/httpdeliver"
 	"github.com/siteline/outbox/plugins/httpdeliver/httpdelivertest"
 )
@@ -250,3 +251,7 @@ func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
 		t.Errorf("error %q, want %q", res.Error, want)
 	}
 }
+
+// TestMain gives the tests the kit's policy (loopback allowed): their
+// servers listen there.
+func TestMain(m *testing.M) { plugintest.Main(m, nil) }

@@ -50,9 +50,11 @@ var (
 	_ channel.Describer = (*Channel)(nil)
 )
 
-// New returns a Slack channel logging to logger (nil discards).
-func New(logger *slog.Logger) *Channel {
-	return &Channel{client: httpdeliver.NewClient(logger, Name)}
+// New returns a Slack channel logging to logger (nil discards). Its
+// connections obey the delivery network policy central passed to the
+// process, or the one an option gives (httpdeliver.WithNetworkPolicy).
+func New(logger *slog.Logger, opts ...httpdeliver.Option) *Channel {
+	return &Channel{client: httpdeliver.NewClient(logger, Name, opts...)}
 }
 
 // Close releases the channel's idle connections.
@@ -87,7 +89,7 @@ func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Resu
 	}
 	icon := strings.TrimSpace(req.Settings[IconEmojiSetting])
 	if icon != "" && (len(icon) < 3 || !strings.HasPrefix(icon, ":") || !strings.HasSuffix(icon, ":")) {
-		return channel.Fail(fmt.Errorf("setting %q: must be an emoji code like :bell:", IconEmojiSetting))
+		return channel.Fail(fmt.Errorf("setting %q: must be an emoji code, a name between colons (:bell:)", IconEmojiSetting))
 	}
 	body, err := json.Marshal(Payload{
 		Text:      Text(req.Notification.Subject, req.Notification.Body),

@@ -96,9 +96,11 @@ var (
 	_ channel.Describer = (*Channel)(nil)
 )
 
-// New returns a Teams channel logging to logger (nil discards).
-func New(logger *slog.Logger) *Channel {
-	return &Channel{client: httpdeliver.NewClient(logger, Name)}
+// New returns a Teams channel logging to logger (nil discards). Its
+// connections obey the delivery network policy central passed to the
+// process, or the one an option gives (httpdeliver.WithNetworkPolicy).
+func New(logger *slog.Logger, opts ...httpdeliver.Option) *Channel {
+	return &Channel{client: httpdeliver.NewClient(logger, Name, opts...)}
 }
 
 // Close releases the channel's idle connections.

@@ -134,8 +134,45 @@ func exerciseAccounts(t *testing.T, newStore func(t *testing.T) ports.AccountSto
 		for _, kept := range []ports.StoredSession{b1, c1, c2} {
 			checkSession(t, "Session of another account", kept, mustSession(t, s, kept.ID))
 		}
-		// Tokens belong to no account: one named like it stays.
+		// A token of its own is no account's: one named like it stays.
 		checkToken(t, "Token named like the deleted account", tok, mustToken(t, s, tok.ID))
+	})
+
+	t.Run("DeleteTakesTheBoundTokens", func(t *testing.T) {
+		s := newStore(t)
+		mustPutAccount(t, s, NewAccount("alice", ports.RoleAdmin, BaseTime), NewAccount("bob", ports.RoleViewer, BaseTime))
+		a1 := NewBoundToken("tok-a1", "alice/cli-1", "alice", BaseTime, BaseTime.Add(time.Hour))
+		a2 := NewBoundToken("tok-a2", "alice/cli-2", "alice", BaseTime, BaseTime.Add(-time.Hour)) // expired
+		b1 := NewBoundToken("tok-b1", "bob/cli-1", "bob", BaseTime, BaseTime.Add(time.Hour))
+		// Neither a prefix nor another case of the deleted name is its.
+		c1 := NewBoundToken("tok-c1", "alice2/cli-1", "alice2", BaseTime, BaseTime.Add(time.Hour))
+		c2 := NewBoundToken("tok-c2", "Alice/cli-1", "Alice", BaseTime, BaseTime.Add(time.Hour))
+		own := NewToken("tok-own", "alice", ports.RoleAdmin, BaseTime)
+		mustPutToken(t, s, a1, a2, b1, c1, c2, own)
+
+		if err := s.DeleteAccount(t.Context(), "alice"); err != nil {
+			t.Fatalf("DeleteAccount(alice): %v", err)
+		}
+		for _, gone := range []ports.StoredToken{a1, a2} {
+			_, err := s.Token(t.Context(), gone.ID)
+			checkIs(t, "Token bound to the deleted account", err, ports.ErrNotFound)
+		}
+		for _, kept := range []ports.StoredToken{b1, c1, c2, own} {
+			checkToken(t, "Token not bound to the deleted account", kept, mustToken(t, s, kept.ID))
+		}
+		if got := tokenNames(mustTokens(t, s)); !slices.Equal(got, []string{"Alice/cli-1", "alice", "alice2/cli-1", "bob/cli-1"}) {
+			t.Errorf("Tokens after the delete = %q", got)
+		}
+		// The names of the deleted tokens are free again.
+		mustPutToken(t, s, NewBoundToken("tok-a3", a1.Name, "bob", BaseTime, BaseTime.Add(time.Hour)))
+	})
+
+	t.Run("DeleteUnknownKeepsBoundTokens", func(t *testing.T) {
+		s := newStore(t)
+		orphan := NewBoundToken("tok-o", "ghost/cli-1", "ghost", BaseTime, BaseTime.Add(time.Hour))
+		mustPutToken(t, s, orphan)
+		checkIs(t, "DeleteAccount(ghost)", s.DeleteAccount(t.Context(), "ghost"), ports.ErrNotFound)
+		checkToken(t, "Token after a refused DeleteAccount", orphan, mustToken(t, s, orphan.ID))
 	})
 
 	t.Run("DeleteUnknownKeepsSessions", func(t *testing.T) {

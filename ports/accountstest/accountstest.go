@@ -66,6 +66,15 @@ func NewToken(id, name string, role ports.OperatorRole, createdAt time.Time) por
 	return ports.StoredToken{ID: id, Name: name, Role: role, Hash: sum("secret of " + id), CreatedAt: createdAt}
 }
 
+// NewBoundToken returns a valid token with id and name bound to account,
+// with the viewer role, the SHA-256 of a secret derived from the id as its
+// hash, created at createdAt and expiring at expiresAt.
+func NewBoundToken(id, name, account string, createdAt, expiresAt time.Time) ports.StoredToken {
+	t := NewToken(id, name, ports.RoleViewer, createdAt)
+	t.Account, t.ExpiresAt = account, expiresAt
+	return t
+}
+
 // NewSession returns a valid session of account whose ID is the hex SHA-256
 // of secret, created at createdAt and expiring at expiresAt.
 func NewSession(secret, account string, createdAt, expiresAt time.Time) ports.StoredSession {
@@ -101,7 +110,9 @@ func DiffToken(want, got ports.StoredToken) []string {
 	d.str("Name", want.Name, got.Name)
 	d.str("Role", string(want.Role), string(got.Role))
 	d.bytes("Hash", want.Hash, got.Hash)
+	d.str("Account", want.Account, got.Account)
 	d.time("CreatedAt", want.CreatedAt, got.CreatedAt)
+	d.time("ExpiresAt", want.ExpiresAt, got.ExpiresAt)
 	return d
 }
 

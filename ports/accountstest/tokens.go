@@ -34,6 +34,33 @@ func exerciseTokens(t *testing.T, newStore func(t *testing.T) ports.AccountStore
 		checkToken(t, "Tokens", viewer, all[1])
 	})
 
+	t.Run("ExpiryAndAccount", func(t *testing.T) {
+		s := newStore(t)
+		// Zero ExpiresAt is a token that never expires; an Account binds it.
+		free := NewToken("tok-free", "ci", ports.RoleOperator, BaseTime)
+		bound := NewBoundToken("tok-bound", "alice/cli-1a2b", "alice", BaseTime, BaseTime.Add(12*time.Hour))
+		expired := NewToken("tok-old", "old", ports.RoleAdmin, BaseTime)
+		expired.ExpiresAt = BaseTime.Add(-time.Second)
+		far := NewToken("tok-far", "far", ports.RoleViewer, BaseTime)
+		far.ExpiresAt = time.Date(2099, time.December, 31, 23, 59, 59, 999999000, time.UTC)
+		mustPutToken(t, s, free, bound, expired, far)
+		for _, want := range []ports.StoredToken{free, bound, expired, far} {
+			got := mustToken(t, s, want.ID)
+			checkToken(t, "Token", want, got)
+			if !got.ExpiresAt.IsZero() && got.ExpiresAt.Location() != time.UTC {
+				t.Errorf("Token(%s).ExpiresAt in %s, want UTC", want.ID, got.ExpiresAt.Location())
+			}
+		}
+		all := mustTokens(t, s)
+		if got := tokenNames(all); !slices.Equal(got, []string{"alice/cli-1a2b", "ci", "far", "old"}) {
+			t.Fatalf("Tokens = %q", got)
+		}
+		checkToken(t, "Tokens", bound, all[0])
+		checkToken(t, "Tokens", free, all[1])
+		// An expired token is kept until it is deleted: the core refuses it.
+		checkToken(t, "Tokens", expired, all[3])
+	})
+
 	t.Run("RepeatedIDConflicts", func(t *testing.T) {
 		s := newStore(t)
 		first := NewToken("tok-1", "ci", ports.RoleViewer, BaseTime)
@@ -124,6 +151,11 @@ func exerciseTokens(t *testing.T, newStore func(t *testing.T) ports.AccountStore
 		noCreated := NewToken("tok-c", "carol", ports.RoleViewer, BaseTime)
 		noCreated.CreatedAt = time.Time{}
 		bad["zero CreatedAt"] = noCreated
+		for why, key := range badKeys {
+			if key != "" {
+				bad["account "+why] = NewBoundToken("tok-c", "carol", key, BaseTime, BaseTime.Add(time.Hour))
+			}
+		}
 		for why, tk := range bad {
 			err := s.PutToken(t.Context(), tk)
 			checkIs(t, "PutToken with "+why, err, ports.ErrInvalid)

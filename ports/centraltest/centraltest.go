@@ -6,14 +6,15 @@
 //	func TestContract(t *testing.T) {
 //		centraltest.Exercise(t, func(t *testing.T) centraltest.Target {
 //			store := memstore.New()
-//			svc := newService(t, store)
+//			svc := newService(t, store, centraltest.Lists) // its directory knows Lists
 //			return centraltest.Target{Central: svc, Stored: centraltest.FromStore(store)}
 //		})
 //	}
 //
 // Every subtest asks for a fresh target and uses nothing else. The suite
 // assumes central's default limits: at most [MaxBatch] submissions a batch
-// and a subject of at most [MaxSubjectBytes] bytes.
+// and a subject of at most [MaxSubjectBytes] bytes; and a directory that
+// knows the lists in [Lists] and no list named [UnknownList].
 //
 // Times handed to central carry a microsecond fraction and no finer one;
 // times read back are compared with [time.Time.Equal], so an implementation
@@ -42,6 +43,26 @@ const (
 	MaxSubjectBytes = 255
 )
 
+// Lists are the lists the central under test must know: the list decides a
+// notification's type.
+var Lists = []ports.List{
+	{Name: "ops", Type: "email", Targets: []string{"ops@example.com"}},
+	{Name: "hooks", Type: "webhook", Targets: []string{"https://hooks.example.com/x"}},
+}
+
+// UnknownList names a list the central under test must not know.
+const UnknownList = "no-such-list"
+
+// listType is the type of a list of Lists, "" for any other.
+func listType(name string) string {
+	for _, l := range Lists {
+		if l.Name == name {
+			return l.Type
+		}
+	}
+	return ""
+}
+
 // Target is what an implementation hands the suite.
 type Target struct {
 	// Central is the implementation under test, empty of notifications.
@@ -54,6 +75,10 @@ type Target struct {
 	// Stored reads the row central stored under id directly from central's
 	// store (not through Central), and reports false when there is none.
 	Stored func(t *testing.T, id string) (ports.Notification, bool)
+	// Trusted is the same central called as a trusted local caller (in
+	// process, no site), through which the suite stores other sites'
+	// notifications. Required when Site is set.
+	Trusted ports.Central
 }
 
 // Getter is the part of ports.Store that [FromStore] needs.
@@ -90,16 +115,19 @@ func Exercise(t *testing.T, open func(t *testing.T) Target) {
 	t.Run("BatchAtLimit", func(t *testing.T) { batchAtLimit(t, open(t)) })
 	t.Run("BatchOverLimit", func(t *testing.T) { batchOverLimit(t, open(t)) })
 	t.Run("Status", func(t *testing.T) { statuses(t, open(t)) })
+	t.Run("StatusOfOwnRowsOnly", func(t *testing.T) { ownStatuses(t, open(t)) })
+	t.Run("TheListDecidesTheType", func(t *testing.T) { listDecidesType(t, open(t)) })
+	t.Run("PriorityRange", func(t *testing.T) { priorityRange(t, open(t)) })
 }
 
 // BaseTime is the instant the suite's times are built around. It carries a
 // microsecond fraction, so an implementation that keeps less fails.
 var BaseTime = time.Date(2026, time.February, 3, 14, 15, 16, 0, time.UTC).Add(789012 * time.Microsecond)
 
-// NewSubmission returns a valid submission from site with a random id, the
-// type "email" (so central needs no directory to type it), a list, a
-// subject, a body and provenance, enqueued at BaseTime. Callers
-// adjust the fields a test is about.
+// NewSubmission returns a valid submission from site with a random id, to
+// the email list "ops" of [Lists] (its Type set to the list's, as a site may),
+// a subject, a body and provenance, enqueued at BaseTime. Callers adjust the
+// fields a test is about.
 func NewSubmission(site string) ports.Submission {
 	id := uuid.NewString()
 	return ports.Submission{
@@ -128,15 +156,16 @@ func siteOf(tg Target) string {
 func submitAcksAndStores(t *testing.T, tg Target) {
 	site := siteOf(tg)
 	full := NewSubmission(site)
-	full.Type = "webhook"
+	full.List, full.Type = "hooks", "webhook"
 	full.Subject = "Pump 7 — pressure low ✓ 100%_done"
 	full.Body = "line one\nline two\ttab \"quoted\" ünïcödé \\ backslash 🚰"
 	full.TypeData = json.RawMessage(`{"url":"https://hooks.example.test/x","n":[1,2.5,true,null,"s"]}`)
-	full.Priority = 7
+	full.Priority = ports.MaxPriority
 	full.SiteEnqueuedAt = BaseTime.Add(-90*time.Second + 7*time.Microsecond)
 	full.ExpiresAt = BaseTime.Add(24*time.Hour + 5*time.Microsecond)
 	negative := NewSubmission(site)
-	negative.Priority = -3
+	negative.Priority = ports.MinPriority
+	negative.Type = "" // the list gives it
 	// Before 1970: negative Unix times survive too.
 	negative.SiteEnqueuedAt = time.Date(1969, time.July, 20, 20, 17, 40, 0, time.UTC).Add(123 * time.Microsecond)
 	plain := NewSubmission(site)
@@ -324,7 +353,7 @@ func statuses(t *testing.T, tg Target) {
 	mustSubmit(t, tg, batch)
 	unknown := uuid.NewString()
 	query := []string{batch[0].ID, unknown, batch[1].ID, "not-a-uuid", "bad \xff utf-8"}
-	got, err := tg.Central.Status(t.Context(), query)
+	got, err := tg.Central.Status(t.Context(), ports.StatusRequest{IDs: query})
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
@@ -336,10 +365,120 @@ func statuses(t *testing.T, tg Target) {
 		t.Errorf("Status(%q)\n  = %v\n  want %v", query, got, want)
 	}
 
-	none, err := tg.Central.Status(t.Context(), nil)
+	none, err := tg.Central.Status(t.Context(), ports.StatusRequest{})
 	if err != nil || len(none) != 0 {
 		t.Errorf("Status of no ids = %v, %v; want an empty answer", none, err)
 	}
+}
+
+// ownStatuses: a site learns the status of its own notifications only.
+// Another site's id answers Unknown, exactly as an id nobody knows, even
+// when the request names that other site. A trusted caller sees every row.
+func ownStatuses(t *testing.T, tg Target) {
+	own := NewSubmission(siteOf(tg))
+	foreign := NewSubmission("site-elsewhere")
+	unknown := uuid.NewString()
+	mustSubmit(t, tg, []ports.Submission{own})
+	store := tg.Central
+	if tg.Site != "" {
+		if tg.Trusted == nil {
+			t.Fatal("Target.Trusted is nil: the suite needs it to store another site's notification")
+		}
+		store = tg.Trusted
+	}
+	if res, err := store.Submit(t.Context(), ports.SubmitRequest{Notifications: []ports.Submission{foreign}}); err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("Submit of another site's notification as a trusted caller: %+v, %v", res, err)
+	}
+	mustBeStored(t, tg, foreign.ID)
+
+	query := []string{own.ID, foreign.ID, unknown}
+	want := map[string]ports.Status{own.ID: ports.StatusPending, foreign.ID: ports.StatusUnknown, unknown: ports.StatusUnknown}
+	if tg.Site == "" {
+		want[foreign.ID] = ports.StatusPending
+	}
+	got, err := tg.Central.Status(t.Context(), ports.StatusRequest{IDs: query})
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Status(%q) as %q\n  = %v\n  want %v", query, tg.Site, got, want)
+	}
+	if tg.Site == "" {
+		return
+	}
+	// The request's Site is the caller's claim; only its identity counts.
+	got, err = tg.Central.Status(t.Context(), ports.StatusRequest{Site: "site-elsewhere", IDs: query})
+	if err != nil {
+		t.Fatalf("Status naming another site: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Status(%q) as %q naming site-elsewhere in the request\n  = %v\n  want %v", query, tg.Site, got, want)
+	}
+}
+
+// listDecidesType: a submission's type is its list's. One that names
+// another type is rejected with a reason and not stored; one without a type
+// takes the list's; one to an unknown list is stored without a type (it
+// parks at dispatch), whatever type it named.
+func listDecidesType(t *testing.T, tg Target) {
+	site := siteOf(tg)
+	forged := NewSubmission(site) // to the email list ops
+	forged.Type = "webhook"
+	untyped := NewSubmission(site)
+	untyped.List, untyped.Type = "hooks", ""
+	unknown := NewSubmission(site)
+	unknown.List, unknown.Type = UnknownList, "webhook"
+	res := mustSubmit(t, tg, []ports.Submission{forged, untyped, unknown})
+	checkIDSet(t, "Accepted", []string{untyped.ID, unknown.ID}, res.Accepted)
+	if len(res.Rejected) != 1 || res.Rejected[0].ID != forged.ID {
+		t.Fatalf("Rejected = %v, want exactly %s", res.Rejected, forged.ID)
+	}
+	if r := res.Rejected[0].Reason; !strings.Contains(r, "type") || !strings.Contains(r, `"webhook"`) {
+		t.Errorf("rejection reason %q does not name the type %q", r, "webhook")
+	}
+	mustNotBeStored(t, tg, forged.ID)
+	if n := mustBeStored(t, tg, untyped.ID); n.Type != "webhook" {
+		t.Errorf("row to list hooks without a type: Type = %q, want the list's %q", n.Type, "webhook")
+	}
+	if n := mustBeStored(t, tg, unknown.ID); n.Type != "" {
+		t.Errorf("row to an unknown list: Type = %q, want none", n.Type)
+	}
+}
+
+// priorityRange: MinPriority and MaxPriority are accepted, anything beyond
+// is rejected with a reason naming the priority.
+func priorityRange(t *testing.T, tg Target) {
+	site := siteOf(tg)
+	var batch, bad []ports.Submission
+	for _, p := range []int{ports.MinPriority, 0, ports.MaxPriority} {
+		s := NewSubmission(site)
+		s.Priority = p
+		batch = append(batch, s)
+	}
+	for _, p := range []int{ports.MinPriority - 1, ports.MaxPriority + 1, 1<<31 - 1, -1 << 31} {
+		s := NewSubmission(site)
+		s.Priority = p
+		bad = append(bad, s)
+	}
+	res := mustSubmit(t, tg, append(slices.Clone(batch), bad...))
+	checkIDSet(t, "Accepted", ids(batch), res.Accepted)
+	checkIDSet(t, "Rejected", ids(bad), rejectedIDs(res))
+	for _, r := range res.Rejected {
+		if !strings.Contains(r.Reason, "priority") {
+			t.Errorf("rejection %q does not mention the priority", r.Reason)
+		}
+	}
+	for _, s := range bad {
+		mustNotBeStored(t, tg, s.ID)
+	}
+}
+
+func rejectedIDs(r ports.SubmitResult) []string {
+	out := make([]string, len(r.Rejected))
+	for i, rej := range r.Rejected {
+		out[i] = rej.ID
+	}
+	return out
 }
 
 // --- helpers -----------------------------------------------------------------
@@ -396,7 +535,7 @@ func checkStored(t *testing.T, s ports.Submission, n ports.Notification) {
 	str("List", s.List, n.List)
 	str("Subject", s.Subject, n.Subject)
 	str("Body", s.Body, n.Body)
-	str("Type", s.Type, n.Type)
+	str("Type", listType(s.List), n.Type)
 	if !sameJSON(s.TypeData, n.TypeData) {
 		d = append(d, fmt.Sprintf("TypeData: want %s, got %s", s.TypeData, n.TypeData))
 	}

@@ -15,7 +15,7 @@ import (
 func newService(t *testing.T) (*core.Service, *memstore.Store) {
 	t.Helper()
 	store := memstore.New()
-	dir, err := memdir.New(nil, nil)
+	dir, err := memdir.New(centraltest.Lists, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +39,11 @@ func (a asSite) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Subm
 	return a.Central.Submit(ctx, req)
 }
 
+func (a asSite) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
+	req.Site = a.site
+	return a.Central.Status(ctx, req)
+}
+
 // TestCoreTrusted runs the contract on core.Service called as a trusted
 // local caller.
 func TestCoreTrusted(t *testing.T) {
@@ -54,6 +59,6 @@ func TestCoreAsSite(t *testing.T) {
 	centraltest.Exercise(t, func(t *testing.T) centraltest.Target {
 		svc, store := newService(t)
 		return centraltest.Target{Central: asSite{Central: svc, site: "site-north"}, Site: "site-north",
-			Stored: centraltest.FromStore(store)}
+			Stored: centraltest.FromStore(store), Trusted: svc}
 	})
 }

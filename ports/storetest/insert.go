@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func exerciseInsert(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		mustInsert(t, s, ns...)
 		ids := append(idsOf(ns), NewID(), NewID())
-		got, err := s.Statuses(t.Context(), ids)
+		got, err := s.Statuses(t.Context(), "", ids)
 		if err != nil {
 			t.Fatalf("Statuses: %v", err)
 		}
@@ -190,19 +191,46 @@ func exerciseInsert(t *testing.T, newHarness func(t *testing.T) Harness) {
 				t.Errorf("Statuses[%s] = %q, want %q", id, got[id], st)
 			}
 		}
-		got, err = s.Statuses(t.Context(), []string{ns[0].ID})
+		got, err = s.Statuses(t.Context(), "", []string{ns[0].ID})
 		if err != nil {
 			t.Fatalf("Statuses of one id: %v", err)
 		}
 		if len(got) != 1 || got[ns[0].ID] != ns[0].Status {
 			t.Errorf("Statuses of one id = %v, want only %s", got, ns[0].ID)
 		}
-		got, err = s.Statuses(t.Context(), nil)
+		got, err = s.Statuses(t.Context(), "", nil)
 		if err != nil {
 			t.Fatalf("Statuses of no ids: %v", err)
 		}
 		if len(got) != 0 {
 			t.Errorf("Statuses of no ids = %v, want empty", got)
+		}
+	})
+
+	t.Run("StatusesOfOneSite", func(t *testing.T) {
+		s := newHarness(t).Store
+		own, other := NewNotification(BaseTime), NewNotification(BaseTime.Add(time.Second))
+		own.SourceSite, other.SourceSite = "site-own", "site-other"
+		other.Status = ports.StatusParked
+		mustInsert(t, s, own, other)
+		unknown := NewID()
+		got, err := s.Statuses(t.Context(), "site-own", []string{own.ID, other.ID, unknown})
+		if err != nil {
+			t.Fatalf("Statuses of site-own: %v", err)
+		}
+		if want := map[string]ports.Status{own.ID: ports.StatusPending}; !maps.Equal(got, want) {
+			t.Errorf("Statuses of site-own = %v, want only its own row %v", got, want)
+		}
+		got, err = s.Statuses(t.Context(), "site-other", []string{own.ID, other.ID})
+		if err != nil {
+			t.Fatalf("Statuses of site-other: %v", err)
+		}
+		if want := map[string]ports.Status{other.ID: ports.StatusParked}; !maps.Equal(got, want) {
+			t.Errorf("Statuses of site-other = %v, want only its own row %v", got, want)
+		}
+		got, err = s.Statuses(t.Context(), "site-nobody", []string{own.ID, other.ID})
+		if err != nil || len(got) != 0 {
+			t.Errorf("Statuses of a site with no rows = %v, %v; want empty", got, err)
 		}
 	})
 

@@ -207,16 +207,27 @@ type PutUser struct {
 
 // Token is an API token as listed.
 type Token struct {
-	ID        string             `json:"id"`
-	Name      string             `json:"name"`
-	Role      ports.OperatorRole `json:"role"`
-	CreatedAt *time.Time         `json:"created_at,omitempty"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Role is the token's own role, or for a token bound to an account the
+	// account's role now.
+	Role ports.OperatorRole `json:"role"`
+	// Account is the account a token made by outbox login is bound to.
+	Account   string     `json:"account,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	// ExpiresAt is when the token stops working; absent for never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Expired reports that ExpiresAt has passed: the token is refused.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // NewToken is the body of POST /tokens.
 type NewToken struct {
 	Name string             `json:"name"`
 	Role ports.OperatorRole `json:"role"`
+	// ExpiresAt, when set, is when the token stops working (in the future,
+	// at most ten years ahead); absent makes a token that does not expire.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // CreatedToken answers POST /tokens: the secret is shown this once.

@@ -138,5 +138,6 @@ func FromUser(u ports.User) User {
 
 // FromToken is a token in wire form.
 func FromToken(t ports.Token) Token {
-	return Token{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: TimePtr(t.CreatedAt)}
+	return Token{ID: t.ID, Name: t.Name, Role: t.Role, Account: t.Account, CreatedAt: TimePtr(t.CreatedAt),
+		ExpiresAt: TimePtr(t.ExpiresAt), Expired: t.Expired}
 }

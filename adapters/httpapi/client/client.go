@@ -379,6 +379,51 @@ func (c *Client) DeleteToken(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, p, nil, nil, nil)
 }
 
+// RevokeOwnToken revokes the token the client authenticates with
+// (DELETE /me/token): what outbox logout does. The client's token is dead
+// afterwards.
+func (c *Client) RevokeOwnToken(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "/me/token", nil, nil, nil)
+}
+
+// Audit returns one page of the admin audit log, newest first (GET /audit).
+// q.Limit 0 asks for the server's default page size; q.After is the
+// decoded Next cursor of the previous page (api.ParseAuditQuery), 0 for the
+// first.
+func (c *Client) Audit(ctx context.Context, q api.AuditQuery) (api.AdminPage, error) {
+	var out api.AdminPage
+	err := c.do(ctx, http.MethodGet, "/audit", q.Values(), nil, &out)
+	return out, err
+}
+
+// LoginToken logs in with a name and password and makes a token of the
+// account's own (POST /login, POST /me/tokens, then POST /logout to close
+// the session it used): what outbox login does. The client's own token is
+// not sent. The returned Secret is the only copy there will ever be; the
+// password appears in no error.
+func (c *Client) LoginToken(ctx context.Context, name, password string, req api.NewOwnToken) (api.CreatedToken, error) {
+	var out api.CreatedToken
+	if strings.TrimSpace(name) == "" {
+		return out, fmt.Errorf("%w: the user name is empty", ports.ErrInvalid)
+	}
+	anon := *c
+	anon.token = ""
+	login := &request{method: http.MethodPost, route: "/login", in: api.Login{Name: name, Password: password}}
+	if err := anon.doRequest(ctx, login, nil); err != nil {
+		return out, err
+	}
+	session := login.respCookies
+	if len(session) == 0 {
+		return out, fmt.Errorf("POST %s/login: the server set no session cookie", api.Prefix)
+	}
+	defer func() {
+		// The session made the token; it is of no further use.
+		_ = anon.doRequest(context.WithoutCancel(ctx), &request{method: http.MethodPost, route: "/logout", cookies: session}, nil)
+	}()
+	err := anon.doRequest(ctx, &request{method: http.MethodPost, route: "/me/tokens", in: req, cookies: session}, &out)
+	return out, err
+}
+
 // path is prefix followed by the escaped segment, refusing a segment that
 // would name another route.
 func path(what, prefix, segment string) (string, error) {
@@ -388,11 +433,26 @@ func path(what, prefix, segment string) (string, error) {
 	return prefix + url.PathEscape(segment), nil
 }
 
+// request is one call: what to send, and the cookies the answer set.
+type request struct {
+	method, route string
+	query         url.Values
+	in            any
+	// cookies are sent with the request (a session, for LoginToken).
+	cookies []*http.Cookie
+	// respCookies are the cookies the answer set.
+	respCookies []*http.Cookie
+}
+
 // do sends one request and decodes a 2xx answer's body into out (when out is
 // not nil). route is the path after api.Prefix, already escaped.
 func (c *Client) do(ctx context.Context, method, route string, query url.Values, in, out any) error {
-	op := method + " " + api.Prefix + route
-	err := c.send(ctx, method, route, query, in, out)
+	return c.doRequest(ctx, &request{method: method, route: route, query: query, in: in}, out)
+}
+
+func (c *Client) doRequest(ctx context.Context, r *request, out any) error {
+	op := r.method + " " + api.Prefix + r.route
+	err := c.send(ctx, r, out)
 	if err == nil {
 		return nil
 	}
@@ -404,10 +464,11 @@ func (c *Client) do(ctx context.Context, method, route string, query url.Values,
 	return fmt.Errorf("%s: %w", op, c.redactErr(err))
 }
 
-func (c *Client) send(ctx context.Context, method, route string, query url.Values, in, out any) error {
-	target := c.base + api.Prefix + route
-	if len(query) > 0 {
-		target += "?" + query.Encode()
+func (c *Client) send(ctx context.Context, r *request, out any) error {
+	method, in := r.method, r.in
+	target := c.base + api.Prefix + r.route
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
 	}
 	var body io.Reader
 	if in != nil {
@@ -431,6 +492,9 @@ func (c *Client) send(ctx context.Context, method, route string, query url.Value
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	for _, ck := range r.cookies {
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -443,6 +507,7 @@ func (c *Client) send(ctx context.Context, method, route string, query url.Value
 		return fmt.Errorf("%w: %w", ports.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
+	r.respCookies = resp.Cookies()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return errorOf(resp)
 	}

@@ -40,9 +40,26 @@
 // out moves on to the next node; after each round of every node the client
 // waits a little (20 ms, doubling up to 1 s, with jitter). When the deadline
 // passes, the error wraps ports.ErrUnavailable and the context's error.
-// A refusal is returned at once, without a retry: invalid input wraps
-// ports.ErrInvalid with the site's text (which names the field and why), a
-// missing or wrong token wraps ports.ErrUnauthenticated.
+// A refusal is returned at once, without a retry: invalid input (and a
+// request over the site's size limit) wraps ports.ErrInvalid with the site's
+// text (which names the field and why), missing or wrong credentials wrap
+// ports.ErrUnauthenticated.
+//
+// # The site's rate limit
+//
+// A site limits the calls of each caller (its certificate's name, or else
+// its address). A call over the limit is refused with the wait after which
+// one will pass; the client waits that long (plus a little jitter) and tries
+// the same node again, so a burst of Sends is spread out rather than failed.
+// When the wait is longer than what is left of the deadline, the call fails
+// at once with an error wrapping ports.ErrUnavailable that says the limit.
+//
+// # Credentials
+//
+// WithToken sends the site API token; WithTLS connects over TLS, and the
+// client certificate in its configuration (Certificates or
+// GetClientCertificate), if any, authenticates the client when the site
+// trusts its CA.
 //
 // Errors name the call and the node's address; they never hold the token.
 package notify
@@ -111,7 +128,8 @@ type options struct {
 func WithToken(token string) Option { return func(o *options) { o.token = token } }
 
 // WithTLS connects to the nodes over TLS with cfg; without it the client
-// connects in plaintext.
+// connects in plaintext. A client certificate in cfg is presented to the
+// nodes, which take it as the client's credential when they trust its CA.
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithProvenance stamps every notification the client sends with p.
@@ -338,20 +356,13 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	start := int(c.next.Load())
+	i := int(c.next.Load())
 	wait := minBackoff
 	var last error
-	for n := 0; ; n++ {
+	for tried := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return exhausted(op, err, last)
 		}
-		if n > 0 && n%len(c.nodes) == 0 {
-			if err := pause(ctx, wait/2+rand.N(wait/2+1)); err != nil {
-				return exhausted(op, err, last)
-			}
-			wait = min(2*wait, maxBackoff)
-		}
-		i := (start + n) % len(c.nodes)
 		nd := c.nodes[i]
 		actx, cancel := context.WithTimeout(ctx, c.attempt)
 		err := try(c.outgoing(actx), nd.rpc)
@@ -368,12 +379,35 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 			return exhausted(op, ctxErr, last)
 		}
 		e := callErr(op, nd.addr, err)
+		var ce *callError
+		if errors.As(e, &ce) && ce.retryAfter > 0 {
+			// Over the caller's rate: every node counts against the same
+			// bucket at the leader, so wait as told and try this node again.
+			c.next.Store(int32(i))
+			d := ce.retryAfter + rand.N(ce.retryAfter/10+time.Millisecond)
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+				return e
+			}
+			if err := pause(ctx, d); err != nil {
+				return exhausted(op, err, e)
+			}
+			last = e
+			continue
+		}
 		if !errors.Is(e, ports.ErrUnavailable) {
 			// A refusal: the node answered, and will answer the same again.
 			c.next.Store(int32(i))
 			return e
 		}
 		last = e
+		if tried++; tried%len(c.nodes) == 0 {
+			// A round of every node failed: wait a little.
+			if err := pause(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+				return exhausted(op, err, last)
+			}
+			wait = min(2*wait, maxBackoff)
+		}
+		i = (i + 1) % len(c.nodes)
 	}
 }
 
@@ -405,6 +439,9 @@ type callError struct {
 	op, addr string
 	msg      string
 	kind     error
+	// retryAfter, for a call over the caller's rate, is the wait the site
+	// named.
+	retryAfter time.Duration
 }
 
 func (e *callError) Error() string {
@@ -418,7 +455,13 @@ func callErr(op, addr string, err error) error {
 	st := status.Convert(err)
 	e := &callError{op: op, addr: addr, msg: st.Message()}
 	switch st.Code() {
-	case codes.InvalidArgument, codes.OutOfRange, codes.ResourceExhausted:
+	case codes.ResourceExhausted:
+		if d, ok := pb.RetryAfter(st.Message()); ok {
+			e.kind, e.retryAfter = ports.ErrUnavailable, d
+		} else {
+			e.kind = ports.ErrInvalid // a request over the size limit
+		}
+	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ports.ErrInvalid
 	case codes.Unauthenticated, codes.PermissionDenied:
 		e.kind = ports.ErrUnauthenticated

@@ -2,6 +2,8 @@ package notify
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
+	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -367,6 +372,67 @@ func TestTLS(t *testing.T) {
 	}
 	if n := len(leader.Site.Sends()); n != 1 {
 		t.Fatalf("leader's Site got %d Sends, want 1", n)
+	}
+}
+
+func TestClientCertificate(t *testing.T) {
+	serverTLS, clientTLS := sitetest.TLSConfigs(t)
+	scripts := tlstest.NewCA(t, "scripts CA")
+	leader, _ := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, PeerTLS: clientTLS,
+		ClientCAs: []*x509.Certificate{scripts.Cert}})
+	anonymous := dial(t, []string{leader.Addr}, WithTLS(clientTLS))
+	if _, err := anonymous.To("ops").Send(deadline(t), "s", "b"); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("Send without a client certificate: %v, want ErrUnauthenticated", err)
+	}
+	withCert := clientTLS.Clone()
+	withCert.Certificates = []tls.Certificate{scripts.Issue(t, "oven-watch")}
+	c := dial(t, []string{leader.Addr}, WithTLS(withCert))
+	if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
+		t.Fatalf("Send with a client certificate: %v", err)
+	}
+}
+
+// TestRateLimitIsWaitedOut: a Send over the caller's rate waits the time
+// the site names and goes through; one whose wait is past its deadline
+// fails at once as unavailable, saying the limit.
+func TestRateLimitIsWaitedOut(t *testing.T) {
+	leader, follower := sitetest.StartPair(t, sitetest.Options{Limits: siteapi.Limits{Rate: 20, Burst: 1}})
+	c := dial(t, []string{follower.Addr, leader.Addr})
+	for i := range 3 {
+		if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
+			t.Fatalf("Send %d: %v", i+1, err)
+		}
+	}
+	if n := len(leader.Site.Sends()); n != 3 {
+		t.Fatalf("leader's Site got %d Sends, want 3", n)
+	}
+	if follower.Server.Refusals().Count("rate limited")+leader.Server.Refusals().Count("rate limited") == 0 {
+		t.Fatal("three Sends at once passed a limit of one at once")
+	}
+
+	slow, _ := sitetest.StartPair(t, sitetest.Options{Limits: siteapi.Limits{Rate: 0.001, Burst: 1}})
+	c = dial(t, []string{slow.Addr})
+	if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.To("ops").Send(deadline(t), "s", "b")
+	if !errors.Is(err, ports.ErrUnavailable) || !strings.Contains(err.Error(), "rate limit") {
+		t.Fatalf("Send over a slow limit: %v, want ErrUnavailable naming the rate limit", err)
+	}
+	if n := slow.Server.Refusals().Count("rate limited"); n != 1 {
+		t.Fatalf("the site refused %d Sends, want 1 (no retry past the deadline)", n)
+	}
+}
+
+func TestOversizeIsNotRetried(t *testing.T) {
+	leader, _ := sitetest.StartPair(t, sitetest.Options{Limits: siteapi.Limits{GRPC: guard.GRPCLimits{MaxRecvMsgBytes: 4096}}})
+	c := dial(t, []string{leader.Addr})
+	_, err := c.To("ops").Send(deadline(t), "s", strings.Repeat("b", 5000))
+	if !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("oversize Send: %v, want ErrInvalid", err)
+	}
+	if n := leader.Server.Refusals().Count("request too large"); n != 1 {
+		t.Fatalf("the site refused %d oversize Sends, want 1", n)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -34,7 +35,10 @@ type Channel interface {
 
 // Suite describes the channel under test.
 type Suite struct {
-	// New builds the channel, logging to logger.
+	// New builds the channel, logging to logger. The channel takes its
+	// delivery network policy from the environment when it is built
+	// (channel.NetworkPolicyFromEnv): the suite sets the environment to
+	// check the policy.
 	New func(logger *slog.Logger) Channel
 	// Settings are valid settings for the channel; the suite adds
 	// "timeout" where it needs one.
@@ -71,6 +75,7 @@ func (s Suite) Run(t *testing.T) {
 	t.Run("NoSecretsInErrorsOrLogs", s.testNoLeaks)
 	t.Run("Concurrent", s.testConcurrent)
 	t.Run("Close", s.testClose)
+	t.Run("NetworkPolicy", s.testNetworkPolicy)
 }
 
 func (s Suite) newChannel(t *testing.T) Channel {
@@ -627,4 +632,118 @@ func (s Suite) testClose(t *testing.T) {
 		ch.Close()
 	}
 	ch.Close() // twice is harmless
+}
+
+// NewServerOn starts a server on host (a loopback address such as
+// 127.0.0.2) answering every request with h, closed when the test ends. It
+// skips the test when host cannot be bound here.
+func NewServerOn(t testing.TB, host string, h http.HandlerFunc) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s here: %v", host, err)
+	}
+	s := &Server{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests++
+		s.mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		h(w, r)
+	}))
+	_ = s.Listener.Close()
+	s.Listener = ln
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// withPolicy builds the channel under policy, set in the environment as
+// central sets it for a plugin process.
+func (s Suite) withPolicy(t *testing.T, policy *channel.NetworkPolicy) Channel {
+	t.Helper()
+	t.Setenv(channel.NetworkPolicyEnv, policy.Encode())
+	return s.newChannel(t)
+}
+
+// testNetworkPolicy plays the attacker who points a list at what central's
+// own host can reach: under the default policy a loopback receiver, by
+// address or by a name that resolves to it, is refused at connect time,
+// Permanent, with an error that names the address and not the URL, and the
+// receiver gets nothing; a redirect from an allowed receiver to a denied one
+// is not followed. With loopback allowed, the same receiver is reached.
+func (s Suite) testNetworkPolicy(t *testing.T) {
+	internal := statusServer(t, http.StatusOK, "")
+	_, port, _ := net.SplitHostPort(internal.Listener.Addr().String())
+	t.Run("LoopbackDeniedByDefault", func(t *testing.T) {
+		ch := s.withPolicy(t, channel.DefaultNetworkPolicy())
+		for _, target := range []string{
+			internal.URL + "/internal-admin/" + secretPath + "?sig=" + secretQuery,
+			"http://localhost:" + port + "/internal-admin/" + secretPath,
+		} {
+			res := ch.Deliver(t.Context(), s.request(target))
+			if res.Outcome != channel.Permanent {
+				t.Errorf("a loopback target: %v (%q), want Permanent", res.Outcome, res.Error)
+			}
+			if !strings.Contains(res.Error, "is denied by the delivery network policy") ||
+				!(strings.Contains(res.Error, "address 127.0.0.1") || strings.Contains(res.Error, "address ::1")) {
+				t.Errorf("error %q does not name the loopback address and the policy", res.Error)
+			}
+			for _, leak := range []string{secretPath, secretQuery, "internal-admin", "localhost", port} {
+				if strings.Contains(res.Error, leak) {
+					t.Errorf("error %q holds %q from the URL", res.Error, leak)
+				}
+			}
+		}
+		if n := internal.Requests(); n != 0 {
+			t.Errorf("the loopback receiver got %d requests under the default policy", n)
+		}
+	})
+	t.Run("MetadataDenied", func(t *testing.T) {
+		ch := s.withPolicy(t, mustPolicy(t, []string{"169.254.0.0/16"}, nil))
+		res := ch.Deliver(t.Context(), s.request("http://169.254.169.254/latest/meta-data/"))
+		if res.Outcome != channel.Permanent || !strings.Contains(res.Error, "address 169.254.169.254 is denied by the delivery network policy") {
+			t.Errorf("the metadata address with link-local allowed: %v (%q), want Permanent, denied", res.Outcome, res.Error)
+		}
+	})
+	t.Run("RedirectToADeniedAddress", func(t *testing.T) {
+		denied := NewServerOn(t, "127.0.0.2", func(http.ResponseWriter, *http.Request) {})
+		allowed := NewServer(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, denied.URL+"/internal-admin", http.StatusTemporaryRedirect)
+		})
+		ch := s.withPolicy(t, mustPolicy(t, []string{"127.0.0.1"}, nil))
+		res := ch.Deliver(t.Context(), s.request(allowed.URL+"/hook"))
+		if res.Outcome != channel.Permanent {
+			t.Errorf("a redirect to a denied address: %v (%q), want Permanent", res.Outcome, res.Error)
+		}
+		if allowed.Requests() != 1 || denied.Requests() != 0 {
+			t.Errorf("allowed got %d requests, denied %d; want 1 and 0", allowed.Requests(), denied.Requests())
+		}
+		// The denied address is refused when named directly too.
+		res = ch.Deliver(t.Context(), s.request(denied.URL+"/internal-admin"))
+		if res.Outcome != channel.Permanent || !strings.Contains(res.Error, "address 127.0.0.2 is denied") || denied.Requests() != 0 {
+			t.Errorf("127.0.0.2 with only 127.0.0.1 allowed: %v (%q), %d requests", res.Outcome, res.Error, denied.Requests())
+		}
+	})
+	t.Run("LoopbackAllowed", func(t *testing.T) {
+		before := internal.Requests()
+		ch := s.withPolicy(t, mustPolicy(t, []string{"127.0.0.0/8", "::1"}, nil))
+		for _, target := range []string{internal.URL + "/hook", "http://localhost:" + port + "/hook"} {
+			if res := ch.Deliver(t.Context(), s.request(target)); res.Outcome != channel.Success {
+				t.Errorf("loopback allowed, %s: %v (%q), want Success", target, res.Outcome, res.Error)
+			}
+		}
+		if n := internal.Requests() - before; n != 2 {
+			t.Errorf("the receiver got %d requests, want 2", n)
+		}
+	})
+}
+
+func mustPolicy(t *testing.T, allow, deny []string) *channel.NetworkPolicy {
+	t.Helper()
+	p, err := channel.NewNetworkPolicy(allow, deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

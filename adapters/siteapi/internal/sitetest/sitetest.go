@@ -7,7 +7,9 @@ package sitetest
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -106,11 +108,17 @@ func (s *Site) Calls() int {
 	return len(s.sends) + len(s.statuses) + s.healths
 }
 
-// Options configures the servers Start and StartPair run.
+// Options configures the servers Start and StartPair run: the fields of
+// siteapi.ServerConfig of the same names.
 type Options struct {
-	Token   string
-	TLS     *tls.Config
-	PeerTLS *tls.Config
+	Token     string
+	TLS       *tls.Config
+	PeerTLS   *tls.Config
+	ClientCAs []*x509.Certificate
+	Members   []string
+	MemberCAs []*x509.Certificate
+	Limits    siteapi.Limits
+	Logger    *slog.Logger
 }
 
 // Node is one site API server on 127.0.0.1 in front of a fake Site.
@@ -160,11 +168,16 @@ func Start(t testing.TB, name string, opt Options) *Node {
 	}
 	n := &Node{Addr: lis.Addr().String(), Site: &Site{HealthReply: ports.SiteHealth{Site: "site-a", Node: name}}}
 	srv, err := siteapi.NewServer(siteapi.ServerConfig{
-		Site:    n.Site,
-		Leader:  n.leaderView,
-		Token:   opt.Token,
-		TLS:     opt.TLS,
-		PeerTLS: opt.PeerTLS,
+		Site:      n.Site,
+		Leader:    n.leaderView,
+		Token:     opt.Token,
+		TLS:       opt.TLS,
+		PeerTLS:   opt.PeerTLS,
+		ClientCAs: opt.ClientCAs,
+		Members:   opt.Members,
+		MemberCAs: opt.MemberCAs,
+		Limits:    opt.Limits,
+		Logger:    opt.Logger,
 	})
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)

@@ -36,17 +36,20 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Central is served by central to its sites. Every call is authenticated:
-// a verified client certificate whose Subject CommonName is a known site, or
-// the metadata "authorization: Bearer <token>" of a known site.
+// Central is served by central to its sites. Every call is authenticated,
+// on its headers before its message is read: a verified client certificate
+// whose Subject CommonName is a known site, or the metadata
+// "authorization: Bearer <token>" of a known site.
 type CentralClient interface {
 	// Submit ingests a batch: insert-if-not-exists on each id. Invalid
 	// submissions are rejected one by one; the rest are accepted. A batch
 	// over central's limit fails as a whole with INVALID_ARGUMENT; a storage
-	// failure with UNAVAILABLE, accepting nothing.
+	// failure with UNAVAILABLE, a site over its ingest quota with
+	// RESOURCE_EXHAUSTED and a google.rpc.RetryInfo, accepting nothing.
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
-	// Status answers the status of each id, "Unknown" for ids central does
-	// not know.
+	// Status answers the status of each id of the calling site's own
+	// notifications, "Unknown" for any other id (another site's, or one
+	// central does not know).
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
@@ -82,17 +85,20 @@ func (c *centralClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 // All implementations must embed UnimplementedCentralServer
 // for forward compatibility.
 //
-// Central is served by central to its sites. Every call is authenticated:
-// a verified client certificate whose Subject CommonName is a known site, or
-// the metadata "authorization: Bearer <token>" of a known site.
+// Central is served by central to its sites. Every call is authenticated,
+// on its headers before its message is read: a verified client certificate
+// whose Subject CommonName is a known site, or the metadata
+// "authorization: Bearer <token>" of a known site.
 type CentralServer interface {
 	// Submit ingests a batch: insert-if-not-exists on each id. Invalid
 	// submissions are rejected one by one; the rest are accepted. A batch
 	// over central's limit fails as a whole with INVALID_ARGUMENT; a storage
-	// failure with UNAVAILABLE, accepting nothing.
+	// failure with UNAVAILABLE, a site over its ingest quota with
+	// RESOURCE_EXHAUSTED and a google.rpc.RetryInfo, accepting nothing.
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
-	// Status answers the status of each id, "Unknown" for ids central does
-	// not know.
+	// Status answers the status of each id of the calling site's own
+	// notifications, "Unknown" for any other id (another site's, or one
+	// central does not know).
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedCentralServer()
 }

@@ -151,9 +151,27 @@ func dispense(t testing.TB, rpc plugin.ClientProtocol) *channel.Client {
 // serveEnv names the channel a re-executed test binary serves.
 const serveEnv = "OUTBOX_PLUGINTEST_SERVE"
 
+// LoopbackPolicy is the delivery network policy Main gives the tests: the
+// built-in rules with loopback allowed, since the servers of a test listen
+// there.
+var LoopbackPolicy = func() *channel.NetworkPolicy {
+	p, err := channel.NewNetworkPolicy([]string{"127.0.0.0/8", "::1"}, nil)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
 // Main is a TestMain that lets the test binary serve as the plugin of the
 // subprocess mode: started by Reexec(name), it serves channels[name] and
 // never runs the tests; otherwise it runs them.
+//
+// Before it runs the tests, unless the environment already sets one, Main
+// sets the delivery network policy (channel.NetworkPolicyEnv) to
+// LoopbackPolicy, so that a channel built with
+// channel.NetworkPolicyFromEnv reaches the test's servers on loopback,
+// in-process and in the subprocesses Reexec starts. A test of the policy
+// itself builds its channel with an explicit policy instead.
 func Main(m *testing.M, channels map[string]func() channel.Channel) {
 	if name := os.Getenv(serveEnv); name != "" {
 		newChannel, ok := channels[name]
@@ -163,6 +181,12 @@ func Main(m *testing.M, channels map[string]func() channel.Channel) {
 		}
 		channel.Serve(newChannel())
 		os.Exit(0)
+	}
+	if _, set := os.LookupEnv(channel.NetworkPolicyEnv); !set {
+		if err := os.Setenv(channel.NetworkPolicyEnv, LoopbackPolicy.Encode()); err != nil {
+			fmt.Fprintf(os.Stderr, "plugintest: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,101 @@
+package email
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	channel "github.com/siteline/outbox/plugins/channel/v1"
+)
+
+// FuzzParseSettings: any settings either parse into a usable configuration
+// or are refused, Permanent, naming settings and never repeating a secret.
+func FuzzParseSettings(f *testing.F) {
+	f.Add("smtp.example.com", "587", "starttls", "plain", "outbox@example.com", "pw", "Outbox <outbox@example.com>",
+		"", "", "", "", "4", "10s")
+	f.Add("127.0.0.1", "2525", "none", "", "", "", "outbox@example.com", "", "", "", "", "", "")
+	f.Add("[::1]", "", "implicit", "xoauth2", "mailer@example.org", "", "a@b.c",
+		"https://login.example.com/token", "client", "secret", "scope1, ,scope2", "64", "1m")
+	f.Add("host:25", "0", "tls", "cram-md5", "", "", "not an address", "ftp://x/y", "", " ", ",", "65", "-1s")
+	f.Add("", "99999", "", "login", "u", " ", "", "", "", "", "", "x", "soon")
+	f.Fuzz(func(t *testing.T, host, port, tlsMode, auth, username, password, from, tokenURL, clientID, clientSecret,
+		scopes, poolSize, connectTimeout string) {
+		s := map[string]string{
+			settingHost: host, settingPort: port, settingTLS: tlsMode, settingAuth: auth, settingUsername: username,
+			settingPassword: "PW-" + password, settingFrom: from, settingTokenURL: tokenURL, settingClientID: clientID,
+			settingClientSecret: "CS-" + clientSecret, settingScopes: scopes, settingPoolSize: poolSize,
+			settingConnectTimeout: connectTimeout,
+		}
+		c, err := parseSettings(s)
+		if err != nil {
+			if !errors.Is(err, errSettings) || classify(permanent(err)) != channel.Permanent {
+				t.Fatalf("parseSettings: %v does not wrap errSettings", err)
+			}
+			for _, secret := range []string{s[settingPassword], s[settingClientSecret]} {
+				if len(secret) > 3 && strings.Contains(err.Error(), secret) {
+					t.Fatalf("parseSettings: %q repeats a secret", err)
+				}
+			}
+			return
+		}
+		switch {
+		case c.host == "" || strings.ContainsAny(c.host, " \t\r\n/@?#"):
+			t.Fatalf("host %q accepted", c.host)
+		case c.port < 1 || c.port > 65535:
+			t.Fatalf("port %d accepted", c.port)
+		case !slices.Contains([]string{tlsNone, tlsStartTLS, tlsImplicit}, c.tls):
+			t.Fatalf("tls %q accepted", c.tls)
+		case !slices.Contains([]string{authNone, authPlain, authLogin, authXOAUTH2}, c.auth):
+			t.Fatalf("auth %q accepted", c.auth)
+		case c.from == nil || !strings.Contains(c.from.Address, "@"):
+			t.Fatalf("from %v accepted", c.from)
+		case c.poolSize < 1 || c.poolSize > maxPoolSize:
+			t.Fatalf("pool_size %d accepted", c.poolSize)
+		case c.connectTimeout <= 0:
+			t.Fatalf("connect_timeout %v accepted", c.connectTimeout)
+		case c.tls != tlsNone && c.serverName == "":
+			t.Fatalf("tls %s without a server name", c.tls)
+		case c.auth == authXOAUTH2 && (c.tokenURL == "" || c.clientID == "" || strings.TrimSpace(c.clientSecret) == ""):
+			t.Fatalf("xoauth2 without its client: %+v", c)
+		}
+		// The pool key never holds a secret in clear.
+		if k := c.key(); c.password != "" && (k.username == c.password || k.host == c.password) {
+			t.Fatalf("pool key %+v holds the password", k)
+		}
+	})
+}
+
+// FuzzParseTargets: a list's targets either become distinct bare addresses
+// or are refused, Permanent, by position and never by address.
+func FuzzParseTargets(f *testing.F) {
+	f.Add("alice@example.com", "Bob <bob@example.net>", "alice@example.com")
+	f.Add("", "not an address", "a@b")
+	f.Add(`"quoted local"@example.com`, "<@>", "x@[127.0.0.1]")
+	f.Add("=?utf-8?q?J=C3=B6rg?= <joerg@example.com>", "a@b, c@d", "\x00@example.com")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		targets := []string{a, b, c}
+		rcpts, err := parseTargets(targets)
+		if err != nil {
+			if classify(err) != channel.Permanent {
+				t.Fatalf("parseTargets: %v is not Permanent", err)
+			}
+			for _, target := range targets {
+				if len(target) > 3 && strings.Contains(err.Error(), target) {
+					t.Fatalf("parseTargets: %q repeats a target", err)
+				}
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, r := range rcpts {
+			if r.Name != "" || !strings.Contains(r.Address, "@") || seen[r.Address] {
+				t.Fatalf("parseTargets(%q) = %v", targets, rcpts)
+			}
+			seen[r.Address] = true
+		}
+		if len(rcpts) == 0 || len(rcpts) > len(targets) {
+			t.Fatalf("parseTargets(%q): %d recipients", targets, len(rcpts))
+		}
+	})
+}
