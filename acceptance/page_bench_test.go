@@ -65,7 +65,7 @@ func BenchmarkPage(b *testing.B) {
 	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: viewer, Role: ports.RoleViewer, Password: password}); err != nil {
 		b.Fatal(err)
 	}
-	sess, err := ops.Login(ctx, viewer, password)
+	sess, err := ops.Login(ctx, ports.LoginRequest{Name: viewer, Password: password})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,8 +54,12 @@ type OperatorsConfig struct {
 	BcryptCost int
 	// MaxConcurrentLogins caps the password checks that run at once, so
 	// that a flood of logins (each costs a bcrypt hash) cannot take every
-	// core from the dispatcher; 0 means half the CPUs, at least one.
+	// core from the dispatcher; 0 means half the CPUs, at least one. Each
+	// client address has at most one check in flight, so a flood from one
+	// address holds at most one of them.
 	MaxConcurrentLogins int
+	// Throttle slows password guessing per address and per account.
+	Throttle LoginThrottle
 	// MaxOwnTokenTTL is the longest lifetime of a token an account makes
 	// for itself (CreateOwnToken); 0 means DefaultMaxOwnTokenTTL.
 	MaxOwnTokenTTL time.Duration
@@ -79,6 +83,8 @@ type Operators struct {
 	dummy []byte
 	// loginSlots holds a token per password check running.
 	loginSlots chan struct{}
+	// throttle decides which logins may check a password at all.
+	throttle *loginThrottle
 	// rec records every change to accounts and tokens.
 	rec adminRecorder
 }
@@ -120,39 +126,35 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 		return nil, fmt.Errorf("core: operators: %w", err)
 	}
 	return &Operators{store: store, clock: clock, log: logger, cfg: cfg, dummy: dummy,
-		loginSlots: make(chan struct{}, cfg.MaxConcurrentLogins),
-		rec:        adminRecorder{audit: cfg.Audit, clock: clock, log: logger}}, nil
+		loginSlots: make(chan struct{}, cfg.MaxConcurrentLogins), throttle: newLoginThrottle(cfg.Throttle),
+		rec: adminRecorder{audit: cfg.Audit, clock: clock, log: logger}}, nil
 }
 
 // errBadLogin is the one answer to a wrong name or password.
 var errBadLogin = fmt.Errorf("wrong name or password: %w", ports.ErrUnauthenticated)
 
-// Login implements ports.Operators.
-func (o *Operators) Login(ctx context.Context, name, password string) (ports.Session, error) {
+// Login implements ports.Operators. Before any password check, the
+// throttle (LoginThrottle) may refuse it with a *ports.LoginThrottledError;
+// then one check runs per client address at a time, in one of the
+// MaxConcurrentLogins slots.
+func (o *Operators) Login(ctx context.Context, req ports.LoginRequest) (ports.Session, error) {
+	name, password := req.Name, req.Password
 	if name == "" || len(name) > maxOperatorName || len(password) > MaxPasswordBytes {
 		return ports.Session{}, errBadLogin
 	}
-	wait := time.NewTimer(loginWait)
-	defer wait.Stop()
-	select {
-	case o.loginSlots <- struct{}{}:
-		defer func() { <-o.loginSlots }()
-	case <-ctx.Done():
-		return ports.Session{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
-	case <-wait.C:
-		return ports.Session{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
+	if err := o.throttle.begin(o.clock.Now(), name, req.Client); err != nil {
+		return ports.Session{}, err
 	}
-	a, err := o.store.Account(ctx, name)
-	if errors.Is(err, ports.ErrNotFound) {
-		_ = bcrypt.CompareHashAndPassword(o.dummy, []byte(password))
-		return ports.Session{}, errBadLogin
+	a, err := o.checkPassword(ctx, name, password)
+	switch {
+	case errors.Is(err, errBadLogin):
+		o.throttle.end(o.clock.Now(), name, req.Client, false)
+		return ports.Session{}, err
+	case err != nil:
+		o.throttle.release(req.Client)
+		return ports.Session{}, err
 	}
-	if err != nil {
-		return ports.Session{}, fmt.Errorf("login: %w", err)
-	}
-	if bcrypt.CompareHashAndPassword(a.PasswordHash, []byte(password)) != nil {
-		return ports.Session{}, errBadLogin
-	}
+	o.throttle.end(o.clock.Now(), name, req.Client, true)
 	now := o.clock.Now().UTC()
 	secret := randomToken()
 	s := ports.StoredSession{ID: sessionID(secret), Account: a.Name, CreatedAt: now, ExpiresAt: now.Add(o.cfg.SessionTTL)}
@@ -166,6 +168,34 @@ func (o *Operators) Login(ctx context.Context, name, password string) (ports.Ses
 	}
 	o.log.Info("operator logged in", "user", a.Name, "role", a.Role)
 	return ports.Session{Secret: secret, User: a.Name, Role: a.Role, ExpiresAt: s.ExpiresAt}, nil
+}
+
+// checkPassword waits for a password-check slot and checks name's
+// password: the account, or errBadLogin, or another error when no slot
+// came free or the store failed.
+func (o *Operators) checkPassword(ctx context.Context, name, password string) (ports.Account, error) {
+	wait := time.NewTimer(loginWait)
+	defer wait.Stop()
+	select {
+	case o.loginSlots <- struct{}{}:
+		defer func() { <-o.loginSlots }()
+	case <-ctx.Done():
+		return ports.Account{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
+	case <-wait.C:
+		return ports.Account{}, fmt.Errorf("too many logins at once; try again: %w", ports.ErrUnavailable)
+	}
+	a, err := o.store.Account(ctx, name)
+	if errors.Is(err, ports.ErrNotFound) {
+		_ = bcrypt.CompareHashAndPassword(o.dummy, []byte(password))
+		return ports.Account{}, errBadLogin
+	}
+	if err != nil {
+		return ports.Account{}, fmt.Errorf("login: %w", err)
+	}
+	if bcrypt.CompareHashAndPassword(a.PasswordHash, []byte(password)) != nil {
+		return ports.Account{}, errBadLogin
+	}
+	return a, nil
 }
 
 // Logout implements ports.Operators.

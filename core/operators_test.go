@@ -40,12 +40,12 @@ func TestLoginOpensASessionThatExpires(t *testing.T) {
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
 
 	for _, c := range []struct{ name, pw string }{{"ann", "wrong password"}, {"bob", "ann's password"}, {"ann", ""}, {"", ""}} {
-		_, err := o.Login(ctx, c.name, c.pw)
+		_, err := o.Login(ctx, ports.LoginRequest{Name: c.name, Password: c.pw})
 		if !errors.Is(err, ports.ErrUnauthenticated) || err.Error() != errBadLogin.Error() {
 			t.Fatalf("login %q/%q: %v, want the one bad-login error", c.name, c.pw, err)
 		}
 	}
-	s, err := o.Login(ctx, "ann", "ann's password")
+	s, err := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestLoginOpensASessionThatExpires(t *testing.T) {
 		t.Fatalf("expired session: %v", err)
 	}
 	// The next login sweeps expired sessions away.
-	if _, err := o.Login(ctx, "ann", "ann's password"); err != nil {
+	if _, err := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Session(ctx, sessionID(s.Secret)); !errors.Is(err, ports.ErrNotFound) {
@@ -79,7 +79,7 @@ func TestLogoutAndChangesCloseSessions(t *testing.T) {
 	mustPutUser(t, o, "root", ports.RoleAdmin, "root's password")
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
 
-	s, _ := o.Login(ctx, "ann", "ann's password")
+	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	if err := o.Logout(ctx, s.Secret); err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +87,12 @@ func TestLogoutAndChangesCloseSessions(t *testing.T) {
 		t.Fatalf("after logout: %v", err)
 	}
 	// A role change closes the sessions; so does a password change.
-	s, _ = o.Login(ctx, "ann", "ann's password")
+	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	mustPutUser(t, o, "ann", ports.RoleViewer, "")
 	if _, err := o.Authenticate(ctx, s.Secret); !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Fatalf("after a role change: %v", err)
 	}
-	s, _ = o.Login(ctx, "ann", "ann's password") // the password was kept
+	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"}) // the password was kept
 	if p, err := o.Authenticate(ctx, s.Secret); err != nil || p.Role != ports.RoleViewer {
 		t.Fatalf("after the change: %+v %v", p, err)
 	}
@@ -101,7 +101,7 @@ func TestLogoutAndChangesCloseSessions(t *testing.T) {
 		t.Fatalf("after a password change: %v", err)
 	}
 	// A deleted account's session is refused.
-	s, _ = o.Login(ctx, "ann", "a new password")
+	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "a new password"})
 	if err := o.DeleteUser(ctx, testActor, "ann"); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestEnsureAdminResetsThePassword(t *testing.T) {
 	if err := o.EnsureAdmin(ctx, "root", "first password"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Login(ctx, "root", "first password"); err != nil {
+	if _, err := o.Login(ctx, ports.LoginRequest{Name: "root", Password: "first password"}); err != nil {
 		t.Fatalf("the configured password does not work: %v", err)
 	}
 	// An account demoted by hand is made admin again.
@@ -239,11 +239,11 @@ func TestLoginsWaitForAFreeSlot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := o.Login(ctx, "ann", "ann's password"); !errors.Is(err, ports.ErrUnavailable) {
+	if _, err := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"}); !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("login with no free slot: %v", err)
 	}
 	<-o.loginSlots
-	if _, err := o.Login(context.Background(), "ann", "ann's password"); err != nil {
+	if _, err := o.Login(context.Background(), ports.LoginRequest{Name: "ann", Password: "ann's password"}); err != nil {
 		t.Fatalf("login with a free slot: %v", err)
 	}
 }

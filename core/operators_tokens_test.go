@@ -110,7 +110,7 @@ func TestOwnTokenFollowsTheAccount(t *testing.T) {
 	o, clock, store := newTestOperators(t)
 	mustPutUser(t, o, "root", ports.RoleAdmin, "root's password")
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
-	s, err := o.Login(ctx, "ann", "ann's password")
+	s, err := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestOwnTokenRules(t *testing.T) {
 	ctx := context.Background()
 	o, clock, store := newTestOperators(t)
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
-	s, _ := o.Login(ctx, "ann", "ann's password")
+	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	ann, _ := o.Authenticate(ctx, s.Secret)
 	for _, c := range []struct {
 		req  ports.OwnTokenRequest
@@ -206,7 +206,7 @@ func TestOwnTokenRules(t *testing.T) {
 		t.Fatalf("the revoked token is still stored: %v", err)
 	}
 	// And it expires.
-	s, _ = o.Login(ctx, "ann", "ann's next password")
+	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's next password"})
 	ann, _ = o.Authenticate(ctx, s.Secret)
 	secret, _, err = o.CreateOwnToken(ctx, ann, ports.OwnTokenRequest{ExpiresAt: clock.Now().Add(time.Hour)})
 	if err != nil {
@@ -222,7 +222,7 @@ func TestRevokeOwnToken(t *testing.T) {
 	ctx := context.Background()
 	o, clock, _ := newTestOperators(t)
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
-	s, _ := o.Login(ctx, "ann", "ann's password")
+	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
 	ann, _ := o.Authenticate(ctx, s.Secret)
 	if err := o.RevokeOwnToken(ctx, ann); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("a session revoking itself as a token: %v, want ErrInvalid", err)

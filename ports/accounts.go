@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -55,8 +56,10 @@ func (r OperatorRole) rank() int {
 // in errors.
 type Operators interface {
 	// Login checks a name and password and opens a session. The returned
-	// Session.Secret is the only copy of the session's secret.
-	Login(ctx context.Context, name, password string) (Session, error)
+	// Session.Secret is the only copy of the session's secret. A login the
+	// throttle refuses before checking the password fails with a
+	// *LoginThrottledError (which wraps ErrUnavailable).
+	Login(ctx context.Context, req LoginRequest) (Session, error)
 
 	// Logout closes the session whose secret is given; an unknown secret is
 	// not an error.
@@ -124,6 +127,50 @@ type Principal struct {
 	// for a session.
 	TokenID string
 }
+
+// LoginRequest is one login attempt.
+type LoginRequest struct {
+	Name     string
+	Password string
+	// Client is the caller's network address as the entrance saw it (an IP
+	// address without its port, e.g. "192.0.2.7" or "2001:db8::1"): the
+	// key of the per-address throttle. Empty when unknown, which is one
+	// client of its own.
+	Client string
+}
+
+// LoginThrottledError reports a login refused before its password was
+// checked: too many recent failures from the client's address or for the
+// account, or another login from the same address still being checked. It
+// wraps ErrUnavailable: the same login may succeed after RetryAfter.
+type LoginThrottledError struct {
+	// RetryAfter is how long the caller should wait before trying again;
+	// at least a second.
+	RetryAfter time.Duration
+	// Reason is a fixed text from the code saying which throttle refused:
+	// one of the LoginThrottled* constants.
+	Reason string
+}
+
+// The reasons of a LoginThrottledError.
+const (
+	// LoginThrottledAddress: too many failed logins from the address.
+	LoginThrottledAddress = "too many failed logins from this address"
+	// LoginThrottledAccount: too many failed logins for the account from
+	// addresses it is not known at.
+	LoginThrottledAccount = "too many failed logins for this account"
+	// LoginThrottledBusy: a login from the same address is being checked.
+	LoginThrottledBusy = "another login from this address is being checked"
+)
+
+// Error implements error.
+func (e *LoginThrottledError) Error() string {
+	secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+	return fmt.Sprintf("%s; try again in %d s", e.Reason, max(secs, 1))
+}
+
+// Unwrap makes errors.Is(err, ErrUnavailable) hold.
+func (e *LoginThrottledError) Unwrap() error { return ErrUnavailable }
 
 // Session is an open operator session.
 type Session struct {

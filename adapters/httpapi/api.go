@@ -340,6 +340,7 @@ var statusOf = map[string]int{
 	api.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	api.CodeConflict:         http.StatusConflict,
 	api.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	api.CodeTooManyRequests:  http.StatusTooManyRequests,
 	api.CodeUnavailable:      http.StatusServiceUnavailable,
 	api.CodeInternal:         http.StatusInternalServerError,
 }
@@ -354,6 +355,7 @@ func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == api.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="outbox"`)
 	}
+	setRetryAfter(w, err)
 	writeError(w, statusOf[code], code, msg)
 }
 

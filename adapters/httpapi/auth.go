@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -38,10 +41,18 @@ func (s *Server) authenticate(r *http.Request) (ports.Principal, error) {
 	return p, err
 }
 
-// login checks a name and password and sets the session cookie.
+// login checks a name and password and sets the session cookie. The
+// client's address goes to the core's throttle; a failed or refused login
+// is logged (at most one line per address per interval, with the account
+// name masked and never the password) and counted in
+// outbox_refusals_total{entrance="http"}.
 func (s *Server) login(w http.ResponseWriter, r *http.Request, name, password string) (ports.Session, error) {
-	sess, err := s.cfg.Operators.Login(r.Context(), name, password)
+	client := s.clientAddr(r)
+	sess, err := s.cfg.Operators.Login(r.Context(), ports.LoginRequest{Name: name, Password: password, Client: client})
 	if err != nil {
+		if reason := loginRefusal(err); reason != "" {
+			s.refusals.Refuse(client, reason, "user", logName(name))
+		}
 		return sess, err
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -50,6 +61,67 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, name, password st
 		HttpOnly: true, Secure: s.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
 	return sess, nil
+}
+
+// The reasons a refused login is counted under (metric label values).
+const (
+	refusedLogin           = "login failed"
+	refusedLoginAddress    = "login throttled (address)"
+	refusedLoginAccount    = "login throttled (account)"
+	refusedLoginBusy       = "login in progress"
+	refusedLoginOverloaded = "login overloaded"
+)
+
+// loginRefusal is the reason a failed login is counted under; "" for an
+// error that is no refusal of the caller (the database failed).
+func loginRefusal(err error) string {
+	var te *ports.LoginThrottledError
+	switch {
+	case errors.As(err, &te):
+		switch te.Reason {
+		case ports.LoginThrottledAddress:
+			return refusedLoginAddress
+		case ports.LoginThrottledAccount:
+			return refusedLoginAccount
+		}
+		return refusedLoginBusy
+	case errors.Is(err, ports.ErrUnauthenticated):
+		return refusedLogin
+	case errors.Is(err, ports.ErrUnavailable):
+		return refusedLoginOverloaded
+	}
+	return ""
+}
+
+// setRetryAfter sets Retry-After when err is a throttled login.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	var te *ports.LoginThrottledError
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(te), 10))
+	}
+}
+
+// retryAfterSeconds is a throttled login's wait in whole seconds, rounded
+// up, at least 1.
+func retryAfterSeconds(te *ports.LoginThrottledError) int64 {
+	return max(1, int64((te.RetryAfter+time.Second-1)/time.Second))
+}
+
+// logName is an account name as a log line may show it: at most 64 bytes
+// of valid UTF-8, and an e-mail address masked as a***@example.com.
+func logName(name string) string {
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	name = strings.ToValidUTF8(name, "?")
+	if at := strings.LastIndexByte(name, '@'); at >= 0 {
+		r, _ := utf8.DecodeRuneInString(name)
+		if at == 0 {
+			return "***" + name[at:]
+		}
+		return string(r) + "***" + name[at:]
+	}
+	return name
 }
 
 // logout closes the session of the request's cookie and clears the cookie.

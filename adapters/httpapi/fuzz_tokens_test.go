@@ -60,7 +60,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	}
 	fs := &fuzzServer{srv: httptest.NewServer(s.Handler()), token: secret}
 	f.Cleanup(fs.srv.Close)
-	sess, err := ops.Login(f.Context(), "admin", password)
+	sess, err := ops.Login(f.Context(), ports.LoginRequest{Name: "admin", Password: password})
 	if err != nil {
 		f.Fatal(err)
 	}

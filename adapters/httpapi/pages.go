@@ -347,7 +347,12 @@ func (s *Server) pageLoginPost(w http.ResponseWriter, r *http.Request) {
 		b := s.newBase(w, r, ports.Principal{}, "Log in", "")
 		status := http.StatusUnauthorized
 		b.Error = "Wrong name or password."
-		if !errors.Is(err, ports.ErrUnauthenticated) {
+		var te *ports.LoginThrottledError
+		switch {
+		case errors.As(err, &te):
+			status, b.Error = http.StatusTooManyRequests, throttledMessage(te)
+			setRetryAfter(w, err)
+		case !errors.Is(err, ports.ErrUnauthenticated):
 			code, msg := s.classify(r, err)
 			status, b.Error = statusOf[code], msg
 		}
@@ -355,6 +360,20 @@ func (s *Server) pageLoginPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// throttledMessage tells a person at the login form why the password was
+// not even checked, and how long to wait.
+func throttledMessage(te *ports.LoginThrottledError) string {
+	wait := plural(retryAfterSeconds(te), "second")
+	switch te.Reason {
+	case ports.LoginThrottledAddress:
+		return "Too many failed logins from your address. Your password was not checked; try again in " + wait + "."
+	case ports.LoginThrottledAccount:
+		return "Too many failed logins for this account from elsewhere. Your password was not checked; try again in " + wait +
+			". Logging in from an address this account used before is not delayed."
+	}
+	return "Another login from your address is being checked. Try again in " + wait + "."
 }
 
 func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {

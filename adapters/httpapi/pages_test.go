@@ -203,7 +203,7 @@ func TestEachCredentialInItsPlace(t *testing.T) {
 	if code, body := e.send(http.DefaultClient, req); code != http.StatusUnauthorized {
 		t.Fatalf("token in the cookie: %d %s", code, body)
 	}
-	s, err := e.ops.Login(t.Context(), "admin", password)
+	s, err := e.ops.Login(t.Context(), ports.LoginRequest{Name: "admin", Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}

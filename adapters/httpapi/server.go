@@ -21,8 +21,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
 )
@@ -55,7 +57,14 @@ type Config struct {
 	SecureCookies bool
 	// Banner, when set, is shown on every page (dev mode says so).
 	Banner string
-	Logger *slog.Logger
+	// Refusals logs and counts failed and throttled logins (entrance
+	// "http", keyed by client address); register it with the metrics. Nil
+	// makes one that logs to Logger and is counted nowhere.
+	Refusals *guard.Refusals
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client; a request from any other peer is the peer's own.
+	TrustedProxies []netip.Prefix
+	Logger         *slog.Logger
 }
 
 // PluginStatus is one channel plugin as the dashboard shows it.
@@ -77,11 +86,12 @@ type Mail struct {
 
 // Server serves the page and the API.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
-	h     http.Handler
+	cfg      Config
+	log      *slog.Logger
+	refusals *guard.Refusals
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	h        http.Handler
 	// apiPatterns are the API routes registered, for the OpenAPI test.
 	apiPatterns []string
 }
@@ -120,7 +130,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, pages: pages, mux: http.NewServeMux()}
+	if cfg.Refusals == nil {
+		cfg.Refusals = guard.NewRefusals("http", cfg.Logger, 0)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, refusals: cfg.Refusals, pages: pages, mux: http.NewServeMux()}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(s.crossOrigin))

@@ -583,21 +583,24 @@ func encodeCursor(c cursor) string {
 }
 
 func decodeCursor(s string) (cursor, error) {
+	bad := func(why string) (cursor, error) {
+		return cursor{}, fmt.Errorf("cursor %.40q %s: %w", s, why, ports.ErrInvalid)
+	}
 	body, ok := strings.CutPrefix(s, cursorPrefix)
 	if !ok {
-		return cursor{}, fmt.Errorf("cursor %q: unknown format: %w", s, ports.ErrInvalid)
+		return bad("has an unknown format")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil {
-		return cursor{}, fmt.Errorf("cursor %q: %v: %w", s, err, ports.ErrInvalid)
+		return bad("is not base64url")
 	}
 	ts, id, ok := strings.Cut(string(raw), "|")
 	if !ok || id == "" {
-		return cursor{}, fmt.Errorf("cursor %q: no row id: %w", s, ports.ErrInvalid)
+		return bad("has no row id")
 	}
 	created, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return cursor{}, fmt.Errorf("cursor %q: %v: %w", s, err, ports.ErrInvalid)
+		return bad("has no valid instant")
 	}
 	return cursor{created: created.UTC(), id: id}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +41,17 @@ type CentralSources struct {
 	// Plugins returns the status of every channel plugin, one entry per
 	// type; nil when central runs no plugin host. It must not block.
 	Plugins func() []PluginStatus
+	// CacheFor is how long one read of the KPIs serves every scrape. A
+	// read costs the database several queries and /metrics needs no login,
+	// so scrapes within the window, and scrapes at the same moment, share
+	// one read. 0 means DefaultKPICacheFor; a negative value reads again at
+	// every scrape (scrapes at the same moment still share one read).
+	CacheFor time.Duration
 }
+
+// DefaultKPICacheFor is how long one read of the KPIs serves /metrics when
+// CentralSources.CacheFor is 0.
+const DefaultKPICacheFor = 5 * time.Second
 
 // CentralCollector is a prometheus.Collector of central's delivery KPIs
 // (C9) and its channel plugins' health.
@@ -54,8 +65,9 @@ type CentralSources struct {
 // which is the prefix of the metrics a site node exports about itself
 // ([SiteCollector]).
 type CentralCollector struct {
-	src CentralSources
-	log *slog.Logger
+	src  CentralSources
+	log  *slog.Logger
+	kpis *kpiCache
 
 	global, bySite                       kpiDescs
 	window, up, pluginUp, pluginRestarts *prometheus.Desc
@@ -98,9 +110,14 @@ func NewCentralCollector(src CentralSources, logger *slog.Logger) (*CentralColle
 			oldestAge:  d("oldest_pending_age_seconds", "Age of the oldest Pending or Retrying notification; 0 when none"),
 		}
 	}
+	cacheFor := src.CacheFor
+	if cacheFor == 0 {
+		cacheFor = DefaultKPICacheFor
+	}
 	return &CentralCollector{
 		src:    src,
 		log:    logger,
+		kpis:   &kpiCache{read: src.KPIs, ttl: cacheFor, now: time.Now},
 		global: kpis("outbox_", "."),
 		bySite: kpis("outbox_central_site_", ", of one source site.", "site"),
 		window: prometheus.NewDesc("outbox_delivered_recent_window_seconds",
@@ -134,9 +151,7 @@ func (c *CentralCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-	defer cancel()
-	r, err := c.src.KPIs(ctx)
+	r, err := c.kpis.get()
 	if err != nil {
 		c.log.Warn("metrics: read delivery KPIs", "err", err)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
@@ -244,4 +259,58 @@ func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.
 		return nil, fmt.Errorf("metrics: register central collectors: %w", err)
 	}
 	return h, nil
+}
+
+// kpiCache shares reads of the KPIs among scrapes: a read serves every
+// scrape for ttl after it ended, and scrapes that come while a read is in
+// flight wait for it instead of starting their own (single flight). Each
+// read is bounded by scrapeTimeout.
+type kpiCache struct {
+	read func(context.Context) (ports.KPIReport, error)
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu     sync.Mutex
+	last   *kpiRead // the last read that ended
+	flight *kpiRead // the read in flight, nil when none
+	joined int      // scrapes that waited for a read in flight (for tests)
+}
+
+// kpiRead is one read of the KPIs; done is closed when it ended.
+type kpiRead struct {
+	done chan struct{}
+	at   time.Time
+	r    ports.KPIReport
+	err  error
+}
+
+// get returns the KPIs of a fresh enough read, of the read in flight, or of
+// a new read.
+func (c *kpiCache) get() (ports.KPIReport, error) {
+	c.mu.Lock()
+	if l := c.last; l != nil && c.ttl > 0 && c.now().Sub(l.at) < c.ttl {
+		c.mu.Unlock()
+		return l.r, l.err
+	}
+	if f := c.flight; f != nil {
+		c.joined++
+		c.mu.Unlock()
+		<-f.done
+		return f.r, f.err
+	}
+	f := &kpiRead{done: make(chan struct{}), err: errors.New("metrics: the KPI read panicked")}
+	c.flight = f
+	c.mu.Unlock()
+
+	defer func() {
+		c.mu.Lock()
+		f.at = c.now()
+		c.last, c.flight = f, nil
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	f.r, f.err = c.read(ctx)
+	return f.r, f.err
 }

@@ -3,10 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,3 +212,143 @@ func labels(m *dto.Metric) string {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// countingKPIs is a KPI source that counts its reads and, while gate is
+// open (not nil), holds each read until the gate is closed.
+type countingKPIs struct {
+	reads atomic.Int64
+	gate  chan struct{}
+}
+
+func (k *countingKPIs) read(ctx context.Context) (ports.KPIReport, error) {
+	k.reads.Add(1)
+	if k.gate != nil {
+		select {
+		case <-k.gate:
+		case <-ctx.Done():
+			return ports.KPIReport{}, ctx.Err()
+		}
+	}
+	return ports.KPIReport{Window: time.Hour, Global: ports.KPI{QueueDepth: 7}}, nil
+}
+
+// servedCollector serves c with the delivery metrics on a real HTTP server
+// and returns its /metrics URL.
+func servedCollector(t *testing.T, c *CentralCollector) string {
+	t.Helper()
+	h, err := Handler(c, NewDeliveryMetrics("email"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics"
+}
+
+func scrapeURL(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "outbox_queue_depth 7") {
+		return fmt.Errorf("scrape: %d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// TestScrapesShareOneKPIRead plays eight scrapers hitting the public
+// /metrics at once and then again within the window: the database is read
+// once for all of them; a scrape after the window reads again.
+func TestScrapesShareOneKPIRead(t *testing.T) {
+	kpis := &countingKPIs{gate: make(chan struct{})}
+	c, err := NewCentralCollector(CentralSources{KPIs: kpis.read}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &manualClock{t: time.Unix(1e9, 0)}
+	c.kpis.now = clock.Now
+	url := servedCollector(t, c)
+
+	const scrapers = 8
+	errs := make(chan error, scrapers)
+	for range scrapers {
+		go func() { errs <- scrapeURL(url) }()
+	}
+	// Wait until one read is in flight and every other scrape waits for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c.kpis.mu.Lock()
+		joined := c.kpis.joined
+		c.kpis.mu.Unlock()
+		if joined == scrapers-1 && kpis.reads.Load() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scrapes joined the read in flight, %d reads", joined, kpis.reads.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(kpis.gate)
+	for range scrapers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		if err := scrapeURL(url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := kpis.reads.Load(); n != 1 {
+		t.Fatalf("%d KPI reads for %d scrapes within the window, want 1", n, scrapers+20)
+	}
+	clock.advance(DefaultKPICacheFor)
+	if err := scrapeURL(url); err != nil {
+		t.Fatal(err)
+	}
+	if n := kpis.reads.Load(); n != 2 {
+		t.Fatalf("%d KPI reads after the window, want 2", n)
+	}
+}
+
+// TestNegativeCacheForReadsAtEveryScrape: with the cache off, each scrape
+// reads the KPIs.
+func TestNegativeCacheForReadsAtEveryScrape(t *testing.T) {
+	kpis := &countingKPIs{}
+	c, err := NewCentralCollector(CentralSources{KPIs: kpis.read, CacheFor: -1}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := servedCollector(t, c)
+	for range 3 {
+		if err := scrapeURL(url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := kpis.reads.Load(); n != 3 {
+		t.Fatalf("%d reads for 3 scrapes, want 3", n)
+	}
+}

@@ -139,7 +139,7 @@ type centralOptions struct {
 
 // centralAddrs are the addresses a started central node listens on.
 type centralAddrs struct {
-	HTTP, Link, SMTP string
+	HTTP, Link, SMTP, Metrics string
 	// DevToken is the admin token outbox dev prints (dev mode only).
 	DevToken devToken
 }
@@ -246,14 +246,28 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		addrs.Link = addr
 		collectors = append(collectors, refusals)
 	}
-	if cfg.HTTP.Listen != "" {
-		stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
-			host: host, delivery: delivery, capture: capture, collectors: collectors, dev: opt.dev, banner: opt.banner}, logger)
+	if cfg.HTTP.Listen != "" || cfg.Metrics.Listen != "" {
+		obs, err := newObservability(svc, store, host, delivery, collectors, logger)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		addrs.HTTP, addrs.DevToken = addr, devToken
+		if cfg.Metrics.Listen != "" {
+			stop, addr, err := serveMetrics(ctx, cfg.Metrics.Listen, obs, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			addrs.Metrics = addr
+		}
+		if cfg.HTTP.Listen != "" {
+			stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
+				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			addrs.HTTP, addrs.DevToken = addr, devToken
+		}
 	}
 	if opt.started != nil {
 		opt.started(addrs)

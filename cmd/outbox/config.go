@@ -44,6 +44,9 @@ type Config struct {
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
 	HTTP HTTPConfig `yaml:"http"`
+	// Metrics, when its listen is set, serves /metrics, /healthz and
+	// /readyz on an address of their own instead of with the page.
+	Metrics MetricsConfig `yaml:"metrics"`
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
@@ -401,7 +404,8 @@ func defaultConfig() Config {
 		},
 		Log:  LogConfig{Level: "info", Format: "auto"},
 		Link: defaultLinkConfig(),
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL)},
+		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL),
+			Login: defaultLoginConfig()},
 	}
 }
 
@@ -456,6 +460,7 @@ func (c Config) Validate() error {
 	r = append(r, c.Delivery.validate()...)
 	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
+	r = append(r, c.Metrics.validateCentral(c.HTTP.Listen)...)
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

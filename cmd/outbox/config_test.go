@@ -167,6 +167,7 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
 				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json", "plugins.dir": "/plugins",
 				"http.listen": "127.0.0.1:8081", "http.admin.name": "root", "http.admin.password": "env:ADMIN_PW",
+				"metrics.listen": "127.0.0.1:9091",
 			}[s.key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
@@ -233,7 +234,7 @@ channels:
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
 		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
-		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http) [FILE:7]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
 	}
@@ -356,6 +357,20 @@ func TestValidationRules(t *testing.T) {
 			want: []string{
 				`http.session_ttl: must be at least 1m, got 10s [FILE:3]`,
 				`http.admin.name: required: http.admin.password is set [FILE:4]`,
+			},
+		},
+		{
+			name: "login throttle and proxies",
+			file: "http:\n  listen: 127.0.0.1:8080\n  trusted_proxies: [10.0.0.1, 10.0.0.0/33, proxy.example]\n" +
+				"  login: {address_max_delay: 0s, account_max_delay: 2h, trusted_networks: [192.0.2.0/24, \"192.0.2.300\"]}\n" +
+				"metrics:\n  listen: 127.0.0.1:8080\n",
+			want: []string{
+				`http.trusted_proxies[1]: "10.0.0.0/33" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
+				`http.trusted_proxies[2]: "proxy.example" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
+				`http.login.trusted_networks[1]: "192.0.2.300" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:4]`,
+				`http.login.address_max_delay: must be from 1s to 24h, got 0s [FILE:4]`,
+				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (keep it short: it is how long an attacker can delay the owner at a new address) [FILE:4]`,
+				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:6]`,
 			},
 		},
 		{

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
@@ -35,17 +37,37 @@ type HTTPConfig struct {
 	TLS TLSFiles `yaml:"tls"`
 	// SessionTTL is how long a login lasts. Default 12h.
 	SessionTTL Duration `yaml:"session_ttl"`
-	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
-	// makes for an account (a token of its own). Default 720h (30 days).
-	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig `yaml:"admin"`
+	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
+	// makes for an account (a token of its own). Default 720h (30 days).
+	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
+	// TrustedProxies are the reverse proxies in front of the page (IP
+	// addresses or CIDR ranges): from them, and only from them, the client
+	// address is read from X-Forwarded-For. Without them, a proxy's clients
+	// would all share the proxy's address in the login throttle.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Login bounds password guessing (core.LoginThrottle).
+	Login LoginConfig `yaml:"login"`
 }
 
 // maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
 const maxLoginTokenTTL = 365 * 24 * time.Hour
+
+// LoginConfig configures the login throttle.
+type LoginConfig struct {
+	// AddressMaxDelay caps the wait of an address after failed logins.
+	// Default 15m.
+	AddressMaxDelay Duration `yaml:"address_max_delay"`
+	// AccountMaxDelay caps the wait for an account after failed logins
+	// from addresses it is not known at. Default 1m.
+	AccountMaxDelay Duration `yaml:"account_max_delay"`
+	// TrustedNetworks (IP addresses or CIDR ranges) are never delayed by
+	// an account's failures, only by their own.
+	TrustedNetworks []string `yaml:"trusted_networks"`
+}
 
 // AdminConfig names an admin account central ensures at start.
 type AdminConfig struct {
@@ -54,13 +76,28 @@ type AdminConfig struct {
 	Password string `yaml:"password"`
 }
 
+// defaultLoginConfig is the login throttle's defaults (core's).
+func defaultLoginConfig() LoginConfig {
+	return LoginConfig{AddressMaxDelay: Duration(core.DefaultAddressMaxDelay), AccountMaxDelay: Duration(core.DefaultAccountMaxDelay)}
+}
+
 func (c HTTPConfig) validate() rules {
 	var r rules
 	if c.Listen == "" {
-		if c.TLS.set() || c.Admin.Name != "" {
-			r.add("http.listen", "empty, but http.tls or http.admin are set: nothing is served")
+		if c.TLS.set() || c.Admin.Name != "" || len(c.TrustedProxies) > 0 || len(c.Login.TrustedNetworks) > 0 {
+			r.add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
 		}
 		return r
+	}
+	_, pr := parsePrefixes("http.trusted_proxies", c.TrustedProxies)
+	r = append(r, pr...)
+	_, pr = parsePrefixes("http.login.trusted_networks", c.Login.TrustedNetworks)
+	r = append(r, pr...)
+	if d := c.Login.AddressMaxDelay; d < Duration(time.Second) || d > Duration(24*time.Hour) {
+		r.add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
+	}
+	if d := c.Login.AccountMaxDelay; d < Duration(time.Second) || d > Duration(time.Hour) {
+		r.add("http.login.account_max_delay", "must be from 1s to 1h, got %s (keep it short: it is how long an attacker can delay the owner at a new address)", d)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		r.add("http.listen", "%q is not host:port", c.Listen)
@@ -93,28 +130,167 @@ func (c HTTPConfig) validate() rules {
 	return r
 }
 
+// MetricsConfig's rules for central: /metrics, /healthz and /readyz on a
+// listener of their own, apart from the page.
+func (m MetricsConfig) validateCentral(pageListen string) rules {
+	var r rules
+	if m.Listen == "" {
+		return r
+	}
+	if _, _, err := net.SplitHostPort(m.Listen); err != nil {
+		r.add("metrics.listen", "%q is not host:port", m.Listen)
+	} else if m.Listen == pageListen {
+		r.addRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
+	}
+	return r
+}
+
+// parsePrefixes reads a list of IP addresses and CIDR ranges, one rule per
+// entry that is neither.
+func parsePrefixes(key string, list []string) ([]netip.Prefix, rules) {
+	var r rules
+	var out []netip.Prefix
+	for i, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			a = a.Unmap().WithZone("")
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		r.add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
+	}
+	return out, r
+}
+
 // operatorSurface is what serveHTTP needs from central.
 type operatorSurface struct {
-	cfg      HTTPConfig
-	svc      *core.Service
-	store    *sqlstore.Store
-	editor   ports.DirectoryEditor
-	host     *pluginhost.Host
-	delivery *metrics.DeliveryMetrics
-	capture  *smtpcapture.Server
-	// collectors are more metrics for /metrics (the site link's refusals).
-	collectors []prometheus.Collector
+	cfg     HTTPConfig
+	svc     *core.Service
+	store   *sqlstore.Store
+	editor  ports.DirectoryEditor
+	host    *pluginhost.Host
+	obs     observability
+	capture *smtpcapture.Server
+	// metricsApart: /metrics and /readyz are served on metrics.listen, not
+	// with the page.
+	metricsApart bool
 	// dev skips the admin check and shows a banner.
 	dev    bool
 	banner string
 }
 
+// observability is what central serves without a login — /metrics,
+// /healthz and /readyz — and the refusal logs the metrics count.
+type observability struct {
+	metrics, health http.Handler
+	// httpRefusals logs and counts the page's and the API's failed logins;
+	// metricsRefusals the connections the metrics listener turns away.
+	httpRefusals, metricsRefusals *guard.Refusals
+}
+
+// newObservability builds /metrics (the KPIs, read at most once per
+// metrics.DefaultKPICacheFor whatever the scrapers do; collectors are more
+// metrics, such as the site link's refusals), /healthz and /readyz.
+func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost.Host, delivery *metrics.DeliveryMetrics,
+	collectors []prometheus.Collector, logger *slog.Logger) (observability, error) {
+	o := observability{
+		httpRefusals:    guard.NewRefusals("http", logger.With("component", "http"), 0),
+		metricsRefusals: guard.NewRefusals("metrics", logger.With("component", "metrics"), 0),
+	}
+	plugins := func() []metrics.PluginStatus {
+		var out []metrics.PluginStatus
+		for _, s := range host.Status() {
+			out = append(out, metrics.PluginStatus{Type: s.Type, Running: s.Running, Restarts: s.Restarts})
+		}
+		return out
+	}
+	var err error
+	o.metrics, err = metrics.CentralHandler(metrics.CentralSources{
+		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: plugins,
+	}, delivery, logger.With("component", "metrics"), append([]prometheus.Collector{o.httpRefusals, o.metricsRefusals}, collectors...)...)
+	if err != nil {
+		return observability{}, err
+	}
+	o.health = metrics.HealthHandler(5*time.Second,
+		metrics.Check{Name: "store", Check: storeReadiness(store.Ping, logger)},
+		metrics.Check{Name: "plugins", Check: func(context.Context) error {
+			var down []string
+			for _, s := range host.Status() {
+				if !s.Running {
+					down = append(down, s.Type)
+				}
+			}
+			if len(down) > 0 {
+				return fmt.Errorf("channel plugins down: %s", strings.Join(down, ", "))
+			}
+			return nil
+		}},
+	)
+	return o, nil
+}
+
+// Bounds of the metrics listener: scrapers and probes need few connections.
+var metricsConnLimits = guard.ConnLimits{PerAddress: 16, Total: 128}
+
+// serveMetrics serves /metrics, /healthz and /readyz on listen, apart from
+// the page, until ctx is done or stop is called; stop waits for the server
+// to end.
+func serveMetrics(ctx context.Context, listen string, obs observability, logger *slog.Logger) (stop func(), addr string, err error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", obs.metrics)
+	mux.Handle("GET /healthz", obs.health)
+	mux.Handle("GET /readyz", obs.health)
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("metrics: %w", err)
+	}
+	lis = guard.LimitListener(lis, metricsConnLimits, obs.metricsRefusals)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	logger.Info("metrics and health listening", "url", pageURL(lis.Addr().String(), false)+"metrics")
+	return serve(ctx, hs, lis, "metrics", logger), lis.Addr().String(), nil
+}
+
+// serve runs hs on lis until ctx is done or the returned stop is called;
+// stop waits for the server to end.
+func serve(ctx context.Context, hs *http.Server, lis net.Listener, what string, logger *slog.Logger) (stop func()) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(what+" server stopped", "err", err)
+		}
+	})
+	shutdown := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}
+	done := context.AfterFunc(ctx, shutdown)
+	return func() {
+		done()
+		shutdown()
+		wg.Wait()
+	}
+}
+
 // newOperators builds the operator accounts service and ensures the
 // configured admin. Outside dev mode it refuses to go on without any admin.
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{SessionTTL: time.Duration(cfg.SessionTTL),
-		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL)},
-		logger.With("component", "operators"))
+	trusted, _ := parsePrefixes("http.login.trusted_networks", cfg.Login.TrustedNetworks)
+	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{
+		SessionTTL:     time.Duration(cfg.SessionTTL),
+		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL),
+		Throttle: core.LoginThrottle{
+			AddressMaxDelay: time.Duration(cfg.Login.AddressMaxDelay),
+			AccountMaxDelay: time.Duration(cfg.Login.AccountMaxDelay),
+			TrustedNetworks: trusted,
+		},
+	}, logger.With("component", "operators"))
 	if err != nil {
 		return nil, err
 	}
@@ -140,9 +316,12 @@ func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore,
 	return ops, nil
 }
 
-// serveHTTP serves the page, the API, /metrics, /healthz and /readyz until
-// ctx is done or stop is called; stop waits for the server to end. In dev
-// mode it also makes the admin token outbox dev prints, which stop revokes.
+// serveHTTP serves the page, the API and, unless metricsApart, /metrics,
+// /healthz and /readyz until ctx is done or stop is called; stop waits for
+// the server to end. With the metrics apart, the page keeps /healthz (a
+// constant "ok" for a load balancer in front of it) and answers 404 for
+// /metrics and /readyz. In dev mode it also makes the admin token outbox
+// dev prints, which stop revokes.
 func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, dt devToken, err error) {
 	ops, err := newOperators(ctx, o.cfg, o.store, o.dev, logger)
 	if err != nil {
@@ -159,39 +338,16 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 			revokeDevToken()
 		}
 	}()
-	plugins := func() []metrics.PluginStatus {
-		var out []metrics.PluginStatus
-		for _, s := range o.host.Status() {
-			out = append(out, metrics.PluginStatus{Type: s.Type, Running: s.Running, Restarts: s.Restarts})
-		}
-		return out
-	}
-	mh, err := metrics.CentralHandler(metrics.CentralSources{
-		KPIs: o.svc.KPIs, Window: o.svc.Config().DeliveredKpiWindow, Plugins: plugins,
-	}, o.delivery, logger.With("component", "metrics"), o.collectors...)
-	if err != nil {
-		return nil, "", devToken{}, err
-	}
-	health := metrics.HealthHandler(5*time.Second,
-		metrics.Check{Name: "store", Check: storeReadiness(o.store.Ping, logger)},
-		metrics.Check{Name: "plugins", Check: func(context.Context) error {
-			var down []string
-			for _, s := range o.host.Status() {
-				if !s.Running {
-					down = append(down, s.Type)
-				}
-			}
-			if len(down) > 0 {
-				return fmt.Errorf("channel plugins down: %s", strings.Join(down, ", "))
-			}
-			return nil
-		}},
-	)
+	proxies, _ := parsePrefixes("http.trusted_proxies", o.cfg.TrustedProxies)
 	var t *tls.Config
 	if o.cfg.TLS.set() {
 		if t, err = o.cfg.TLS.load(); err != nil {
 			return nil, "", devToken{}, fmt.Errorf("http.tls: %w", err)
 		}
+	}
+	public := map[string]http.Handler{"GET /healthz": o.obs.health}
+	if !o.metricsApart {
+		public["GET /metrics"], public["GET /readyz"] = o.obs.metrics, o.obs.health
 	}
 	hc := httpapi.Config{
 		Outbox: o.svc, Directory: o.store, Editor: o.editor, Operators: ops,
@@ -208,10 +364,12 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 			}
 			return out
 		},
-		Public:        map[string]http.Handler{"GET /metrics": mh, "GET /healthz": health, "GET /readyz": health},
-		SecureCookies: t != nil,
-		Banner:        o.banner,
-		Logger:        logger.With("component", "http"),
+		Public:         public,
+		SecureCookies:  t != nil,
+		Banner:         o.banner,
+		Refusals:       o.obs.httpRefusals,
+		TrustedProxies: proxies,
+		Logger:         logger.With("component", "http"),
 	}
 	if o.capture != nil {
 		hc.Mailbox = func() []httpapi.Mail { return capturedMails(o.capture) }
@@ -230,23 +388,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	logger.Info("operator page and API listening", "url", pageURL(lis.Addr().String(), t != nil), "tls", t != nil)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server stopped", "err", err)
-		}
-	})
-	shutdown := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}
-	done := context.AfterFunc(ctx, shutdown)
+	logger.Info("operator page and API listening", "url", pageURL(lis.Addr().String(), t != nil), "tls", t != nil,
+		"metrics", !o.metricsApart)
+	stopServer := serve(ctx, hs, lis, "http", logger)
 	return func() {
-		done()
-		shutdown()
-		wg.Wait()
+		stopServer()
 		revokeDevToken()
 	}, lis.Addr().String(), dt, nil
 }

@@ -149,3 +149,97 @@ func TestStoreReadinessHidesTheDriverError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCentralServesMetricsApart runs the built binary with metrics.listen
+// set: /metrics and /readyz leave the page's listener (404 there) for the
+// metrics listener, /healthz stays on both; a failed login at the page is
+// logged with the account masked and counted on /metrics, and a burst of
+// them is answered 429 with Retry-After.
+func TestCentralServesMetricsApart(t *testing.T) {
+	dir := t.TempDir()
+	const pw = "the admin's password"
+	if err := os.WriteFile(filepath.Join(dir, "admin.pw"), []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	page, metricsAddr := freeLoopback(t), freeLoopback(t)
+	file := filepath.Join(dir, "central.yaml")
+	data := fmt.Sprintf(`
+data_dir: %[1]s
+log: {format: json}
+http:
+  listen: "%[2]s"
+  admin: {name: root, password: "file:%[1]s/admin.pw"}
+metrics:
+  listen: "%[3]s"
+`, dir, page, metricsAddr)
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, dir, childEnv(), "central", "-config", file)
+	p.waitFor(t, `"msg":"operator page and API listening"`, startTimeout)
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for path, want := range map[string]int{"/metrics": 404, "/readyz": 404, "/healthz": 200} {
+		if code, body := get("http://" + page + path); code != want {
+			t.Errorf("page listener %s: %d, want %d: %.200s", path, code, want, body)
+		}
+	}
+	for path, want := range map[string]string{"/metrics": "outbox_queue_depth 0", "/readyz": `"ready":true`, "/healthz": "ok"} {
+		if code, body := get("http://" + metricsAddr + path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("metrics listener %s: %d %.300s", path, code, body)
+		}
+	}
+
+	login := func() *http.Response {
+		b, _ := json.Marshal(api.Login{Name: "ops@example.com", Password: "a wrong guess"})
+		resp, err := http.Post("http://"+page+"/api/v1/login", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := login(); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %d", resp.StatusCode)
+	}
+	line := p.waitFor(t, `"msg":"http: refused"`, startTimeout)
+	if !strings.Contains(line, `"user":"o***@example.com"`) || !strings.Contains(line, `"caller":"127.0.0.1"`) ||
+		!strings.Contains(line, `"reason":"login failed"`) {
+		t.Fatalf("the failed login's log line: %s", line)
+	}
+	var last *http.Response
+	for range 10 {
+		last = login()
+	}
+	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("the eleventh wrong password: %d, Retry-After %q", last.StatusCode, last.Header.Get("Retry-After"))
+	}
+	_, body := get("http://" + metricsAddr + "/metrics")
+	for _, want := range []string{
+		`outbox_refusals_total{entrance="http",reason="login failed"} 6`,
+		`outbox_refusals_total{entrance="http",reason="login throttled (address)"} 5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(t, stopTimeout); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.Output())
+	}
+	if out := p.Output(); strings.Contains(out, "a wrong guess") || strings.Contains(out, "ops@example.com") {
+		t.Fatal("a password or an unmasked account name reached the log")
+	}
+}

@@ -32,6 +32,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the route takes other methods (see Allow)
 	CodeConflict         = "conflict"           // 409: the current state refuses it
 	CodeTooLarge         = "too_large"          // 413: the request body is over the limit
+	CodeTooManyRequests  = "too_many_requests"  // 429: throttled; Retry-After says when to try again
 	CodeUnavailable      = "unavailable"        // 503: try again later
 	CodeInternal         = "internal"           // 500
 )

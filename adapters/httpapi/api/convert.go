@@ -76,7 +76,10 @@ func FromActionResult(r ports.ActionResult) ActionResult {
 
 // CodeOf maps an error to its API code through the ports' sentinels.
 func CodeOf(err error) string {
+	var throttled *ports.LoginThrottledError
 	switch {
+	case errors.As(err, &throttled):
+		return CodeTooManyRequests
 	case errors.Is(err, ports.ErrInvalid):
 		return CodeInvalid
 	case errors.Is(err, ports.ErrUnauthenticated):

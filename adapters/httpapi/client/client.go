@@ -156,7 +156,7 @@ func (e *Error) Is(target error) bool {
 		return target == ports.ErrNotFound
 	case api.CodeConflict:
 		return target == ports.ErrConflict
-	case api.CodeUnavailable:
+	case api.CodeUnavailable, api.CodeTooManyRequests:
 		return target == ports.ErrUnavailable
 	}
 	return false
@@ -177,7 +177,9 @@ func codeOfStatus(status int) string {
 		return api.CodeConflict
 	case http.StatusRequestEntityTooLarge:
 		return api.CodeTooLarge
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+	case http.StatusTooManyRequests:
+		return api.CodeTooManyRequests
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return api.CodeUnavailable
 	}
 	return api.CodeInternal

@@ -1,0 +1,349 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/httpapi"
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/memstore"
+	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/ports"
+)
+
+// The loopback addresses the login tests connect from: Linux routes all of
+// 127/8 to loopback, so each is a distinct client over real TCP.
+const (
+	attackerIP = "127.0.0.2"
+	adminIP    = "127.0.0.3"
+)
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// peerKey carries a request's TCP peer into the context, so that the store
+// below can tell whose password check it serves.
+type peerKey struct{}
+
+// gatedAccounts counts account reads (a login that reads no account ran no
+// bcrypt hash) and, while gated, holds every read made for a request from
+// hold until the gate opens.
+type gatedAccounts struct {
+	*memstore.Store
+	reads   atomic.Int64
+	hold    string
+	gate    chan struct{}
+	holding chan struct{}
+}
+
+func (g *gatedAccounts) Account(ctx context.Context, name string) (ports.Account, error) {
+	g.reads.Add(1)
+	if peer, _ := ctx.Value(peerKey{}).(string); g.gate != nil && peer == g.hold {
+		g.holding <- struct{}{}
+		<-g.gate
+	}
+	return g.Store.Account(ctx, name)
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// loginEnv is the real handler over the real core.Operators, with a clock
+// the test moves, a store that counts password checks, and the refusal log
+// in a buffer; served over real TCP on loopback.
+type loginEnv struct {
+	t        *testing.T
+	srv      *httptest.Server
+	clock    *manualClock
+	store    *gatedAccounts
+	refusals *guard.Refusals
+	log      *syncBuffer
+}
+
+func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *loginEnv {
+	t.Helper()
+	if store == nil {
+		store = &gatedAccounts{Store: memstore.New()}
+	}
+	clock := &manualClock{t: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)}
+	cfg.BcryptCost = bcrypt.MinCost
+	ops, err := core.NewOperators(store, clock, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"admin", "ops@example.com"} {
+		if _, err := ops.PutUser(t.Context(), ports.UserRequest{Actor: ports.ActorSystem, Name: u, Role: ports.RoleAdmin, Password: password}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := memdir.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: clock, Channels: ports.ChannelMap{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor, err := core.NewDirectoryEditor(dir, store, clock, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	refusals := guard.NewRefusals("http", slog.New(slog.NewTextHandler(logs, nil)), time.Minute)
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Refusals: refusals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, host)))
+	}))
+	t.Cleanup(srv.Close)
+	store.reads.Store(0)
+	return &loginEnv{t: t, srv: srv, clock: clock, store: store, refusals: refusals, log: logs}
+}
+
+// from returns a client whose connections come from the loopback address
+// ip; it keeps cookies and does not follow redirects.
+func (e *loginEnv) from(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 200}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// apiLogin posts to the API's login and returns the response with its body
+// read.
+func (e *loginEnv) apiLogin(c *http.Client, name, pw string) (*http.Response, string) {
+	e.t.Helper()
+	b, _ := json.Marshal(api.Login{Name: name, Password: pw})
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/login", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	return e.do(c, req)
+}
+
+// pageLogin posts the page's login form.
+func (e *loginEnv) pageLogin(c *http.Client, name, pw string) (*http.Response, string) {
+	e.t.Helper()
+	form := url.Values{"name": {name}, "password": {pw}, "next": {"/notifications"}}
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return e.do(c, req)
+}
+
+func (e *loginEnv) do(c *http.Client, req *http.Request) (*http.Response, string) {
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Error(err)
+		return &http.Response{}, ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Error(err)
+	}
+	return resp, string(b)
+}
+
+// retryAfter returns a 429's Retry-After, failing the test for another
+// answer.
+func retryAfter(t *testing.T, resp *http.Response, body string) time.Duration {
+	t.Helper()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("%d %s, want 429", resp.StatusCode, body)
+	}
+	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || n < 1 {
+		t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+	return time.Duration(n) * time.Second
+}
+
+// TestLoginBruteForceIsThrottledLoggedAndCounted plays an attacker sending
+// 50 wrong passwords for admin from one address: after a few, each is
+// answered 429 with Retry-After without any password check (the store is
+// not even asked), every one is counted, the log holds one line for the
+// whole burst, and the real admin logs in from another address meanwhile.
+func TestLoginBruteForceIsThrottledLoggedAndCounted(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	attacker, admin := e.from(attackerIP), e.from(adminIP)
+
+	var unauthorized, throttled int
+	for i := range 50 {
+		resp, body := e.apiLogin(attacker, "admin", fmt.Sprintf("guess number %d", i))
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			unauthorized++
+		case http.StatusTooManyRequests:
+			retryAfter(t, resp, body)
+			if eb := decode[api.ErrorBody](t, []byte(body)); eb.Error.Code != api.CodeTooManyRequests {
+				t.Fatalf("429 with code %q", eb.Error.Code)
+			}
+			throttled++
+		default:
+			t.Fatalf("guess %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if throttled < 40 {
+		t.Fatalf("%d of 50 guesses throttled, %d checked", throttled, unauthorized)
+	}
+	if n := e.store.reads.Load(); n != int64(unauthorized) {
+		t.Fatalf("%d password checks for %d answered 401: throttled guesses were checked", n, unauthorized)
+	}
+	if got := e.refusals.Count("login failed") + e.refusals.Count("login throttled (address)"); got != 50 {
+		t.Fatalf("%d of 50 failed logins counted", got)
+	}
+	logs := e.log.String()
+	if n := strings.Count(logs, "refused"); n < 1 || n > 2 {
+		t.Fatalf("%d log lines for 50 failed logins from one address, want 1 (2 if a minute passed):\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "caller="+attackerIP) || !strings.Contains(logs, "user=admin") || strings.Contains(logs, "guess number") {
+		t.Fatalf("the log line must name the address and the account, never the password:\n%s", logs)
+	}
+
+	// The page says it plainly, with the same 429.
+	resp, body := e.pageLogin(attacker, "admin", password)
+	retryAfter(t, resp, body)
+	if !strings.Contains(body, "Too many failed logins from your address") {
+		t.Fatalf("the page's message: %s", body)
+	}
+
+	// The real admin, from another address, during the attack.
+	if resp, body := e.pageLogin(admin, "admin", password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the admin from another address: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := e.apiLogin(admin, "admin", password); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the admin from another address (API): %d %s", resp.StatusCode, body)
+	}
+
+	// The wait runs out with time; then the right password logs in and
+	// clears the address's failures.
+	resp, body = e.apiLogin(attacker, "admin", password)
+	e.clock.advance(retryAfter(t, resp, body))
+	if resp, body := e.apiLogin(attacker, "admin", password); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the wait: %d %s", resp.StatusCode, body)
+	}
+	for range core.DefaultAddressFreeFailures {
+		if resp, body := e.apiLogin(attacker, "admin", "typo typo typo"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("after a success, a typo: %d %s", resp.StatusCode, body)
+		}
+	}
+}
+
+// TestFailedLoginLogMasksAnEmailName: an account named by an e-mail address
+// is logged masked.
+func TestFailedLoginLogMasksAnEmailName(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	if resp, body := e.apiLogin(e.from(attackerIP), "ops@example.com", "wrong password"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	logs := e.log.String()
+	if strings.Contains(logs, "ops@example.com") || !strings.Contains(logs, "o***@example.com") {
+		t.Fatalf("the account's address is not masked:\n%s", logs)
+	}
+}
+
+// TestLoginFloodFromOneAddressCannotStarveAnother plays an attacker sending
+// 120 logins at once from one address, each password check held for as long
+// as the test likes: the address holds one check slot, the other 119 are
+// answered 429 at once, and the admin logging in from another address at
+// the same time gets the other slot and succeeds (not 503).
+func TestLoginFloodFromOneAddressCannotStarveAnother(t *testing.T) {
+	store := &gatedAccounts{Store: memstore.New(), hold: attackerIP, gate: make(chan struct{}), holding: make(chan struct{}, 200)}
+	e := newLoginEnv(t, core.OperatorsConfig{MaxConcurrentLogins: 2}, store)
+	attacker, admin := e.from(attackerIP), e.from(adminIP)
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(store.gate)
+		}
+	}
+	defer open()
+
+	codes := make(chan int, 120)
+	var wg sync.WaitGroup
+	for i := range 120 {
+		wg.Go(func() {
+			resp, _ := e.apiLogin(attacker, "admin", fmt.Sprintf("flood %d", i))
+			codes <- resp.StatusCode
+		})
+	}
+	select {
+	case <-store.holding: // one of the flood's checks is in flight and held
+	case <-time.After(20 * time.Second):
+		t.Fatal("no password check of the flood started")
+	}
+	resp, body := e.apiLogin(admin, "admin", password)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the admin during the flood: %d %s", resp.StatusCode, body)
+	}
+	count := map[int]int{}
+	for range 119 {
+		select {
+		case c := <-codes:
+			count[c]++
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the flood's other logins were not answered at once: %v so far", count)
+		}
+	}
+	open()
+	wg.Wait()
+	count[<-codes]++
+	if count[http.StatusTooManyRequests] != 119 || count[http.StatusUnauthorized] != 1 {
+		t.Fatalf("the flood was answered %v, want 119×429 and 1×401", count)
+	}
+	if got := e.refusals.Count("login in progress"); got != 119 {
+		t.Fatalf("%d logins in progress counted, want 119", got)
+	}
+}
