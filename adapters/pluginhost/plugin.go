@@ -39,7 +39,7 @@ type plugin struct {
 	up   chan struct{} // closed while inst is set
 	desc channel.Description
 	// secret names the settings to resolve (those desc marks secret); nil
-	// when desc has no schema, and every setting is resolved.
+	// when desc has no schema, and no setting is resolved.
 	secret   map[string]bool
 	restarts int
 }
@@ -66,7 +66,8 @@ func newPlugin(cfg Plugin, host *Config, log *slog.Logger) *plugin {
 }
 
 // Deliver implements ports.Channel: it resolves the delivery's secret
-// references, waits for a free slot, the rate limit and a running process
+// references (the targets and the settings the schema marks secret) under
+// the host's policy, waits for a free slot, the rate limit and a running process
 // (all within ctx), and makes the delivery. A delivery the process was
 // making when it died is Transient: it may or may not have happened. When
 // there was no room (no slot or rate-limit token in time, no process) the
@@ -75,8 +76,8 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 	p.mu.Lock()
 	secret := p.secret
 	p.mu.Unlock()
-	settings, targets, err := resolveDelivery(secret, d.Settings, d.Targets)
-	if errors.Is(err, secretref.ErrUnresolvable) {
+	settings, targets, err := resolveDelivery(p.host.Secrets, secret, d.Settings, d.Targets)
+	if errors.Is(err, secretref.ErrUnresolvable) || errors.Is(err, secretref.ErrNotAllowed) {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
 	}
 	if err != nil {
@@ -115,7 +116,9 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 			}
 			return notAttempted("no room in the channel plugin before the deadline", 0)
 		}
-		out := ports.Result{ResolvedTargets: res.ResolvedTargets, Error: res.Error, RetryAfter: res.RetryAfter}
+		// res.ResolvedTargets is the plugin's word and is dropped: central
+		// records the list's targets as written (core's dispatcher).
+		out := ports.Result{Error: res.Error, RetryAfter: res.RetryAfter}
 		switch res.Outcome {
 		case channel.Success:
 			out.Outcome = ports.OutcomeSuccess
