@@ -181,6 +181,9 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
 		return err
 	}
+	if err := checkReferences(ctx, store, cfg.SecretPolicy(), logger); err != nil {
+		return err
+	}
 	delivery := metrics.NewDeliveryMetrics(host.Types()...)
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
 		Store:     store,
@@ -231,7 +234,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		addrs.Link = addr
 	}
 	if cfg.HTTP.Listen != "" {
-		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host,
+		stop, addr, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, host: host, secrets: cfg.SecretPolicy(),
 			delivery: delivery, capture: capture, dev: opt.dev, banner: opt.banner}, logger)
 		if err != nil {
 			return err
@@ -321,7 +324,8 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 	if err != nil {
 		return nil, err
 	}
-	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins")})
+	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
+		Secrets: cfg.SecretPolicy()})
 	if err != nil {
 		return nil, err
 	}

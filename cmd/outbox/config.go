@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -39,6 +40,13 @@ type Config struct {
 	Link LinkConfig `yaml:"link"`
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
 	HTTP HTTPConfig `yaml:"http"`
+	// Secrets limits what the directory's secret references may read.
+	Secrets SecretsConfig `yaml:"secrets"`
+
+	// ConfigDir is the configuration file's directory, against which
+	// relative file: references resolve; empty (no file) is the working
+	// directory. The loader sets it.
+	ConfigDir string `yaml:"-"`
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
@@ -255,8 +263,9 @@ func defaultConfig() Config {
 			MaxSubjectBytes:     d.MaxSubjectBytes,
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
-		Log:  LogConfig{Level: "info", Format: "auto"},
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
+		Log:     LogConfig{Level: "info", Format: "auto"},
+		HTTP:    HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL)},
+		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
 	}
 }
 
@@ -310,6 +319,11 @@ func (c Config) Validate() error {
 	r = append(r, c.SMTPCapture.validate()...)
 	r = append(r, c.Link.validate()...)
 	r = append(r, c.HTTP.validate()...)
+	if sr := c.Secrets.validate(c.ConfigDir); len(sr) > 0 {
+		r = append(r, sr...)
+	} else {
+		r = append(r, c.validateReferences()...)
+	}
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

@@ -88,6 +88,7 @@ type operatorSurface struct {
 	svc      *core.Service
 	store    *sqlstore.Store
 	host     *pluginhost.Host
+	secrets  secretref.Policy // what references put through the API may read
 	delivery *metrics.DeliveryMetrics
 	capture  *smtpcapture.Server
 	// dev skips the admin check and shows a banner.
@@ -167,7 +168,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		}
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store, Operators: ops,
+		Outbox: o.svc, Directory: policedDirectory{DirectoryAdmin: o.store, policy: o.secrets}, Operators: ops,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -37,6 +38,16 @@ type schema[C any] struct {
 	log func(C) LogConfig
 	// warn, when set, adds warnings about a valid configuration.
 	warn func(*loaded[C])
+	// setDir, when set, tells the configuration the directory of its
+	// file (absolute), against which relative references resolve.
+	setDir func(c *C, dir string)
+	// ownRefs, when set, returns the configuration's own secret
+	// references (tokens, passwords); the loader makes their relative
+	// file: paths absolute against the file's directory.
+	ownRefs func(c *C) []*string
+	// quietEnv, when set, says which OUTBOX_* variables that are no
+	// setting are still expected (secrets references read).
+	quietEnv func(c C, name string) bool
 }
 
 // centralSchema is the configuration of `outbox central` and `outbox migrate`.
@@ -45,6 +56,17 @@ var centralSchema = schema[Config]{
 	settings: settings,
 	validate: Config.Validate,
 	log:      func(c Config) LogConfig { return c.Log },
+	setDir:   func(c *Config, dir string) { c.ConfigDir = dir },
+	ownRefs: func(c *Config) []*string {
+		refs := []*string{&c.HTTP.Admin.Password}
+		for i := range c.Link.Sites {
+			refs = append(refs, &c.Link.Sites[i].Token)
+		}
+		return refs
+	},
+	quietEnv: func(c Config, name string) bool {
+		return c.Secrets.EnvPrefix != "" && strings.HasPrefix(name, c.Secrets.EnvPrefix)
+	},
 	warn: func(l *loaded[Config]) {
 		if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) && !strings.HasPrefix(l.sources["store.dsn"], "env ") {
 			l.warnings = append(l.warnings, "store.dsn holds a password in clear outside the environment ("+l.sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
@@ -82,6 +104,7 @@ var centralSchema = schema[Config]{
 //	OUTBOX_HTTP_SESSION_TTL      http.session_ttl
 //	OUTBOX_HTTP_ADMIN_NAME       http.admin.name
 //	OUTBOX_HTTP_ADMIN_PASSWORD   http.admin.password
+//	OUTBOX_SECRETS_ENV_PREFIX    secrets.env_prefix
 var settings = []setting[Config]{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
@@ -107,6 +130,7 @@ var settings = []setting[Config]{
 	{"http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "", func(c *Config) any { return &c.HTTP.SessionTTL }},
 	{"http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "", func(c *Config) any { return &c.HTTP.Admin.Name }},
 	{"http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "", func(c *Config) any { return &c.HTTP.Admin.Password }},
+	{"secrets.env_prefix", "OUTBOX_SECRETS_ENV_PREFIX", "", "", func(c *Config) any { return &c.Secrets.EnvPrefix }},
 }
 
 // envConfigFile names the configuration file when -config is not given.
@@ -232,7 +256,8 @@ func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
 		l.sources[s.key] = src
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if strings.HasPrefix(k, "OUTBOX_") && !known[k] && !strings.HasPrefix(k, envTestPrefix) {
+		if strings.HasPrefix(k, "OUTBOX_") && !known[k] && !strings.HasPrefix(k, envTestPrefix) &&
+			(sc.quietEnv == nil || !sc.quietEnv(l.cfg, k)) {
 			l.warnings = append(l.warnings, fmt.Sprintf("unknown environment variable %s ignored", k))
 		}
 	}
@@ -243,6 +268,20 @@ func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
 				errs = append(errs, &SettingError{Key: s.key, Msg: err.Error(), Source: src})
 			}
 			l.sources[s.key] = src
+		}
+	}
+	// Relative references start at the file's directory, wherever
+	// outbox runs from.
+	if l.file != "" {
+		if dir, err := filepath.Abs(filepath.Dir(l.file)); err == nil {
+			if sc.setDir != nil {
+				sc.setDir(&l.cfg, dir)
+			}
+			if sc.ownRefs != nil {
+				for _, p := range sc.ownRefs(&l.cfg) {
+					*p = absRef(*p, dir)
+				}
+			}
 		}
 	}
 	// Report the values that did not parse together with every other
