@@ -389,6 +389,12 @@ func TestChecksumPin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a binary with another checksum started: %v", err)
 	}
+	// The error gives the checksum the binary has, so that an operator who
+	// upgraded it on purpose can pin the new one.
+	sum[0] ^= 0xff
+	if actual := hex.EncodeToString(sum[:]); !strings.Contains(err.Error(), "its SHA-256 checksum is "+actual+", not the pinned "+p.SHA256) {
+		t.Errorf("the error %q does not give the actual checksum %s", err, actual)
+	}
 	if st := h.Status(); st[0].Running {
 		t.Fatalf("status %+v after a refused start", st)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -262,7 +263,12 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 	if err != nil {
 		client.Kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-			return nil, fmt.Errorf("%s: refusing to run it, its SHA-256 checksum is not the pinned one: %w", p.cfg.Command, err)
+			actual, serr := fileSHA256(p.cfg.Command)
+			if serr != nil {
+				actual = "unknown (" + serr.Error() + ")"
+			}
+			return nil, fmt.Errorf("%s: refusing to run it: its SHA-256 checksum is %s, not the pinned %s: %w",
+				p.cfg.Command, actual, p.cfg.SHA256, err)
 		}
 		return nil, err
 	}
@@ -433,4 +439,18 @@ func (p *plugin) status() Status {
 		s.Running, s.PID, s.Started = true, p.inst.pid, p.inst.started
 	}
 	return s
+}
+
+// fileSHA256 returns the hex SHA-256 checksum of the file at path.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
