@@ -63,6 +63,13 @@ type Config struct {
 	// delivery Permanent, naming the reference. The zero policy refuses
 	// every reference.
 	Secrets secretref.Policy
+	// SocketGroup, when set (a group name or id), has every plugin give
+	// the Unix socket central connects to this group, group-writable
+	// (go-plugin's PLUGIN_UNIX_SOCKET_GROUP). It lets a plugin run as
+	// another user (started through a wrapper such as setpriv or sudo)
+	// while central, a member of the group, still reaches it; the
+	// plugin's user must be a member too.
+	SocketGroup string
 	// StartTimeout bounds the start of one plugin process (handshake and
 	// description). Default 30 s.
 	StartTimeout time.Duration

@@ -86,12 +86,13 @@ func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Res
 type received struct {
 	Settings map[string]string
 	Targets  []string
+	UID      int // the plugin process's user
 }
 
 // report answers Permanent with the request's settings and targets as JSON
 // in the error text.
 func report(req channel.Request) channel.Result {
-	b, _ := json.Marshal(received{Settings: req.Settings, Targets: req.Targets})
+	b, _ := json.Marshal(received{Settings: req.Settings, Targets: req.Targets, UID: os.Getuid()})
 	return channel.Result{Outcome: channel.Permanent, Error: string(b)}
 }
 

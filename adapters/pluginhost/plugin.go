@@ -254,6 +254,7 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		SkipHostEnv: true, // command sets the environment
 
 		SecureConfig:     secure,
+		UnixSocketConfig: p.socketConfig(),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     p.host.StartTimeout,
@@ -273,6 +274,15 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	return inst, nil
+}
+
+// socketConfig is go-plugin's Unix socket configuration: nil (owner only)
+// unless the host names a socket group.
+func (p *plugin) socketConfig() *goplugin.UnixSocketConfig {
+	if p.host.SocketGroup == "" {
+		return nil
+	}
+	return &goplugin.UnixSocketConfig{Group: p.host.SocketGroup}
 }
 
 func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, error) {

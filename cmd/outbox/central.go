@@ -325,7 +325,7 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		return nil, err
 	}
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
-		Secrets: cfg.SecretPolicy()})
+		Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup})
 	if err != nil {
 		return nil, err
 	}

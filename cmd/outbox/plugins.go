@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,6 +32,12 @@ type PluginsConfig struct {
 	// MaxConcurrency bounds the deliveries in flight through each plugin
 	// unless its entry says otherwise. Default 64.
 	MaxConcurrency int `yaml:"max_concurrency"`
+	// SocketGroup, when set, is the group every plugin gives the Unix
+	// socket central connects to (group-writable), so that a plugin run as
+	// another user through a wrapper (an external command such as sudo or
+	// setpriv) stays reachable. Central's user and the plugin's must be
+	// members.
+	SocketGroup string `yaml:"socket_group"`
 }
 
 // ExternalPlugin is one third-party channel plugin.
@@ -54,6 +61,13 @@ func (p PluginsConfig) validate() rules {
 	}
 	if p.MaxConcurrency < 0 {
 		r.add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
+	}
+	if g := p.SocketGroup; g != "" {
+		if _, err := user.LookupGroup(g); err != nil {
+			if _, err := user.LookupGroupId(g); err != nil {
+				r.add("plugins.socket_group", "no group %q on this machine", g)
+			}
+		}
 	}
 	seen := map[string]int{}
 	for i, e := range p.External {

@@ -142,3 +142,13 @@ func TestPluginFilesWritableByOthersRefused(t *testing.T) {
 		t.Fatalf("a plugin only its owner may write was refused: %v", err)
 	}
 }
+
+func TestPluginsSocketGroup(t *testing.T) {
+	if r := (PluginsConfig{SocketGroup: "no-such-group-for-outbox"}).validate(); len(r) != 1 ||
+		r[0].Error() != `plugins.socket_group: no group "no-such-group-for-outbox" on this machine` {
+		t.Errorf("unknown group: %v", r)
+	}
+	if r := (PluginsConfig{SocketGroup: "0"}).validate(); len(r) != 0 {
+		t.Errorf("group 0: %v", r)
+	}
+}
