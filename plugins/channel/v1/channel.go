@@ -125,10 +125,12 @@ type Result struct {
 	// a secret (a webhook URL with a token) in a redacted form, as the
 	// built-in channels do, for its own tests and tools.
 	ResolvedTargets []string
-	// Error describes a failure, without secrets or addresses.
+	// Error describes a failure, without secrets or addresses. Central
+	// keeps at most MaxErrorBytes of it, as valid UTF-8 without NUL bytes.
 	Error string
 	// RetryAfter, when positive on a Transient result, is the earliest the
-	// next attempt may run (an HTTP Retry-After, say).
+	// next attempt may run (an HTTP Retry-After, say). Central caps it at
+	// MaxRetryAfter.
 	RetryAfter time.Duration
 }
 
