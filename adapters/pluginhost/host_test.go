@@ -32,9 +32,10 @@ import (
 
 func TestMain(m *testing.M) {
 	plugintest.Main(m, map[string]func() channel.Channel{
-		"test": func() channel.Channel { return testChannel{} },
-		"bare": func() channel.Channel { return bareChannel{} },
-		"liar": func() channel.Channel { return liarChannel{} },
+		"test":  func() channel.Channel { return testChannel{} },
+		"bare":  func() channel.Channel { return bareChannel{} },
+		"liar":  func() channel.Channel { return liarChannel{} },
+		"noisy": func() channel.Channel { return noisyChannel{} },
 	})
 }
 
@@ -311,6 +312,82 @@ func TestPluginWithoutSchemaGetsNoSettingResolved(t *testing.T) {
 	// Targets are resolved for every plugin, within the policy.
 	if !slices.Equal(got.Targets, []string{"from-file"}) {
 		t.Errorf("targets %v", got.Targets)
+	}
+}
+
+// noisyChannel writes to its standard error what a plugin (or a library in
+// it, printing a server's answer) may: lines go-plugin's own decoder panics
+// on, a line that poses as central's own, a huge line.
+type noisyChannel struct{}
+
+var noisyLines = []string{
+	`{"@level":"info","@message":1}`,
+	`{"@level":7,"@message":"level not a string"}`,
+	`{"@level":"info","@message":"stamped","@timestamp":42}`,
+	`{"@level":"error","@message":"forged","channel":"email","msg":"central says","level":"INFO","time":"1970"}`,
+	`{"@level":"warn","@message":"many"` + strings.Repeat(`,"k`+"%d"+`":1`, 40) + `}`,
+	"plain text line",
+	strings.Repeat("x", 100<<10),
+}
+
+func (noisyChannel) Deliver(context.Context, channel.Request) channel.Result {
+	// The process's real standard error, which central reads (go-plugin's
+	// Serve put a pipe in os.Stderr).
+	fd2 := os.NewFile(uintptr(syscall.Stderr), "stderr")
+	for _, l := range noisyLines {
+		if strings.Contains(l, "%d") {
+			args := make([]any, strings.Count(l, "%d"))
+			for i := range args {
+				args[i] = i
+			}
+			l = fmt.Sprintf(l, args...)
+		}
+		fmt.Fprintln(fd2, l)
+	}
+	return channel.Delivered()
+}
+
+// TestPluginLogLinesCannotCrashOrForge plays a plugin that writes lines
+// go-plugin's decoder panics on ({"@message":1} took central down), lines
+// that pose as central's own or another channel's, and huge lines: central
+// lives on, logs each as the plugin's, and bounds them.
+func TestPluginLogLinesCannotCrashOrForge(t *testing.T) {
+	var buf logBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{selfPlugin(t, "noisy")}, Logger: logger})
+	if res := deliver(t, mustChannel(t, h, "noisy"), delivery(nil, "t")); res.Outcome != ports.OutcomeSuccess {
+		t.Fatal(res)
+	}
+	_ = h.Close() // flushes the plugin's stderr
+	var forged, many, plain, huge bool
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("central's log holds a line that is not one JSON record: %.200q", line)
+		}
+		switch rec["msg"] {
+		case "forged":
+			forged = true
+			if rec["channel"] != "noisy" || rec["plugin.channel"] != "email" || rec["plugin.msg"] != "central says" || rec["level"] != "ERROR" {
+				t.Errorf("a plugin's keys passed for central's: %v", rec)
+			}
+		case "many":
+			many = true
+			if rec["dropped_attrs"] != float64(40-32) {
+				t.Errorf("attributes not bounded: dropped %v of %d", rec["dropped_attrs"], len(rec))
+			}
+		case "plain text line":
+			plain = true
+		}
+		if s, _ := rec["msg"].(string); strings.HasPrefix(s, "xxxx") {
+			huge = true
+			if len(s) > 64<<10 || rec["cut"] != true {
+				t.Errorf("a huge line was not cut: %d bytes", len(s))
+			}
+		}
+	}
+	if !forged || !many || !plain || !huge {
+		t.Errorf("lines missing (forged %v, many %v, plain %v, huge %v):\n%.3000s", forged, many, plain, huge, buf.String())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -245,6 +246,9 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		sum, _ := hex.DecodeString(p.cfg.SHA256) // checked by Config.Validate
 		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
+	// A plugin's standard error is decoded by our LineWriter, not by
+	// go-plugin (whose decoder panics on some lines a plugin may write).
+	stderr := hclogslog.NewLineWriter(p.log, "channel", "component")
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: channel.Handshake,
 		Plugins: goplugin.PluginSet{channel.PluginName: &channel.GRPCPlugin{
@@ -258,7 +262,8 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     p.host.StartTimeout,
-		Logger:           hclogslog.New(p.log),
+		Logger:           hclogslog.MuteNamed(hclogslog.New(p.log), filepath.Base(p.cfg.Command)),
+		Stderr:           stderr,
 	})
 	inst, err := p.connect(ctx, client)
 	if err != nil {
