@@ -339,6 +339,11 @@ func (l *loaded[C]) readFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
+	return l.readYAML(data, path)
+}
+
+// readYAML is readFile for the file's content, data.
+func (l *loaded[C]) readYAML(data []byte, path string) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
