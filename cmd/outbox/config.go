@@ -323,6 +323,7 @@ func (c Config) Validate() error {
 		r = append(r, sr...)
 	} else {
 		r = append(r, c.validateReferences()...)
+		r = append(r, c.validateOwnSecretsOutside()...)
 	}
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -106,6 +107,43 @@ func unwrapPath(err error) error {
 // plugin host at each delivery.
 func (c Config) SecretPolicy() secretref.Policy {
 	return secretref.Policy{Base: c.ConfigDir, Dirs: c.Secrets.Dirs, EnvPrefix: c.Secrets.EnvPrefix}
+}
+
+// validateOwnSecretsOutside refuses a secrets policy that would let the
+// directory's references read central's own secrets: the files and
+// variables of the configuration's own references, its TLS keys, the SQLite
+// database.
+func (c Config) validateOwnSecretsOutside() rules {
+	own := map[string]string{"http.admin.password": c.HTTP.Admin.Password}
+	for i, s := range c.Link.Sites {
+		own[fmt.Sprintf("link.sites[%d].token", i)] = s.Token
+	}
+	files := map[string]string{"link.tls.key": c.Link.TLS.Key, "http.tls.key": c.HTTP.TLS.Key}
+	if c.Store.Driver == sqlstore.DriverSQLite {
+		dsn, _, _ := strings.Cut(strings.TrimPrefix(c.StoreSettings().DSN, "file:"), "?")
+		files["store.dsn (the SQLite database)"] = dsn
+	}
+	for key, path := range files {
+		if path != "" {
+			if abs, err := filepath.Abs(path); err == nil {
+				own[key] = "file:" + abs
+			}
+		}
+	}
+	p := c.SecretPolicy()
+	var r rules
+	for _, key := range slices.Sorted(maps.Keys(own)) {
+		ref := own[key]
+		if !ports.IsSecretRef(ref) || p.Check(ref) != nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(ref, "env:"); ok {
+			r.addRelated("secrets.env_prefix", key, "lets a reference of a list or channel read %s, which %s names: give central's own secrets variables without the prefix", name, key)
+		} else {
+			r.addRelated("secrets.dirs", key, "lets a reference of a list or channel read %s, the file of %s: keep central's own secrets out of secrets.dirs", strings.TrimPrefix(ref, "file:"), key)
+		}
+	}
+	return r
 }
 
 // validateReferences checks every reference of the configured lists and

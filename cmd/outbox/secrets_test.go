@@ -153,6 +153,36 @@ func TestSecretsSettings(t *testing.T) {
 	}
 }
 
+// TestSecretsPolicyKeepsCentralsOwnSecretsOut: a policy that would let a
+// list or channel read the link's token file, the admin's password, a TLS
+// key or the SQLite database is refused at start, naming both settings.
+func TestSecretsPolicyKeepsCentralsOwnSecretsOut(t *testing.T) {
+	s := newSecretsSetup(t)
+	file := filepath.Join(s.dir, "central.yaml")
+	yaml := fmt.Sprintf(`data_dir: %[1]s
+secrets: {dirs: [.]}
+link:
+  listen: 127.0.0.1:7443
+  sites: [{id: plant-1, token: 'file:link.key'}]
+http:
+  listen: 127.0.0.1:8080
+  admin: {name: root, password: 'env:OUTBOX_SECRET_ADMIN'}
+`, s.dir)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(commandLine{file: file}, nil)
+	for _, want := range []string{
+		"secrets.dirs: lets a reference of a list or channel read " + s.outside + ", the file of link.sites[0].token",
+		"secrets.dirs: lets a reference of a list or channel read " + filepath.Join(s.dir, "outbox.db") + ", the file of store.dsn (the SQLite database)",
+		"secrets.env_prefix: lets a reference of a list or channel read OUTBOX_SECRET_ADMIN, which http.admin.password names",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
 // TestOwnReferencesStartAtTheFilesDirectory: the configuration's own
 // relative references resolve against its file's directory, not the
 // working directory, and are not limited by the secrets policy.
