@@ -88,7 +88,7 @@ func (c *ScriptedChannel) Deliver(ctx context.Context, d ports.Delivery) ports.R
 	var res ports.Result
 	switch b {
 	case Succeed:
-		res = ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+		res = ports.Result{Outcome: ports.OutcomeSuccess}
 	case FailTransient:
 		res = ports.Result{Outcome: ports.OutcomeTransient, Error: "scripted transient failure"}
 	case FailPermanent:

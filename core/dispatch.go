@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -355,7 +356,10 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	}
 	switch res.Outcome {
 	case ports.OutcomeSuccess:
-		u.Status, u.DeliveredAt, u.ResolvedTargets = ports.StatusDelivered, at, res.ResolvedTargets
+		// The record of who it went to is what central resolved itself:
+		// the list's targets as written (references stay references),
+		// never a value a channel returns.
+		u.Status, u.DeliveredAt, u.ResolvedTargets = ports.StatusDelivered, at, slices.Clone(j.req.Targets)
 	case ports.OutcomePermanent:
 		u.Status, u.LastError = ports.StatusParked, res.Error
 	default: // Transient, or a channel that answered no outcome

@@ -111,7 +111,7 @@ type slowChannel struct {
 func (c *slowChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 	c.calls.Add(1)
 	c.clock.advance(c.d)
-	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+	return ports.Result{Outcome: ports.OutcomeSuccess}
 }
 
 // TestNoDeliveryStartsThatCouldOutliveItsLease: rows whose lease would run

@@ -23,7 +23,7 @@ func (c *recordingChannel) Deliver(_ context.Context, d ports.Delivery) ports.Re
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.got = append(c.got, d)
-	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+	return ports.Result{Outcome: ports.OutcomeSuccess}
 }
 
 func (c *recordingChannel) deliveries() []ports.Delivery {

@@ -40,7 +40,8 @@ type Delivery struct {
 	Targets []string
 	// Settings are the channel's settings; secret values are references
 	// (env:NAME, file:/path) resolved at delivery time by the channel's
-	// adapter, which also resolves a target given as a reference.
+	// adapter, which also resolves a target given as a reference, each
+	// within what the configuration allows.
 	Settings map[string]string
 	// RateLimit caps deliveries per second through this channel (the
 	// channel settings' RateLimit); 0 means unlimited. The channel's adapter
@@ -61,11 +62,12 @@ const (
 	OutcomePermanent Outcome = "Permanent"
 )
 
-// Result is a channel's answer to one Delivery.
+// Result is a channel's answer to one Delivery. It does not say whom the
+// notification went to: the core records the delivery's targets as the
+// list holds them (a reference stays a reference), never a value a channel
+// returns, which could be a secret the channel resolved or made up.
 type Result struct {
 	Outcome Outcome
-	// ResolvedTargets is who it actually went to (on success).
-	ResolvedTargets []string
 	// Error describes a failure. It never holds a secret or an address.
 	Error string
 	// RetryAfter, when positive on a Transient result, is the earliest the

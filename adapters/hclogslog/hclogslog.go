@@ -2,7 +2,9 @@
 // HashiCorp's libraries (go-plugin, raft), so that their lines reach the
 // product's log with their level and attributes. hclog's Trace becomes a
 // level below slog's Debug, which a Debug handler still drops: raft and
-// go-plugin are chatty there.
+// go-plugin are chatty there. LineWriter decodes what a plugin process
+// writes to its standard error into the same log, in place of go-plugin's
+// own decoder (MuteNamed switches that one off).
 package hclogslog
 
 import (

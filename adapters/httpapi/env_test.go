@@ -46,7 +46,7 @@ func (listChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 	if d.Notification.List == "bad" {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: "550 mailbox unavailable"}
 	}
-	return ports.Result{Outcome: ports.OutcomeSuccess, ResolvedTargets: d.Targets}
+	return ports.Result{Outcome: ports.OutcomeSuccess}
 }
 
 func newEnv(t *testing.T) *env {

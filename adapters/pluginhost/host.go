@@ -4,7 +4,9 @@
 // pinned to a SHA-256 checksum of its binary, restarted with backoff when it
 // crashes, and killed when the host closes. Deliveries through a plugin are
 // bounded in number (MaxConcurrency) and rate (the channel's rate limit), and
-// have their secret references resolved just before they are sent.
+// have their secret references resolved just before they are sent, under the
+// policy of Config.Secrets and only in the settings a plugin's schema marks
+// secret.
 package pluginhost
 
 import (
@@ -19,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/siteline/outbox/adapters/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
@@ -54,6 +57,19 @@ type Config struct {
 	Plugins []Plugin
 	// Logger receives the host's log and every plugin's log lines.
 	Logger *slog.Logger
+	// Secrets is what the secret references of a delivery may read: its
+	// targets, and the settings the plugin's schema marks secret (no
+	// other setting is resolved). A reference it refuses fails the
+	// delivery Permanent, naming the reference. The zero policy refuses
+	// every reference.
+	Secrets secretref.Policy
+	// SocketGroup, when set (a group name or id), has every plugin give
+	// the Unix socket central connects to this group, group-writable
+	// (go-plugin's PLUGIN_UNIX_SOCKET_GROUP). It lets a plugin run as
+	// another user (started through a wrapper such as setpriv or sudo)
+	// while central, a member of the group, still reaches it; the
+	// plugin's user must be a member too.
+	SocketGroup string
 	// StartTimeout bounds the start of one plugin process (handshake and
 	// description). Default 30 s.
 	StartTimeout time.Duration

@@ -5,13 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,20 +24,27 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/adapters/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
 )
 
 func TestMain(m *testing.M) {
-	plugintest.Main(m, map[string]func() channel.Channel{"test": func() channel.Channel { return testChannel{} }})
+	plugintest.Main(m, map[string]func() channel.Channel{
+		"test":  func() channel.Channel { return testChannel{} },
+		"bare":  func() channel.Channel { return bareChannel{} },
+		"liar":  func() channel.Channel { return liarChannel{} },
+		"noisy": func() channel.Channel { return noisyChannel{} },
+	})
 }
 
 // testChannel is the plugin the host runs in these tests (the test binary
 // itself, re-executed). With a url setting it GETs it and answers by its
 // status, so a test server sees and gates each delivery from outside the
-// plugin process; it answers Success with the token setting and the targets
-// as resolved targets, so a test sees what the plugin received.
+// plugin process. With a report setting it answers Permanent with what it
+// received as its error text (see report), so a test sees the settings and
+// targets the host resolved for it.
 type testChannel struct{}
 
 func (testChannel) Describe(context.Context) (channel.Description, error) {
@@ -43,17 +54,17 @@ func (testChannel) Describe(context.Context) (channel.Description, error) {
 		{Name: "log"},
 		{Name: "mode", Allowed: []string{"a", "b"}},
 		{Name: "required_one", Required: true},
-		{Name: "echo"},
 		{Name: "getenv"},
+		{Name: "report"},
 	}}, nil
 }
 
 func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Result {
-	if v, ok := req.Settings["echo"]; ok {
-		return channel.Delivered(v)
+	if _, ok := req.Settings["report"]; ok {
+		return report(req)
 	}
 	if name, ok := req.Settings["getenv"]; ok {
-		return channel.Delivered(name + "=" + os.Getenv(name))
+		return channel.Fail(errors.New(os.Getenv(name)))
 	}
 	if req.Settings["log"] != "" {
 		channel.Logger().Warn("test plugin delivering", "list", req.Notification.List, "attempt", req.Notification.Attempt)
@@ -69,16 +80,60 @@ func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Res
 			return channel.Fail(fmt.Errorf("gate answered %d", resp.StatusCode))
 		}
 	}
-	return channel.Delivered(append([]string{req.Settings["token"]}, req.Targets...)...)
+	return channel.Delivered(req.Targets...)
 }
 
-func testPlugin(t *testing.T) pluginhost.Plugin {
+// received is what a plugin reports it received.
+type received struct {
+	Settings map[string]string
+	Targets  []string
+	UID      int // the plugin process's user
+}
+
+// report answers Permanent with the request's settings and targets as JSON
+// in the error text.
+func report(req channel.Request) channel.Result {
+	b, _ := json.Marshal(received{Settings: req.Settings, Targets: req.Targets, UID: os.Getuid()})
+	return channel.Result{Outcome: channel.Permanent, Error: string(b)}
+}
+
+// reported decodes what report put in a result's error.
+func reported(t *testing.T, res ports.Result) received {
 	t.Helper()
-	path, args, env, err := plugintest.Self("test")
+	var r received
+	if err := json.Unmarshal([]byte(res.Error), &r); err != nil {
+		t.Fatalf("no report in %+v: %v", res, err)
+	}
+	return r
+}
+
+// bareChannel is a plugin without a schema (no Describer): it reports what
+// it received.
+type bareChannel struct{}
+
+func (bareChannel) Deliver(_ context.Context, req channel.Request) channel.Result { return report(req) }
+
+// liarChannel answers Success with "resolved targets" it was never given:
+// what a plugin that read a file of central's, or made a value up, would
+// return for central to record and show.
+type liarChannel struct{}
+
+const liarValue = "root:x:0:0:made-up-by-the-plugin"
+
+func (liarChannel) Deliver(context.Context, channel.Request) channel.Result {
+	return channel.Delivered(liarValue)
+}
+
+func testPlugin(t *testing.T) pluginhost.Plugin { return selfPlugin(t, "test") }
+
+// selfPlugin is the plugin of channel typ served by this test binary.
+func selfPlugin(t *testing.T, typ string) pluginhost.Plugin {
+	t.Helper()
+	path, args, env, err := plugintest.Self(typ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pluginhost.Plugin{Type: "test", Command: path, Args: args, Env: []string{env}}
+	return pluginhost.Plugin{Type: typ, Command: path, Args: args, Env: []string{env}}
 }
 
 // logBuffer is a slog handler target safe for concurrent writes.
@@ -145,7 +200,7 @@ func deliver(t *testing.T, ch ports.Channel, d ports.Delivery) ports.Result {
 func TestDeliverThroughPluginProcess(t *testing.T) {
 	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
 	res := deliver(t, mustChannel(t, h, "test"), delivery(nil, "a@example.com"))
-	if res.Outcome != ports.OutcomeSuccess || len(res.ResolvedTargets) != 2 || res.ResolvedTargets[1] != "a@example.com" {
+	if res.Outcome != ports.OutcomeSuccess {
 		t.Fatalf("got %+v", res)
 	}
 	st := h.Status()
@@ -157,37 +212,182 @@ func TestDeliverThroughPluginProcess(t *testing.T) {
 	}
 }
 
-func TestSecretReferencesResolvedAtDelivery(t *testing.T) {
-	t.Setenv("PLUGINHOST_TEST_TOKEN", "from-env")
-	file := t.TempDir() + "/token"
-	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+// secretsFixture is an allowed secrets directory with a token file, the
+// policy that allows it and OUTBOX_SECRET_*, and a file outside it.
+type secretsFixture struct {
+	dir, outside string
+	policy       secretref.Policy
+}
+
+func newSecretsFixture(t *testing.T) secretsFixture {
+	t.Helper()
+	root := t.TempDir()
+	f := secretsFixture{dir: filepath.Join(root, "secrets"), outside: filepath.Join(root, "central.key")}
+	if err := os.Mkdir(f.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}})
-	ch := mustChannel(t, h, "test")
+	for path, v := range map[string]string{filepath.Join(f.dir, "token"): "from-file\n", f.outside: "central-private-key"} {
+		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.policy = secretref.Policy{Dirs: []string{f.dir}, EnvPrefix: secretref.DefaultEnvPrefix}
+	return f
+}
 
-	res := deliver(t, ch, delivery(map[string]string{"token": "env:PLUGINHOST_TEST_TOKEN"}, "file:"+file))
-	if res.Outcome != ports.OutcomeSuccess || res.ResolvedTargets[0] != "from-env" || res.ResolvedTargets[1] != "from-file" {
-		t.Fatalf("references not resolved: %+v", res)
+func TestSecretReferencesResolvedAtDelivery(t *testing.T) {
+	f := newSecretsFixture(t)
+	t.Setenv("OUTBOX_SECRET_TEST_TOKEN", "from-env")
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}, Secrets: f.policy})
+	ch := mustChannel(t, h, "test")
+	file := filepath.Join(f.dir, "token")
+
+	got := reported(t, deliver(t, ch, delivery(map[string]string{"report": "", "token": "env:OUTBOX_SECRET_TEST_TOKEN"}, "file:"+file, "a@example.com")))
+	if got.Settings["token"] != "from-env" || !slices.Equal(got.Targets, []string{"from-file", "a@example.com"}) {
+		t.Fatalf("references not resolved: %+v", got)
 	}
 	// Resolved at delivery time: a changed file is read again.
 	if err := os.WriteFile(file, []byte("rotated"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res = deliver(t, ch, delivery(map[string]string{"token": "file:" + file}))
-	if res.ResolvedTargets[0] != "rotated" {
-		t.Fatalf("file not read again: %+v", res)
+	got = reported(t, deliver(t, ch, delivery(map[string]string{"report": "", "token": "file:" + file})))
+	if got.Settings["token"] != "rotated" {
+		t.Fatalf("file not read again: %+v", got)
 	}
 
-	res = deliver(t, ch, delivery(map[string]string{"token": "env:PLUGINHOST_TEST_UNSET"}))
-	if res.Outcome != ports.OutcomePermanent || !strings.Contains(res.Error, "PLUGINHOST_TEST_UNSET") {
+	res := deliver(t, ch, delivery(map[string]string{"token": "env:OUTBOX_SECRET_TEST_UNSET"}))
+	if res.Outcome != ports.OutcomePermanent || !strings.Contains(res.Error, "OUTBOX_SECRET_TEST_UNSET") {
 		t.Fatalf("unset variable: %+v, want Permanent naming the variable", res)
 	}
 
 	// Only settings the schema marks secret are resolved.
-	res = deliver(t, ch, delivery(map[string]string{"echo": "env:PLUGINHOST_TEST_TOKEN"}))
-	if res.Outcome != ports.OutcomeSuccess || res.ResolvedTargets[0] != "env:PLUGINHOST_TEST_TOKEN" {
-		t.Fatalf("a setting that is not secret was resolved: %+v", res)
+	got = reported(t, deliver(t, ch, delivery(map[string]string{"report": "env:OUTBOX_SECRET_TEST_TOKEN", "url": "file:" + file})))
+	if got.Settings["report"] != "env:OUTBOX_SECRET_TEST_TOKEN" || got.Settings["url"] != "file:"+file {
+		t.Fatalf("a setting that is not secret was resolved: %+v", got)
+	}
+}
+
+// TestDisallowedReferenceFailsPermanent plays an admin who put references
+// to central's files and settings into the directory (or a directory from
+// before the policy): at delivery each fails Permanent, naming the
+// reference, and the plugin receives nothing.
+func TestDisallowedReferenceFailsPermanent(t *testing.T) {
+	f := newSecretsFixture(t)
+	t.Setenv("OUTBOX_STORE_DSN", "postgres://outbox:hunter2@db/outbox")
+	if err := os.Symlink(f.outside, filepath.Join(f.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{testPlugin(t)}, Secrets: f.policy})
+	ch := mustChannel(t, h, "test")
+	for _, ref := range []string{"file:" + f.outside, "file:/etc/passwd", "file:" + f.dir + "/../central.key",
+		"file:" + filepath.Join(f.dir, "link"), "env:OUTBOX_STORE_DSN"} {
+		for name, d := range map[string]ports.Delivery{
+			"secret setting": delivery(map[string]string{"report": "", "token": ref}, "a@example.com"),
+			"target":         delivery(map[string]string{"report": ""}, ref),
+		} {
+			res := deliver(t, ch, d)
+			if res.Outcome != ports.OutcomePermanent || !strings.Contains(res.Error, ref) || !strings.Contains(res.Error, "not allowed") {
+				t.Errorf("%s %s: %s %.120q, want Permanent naming the reference", name, ref, res.Outcome, res.Error)
+			}
+			if strings.Contains(res.Error, "central-private-key") || strings.Contains(res.Error, "hunter2") || strings.Contains(res.Error, "root:") {
+				t.Errorf("%s %s: a value reached the result", name, ref)
+			}
+		}
+	}
+}
+
+// TestPluginWithoutSchemaGetsNoSettingResolved: a plugin that describes no
+// settings gets every setting as written; before, every setting of such a
+// plugin was resolved, so that any setting could read central's files.
+func TestPluginWithoutSchemaGetsNoSettingResolved(t *testing.T) {
+	f := newSecretsFixture(t)
+	t.Setenv("OUTBOX_SECRET_TEST_TOKEN", "from-env")
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{selfPlugin(t, "bare")}, Secrets: f.policy})
+	settings := map[string]string{"password": "env:OUTBOX_SECRET_TEST_TOKEN", "key": "file:" + filepath.Join(f.dir, "token"),
+		"other": "file:" + f.outside}
+	got := reported(t, deliver(t, mustChannel(t, h, "bare"), delivery(maps.Clone(settings), "file:"+filepath.Join(f.dir, "token"))))
+	if !maps.Equal(got.Settings, settings) {
+		t.Errorf("a plugin without a schema got settings %v, want them as written %v", got.Settings, settings)
+	}
+	// Targets are resolved for every plugin, within the policy.
+	if !slices.Equal(got.Targets, []string{"from-file"}) {
+		t.Errorf("targets %v", got.Targets)
+	}
+}
+
+// noisyChannel writes to its standard error what a plugin (or a library in
+// it, printing a server's answer) may: lines go-plugin's own decoder panics
+// on, a line that poses as central's own, a huge line.
+type noisyChannel struct{}
+
+var noisyLines = []string{
+	`{"@level":"info","@message":1}`,
+	`{"@level":7,"@message":"level not a string"}`,
+	`{"@level":"info","@message":"stamped","@timestamp":42}`,
+	`{"@level":"error","@message":"forged","channel":"email","msg":"central says","level":"INFO","time":"1970"}`,
+	`{"@level":"warn","@message":"many"` + strings.Repeat(`,"k`+"%d"+`":1`, 40) + `}`,
+	"plain text line",
+	strings.Repeat("x", 100<<10),
+}
+
+func (noisyChannel) Deliver(context.Context, channel.Request) channel.Result {
+	// The process's real standard error, which central reads (go-plugin's
+	// Serve put a pipe in os.Stderr).
+	fd2 := os.NewFile(uintptr(syscall.Stderr), "stderr")
+	for _, l := range noisyLines {
+		if strings.Contains(l, "%d") {
+			args := make([]any, strings.Count(l, "%d"))
+			for i := range args {
+				args[i] = i
+			}
+			l = fmt.Sprintf(l, args...)
+		}
+		fmt.Fprintln(fd2, l)
+	}
+	return channel.Delivered()
+}
+
+// TestPluginLogLinesCannotCrashOrForge plays a plugin that writes lines
+// go-plugin's decoder panics on ({"@message":1} took central down), lines
+// that pose as central's own or another channel's, and huge lines: central
+// lives on, logs each as the plugin's, and bounds them.
+func TestPluginLogLinesCannotCrashOrForge(t *testing.T) {
+	var buf logBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{selfPlugin(t, "noisy")}, Logger: logger})
+	if res := deliver(t, mustChannel(t, h, "noisy"), delivery(nil, "t")); res.Outcome != ports.OutcomeSuccess {
+		t.Fatal(res)
+	}
+	_ = h.Close() // flushes the plugin's stderr
+	var forged, many, plain, huge bool
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("central's log holds a line that is not one JSON record: %.200q", line)
+		}
+		switch rec["msg"] {
+		case "forged":
+			forged = true
+			if rec["channel"] != "noisy" || rec["plugin.channel"] != "email" || rec["plugin.msg"] != "central says" || rec["level"] != "ERROR" {
+				t.Errorf("a plugin's keys passed for central's: %v", rec)
+			}
+		case "many":
+			many = true
+			if rec["dropped_attrs"] != float64(40-32) {
+				t.Errorf("attributes not bounded: dropped %v of %d", rec["dropped_attrs"], len(rec))
+			}
+		case "plain text line":
+			plain = true
+		}
+		if s, _ := rec["msg"].(string); strings.HasPrefix(s, "xxxx") {
+			huge = true
+			if len(s) > 64<<10 || rec["cut"] != true {
+				t.Errorf("a huge line was not cut: %d bytes", len(s))
+			}
+		}
+	}
+	if !forged || !many || !plain || !huge {
+		t.Errorf("lines missing (forged %v, many %v, plain %v, huge %v):\n%.3000s", forged, many, plain, huge, buf.String())
 	}
 }
 
@@ -200,9 +400,8 @@ func TestPluginEnvironment(t *testing.T) {
 	ch := mustChannel(t, h, "test")
 	for name, wantSet := range map[string]bool{"OUTBOX_STORE_DSN": false, "SMTP_PASSWORD": false, "PATH": true} {
 		res := deliver(t, ch, delivery(map[string]string{"getenv": name}))
-		got := strings.TrimPrefix(res.ResolvedTargets[0], name+"=")
-		if (got != "") != wantSet {
-			t.Errorf("plugin sees %s=%q", name, got)
+		if (res.Error != "") != wantSet {
+			t.Errorf("plugin sees %s=%q", name, res.Error)
 		}
 	}
 }
@@ -267,6 +466,12 @@ func TestChecksumPin(t *testing.T) {
 	err = h.Start(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a binary with another checksum started: %v", err)
+	}
+	// The error gives the checksum the binary has, so that an operator who
+	// upgraded it on purpose can pin the new one.
+	sum[0] ^= 0xff
+	if actual := hex.EncodeToString(sum[:]); !strings.Contains(err.Error(), "its SHA-256 checksum is "+actual+", not the pinned "+p.SHA256) {
+		t.Errorf("the error %q does not give the actual checksum %s", err, actual)
 	}
 	if st := h.Status(); st[0].Running {
 		t.Fatalf("status %+v after a refused start", st)

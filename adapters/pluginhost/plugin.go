@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -39,7 +41,7 @@ type plugin struct {
 	up   chan struct{} // closed while inst is set
 	desc channel.Description
 	// secret names the settings to resolve (those desc marks secret); nil
-	// when desc has no schema, and every setting is resolved.
+	// when desc has no schema, and no setting is resolved.
 	secret   map[string]bool
 	restarts int
 }
@@ -66,7 +68,8 @@ func newPlugin(cfg Plugin, host *Config, log *slog.Logger) *plugin {
 }
 
 // Deliver implements ports.Channel: it resolves the delivery's secret
-// references, waits for a free slot, the rate limit and a running process
+// references (the targets and the settings the schema marks secret) under
+// the host's policy, waits for a free slot, the rate limit and a running process
 // (all within ctx), and makes the delivery. A delivery the process was
 // making when it died is Transient: it may or may not have happened. When
 // there was no room (no slot or rate-limit token in time, no process) the
@@ -75,8 +78,8 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 	p.mu.Lock()
 	secret := p.secret
 	p.mu.Unlock()
-	settings, targets, err := resolveDelivery(secret, d.Settings, d.Targets)
-	if errors.Is(err, secretref.ErrUnresolvable) {
+	settings, targets, err := resolveDelivery(p.host.Secrets, secret, d.Settings, d.Targets)
+	if errors.Is(err, secretref.ErrUnresolvable) || errors.Is(err, secretref.ErrNotAllowed) {
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
 	}
 	if err != nil {
@@ -115,7 +118,9 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 			}
 			return notAttempted("no room in the channel plugin before the deadline", 0)
 		}
-		out := ports.Result{ResolvedTargets: res.ResolvedTargets, Error: res.Error, RetryAfter: res.RetryAfter}
+		// res.ResolvedTargets is the plugin's word and is dropped: central
+		// records the list's targets as written (core's dispatcher).
+		out := ports.Result{Error: res.Error, RetryAfter: res.RetryAfter}
 		switch res.Outcome {
 		case channel.Success:
 			out.Outcome = ports.OutcomeSuccess
@@ -244,6 +249,9 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		sum, _ := hex.DecodeString(p.cfg.SHA256) // checked by Config.Validate
 		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
+	// A plugin's standard error is decoded by our LineWriter, not by
+	// go-plugin (whose decoder panics on some lines a plugin may write).
+	stderr := hclogslog.NewLineWriter(p.log, "channel", "component")
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: channel.Handshake,
 		Plugins: goplugin.PluginSet{channel.PluginName: &channel.GRPCPlugin{
@@ -253,20 +261,36 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		SkipHostEnv: true, // command sets the environment
 
 		SecureConfig:     secure,
+		UnixSocketConfig: p.socketConfig(),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     p.host.StartTimeout,
-		Logger:           hclogslog.New(p.log),
+		Logger:           hclogslog.MuteNamed(hclogslog.New(p.log), filepath.Base(p.cfg.Command)),
+		Stderr:           stderr,
 	})
 	inst, err := p.connect(ctx, client)
 	if err != nil {
 		client.Kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-			return nil, fmt.Errorf("%s: refusing to run it, its SHA-256 checksum is not the pinned one: %w", p.cfg.Command, err)
+			actual, serr := fileSHA256(p.cfg.Command)
+			if serr != nil {
+				actual = "unknown (" + serr.Error() + ")"
+			}
+			return nil, fmt.Errorf("%s: refusing to run it: its SHA-256 checksum is %s, not the pinned %s: %w",
+				p.cfg.Command, actual, p.cfg.SHA256, err)
 		}
 		return nil, err
 	}
 	return inst, nil
+}
+
+// socketConfig is go-plugin's Unix socket configuration: nil (owner only)
+// unless the host names a socket group.
+func (p *plugin) socketConfig() *goplugin.UnixSocketConfig {
+	if p.host.SocketGroup == "" {
+		return nil
+	}
+	return &goplugin.UnixSocketConfig{Group: p.host.SocketGroup}
 }
 
 func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, error) {
@@ -433,4 +457,18 @@ func (p *plugin) status() Status {
 		s.Running, s.PID, s.Started = true, p.inst.pid, p.inst.started
 	}
 	return s
+}
+
+// fileSHA256 returns the hex SHA-256 checksum of the file at path.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

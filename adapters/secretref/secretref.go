@@ -1,16 +1,29 @@
 // Package secretref resolves secret references: a setting written as
-// env:NAME takes the value of an environment variable, file:/path the
+// env:NAME takes the value of an environment variable, file:PATH the
 // content of a file (without its trailing newline), so that no secret needs
-// to sit in a configuration file. Errors name the variable or the file,
-// never a value.
+// to sit in a configuration file or in the database. Errors name the
+// variable or the file, never a value.
+//
+// What a reference may read is a Policy. The references of the directory
+// (channel settings and list targets, which admins change through the API)
+// resolve only inside what the operator allowed in the configuration file:
+// files inside the directories secrets.dirs names, variables whose names
+// start with secrets.env_prefix. The configuration's own references (the
+// site link's tokens, the admin's password) are the operator's and resolve
+// under the policy Own, which limits nothing.
 package secretref
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -20,14 +33,85 @@ import (
 // file. Other failures (an I/O error) may pass.
 var ErrUnresolvable = errors.New("secret reference cannot be resolved")
 
-// Resolve returns v, or the value it refers to when it is a reference:
-// env:NAME reads an environment variable, file:/path a file (without its
-// trailing newline). Errors name the variable or file, never a value.
-func Resolve(v string) (string, error) {
+// ErrNotAllowed marks a reference its policy refuses: a file outside the
+// allowed directories (after cleaning the path and after following its
+// symbolic links), a variable without the allowed prefix. Like
+// ErrUnresolvable, it lasts until the configuration or the reference
+// changes.
+var ErrNotAllowed = errors.New("secret reference not allowed")
+
+// MaxFileBytes bounds the content of a file a reference reads: a secret is
+// a password, a token or a key, never megabytes.
+const MaxFileBytes = 1 << 20
+
+// DefaultEnvPrefix is the prefix of the variables env: references of the
+// directory may read unless the configuration says otherwise. No variable
+// central reads for its own settings starts with it.
+const DefaultEnvPrefix = "OUTBOX_SECRET_"
+
+// Policy says what secret references may read, and where relative paths
+// start. The zero Policy refuses every reference.
+type Policy struct {
+	// Base is the directory a relative file: path (and a relative entry
+	// of Dirs) resolves against: the configuration file's directory.
+	// Empty is the working directory.
+	Base string
+	// Dirs are the directories file: references may read, each with
+	// everything below it. A path must be inside one of them once cleaned
+	// (no .. leads out) and once its symbolic links are followed (no link
+	// leads out). No Dirs: no file: reference resolves.
+	Dirs []string
+	// EnvPrefix is the prefix of the environment variables env:
+	// references may read. Empty: no env: reference resolves (an empty
+	// prefix never means every variable).
+	EnvPrefix string
+	// Unlimited lifts the limits of Dirs and EnvPrefix: any file and any
+	// variable central can read. It is for the configuration's own
+	// references, which only the operator writes (see Own).
+	Unlimited bool
+}
+
+// Own is the policy of the configuration's own references: relative paths
+// against base (the configuration file's directory; empty is the working
+// directory), any file and variable.
+func Own(base string) Policy { return Policy{Base: base, Unlimited: true} }
+
+// Resolve returns v, or the value it refers to when it is a reference,
+// reading whatever the process can read, relative paths against the working
+// directory. It is for references an operator gives on the command line of
+// a client (a token for the CLI); central uses a Policy.
+func Resolve(v string) (string, error) { return Own("").Resolve(v) }
+
+// Check returns nil when v is not a reference or is one p allows, and an
+// error wrapping ErrNotAllowed that names the reference and the rule
+// otherwise. It reads no secret: it looks at names, paths and symbolic
+// links only. A file that does not exist (yet) inside an allowed directory
+// is allowed; resolving it fails until it is there.
+func (p Policy) Check(v string) error {
+	if !ports.IsSecretRef(v) {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(v, "env:"); ok {
+		return p.checkEnv(v, name)
+	}
+	_, _, err := p.locate(v, strings.TrimPrefix(v, "file:"))
+	return err
+}
+
+// Resolve returns v, or the value it refers to when it is a reference that
+// p allows: env:NAME reads an environment variable, file:PATH a regular
+// file of at most MaxFileBytes (without its trailing newline). A reference
+// p refuses is an error wrapping ErrNotAllowed; an unset variable or a
+// missing or unreadable file wraps ErrUnresolvable. Errors name the
+// reference, never a value.
+func (p Policy) Resolve(v string) (string, error) {
 	if !ports.IsSecretRef(v) {
 		return v, nil
 	}
 	if name, ok := strings.CutPrefix(v, "env:"); ok {
+		if err := p.checkEnv(v, name); err != nil {
+			return "", err
+		}
 		s, ok := os.LookupEnv(name)
 		if !ok {
 			return "", fmt.Errorf("%w: environment variable %s is not set", ErrUnresolvable, name)
@@ -35,16 +119,242 @@ func Resolve(v string) (string, error) {
 		return s, nil
 	}
 	path := strings.TrimPrefix(v, "file:")
-	b, err := os.ReadFile(path)
+	root, rel, err := p.locate(v, path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+		return "", err
+	}
+	var f *os.File
+	if root == "" {
+		f, err = os.Open(rel)
+	} else {
+		// Opened through os.Root: a symbolic link swapped in after the
+		// check still cannot lead out of the directory. Non-blocking, so
+		// that a FIFO is refused below instead of waiting for a writer.
+		var r *os.Root
+		if r, err = os.OpenRoot(root); err == nil {
+			f, err = r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			r.Close()
 		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrInvalid) {
-			return "", fmt.Errorf("%w: read file %s: %v", ErrUnresolvable, path, err)
+	}
+	if err != nil {
+		if root != "" && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			// A link changed since the check now leads out.
+			return "", fmt.Errorf("%w: %s: %v", ErrNotAllowed, v, err)
 		}
-		return "", fmt.Errorf("read secret file %s: %v", path, err)
+		return "", fileError(path, err)
+	}
+	defer f.Close()
+	if !p.Unlimited {
+		info, err := f.Stat()
+		if err != nil {
+			return "", fileError(path, err)
+		}
+		if !info.Mode().IsRegular() {
+			return "", fmt.Errorf("%w: file %s is not a regular file", ErrUnresolvable, path)
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return "", fileError(path, err)
+	}
+	if len(b) > MaxFileBytes {
+		return "", fmt.Errorf("%w: file %s is larger than %d bytes", ErrUnresolvable, path, MaxFileBytes)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// fileError is the error of reading the file at path: ErrUnresolvable for
+// what stays broken until someone acts (missing, unreadable, not a file).
+func fileError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("%w: read file %s: %v", ErrUnresolvable, path, err)
+	}
+	return fmt.Errorf("read secret file %s: %v", path, err)
+}
+
+// checkEnv checks the variable name of the reference v.
+func (p Policy) checkEnv(v, name string) error {
+	if p.Unlimited {
+		return nil
+	}
+	if !isVarName(name) {
+		return fmt.Errorf("%w: %s: %q is not an environment variable name (letters, digits and _)", ErrNotAllowed, v, name)
+	}
+	if p.EnvPrefix == "" {
+		return fmt.Errorf("%w: %s: no env: reference is allowed here (secrets.env_prefix is empty)", ErrNotAllowed, v)
+	}
+	if !strings.HasPrefix(name, p.EnvPrefix) {
+		return fmt.Errorf("%w: %s: only variables whose names start with %s may be read (secrets.env_prefix)", ErrNotAllowed, v, p.EnvPrefix)
+	}
+	return nil
+}
+
+func isVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// abs returns path made absolute against p.Base (or the working directory)
+// and cleaned.
+func (p Policy) abs(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		base := p.Base
+		if base == "" {
+			base = "."
+		}
+		path = filepath.Join(base, path)
+	}
+	a, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: file %s: %v", ErrUnresolvable, path, err)
+	}
+	return a, nil
+}
+
+// locate checks the file reference v (its path as written) and returns how
+// to open it: the root directory to open it in and its path relative to
+// it, or, for an unlimited policy, root "" and the absolute path.
+func (p Policy) locate(v, path string) (root, rel string, err error) {
+	if strings.IndexByte(path, 0) >= 0 || strings.TrimSpace(path) != path {
+		return "", "", fmt.Errorf("%w: %q: a file path with a NUL byte or leading or trailing spaces", ErrNotAllowed, v)
+	}
+	abs, err := p.abs(path)
+	if err != nil {
+		return "", "", err
+	}
+	if p.Unlimited {
+		return "", abs, nil
+	}
+	dirs, err := p.dirs()
+	if err != nil {
+		return "", "", err
+	}
+	if len(dirs) == 0 {
+		return "", "", fmt.Errorf("%w: %s: no file: reference is allowed here (secrets.dirs is empty)", ErrNotAllowed, v)
+	}
+	if _, ok := within(dirs, abs); !ok {
+		return "", "", fmt.Errorf("%w: %s: %s is outside the directories secrets.dirs allows (%s)",
+			ErrNotAllowed, v, abs, strings.Join(dirs, ", "))
+	}
+	real, err := evalExisting(abs)
+	if err != nil {
+		return "", "", fileError(path, err)
+	}
+	var reals []string
+	for _, d := range dirs {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			reals = append(reals, r)
+		}
+	}
+	i, ok := within(reals, real)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %s: a symbolic link leads to %s, outside the directories secrets.dirs allows (%s)",
+			ErrNotAllowed, v, real, strings.Join(dirs, ", "))
+	}
+	rel, err = filepath.Rel(reals[i], real)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %s: %v", ErrNotAllowed, v, err)
+	}
+	return reals[i], rel, nil
+}
+
+// dirs returns p.Dirs absolute and cleaned.
+func (p Policy) dirs() ([]string, error) {
+	out := make([]string, 0, len(p.Dirs))
+	for _, d := range p.Dirs {
+		a, err := p.abs(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// within returns the index of the directory of dirs that holds path (both
+// absolute and clean), if any.
+func within(dirs []string, path string) (int, bool) {
+	for i, d := range dirs {
+		rel, err := filepath.Rel(d, path)
+		if err != nil {
+			continue
+		}
+		if rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// evalExisting follows the symbolic links of the absolute, clean path as
+// far as it exists, including a link whose target is missing; what does not
+// exist (yet) is appended as written, and cannot be a link.
+func evalExisting(path string) (string, error) { return evalDepth(path, 0) }
+
+func evalDepth(path string, depth int) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return real, err
+	}
+	parent := filepath.Dir(path)
+	if parent == path || depth > 40 {
+		return "", err
+	}
+	rp, err := evalDepth(parent, depth+1)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(rp, filepath.Base(path))
+	if info, err := os.Lstat(p); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+		// A link to something missing: where it points is what counts.
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(rp, target)
+		}
+		return evalDepth(filepath.Clean(target), depth+1)
+	}
+	return p, nil
+}
+
+// CheckList checks every target of l that is a reference, and returns a
+// *ports.FieldError (field targets[i], wrapping ports.ErrInvalid) for each
+// one p refuses, joined, or nil.
+func (p Policy) CheckList(l ports.List) error {
+	var errs []error
+	for i, t := range l.Targets {
+		if err := p.Check(t); err != nil {
+			errs = append(errs, &ports.FieldError{Field: fmt.Sprintf("targets[%d]", i), Msg: err.Error()})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckChannel checks every setting of c that is a reference, secret or
+// not, and returns a *ports.FieldError (field settings.KEY) for each one p
+// refuses, joined, or nil.
+func (p Policy) CheckChannel(c ports.ChannelSettings) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(c.Settings)) {
+		if err := p.Check(c.Settings[k]); err != nil {
+			errs = append(errs, &ports.FieldError{Field: "settings." + k, Msg: err.Error()})
+		}
+	}
+	return errors.Join(errs...)
 }

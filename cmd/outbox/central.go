@@ -182,8 +182,9 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		}
 	}()
 	// The directory is written through the audited editor, as the API
-	// writes it; the plugins' schemas say which settings it may show.
-	editor, err := core.NewDirectoryEditor(store, store, ports.SystemClock{},
+	// writes it; the plugins' schemas say which settings it may show, and
+	// the secrets policy which references it may store.
+	editor, err := core.NewDirectoryEditor(policedDirectory{DirectoryAdmin: store, policy: cfg.SecretPolicy()}, store, ports.SystemClock{},
 		core.DirectoryEditorConfig{PublicSetting: publicSetting(host)}, logger.With("component", "directory"))
 	if err != nil {
 		return fmt.Errorf("build the directory editor: %w", err)
@@ -193,6 +194,9 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		return err
 	}
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
+		return err
+	}
+	if err := checkReferences(ctx, store, cfg.SecretPolicy(), logger); err != nil {
 		return err
 	}
 	delivery := metrics.NewDeliveryMetrics(host.Types()...)
@@ -378,7 +382,7 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		"unspecified, multicast or broadcast addresses unless allowed",
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
-		NetworkPolicy: policy})
+		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup})
 	if err != nil {
 		return nil, err
 	}

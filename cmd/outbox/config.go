@@ -13,6 +13,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
@@ -47,6 +48,13 @@ type Config struct {
 	// Metrics, when its listen is set, serves /metrics, /healthz and
 	// /readyz on an address of their own instead of with the page.
 	Metrics MetricsConfig `yaml:"metrics"`
+	// Secrets limits what the directory's secret references may read.
+	Secrets SecretsConfig `yaml:"secrets"`
+
+	// ConfigDir is the configuration file's directory, against which
+	// relative file: references resolve; empty (no file) is the working
+	// directory. The loader sets it.
+	ConfigDir string `yaml:"-"`
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
@@ -402,8 +410,9 @@ func defaultConfig() Config {
 			MaxSubjectBytes:     d.MaxSubjectBytes,
 			MaxBodyBytes:        d.MaxBodyBytes,
 		},
-		Log:  LogConfig{Level: "info", Format: "auto"},
-		Link: defaultLinkConfig(),
+		Log:     LogConfig{Level: "info", Format: "auto"},
+		Link:    defaultLinkConfig(),
+		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
 		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL),
 			Login: defaultLoginConfig()},
 	}
@@ -461,6 +470,12 @@ func (c Config) Validate() error {
 	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
 	r = append(r, c.Metrics.validateCentral(c.HTTP.Listen)...)
+	if sr := c.Secrets.validate(c.ConfigDir); len(sr) > 0 {
+		r = append(r, sr...)
+	} else {
+		r = append(r, c.validateReferences()...)
+		r = append(r, c.validateOwnSecretsOutside()...)
+	}
 	if len(r) == 0 {
 		// Backstops: the components' own checks, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {

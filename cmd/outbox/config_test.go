@@ -167,7 +167,8 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
 				"outbox.node_id": "n1", "log.level": "warn", "log.format": "json", "plugins.dir": "/plugins",
 				"http.listen": "127.0.0.1:8081", "http.admin.name": "root", "http.admin.password": "env:ADMIN_PW",
-				"metrics.listen": "127.0.0.1:9091",
+				"metrics.listen":     "127.0.0.1:9091",
+				"secrets.env_prefix": "PLANT_SECRET_",
 			}[s.key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
@@ -234,7 +235,7 @@ channels:
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
 		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
-		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics) [FILE:7]`,
+		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics, secrets) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
 	}

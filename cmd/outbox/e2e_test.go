@@ -393,7 +393,7 @@ lists:
     targets: [alice@example.com]
 channels:
   - type: email
-    settings: {host: localhost, from: outbox@example.com, password: "env:SMTP_PASSWORD"}
+    settings: {host: localhost, from: outbox@example.com, password: "env:OUTBOX_SECRET_SMTP_PASSWORD"}
 `, filepath.Join(dir, "data"))
 	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
 		t.Fatal(err)

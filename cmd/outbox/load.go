@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -38,6 +39,16 @@ type schema[C any] struct {
 	log func(C) LogConfig
 	// warn, when set, adds warnings about a valid configuration.
 	warn func(*loaded[C])
+	// setDir, when set, tells the configuration the directory of its
+	// file (absolute), against which relative references resolve.
+	setDir func(c *C, dir string)
+	// ownRefs, when set, returns the configuration's own secret
+	// references (tokens, passwords); the loader makes their relative
+	// file: paths absolute against the file's directory.
+	ownRefs func(c *C) []*string
+	// quietEnv, when set, says which OUTBOX_* variables that are no
+	// setting are still expected (secrets references read).
+	quietEnv func(c C, name string) bool
 }
 
 // centralSchema is the configuration of `outbox central` and `outbox migrate`.
@@ -46,6 +57,17 @@ var centralSchema = schema[Config]{
 	settings: settings,
 	validate: Config.Validate,
 	log:      func(c Config) LogConfig { return c.Log },
+	setDir:   func(c *Config, dir string) { c.ConfigDir = dir },
+	ownRefs: func(c *Config) []*string {
+		refs := []*string{&c.HTTP.Admin.Password}
+		for i := range c.Link.Sites {
+			refs = append(refs, &c.Link.Sites[i].Token)
+		}
+		return refs
+	},
+	quietEnv: func(c Config, name string) bool {
+		return c.Secrets.EnvPrefix != "" && strings.HasPrefix(name, c.Secrets.EnvPrefix)
+	},
 	warn: func(l *loaded[Config]) {
 		if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) && !strings.HasPrefix(l.sources["store.dsn"], "env ") {
 			l.warnings = append(l.warnings, "store.dsn holds a password in clear outside the environment ("+l.sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
@@ -87,6 +109,7 @@ var centralSchema = schema[Config]{
 //	OUTBOX_DELIVERY_NETWORK_ALLOW  delivery.network.allow (comma-separated)
 //	OUTBOX_DELIVERY_NETWORK_DENY   delivery.network.deny (comma-separated)
 //	OUTBOX_METRICS_LISTEN          metrics.listen
+//	OUTBOX_SECRETS_ENV_PREFIX    secrets.env_prefix
 var settings = []setting[Config]{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
@@ -116,6 +139,7 @@ var settings = []setting[Config]{
 	{"delivery.network.allow", "OUTBOX_DELIVERY_NETWORK_ALLOW", "", "", func(c *Config) any { return &c.Delivery.Network.Allow }},
 	{"delivery.network.deny", "OUTBOX_DELIVERY_NETWORK_DENY", "", "", func(c *Config) any { return &c.Delivery.Network.Deny }},
 	{"metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` (host:port) of /metrics, /healthz and /readyz apart from the page; empty serves them with the page", func(c *Config) any { return &c.Metrics.Listen }},
+	{"secrets.env_prefix", "OUTBOX_SECRETS_ENV_PREFIX", "", "", func(c *Config) any { return &c.Secrets.EnvPrefix }},
 }
 
 // envConfigFile names the configuration file when -config is not given.
@@ -250,7 +274,8 @@ func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
 		l.sources[s.key] = src
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if strings.HasPrefix(k, "OUTBOX_") && !known[k] && !strings.HasPrefix(k, envTestPrefix) {
+		if strings.HasPrefix(k, "OUTBOX_") && !known[k] && !strings.HasPrefix(k, envTestPrefix) &&
+			(sc.quietEnv == nil || !sc.quietEnv(l.cfg, k)) {
 			l.warnings = append(l.warnings, fmt.Sprintf("unknown environment variable %s ignored", k))
 		}
 	}
@@ -261,6 +286,20 @@ func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
 				errs = append(errs, &SettingError{Key: s.key, Msg: err.Error(), Source: src})
 			}
 			l.sources[s.key] = src
+		}
+	}
+	// Relative references start at the file's directory, wherever
+	// outbox runs from.
+	if l.file != "" {
+		if dir, err := filepath.Abs(filepath.Dir(l.file)); err == nil {
+			if sc.setDir != nil {
+				sc.setDir(&l.cfg, dir)
+			}
+			if sc.ownRefs != nil {
+				for _, p := range sc.ownRefs(&l.cfg) {
+					*p = absRef(*p, dir)
+				}
+			}
 		}
 	}
 	// Report the values that did not parse together with every other
@@ -318,6 +357,11 @@ func (l *loaded[C]) readFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
+	return l.readYAML(data, path)
+}
+
+// readYAML is readFile for the file's content, data.
+func (l *loaded[C]) readYAML(data []byte, path string) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)

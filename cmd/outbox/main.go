@@ -43,6 +43,11 @@ const (
 	exitUsage   = 2
 )
 
+// hardened are the subcommands whose process holds secrets (the database
+// DSN, tokens, passwords) in its environment and memory: they make it
+// unreadable to other processes of the same user at once (undumpable).
+var hardened = map[string]bool{"central": true, "site": true, "dev": true, "migrate": true}
+
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
 // otherwise the module version from the build info is used.
 var version string
@@ -53,6 +58,11 @@ func main() {
 	// second one ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
+	if len(os.Args) > 1 && hardened[os.Args[1]] {
+		if err := undumpable(); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: cannot make the process unreadable to other processes of its user: %v\n", err)
+		}
+	}
 	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/plugins/builtin"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
@@ -97,8 +98,10 @@ func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, st
 		p = pluginhost.Plugin{Type: arg, Command: exe, Args: []string{"plugin", "serve", arg}}
 	}
 	logger := newLogger(LogConfig{Level: "warn", Format: "auto"}, stderr, isTerminal(stderr))
+	// The references on this command line are the operator's own, as in
+	// the configuration file: relative to the working directory, unlimited.
 	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second,
-		NetworkPolicy: policy})
+		NetworkPolicy: policy, Secrets: secretref.Own("")})
 	if err != nil {
 		return nil, "", err
 	}
@@ -208,9 +211,6 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 		Settings: set,
 	})
 	fmt.Fprintf(stdout, "outcome: %s\n", res.Outcome)
-	if len(res.ResolvedTargets) > 0 {
-		fmt.Fprintf(stdout, "resolved targets: %s\n", strings.Join(res.ResolvedTargets, ", "))
-	}
 	if res.Error != "" {
 		fmt.Fprintf(stdout, "error: %s\n", res.Error)
 	}

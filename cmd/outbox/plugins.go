@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,6 +32,12 @@ type PluginsConfig struct {
 	// MaxConcurrency bounds the deliveries in flight through each plugin
 	// unless its entry says otherwise. Default 64.
 	MaxConcurrency int `yaml:"max_concurrency"`
+	// SocketGroup, when set, is the group every plugin gives the Unix
+	// socket central connects to (group-writable), so that a plugin run as
+	// another user through a wrapper (an external command such as sudo or
+	// setpriv) stays reachable. Central's user and the plugin's must be
+	// members.
+	SocketGroup string `yaml:"socket_group"`
 }
 
 // ExternalPlugin is one third-party channel plugin.
@@ -54,6 +61,13 @@ func (p PluginsConfig) validate() rules {
 	}
 	if p.MaxConcurrency < 0 {
 		r.add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
+	}
+	if g := p.SocketGroup; g != "" {
+		if _, err := user.LookupGroup(g); err != nil {
+			if _, err := user.LookupGroupId(g); err != nil {
+				r.add("plugins.socket_group", "no group %q on this machine", g)
+			}
+		}
 	}
 	seen := map[string]int{}
 	for i, e := range p.External {
@@ -129,7 +143,17 @@ func (p PluginsConfig) hostPlugins(exe string) ([]pluginhost.Plugin, error) {
 			out = append(out, pluginhost.Plugin{Type: typ, Command: f, MaxConcurrency: p.MaxConcurrency})
 		}
 	}
+	if p.Dir != "" {
+		if err := notWritableByOthers("plugins.dir", p.Dir); err != nil {
+			return nil, err
+		}
+	}
 	for i, e := range p.External {
+		if e.Command != "" {
+			if err := notWritableByOthers(fmt.Sprintf("plugins.external[%d].command", i), e.Command); err != nil {
+				return nil, err
+			}
+		}
 		pl := pluginhost.Plugin{Type: e.Type, Command: e.Command, Args: e.Args, SHA256: strings.ToLower(e.SHA256),
 			MaxConcurrency: cmp.Or(e.MaxConcurrency, p.MaxConcurrency)}
 		j, inDir := byType[e.Type]
@@ -171,8 +195,43 @@ func pluginDir(dir string) ([]string, error) {
 			return nil, fmt.Errorf("plugins.dir: %w", err)
 		}
 		if info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
+			if err := notWritableByOthers("plugins.dir", path); err != nil {
+				return nil, err
+			}
 			out = append(out, path)
 		}
 	}
 	return out, nil
+}
+
+// notWritableByOthers refuses a third-party plugin's binary or directory
+// that a user other than its owner could change: whoever can write it runs
+// code as central's user, with the secrets central gives its plugins. For a
+// file it checks the file (following links) and the directory holding it;
+// for a directory, the directory. The error names key, the path and its
+// mode.
+func notWritableByOthers(key, path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	paths := []string{path}
+	if !info.IsDir() {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		paths = []string{real, filepath.Dir(real)}
+	}
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if m := info.Mode(); m.Perm()&0o022 != 0 {
+			return fmt.Errorf("%s: %s has mode %s: writable by its group or others, who could replace a plugin central runs; refusing it (chmod go-w %s)",
+				key, p, m, p)
+		}
+	}
+	return nil
 }

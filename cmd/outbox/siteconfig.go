@@ -145,6 +145,7 @@ var siteSchema = schema[SiteConfig]{
 	settings: siteSettings,
 	validate: SiteConfig.Validate,
 	log:      func(c SiteConfig) LogConfig { return c.Log },
+	ownRefs:  func(c *SiteConfig) []*string { return []*string{&c.API.Token, &c.Central.Token} },
 	warn: func(l *loaded[SiteConfig]) {
 		for key, v := range map[string]string{"api.token": l.cfg.API.Token, "central.token": l.cfg.Central.Token} {
 			if v != "" && !ports.IsSecretRef(v) && !strings.HasPrefix(l.sources[key], "env ") {

@@ -51,11 +51,16 @@ type Request struct {
 	// Notification is what to deliver.
 	Notification Notification
 	// Targets are the notification list's targets, resolved at delivery
-	// time: e-mail addresses, webhook URLs.
+	// time: e-mail addresses, webhook URLs. A target the list holds as a
+	// reference (env:NAME, file:PATH) arrives as its value.
 	Targets []string
-	// Settings are the channel's settings (host, port, from, ...) with every
-	// secret reference already resolved to its value: a channel never reads
-	// central's environment or files.
+	// Settings are the channel's settings (host, port, from, ...). A
+	// setting the channel's schema marks Secret arrives with its reference
+	// resolved to its value: a channel never reads central's environment or
+	// files. Every other setting arrives as written, a reference included,
+	// and so does every setting of a channel without a schema (no
+	// Describer, or a Description without Settings): declare a setting
+	// Secret to get its reference resolved.
 	Settings map[string]string
 }
 
@@ -112,19 +117,25 @@ func (o Outcome) String() string {
 // Result is a channel's answer to one Request.
 type Result struct {
 	Outcome Outcome
-	// ResolvedTargets, on Success, is who the notification went to. Central
-	// stores it with the notification as the delivery's audit record, so a
-	// target holding a secret (a webhook URL with a token) is given in a
-	// redacted form.
+	// ResolvedTargets is kept so that plugins written against earlier
+	// releases still build, and central ignores it: as whom a notification
+	// went to, central records the list's targets as the list holds them
+	// (a reference stays a reference), never a value a plugin returns. A
+	// channel may leave it empty; one that fills it gives a target holding
+	// a secret (a webhook URL with a token) in a redacted form, as the
+	// built-in channels do, for its own tests and tools.
 	ResolvedTargets []string
-	// Error describes a failure, without secrets or addresses.
+	// Error describes a failure, without secrets or addresses. Central
+	// keeps at most MaxErrorBytes of it, as valid UTF-8 without NUL bytes.
 	Error string
 	// RetryAfter, when positive on a Transient result, is the earliest the
-	// next attempt may run (an HTTP Retry-After, say).
+	// next attempt may run (an HTTP Retry-After, say). Central caps it at
+	// MaxRetryAfter.
 	RetryAfter time.Duration
 }
 
-// Delivered is a Success result for the given resolved targets.
+// Delivered is a Success result; targets, if given, fill ResolvedTargets,
+// which central ignores.
 func Delivered(targets ...string) Result {
 	return Result{Outcome: Success, ResolvedTargets: targets}
 }
@@ -162,7 +173,9 @@ type Setting struct {
 	// Required settings must be present and not blank.
 	Required bool
 	// Secret settings hold credentials: central stores only a reference
-	// (env:NAME or file:/path) and resolves it at delivery time.
+	// (env:NAME or file:/path) and resolves it at delivery time, within
+	// what its configuration allows (secrets.dirs, secrets.env_prefix).
+	// Only secret settings are resolved.
 	Secret bool
 	// Default is the value used when the setting is absent, for people.
 	Default string

@@ -1,7 +1,9 @@
 package channel
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
 )
@@ -56,6 +58,19 @@ func resultToPB(r Result) *pb.Result {
 		RetryAfterMicros: r.RetryAfter.Microseconds()}
 }
 
+// MaxErrorBytes bounds the error text of a result central takes from a
+// plugin; a longer one is cut (at a character boundary) and marked "…".
+const MaxErrorBytes = 4096
+
+// MaxRetryAfter bounds the RetryAfter of a result central takes from a
+// plugin: a longer wait is cut to it, a negative one is none.
+const MaxRetryAfter = 24 * time.Hour
+
+// resultFromPB is the result a plugin sent, as central takes it: an outcome
+// it does not know is Transient, RetryAfter is within [0, MaxRetryAfter],
+// and the error text is valid UTF-8 without NUL bytes and at most
+// MaxErrorBytes long, so that no plugin's answer can keep central from
+// recording it.
 func resultFromPB(r *pb.Result) Result {
 	o := Transient
 	switch r.GetOutcome() {
@@ -64,8 +79,33 @@ func resultFromPB(r *pb.Result) Result {
 	case pb.Outcome_OUTCOME_PERMANENT:
 		o = Permanent
 	}
-	return Result{Outcome: o, ResolvedTargets: r.GetResolvedTargets(), Error: r.GetError(),
-		RetryAfter: time.Duration(r.GetRetryAfterMicros()) * time.Microsecond}
+	retry := time.Duration(0)
+	if us := r.GetRetryAfterMicros(); us > 0 {
+		retry = MaxRetryAfter
+		if us < MaxRetryAfter.Microseconds() {
+			retry = time.Duration(us) * time.Microsecond
+		}
+	}
+	return Result{Outcome: o, ResolvedTargets: r.GetResolvedTargets(), Error: cleanText(r.GetError(), MaxErrorBytes),
+		RetryAfter: retry}
+}
+
+// cleanText returns s as valid UTF-8 without NUL bytes, cut to at most limit
+// bytes at a character boundary (with "…" when cut).
+func cleanText(s string, limit int) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && len(s) <= limit {
+		return s
+	}
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "…"
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 func descriptionToPB(d Description) *pb.DescribeResponse {

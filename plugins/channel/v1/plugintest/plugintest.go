@@ -325,15 +325,8 @@ func deliverCase(t *testing.T, ch channel.Channel, desc channel.Description, c C
 		t.Errorf("%s: outcome %s (error %q), want %s", c.Name, res.Outcome, res.Error, c.Want)
 		return
 	}
-	switch res.Outcome {
-	case channel.Success:
-		if len(res.ResolvedTargets) == 0 {
-			t.Errorf("%s: Success without resolved targets", c.Name)
-		}
-	default:
-		if strings.TrimSpace(res.Error) == "" {
-			t.Errorf("%s: %s without an error text", c.Name, res.Outcome)
-		}
+	if res.Outcome != channel.Success && strings.TrimSpace(res.Error) == "" {
+		t.Errorf("%s: %s without an error text", c.Name, res.Outcome)
 	}
 	leaks(t, c.Name, res, req, desc)
 	if c.Check != nil {

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/ports"
+)
+
+// SecretsConfig says what the secret references of the directory — the
+// lists' targets and the channels' settings, which admins change through the
+// API and the file seeds — may read. The configuration's own references
+// (link.sites[].token, http.admin.password) are the operator's and are not
+// limited by it.
+type SecretsConfig struct {
+	// Dirs are the directories a file: reference may read, each with
+	// everything below it (relative ones against the configuration file's
+	// directory). None: no file: reference in the directory resolves.
+	Dirs []string `yaml:"dirs"`
+	// EnvPrefix is the prefix of the environment variables an env:
+	// reference may read. Default OUTBOX_SECRET_. It must not match any
+	// variable outbox reads for its own settings (OUTBOX_STORE_DSN, ...).
+	EnvPrefix string `yaml:"env_prefix"`
+}
+
+// ownEnv lists the variables outbox reads for itself besides its settings
+// tables: an env: reference must never reach one of them.
+var ownEnv = []string{envConfigFile, "OUTBOX_TOKEN", "OUTBOX_SERVER", "OUTBOX_SITE_ADDR", "OUTBOX_DEV_ADMIN_PASSWORD",
+	"OUTBOX_TEST_POSTGRES_DSN", "OUTBOX_TEST_MSSQL_DSN"}
+
+// ownVariables returns every variable outbox reads for its own settings.
+func ownVariables() []string {
+	out := slices.Clone(ownEnv)
+	for _, s := range settings {
+		out = append(out, s.env)
+	}
+	for _, s := range siteSettings {
+		out = append(out, s.env)
+	}
+	return out
+}
+
+func (s SecretsConfig) validate(base string) rules {
+	var r rules
+	p := s.EnvPrefix
+	switch {
+	case p == "":
+		r.add("secrets.env_prefix", "empty: give the prefix of the variables env: references may read (default %s); an empty prefix would allow every variable", secretref.DefaultEnvPrefix)
+	case strings.IndexFunc(p, func(c rune) bool {
+		return !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+	}) >= 0:
+		r.add("secrets.env_prefix", "%q holds a character other than letters, digits and _", p)
+	default:
+		for _, v := range ownVariables() {
+			if strings.HasPrefix(v, p) {
+				r.add("secrets.env_prefix", "%q would let a reference read %s, one of outbox's own settings; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
+				break
+			}
+		}
+	}
+	for i, d := range s.Dirs {
+		key := fmt.Sprintf("secrets.dirs[%d]", i)
+		if strings.TrimSpace(d) == "" {
+			r.add(key, "empty")
+			continue
+		}
+		abs := d
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(base, d)
+		}
+		abs, err := filepath.Abs(abs)
+		if err != nil {
+			r.add(key, "%v", err)
+			continue
+		}
+		info, err := os.Stat(abs)
+		switch {
+		case err != nil:
+			r.add(key, "%s: %v", abs, unwrapPath(err))
+		case !info.IsDir():
+			r.add(key, "%s is not a directory", abs)
+		case filepath.Dir(abs) == abs:
+			r.add(key, "%s is the root of the file system: every file central can read would be allowed", abs)
+		}
+	}
+	return r
+}
+
+// unwrapPath returns the cause of a *fs.PathError, which repeats the path.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// SecretPolicy is what the directory's references may read: the policy of
+// the API, of the configuration's lists and channels at start, and of the
+// plugin host at each delivery.
+func (c Config) SecretPolicy() secretref.Policy {
+	return secretref.Policy{Base: c.ConfigDir, Dirs: c.Secrets.Dirs, EnvPrefix: c.Secrets.EnvPrefix}
+}
+
+// validateOwnSecretsOutside refuses a secrets policy that would let the
+// directory's references read central's own secrets: the files and
+// variables of the configuration's own references, its TLS keys, the SQLite
+// database.
+func (c Config) validateOwnSecretsOutside() rules {
+	own := map[string]string{"http.admin.password": c.HTTP.Admin.Password}
+	for i, s := range c.Link.Sites {
+		own[fmt.Sprintf("link.sites[%d].token", i)] = s.Token
+	}
+	files := map[string]string{"link.tls.key": c.Link.TLS.Key, "http.tls.key": c.HTTP.TLS.Key}
+	if c.Store.Driver == sqlstore.DriverSQLite {
+		dsn, _, _ := strings.Cut(strings.TrimPrefix(c.StoreSettings().DSN, "file:"), "?")
+		files["store.dsn (the SQLite database)"] = dsn
+	}
+	for key, path := range files {
+		if path != "" {
+			if abs, err := filepath.Abs(path); err == nil {
+				own[key] = "file:" + abs
+			}
+		}
+	}
+	p := c.SecretPolicy()
+	var r rules
+	for _, key := range slices.Sorted(maps.Keys(own)) {
+		ref := own[key]
+		if !ports.IsSecretRef(ref) || p.Check(ref) != nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(ref, "env:"); ok {
+			r.addRelated("secrets.env_prefix", key, "lets a reference of a list or channel read %s, which %s names: give central's own secrets variables without the prefix", name, key)
+		} else {
+			r.addRelated("secrets.dirs", key, "lets a reference of a list or channel read %s, the file of %s: keep central's own secrets out of secrets.dirs", strings.TrimPrefix(ref, "file:"), key)
+		}
+	}
+	return r
+}
+
+// validateReferences checks every reference of the configured lists and
+// channels against the secrets policy, one SettingError per refusal.
+func (c Config) validateReferences() rules {
+	p := c.SecretPolicy()
+	var r rules
+	for i, l := range c.Lists {
+		for k, t := range l.Targets {
+			if err := p.Check(t); err != nil {
+				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%v", err)
+			}
+		}
+	}
+	for i, ch := range c.Channels {
+		for _, k := range slices.Sorted(maps.Keys(ch.Settings)) {
+			if err := p.Check(ch.Settings[k]); err != nil {
+				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%v", err)
+			}
+		}
+	}
+	return r
+}
+
+// absRef returns the reference v with a relative file: path made absolute
+// against dir; anything else as it is.
+func absRef(v, dir string) string {
+	path, ok := strings.CutPrefix(v, "file:")
+	if !ok || !ports.IsSecretRef(v) || filepath.IsAbs(path) || strings.TrimSpace(path) != path {
+		return v
+	}
+	return "file:" + filepath.Join(dir, path)
+}
+
+// policedDirectory is the directory as the operator surface (the API, the
+// page, the CLI through the API) sees it: a list or channel holding a
+// reference the secrets policy refuses is refused before it is stored,
+// with a *ports.FieldError naming the field and the rule (HTTP 400).
+type policedDirectory struct {
+	ports.DirectoryAdmin
+	policy secretref.Policy
+}
+
+// PutList implements ports.DirectoryAdmin.
+func (d policedDirectory) PutList(ctx context.Context, l ports.List) error {
+	if err := d.policy.CheckList(l); err != nil {
+		return err
+	}
+	return d.DirectoryAdmin.PutList(ctx, l)
+}
+
+// PutChannel implements ports.DirectoryAdmin.
+func (d policedDirectory) PutChannel(ctx context.Context, c ports.ChannelSettings) error {
+	if err := d.policy.CheckChannel(c); err != nil {
+		return err
+	}
+	return d.DirectoryAdmin.PutChannel(ctx, c)
+}
+
+// checkReferences logs the stored lists and channels (made through the API
+// before the policy, or before it changed) holding references the secrets
+// policy refuses: their deliveries fail Permanent, naming the reference.
+// The configuration's own lists and channels were checked with the rest of
+// the configuration.
+func checkReferences(ctx context.Context, dir ports.DirectoryAdmin, p secretref.Policy, logger *slog.Logger) error {
+	lists, err := dir.Lists(ctx)
+	if err != nil {
+		return fmt.Errorf("read lists: %w", err)
+	}
+	for _, l := range lists {
+		if err := p.CheckList(l); err != nil {
+			logger.Warn("stored list holds a secret reference the configuration does not allow: its notifications will park",
+				"list", l.Name, "err", err)
+		}
+	}
+	channels, err := dir.Channels(ctx)
+	if err != nil {
+		return fmt.Errorf("read channel settings: %w", err)
+	}
+	for _, c := range channels {
+		if err := p.CheckChannel(c); err != nil {
+			logger.Warn("stored channel settings hold a secret reference the configuration does not allow: deliveries will park",
+				"type", c.Type, "err", err)
+		}
+	}
+	return nil
+}
