@@ -280,6 +280,8 @@ smtp_capture:
   addr: %[4]q
   dir: %[5]q
   reject: ["@bounce.example"]
+delivery:
+  network: {allow: [127.0.0.1]}   # the capture above
 http:
   listen: %[6]q
   admin: {name: %[7]s, password: %[8]q}
