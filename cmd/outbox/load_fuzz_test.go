@@ -30,17 +30,32 @@ func FuzzLoadConfig(f *testing.F) {
 	}
 	base := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := &loaded[Config]{cfg: centralSchema.defaults(), sources: map[string]string{}}
-		if err := l.readYAML(data, "fuzz.yaml"); err != nil {
-			if err.Error() == "" {
-				t.Fatal("an error without a text")
-			}
-			return
+		// The same bytes as central's configuration and as a site node's.
+		fuzzLoad(t, centralSchema, data, base)
+		fuzzLoad(t, siteSchema, data, base)
+	})
+}
+
+// fuzzLoad reads data as a configuration file of schema sc, then resolves
+// and validates it as the loader does; nothing may panic, and an error has
+// a text.
+func fuzzLoad[C any](t *testing.T, sc schema[C], data []byte, base string) {
+	l := &loaded[C]{cfg: sc.defaults(), sources: map[string]string{}}
+	if err := l.readYAML(data, "fuzz.yaml"); err != nil {
+		if err.Error() == "" {
+			t.Fatal("an error without a text")
 		}
-		centralSchema.setDir(&l.cfg, base)
-		for _, p := range centralSchema.ownRefs(&l.cfg) {
+		return
+	}
+	if sc.setDir != nil {
+		sc.setDir(&l.cfg, base)
+	}
+	if sc.ownRefs != nil {
+		for _, p := range sc.ownRefs(&l.cfg) {
 			*p = absRef(*p, base)
 		}
-		_ = centralSchema.validate(l.cfg)
-	})
+	}
+	if err := sc.validate(l.cfg); err != nil && err.Error() == "" {
+		t.Fatal("a validation error without a text")
+	}
 }
