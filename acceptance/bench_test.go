@@ -69,7 +69,7 @@ func settle(b *testing.B, sc sqlstore.Config) {
 	}
 }
 
-// BenchmarkIngest measures F1: batches of 100 from 4 concurrent submitters
+// BenchmarkIngest measures ingest: batches of 100 from 4 concurrent submitters
 // through the driving port, insert-if-not-exists and an audit record each.
 func BenchmarkIngest(b *testing.B) {
 	const batch, submitters = 100, 4
@@ -109,7 +109,7 @@ func BenchmarkIngest(b *testing.B) {
 	})
 }
 
-// BenchmarkDispatch measures F2 without the plugin hop: claim → an in-process
+// BenchmarkDispatch measures dispatch without the plugin hop: claim → an in-process
 // no-op channel → recorded (with the audit records), by the real dispatcher.
 func BenchmarkDispatch(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
@@ -121,7 +121,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 }
 
-// BenchmarkDispatchPlugin measures F2 through a real plugin subprocess: claim
+// BenchmarkDispatchPlugin measures dispatch through a real plugin subprocess: claim
 // → the plugin host → gRPC with mutual TLS → a no-op channel in another
 // process → recorded, by the real dispatcher, with central's default batch
 // size and concurrency.
@@ -157,7 +157,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config) 
 	}
 }
 
-// BenchmarkQueries measures F7 at 1,000,000 rows: the KPIs and the first page
+// BenchmarkQueries measures the operator's reads at 1,000,000 rows: the KPIs and the first page
 // of filtered lists, as the operator page asks for them.
 func BenchmarkQueries(b *testing.B) {
 	const rows = 1_000_000

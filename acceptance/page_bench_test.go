@@ -31,7 +31,7 @@ import (
 // used.
 const pageBenchShape = "page-v1"
 
-// BenchmarkPage measures F7 where the operator meets it: central's page
+// BenchmarkPage measures the queries where the operator meets them: central's page
 // handler (httpapi over core.Service and core.Operators) on the real SQLite
 // store holding OUTBOX_BENCH_PAGE_ROWS rows (default 1,000,000), each request
 // a GET by a logged-in viewer through the whole handler: session check,

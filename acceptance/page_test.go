@@ -26,7 +26,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// This file is U1 in a real browser: the operator page of the real central
+// This file drives the operator page in a real browser: the page of the real central
 // binary, driven through headless Chromium (chromedp) the way an operator
 // uses it.
 
@@ -46,7 +46,7 @@ const (
 	pagePassword = "page-test password 7f3a91"
 )
 
-// TestOperatorPageInChromium is U1 end to end: the real central binary (SQLite,
+// TestOperatorPageInChromium drives the page end to end: the real central binary (SQLite,
 // the built-in email channel in its plugin process, the embedded SMTP capture
 // refusing one domain, the site link, the page) fed through the site link,
 // and its page driven in headless Chromium: log in through the form, read

@@ -215,7 +215,7 @@ func (r *hookReceiver) open() {
 	}
 }
 
-// TestPluginKilledMidBurst is R5: the webhook plugin process is killed with
+// TestPluginKilledMidBurst: the webhook plugin process is killed with
 // SIGKILL while a burst is being delivered through the real dispatcher, with
 // deliveries certainly in flight (the receiver holds them). The host
 // restarts it, and every notification ends Delivered and reached the
@@ -282,7 +282,7 @@ func TestPluginKilledMidBurst(t *testing.T) {
 	})
 }
 
-// TestSMTPServerDownThenBack is R6: with the SMTP server down, notifications
+// TestSMTPServerDownThenBack: with the SMTP server down, notifications
 // go Retrying; once it is back, they are all delivered, each to its
 // recipients.
 func TestSMTPServerDownThenBack(t *testing.T) {
@@ -331,7 +331,7 @@ func TestSMTPServerDownThenBack(t *testing.T) {
 	})
 }
 
-// BenchmarkEmail measures F3: e-mails through the built-in email channel in
+// BenchmarkEmail measures e-mails through the built-in email channel in
 // its plugin process (the host, gRPC with mutual TLS, go-mail with pooled
 // connections) to a real SMTP server on loopback, 64 deliveries in flight.
 func BenchmarkEmail(b *testing.B) {

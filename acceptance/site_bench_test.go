@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The site benchmarks (F4, F6) run a three-voter group (a pair plus a
+// The site benchmarks run a three-voter group (a pair plus a
 // witness) of real `outbox site` processes, built without the race detector
 // whatever the tests run with, and send through one notify client as scripts
 // do. Central runs in this process.
@@ -72,7 +72,7 @@ func centralStates(b *testing.B, f func(b *testing.B, centralUp bool)) {
 	}
 }
 
-// BenchmarkSiteSend (F4) measures Sends from 64 concurrent callers through
+// BenchmarkSiteSend measures Sends from 64 concurrent callers through
 // one client to a three-voter group on loopback. Goal: 10,000 sends/s. It
 // logs the CPU each process used ("client" is this process: the callers,
 // and central when it is up).
@@ -174,7 +174,7 @@ func procCPU(b *testing.B, pid string) time.Duration {
 	return time.Duration(ut+st) * time.Second / ticks
 }
 
-// BenchmarkSiteSendLatency (F4) measures one caller's Sends, one after the
+// BenchmarkSiteSendLatency measures one caller's Sends, one after the
 // other, through one client to a three-voter group on loopback. Goal: p50
 // ≤ 2 ms.
 func BenchmarkSiteSendLatency(b *testing.B) { centralStates(b, benchSendLatency) }
@@ -205,7 +205,7 @@ func benchSendLatency(b *testing.B, centralUp bool) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
 }
 
-// BenchmarkSiteMemory (F6) fills a three-voter group with 1,000,000
+// BenchmarkSiteMemory fills a three-voter group with 1,000,000
 // buffered notifications (OUTBOX_BENCH_SITE_ROWS changes the count) while
 // central is down, from 64 concurrent callers, then reports the leader's
 // resident memory (MB-rss, from VmRSS; MB-hwm, its peak VmHWM) and the

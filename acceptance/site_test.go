@@ -15,7 +15,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// The site tests (S1–S8, R1, R2, P3, U3) run real `outbox site` processes —
+// The site tests run real `outbox site` processes —
 // a pair plus a witness, a pair, single nodes — against central in this
 // process, and kill, stop and restart them. They count at central: every
 // Send that returned an id must arrive, and duplicates are bounded by the
@@ -144,7 +144,7 @@ func checkBurstAtCentral(t *testing.T, c *centralLink, b *burst, total int) (ok 
 	return ok, failed, duplicates(rows), maxLatency
 }
 
-// TestSiteLeaderKilledMidBurst (R1, S7): kill -9 of the site leader during a
+// TestSiteLeaderKilledMidBurst: kill -9 of the site leader during a
 // burst of Sends loses none that returned an id, and the killed node rejoins.
 func TestSiteLeaderKilledMidBurst(t *testing.T) {
 	c := newCentral(t)
@@ -185,7 +185,7 @@ func TestSiteLeaderKilledMidBurst(t *testing.T) {
 	t.Logf("node %s restarted, rejoined and caught up in %s", victim.id, time.Since(restarted).Round(time.Millisecond))
 }
 
-// TestSiteFollowerKilled (R1): kill -9 of a follower during a burst loses
+// TestSiteFollowerKilled: kill -9 of a follower during a burst loses
 // nothing, and the follower rejoins and catches up.
 func TestSiteFollowerKilled(t *testing.T) {
 	c := newCentral(t)
@@ -219,7 +219,7 @@ func TestSiteFollowerKilled(t *testing.T) {
 	t.Logf("node %s restarted, rejoined and caught up in %s", victim.id, time.Since(restarted).Round(time.Millisecond))
 }
 
-// TestSiteBuffersWhileCentralIsDown (R2, S4, S5, S8): while central is
+// TestSiteBuffersWhileCentralIsDown: while central is
 // unreachable the site buffers every Send and says so in its health; when
 // central is back, the backlog drains to it.
 func TestSiteBuffersWhileCentralIsDown(t *testing.T) {
@@ -264,7 +264,7 @@ func TestSiteBuffersWhileCentralIsDown(t *testing.T) {
 	}
 }
 
-// TestSiteGroupRestartKeepsTheBuffer (R1): a whole site group stopped and
+// TestSiteGroupRestartKeepsTheBuffer: a whole site group stopped and
 // started again keeps its backlog, and forwards it once.
 func TestSiteGroupRestartKeepsTheBuffer(t *testing.T) {
 	c := newCentral(t) // its link is down
@@ -291,7 +291,7 @@ func TestSiteGroupRestartKeepsTheBuffer(t *testing.T) {
 	}
 }
 
-// TestSiteRecoverPair (S3): a pair that lost a node accepts no Send, until
+// TestSiteRecoverPair: a pair that lost a node accepts no Send, until
 // `outbox site recover` makes the survivor the only member; then it leads
 // alone and forwards what it held and what it gets.
 func TestSiteRecoverPair(t *testing.T) {
@@ -340,7 +340,7 @@ func TestSiteRecoverPair(t *testing.T) {
 	}
 }
 
-// TestSiteLinkRefusesStrangers (P3, R7): a site with a wrong token, and a
+// TestSiteLinkRefusesStrangers: a site with a wrong token, and a
 // site forging another's id, get nothing into central; their Sends stay
 // buffered, never dropped.
 func TestSiteLinkRefusesStrangers(t *testing.T) {
@@ -399,7 +399,7 @@ func TestSiteLinkRefusesStrangers(t *testing.T) {
 	}
 }
 
-// TestNotifyCLI (U3): `outbox notify send|status|health` against a site.
+// TestNotifyCLI: `outbox notify send|status|health` against a site.
 func TestNotifyCLI(t *testing.T) {
 	c := newCentral(t) // its link is down until the end
 	g := newSiteGroup(t, c, siteSpec{Nodes: []string{"n"}})

@@ -8,7 +8,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// Forward is the forwarder (S4): it sends the buffer's notifications to
+// Forward is the forwarder: it sends the buffer's notifications to
 // central in batches, oldest first, and removes a batch from the buffer only
 // after central acknowledged it. It runs until ctx is done. The wiring runs
 // it on the Raft leader only, for as long as the node leads; a new leader

@@ -6,7 +6,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// legalMoves is the state machine of PRODUCT.md, drawn in ARCHITECTURE.md.
+// legalMoves is the state machine, drawn in ARCHITECTURE.md.
 // Delivered and Discarded have no way out; Parked leaves only by an operator.
 var legalMoves = map[ports.Status][]ports.Status{
 	ports.StatusPending:  {ports.StatusDelivered, ports.StatusRetrying, ports.StatusParked},

@@ -68,7 +68,7 @@ type OperatorsConfig struct {
 	Audit ports.AdminAudit
 }
 
-// Operators implements ports.Operators (U5) over a ports.AccountStore:
+// Operators implements ports.Operators over a ports.AccountStore:
 // passwords are kept as bcrypt hashes, API tokens and session secrets as
 // SHA-256 hashes, so the database holds nothing a caller could present.
 // A session's role is read from its account at each request, so a role

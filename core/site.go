@@ -31,7 +31,7 @@ type SiteConfig struct {
 	// Default 4 MiB.
 	ForwardBatchBytes int
 	// RetryInterval is the fixed wait before forwarding again after central
-	// could not be reached or refused notifications (S4), and the fallback
+	// could not be reached or refused notifications, and the fallback
 	// poll of an idle forwarder. Default 5 s.
 	RetryInterval time.Duration
 	// CallTimeout bounds one call to central. Default 30 s.
@@ -105,7 +105,7 @@ type SiteDeps struct {
 }
 
 // Site is a site node's domain: it implements the driving port ports.Site
-// (Send, Status, Health) and, in Forward, the forwarder (S4). Which node
+// (Send, Status, Health) and, in Forward, the forwarder. Which node
 // leads is not its concern: the buffer refuses writes off the leader, and
 // the wiring runs Forward only while the node leads.
 type Site struct {

@@ -273,7 +273,7 @@ func TestForwarderBatchesByBytes(t *testing.T) {
 	}
 }
 
-// TestForwarderKeepsEverythingWhileCentralIsDown is R2 in miniature: Sends
+// TestForwarderKeepsEverythingWhileCentralIsDown, in miniature: Sends
 // go on, the backlog grows and Health says why, and all of it arrives once
 // central is back.
 func TestForwarderKeepsEverythingWhileCentralIsDown(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// OperatorRole is what an operator may do (U5). Each role grants everything
+// OperatorRole is what an operator may do. Each role grants everything
 // the roles below it grant: viewer < operator < admin.
 type OperatorRole string
 
@@ -44,7 +44,7 @@ func (r OperatorRole) rank() int {
 }
 
 // Operators is the driving port of operator authentication and account
-// management (U5): the HTTP API and the page call it; core.Operators
+// management: the HTTP API and the page call it; core.Operators
 // implements it over an [AccountStore] and an [AdminAudit].
 //
 // Every change to an account or a token is recorded in the admin audit log

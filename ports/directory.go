@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Directory resolves notification lists and channel settings (C6). The core
+// Directory resolves notification lists and channel settings. The core
 // reads it at ingest (a list's type) and at delivery (targets and settings).
 type Directory interface {
 	// List returns the named list, or an error wrapping ErrNotFound.

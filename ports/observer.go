@@ -3,7 +3,7 @@ package ports
 import "time"
 
 // DeliveryObserver is told about every delivery attempt central makes, so
-// that attempt counts and latencies can be exported (U4). It is optional: the
+// that attempt counts and latencies can be exported. It is optional: the
 // core works without one. adapters/metrics' DeliveryMetrics implements it.
 //
 // The dispatcher calls it from its delivery goroutines, many at once, in the

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Site is the driving port of a site node (S1, S5, S8): what the site API
+// Site is the driving port of a site node: what the site API
 // (adapters/siteapi), the CLI and the acceptance tests call. core.Site
 // implements it.
 //
@@ -46,7 +46,7 @@ type SendRequest struct {
 	ParentExecutionID string
 }
 
-// SiteHealth is the health of one site node (S8).
+// SiteHealth is the health of one site node.
 type SiteHealth struct {
 	// Site and Node name the site and this node.
 	Site string
@@ -65,7 +65,7 @@ type SiteHealth struct {
 	LastCentralError   string
 }
 
-// Buffer is a site's replicated store-and-forward buffer (S2): the
+// Buffer is a site's replicated store-and-forward buffer: the
 // notifications accepted at the site and not yet acknowledged by central.
 // adapters/raftbuffer implements it over a Raft group; ports/buffertest is
 // the contract every implementation passes.

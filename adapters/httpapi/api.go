@@ -12,7 +12,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// This file encodes the operations of ops.go as the JSON API (U2).
+// This file encodes the operations of ops.go as the JSON API.
 
 func (s *Server) apiLogin(w http.ResponseWriter, r *http.Request) {
 	var in api.Login

@@ -18,7 +18,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// This file renders the operations of ops.go as the page (U1).
+// This file renders the operations of ops.go as the page.
 
 // base is what every page shows around its content.
 type base struct {

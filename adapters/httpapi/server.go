@@ -1,4 +1,4 @@
-// Package httpapi is central's operator surface over HTTP (U1, U2, U5): the
+// Package httpapi is central's operator surface over HTTP: the
 // "Notification Outbox" web page and the JSON API, served by one handler
 // layer (ops.go) so that the page and the API never hold the same logic
 // twice. The page is server-rendered with html/template, its assets embedded

@@ -54,7 +54,7 @@ type CentralSources struct {
 const DefaultKPICacheFor = 5 * time.Second
 
 // CentralCollector is a prometheus.Collector of central's delivery KPIs
-// (C9) and its channel plugins' health.
+// and its channel plugins' health.
 //
 // The KPIs are exported twice: globally (outbox_queue_depth, …) and per
 // source site with a site label under the outbox_central_site_ prefix

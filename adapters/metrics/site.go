@@ -19,7 +19,7 @@ import (
 // scrapeTimeout bounds one read of the port during a scrape.
 const scrapeTimeout = 5 * time.Second
 
-// SiteCollector is a prometheus.Collector of one site node's health (S8):
+// SiteCollector is a prometheus.Collector of one site node's health:
 // backlog, oldest buffered age, Raft role and term, last contact with
 // central.
 type SiteCollector struct {

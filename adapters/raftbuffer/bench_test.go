@@ -13,7 +13,7 @@ import (
 
 // BenchmarkAppend measures Sends as the site makes them (one notification
 // per Append) on a three-voter group on loopback: one caller, then 64
-// concurrent callers (F4: ≥ 10,000/s with 64 callers, one caller's p50
+// concurrent callers (goal: ≥ 10,000/s with 64 callers, one caller's p50
 // ≤ 2 ms).
 func BenchmarkAppend(b *testing.B) {
 	c := newCluster(b, 3)

@@ -42,7 +42,7 @@ func benchRows(n int, base time.Time) []ports.Notification {
 	return ns
 }
 
-// BenchmarkInsert measures ingest (figure F1): 100-row batches from 4
+// BenchmarkInsert measures ingest: 100-row batches from 4
 // concurrent goroutines. One op is one batch.
 func BenchmarkInsert(b *testing.B) {
 	const batch, writers = 100, 4
@@ -83,7 +83,7 @@ func BenchmarkInsert(b *testing.B) {
 	})
 }
 
-// BenchmarkClaimRecord measures the store's share of dispatch (figure F2):
+// BenchmarkClaimRecord measures the store's share of dispatch:
 // Claim a batch, Record every row Delivered, Append two audit records per
 // row (Attempted, Delivered). One op is one batch.
 func BenchmarkClaimRecord(b *testing.B) {
@@ -148,7 +148,7 @@ func benchClaimRecord(b *testing.B, s *Store, batch int) {
 	b.ReportMetric(float64(done)/elapsed.Seconds(), "rows/s")
 }
 
-// BenchmarkQueries1M measures the operator reads (figure F7) on a store of
+// BenchmarkQueries1M measures the operator reads on a store of
 // OUTBOX_BENCH_ROWS rows (default 1,000,000): 90 % Delivered, 4 % Pending,
 // 3 % Retrying, 2 % Parked, 1 % Discarded, over 20 sites. Filling the store
 // takes a while, so it runs only when selected by -bench.

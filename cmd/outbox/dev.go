@@ -1,6 +1,6 @@
 package main
 
-// outbox dev (E2): central, a three-voter site group and an SMTP capture in
+// outbox dev: central, a three-voter site group and an SMTP capture in
 // one process on loopback, for trying outbox on one machine, like
 // `vault server -dev`. It builds the configurations of central and of the
 // three site nodes and runs them with the wiring of `outbox central`

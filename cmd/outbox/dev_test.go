@@ -137,7 +137,7 @@ func awaitStatus(t *testing.T, c *client.Client, id string, want ports.Status) a
 	}
 }
 
-// TestDevDeliversEndToEnd (E2): outbox dev runs central, the site and the
+// TestDevDeliversEndToEnd: outbox dev runs central, the site and the
 // capture; a notification sent to the printed site addresses with the CLI
 // reaches the capture (the /mail page shows it) and ends Delivered; SIGINT
 // stops everything cleanly and removes the temporary data.

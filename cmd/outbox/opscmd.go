@@ -1,6 +1,6 @@
 package main
 
-// The operator CLI (U3): outbox notifications, kpi, lists, channels, users
+// The operator CLI: outbox notifications, kpi, lists, channels, users
 // and tokens, each a client of central's HTTP API through
 // adapters/httpapi/client.
 

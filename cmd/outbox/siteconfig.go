@@ -46,7 +46,7 @@ type MemberConfig struct {
 	// API is the node's site API address as scripts and the other nodes
 	// reach it (a follower passes Sends to the leader there).
 	API string `yaml:"api"`
-	// Witness marks a voter that prefers not to lead (S3).
+	// Witness marks a voter that prefers not to lead.
 	Witness bool `yaml:"witness"`
 }
 

@@ -1,4 +1,4 @@
-// Package api is the wire form of central's HTTP JSON API (U2), version 1:
+// Package api is the wire form of central's HTTP JSON API, version 1:
 // the request and response bodies, the filter's query parameters, and the
 // error body. The server (adapters/httpapi) and the Go client the CLI uses
 // (adapters/httpapi/client) share it, so the two cannot drift apart; the

@@ -1,4 +1,4 @@
-// Package client is the Go client of central's HTTP JSON API (U2), version 1,
+// Package client is the Go client of central's HTTP JSON API, version 1,
 // the one the operator CLI uses:
 //
 //	c, err := client.New("https://central.example:8080", token,
