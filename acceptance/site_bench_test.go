@@ -224,7 +224,7 @@ func BenchmarkSiteMemory(b *testing.B) {
 		}
 		rows = n
 	}
-	_, g, leader := benchSite(b, false)
+	_, g, _ := benchSite(b, false)
 	toFill := rows - 1 // the warm-up Send is one of them
 	filled := false
 	var fillTime time.Duration
@@ -239,7 +239,7 @@ func BenchmarkSiteMemory(b *testing.B) {
 	}
 	g.waitBacklog(rows, 10*time.Minute)
 	// The leader may have changed while filling; measure the one that leads.
-	leader = g.leader()
+	leader := g.leader()
 
 	mem := procMemory(b, leader.pid())
 	disk, files := diskUsage(b, leader.dataDir())

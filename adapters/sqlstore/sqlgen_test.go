@@ -357,7 +357,6 @@ func createdColumns(stmts []string) map[string][]string {
 // statements and checks that they create the same tables and columns, the
 // columns the statements write, and (MS SQL) only T-SQL.
 func TestMigrationFiles(t *testing.T) {
-	var tablesOf []map[string][]string
 	for _, dialect := range []string{DriverSQLite, DriverPostgres, DriverMSSQL} {
 		steps, err := loadMigrations(dialect)
 		if err != nil {
@@ -394,7 +393,6 @@ func TestMigrationFiles(t *testing.T) {
 				t.Errorf("%s: table %s has columns %v, want %v", dialect, table, got, w)
 			}
 		}
-		tablesOf = append(tablesOf, tables)
 		if dialect != DriverMSSQL {
 			continue
 		}

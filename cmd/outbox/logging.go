@@ -24,7 +24,7 @@ func newLogger(cfg LogConfig, w io.Writer, terminal bool) *slog.Logger {
 	case cfg.Format == "json" || cfg.Format != "text" && !terminal:
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 	default:
-		h = tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !terminal})
+		h = tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !terminal})
 	}
 	return slog.New(maskHandler{next: h})
 }

@@ -68,10 +68,10 @@ func exerciseConcurrent(t *testing.T, newStore func(t *testing.T) ports.AccountS
 				}
 				if r%3 == 0 {
 					if _, err := s.Accounts(ctx); err != nil {
-						errs <- fmt.Errorf("Accounts: %w", err)
+						errs <- fmt.Errorf("accounts: %w", err)
 					}
 					if _, err := s.Tokens(ctx); err != nil {
-						errs <- fmt.Errorf("Tokens: %w", err)
+						errs <- fmt.Errorf("tokens: %w", err)
 					}
 					n, err := s.DeleteExpiredSessions(ctx, BaseTime)
 					if err != nil {

@@ -624,10 +624,10 @@ func exerciseConcurrent(t *testing.T, newDirectory func(t *testing.T) ports.Dire
 				}
 				if r%4 == 0 {
 					if _, err := d.Lists(ctx); err != nil {
-						errs <- fmt.Errorf("Lists: %w", err)
+						errs <- fmt.Errorf("lists: %w", err)
 					}
 					if _, err := d.Channels(ctx); err != nil {
-						errs <- fmt.Errorf("Channels: %w", err)
+						errs <- fmt.Errorf("channels: %w", err)
 					}
 				}
 			}
