@@ -210,3 +210,15 @@ func TestLimitListener(t *testing.T) {
 		t.Fatalf("refusals counted = %d, want 2", got)
 	}
 }
+
+func TestOnLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7201": true, "127.8.9.10:1": true, "[::1]:7201": true, "localhost:80": true, "LocalHost:80": true,
+		"0.0.0.0:7201": false, "[::]:7201": false, ":7201": false, "10.0.0.1:7201": false, "plant-a:7201": false,
+		"127.0.0.1": false, "[::ffff:127.0.0.1]:1": true, "": false,
+	} {
+		if got := OnLoopback(addr); got != want {
+			t.Errorf("OnLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

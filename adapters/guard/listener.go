@@ -2,6 +2,7 @@ package guard
 
 import (
 	"net"
+	"strings"
 	"sync"
 )
 
@@ -87,4 +88,24 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// OnLoopback reports whether addr (host:port) can be reached only from this
+// machine: its host is "localhost" or a loopback IP address. An address
+// without a port, an empty host and an unspecified address (0.0.0.0, [::]),
+// which listen on every interface, are not on loopback. Entrances may run
+// without their protection only on loopback.
+func OnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && LoopbackHost(host)
+}
+
+// LoopbackHost reports whether host names this machine: "localhost" (in any
+// case) or a loopback IP address.
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

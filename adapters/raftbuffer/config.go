@@ -158,7 +158,7 @@ func (c Config) Validate() error {
 	}
 	if c.TLS == nil {
 		for _, a := range c.addresses() {
-			if !onLoopback(a.addr) {
+			if !guard.OnLoopback(a.addr) {
 				bad("raftbuffer: %s %q is off loopback and TLS is not set: whoever reaches the Raft port could write to the buffer; set TLS (mutual, with certificates naming the members)", a.what, a.addr)
 			}
 		}
@@ -210,21 +210,6 @@ func (c Config) addresses() []address {
 		out = append(out, address{fmt.Sprintf("Peers[%d] (%s) Address", i, p.ID), p.Address})
 	}
 	return out
-}
-
-// onLoopback reports whether the host of addr (host:port) is a loopback
-// address or "localhost". An empty host or an unspecified address (0.0.0.0,
-// [::]) listens on every interface and is not loopback.
-func onLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // checkAddress checks a host:port a peer can dial.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/sitelink/internal/pb"
 	"github.com/siteline/outbox/ports"
 )
@@ -75,7 +76,7 @@ func Dial(cfg ClientConfig) (*Client, error) {
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS.Clone())
 	} else {
-		if cfg.Token != "" && !isLoopback(host) {
+		if cfg.Token != "" && !guard.LoopbackHost(host) {
 			return nil, fmt.Errorf("sitelink: refusing to send the site token in clear to %s: configure TLS, or use a loopback address", cfg.Addr)
 		}
 		cfg.Logger.Warn("site link to central without TLS: use this on loopback only", "addr", cfg.Addr)
@@ -228,13 +229,3 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // RequireTransportSecurity implements credentials.PerRPCCredentials: false
 // only for the plaintext loopback link that Dial allows.
 func (b bearer) RequireTransportSecurity() bool { return b.secure }
-
-// isLoopback reports whether host names this machine: "localhost" or a
-// loopback IP address.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

@@ -134,7 +134,7 @@ func (c LinkConfig) validate(o OutboxConfig) rules {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		r.add("link.listen", "%q is not host:port", c.Listen)
-	} else if !c.TLS.set() && !isLoopback(c.Listen) {
+	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
 		r.addRelated("link.tls", "link.listen", "required: %s is not a loopback address, and sites must not send in clear", c.Listen)
 	}
 	r = append(r, c.TLS.validate("link.tls", c.TLS.set())...)

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -125,7 +126,7 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	if f.httpSet {
 		if _, _, err := net.SplitHostPort(f.http); err != nil {
 			r.add("-http", "%q is not host:port", f.http)
-		} else if !isLoopback(f.http) {
+		} else if !guard.OnLoopback(f.http) {
 			r.add("-http", "%q is not a loopback address: outbox dev listens on loopback only", f.http)
 		}
 	}

@@ -564,30 +564,8 @@ channels:
 	p := start(t, dir, childEnv(), "central", "-config", file)
 	p.waitFor(t, `"msg":"central started"`, startTimeout)
 
-	ctx := t.Context()
-	store, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: filepath.Join(dir, "outbox.db")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	now := time.Now().UTC()
-	id := "0194f0d2-7a3b-7c4d-8e5f-000000000042"
-	if _, err := store.Insert(ctx, []ports.Notification{{ID: id, Type: "email", List: "ops", Subject: "Pump 3 stopped",
-		Body: "Pressure low.", Status: ports.StatusPending, SourceSite: "site-a", CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
-
-	deadline := time.Now().Add(runTimeout)
-	var n ports.Notification
-	for {
-		if n, err = store.Get(ctx, id); err == nil && n.Status == ports.StatusDelivered {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not Delivered in time: %+v, %v\n%s", n, err, p.Output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	n := insertAndWait(t, p, dir, ports.Notification{ID: "0194f0d2-7a3b-7c4d-8e5f-000000000042", Type: "email", List: "ops",
+		Subject: "Pump 3 stopped", Body: "Pressure low."}, ports.StatusDelivered)
 	if len(n.ResolvedTargets) != 1 || n.ResolvedTargets[0] != "ops@example.com" {
 		t.Errorf("ResolvedTargets %v", n.ResolvedTargets)
 	}
@@ -600,5 +578,34 @@ channels:
 	}
 	if code := p.exitCode(t, stopTimeout); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, p.Output())
+	}
+}
+
+// insertAndWait inserts n, Pending from site-a, into the SQLite database of
+// the central p runs in dir, as ingest would, and waits until it reaches
+// status; it returns the row then.
+func insertAndWait(t *testing.T, p *proc, dir string, n ports.Notification, status ports.Status) ports.Notification {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: filepath.Join(dir, "outbox.db")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now().UTC()
+	n.Status, n.SourceSite, n.CreatedAt, n.UpdatedAt = ports.StatusPending, "site-a", now, now
+	if _, err := store.Insert(ctx, []ports.Notification{n}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(runTimeout)
+	for {
+		got, err := store.Get(ctx, n.ID)
+		if err == nil && got.Status == status {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s in time: %+v, %v\n%s", status, got, err, p.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -101,7 +101,7 @@ func (c HTTPConfig) validate() rules {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		r.add("http.listen", "%q is not host:port", c.Listen)
-	} else if !c.TLS.set() && !isLoopback(c.Listen) {
+	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
 		r.addRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
 	}
 	if c.TLS.set() && c.TLS.CA != "" {

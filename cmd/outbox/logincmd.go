@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,6 +27,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/ports"
@@ -520,7 +520,7 @@ func opsHTTPClient(server, ca string) (*http.Transport, error) {
 // another machine.
 func opsWarnClear(stderr io.Writer, name, server, what string) {
 	u, err := url.Parse(server)
-	if err == nil && u.Scheme == "http" && !isLoopback(net.JoinHostPort(u.Hostname(), "0")) {
+	if err == nil && u.Scheme == "http" && !guard.LoopbackHost(u.Hostname()) {
 		fmt.Fprintf(stderr, "%s: warning: %s in clear over http to %s; prefer https\n", name, what, u.Host)
 	}
 }

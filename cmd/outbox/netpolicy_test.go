@@ -13,9 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -103,29 +101,8 @@ channels:
 		t.Errorf("central did not log its delivery network policy:\n%s", out)
 	}
 
-	ctx := t.Context()
-	store, err := sqlstore.Open(ctx, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: filepath.Join(dir, "outbox.db")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	now := time.Now().UTC()
-	id := "0194f0d2-7a3b-7c4d-8e5f-0000000000a1"
-	if _, err := store.Insert(ctx, []ports.Notification{{ID: id, Type: "webhook", List: "internal", Subject: "s",
-		Body: "b", Status: ports.StatusPending, SourceSite: "site-a", CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(runTimeout)
-	var n ports.Notification
-	for {
-		if n, err = store.Get(ctx, id); err == nil && n.Status == ports.StatusParked {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not Parked in time: %+v, %v\n%s", n, err, p.Output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	n := insertAndWait(t, p, dir, ports.Notification{ID: "0194f0d2-7a3b-7c4d-8e5f-0000000000a1", Type: "webhook", List: "internal",
+		Subject: "s", Body: "b"}, ports.StatusParked)
 	if want := "address 127.0.0.1 is denied by the delivery network policy"; !strings.Contains(n.LastError, want) ||
 		strings.Contains(n.LastError, "hunter2") || strings.Contains(n.LastError, "internal-admin") || n.RetryCount != 0 {
 		t.Errorf("last error %q after %d retries; want the policy's refusal at the first attempt", n.LastError, n.RetryCount)

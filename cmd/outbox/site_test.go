@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
 	"github.com/siteline/outbox/adapters/tlstest"
@@ -195,7 +196,7 @@ func TestDevSiteStaysOnLoopback(t *testing.T) {
 			t.Errorf("dev node %s has TLS or a token: %+v", sc.Node, sc)
 		}
 		for _, m := range sc.Members {
-			if !isLoopback(m.Raft) || !isLoopback(m.API) {
+			if !guard.OnLoopback(m.Raft) || !guard.OnLoopback(m.API) {
 				t.Errorf("dev member %+v is off loopback", m)
 			}
 		}

@@ -245,7 +245,7 @@ func (c SiteConfig) Validate() error {
 		r.add("central.addr", "required: central's link address host:port")
 	} else if _, _, err := net.SplitHostPort(c.Central.Addr); err != nil {
 		r.add("central.addr", "%q is not host:port", c.Central.Addr)
-	} else if !c.Central.TLS.set() && !isLoopback(c.Central.Addr) {
+	} else if !c.Central.TLS.set() && !guard.OnLoopback(c.Central.Addr) {
 		r.addRelated("central.tls", "central.addr", "required: central %s is not on loopback, and the link must not run in clear", c.Central.Addr)
 	}
 	r = append(r, c.Central.TLS.validate("central.tls", false)...)
@@ -307,7 +307,7 @@ func (c SiteConfig) offLoopbackRules() rules {
 func (c SiteConfig) offLoopback(ownKey, own, field string) (key, addr string) {
 	off := func(a string) bool {
 		_, _, err := net.SplitHostPort(a)
-		return err == nil && !isLoopback(a)
+		return err == nil && !guard.OnLoopback(a)
 	}
 	if off(own) {
 		return ownKey, own
