@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -144,6 +146,74 @@ func TestWebhookPolicyInPluginProcess(t *testing.T) {
 			t.Errorf("the receiver got %d requests, want 1", n)
 		}
 	})
+}
+
+// TestWebhookToThisMachinesLANAddressRefused plays the attacker of the
+// second review: central's own services (its page, a database, an agent)
+// listen on all interfaces, so a webhook list aimed at the machine's own
+// LAN address reaches them as loopback would. Through the real webhook
+// plugin process under the default policy, a receiver bound to all
+// interfaces and reached through one of this machine's non-loopback
+// addresses gets no request and the delivery is refused Permanent, naming
+// the address; with that address allowed, the same list is delivered.
+func TestWebhookToThisMachinesLANAddressRefused(t *testing.T) {
+	for _, addr := range thisMachinesAddresses(t) {
+		t.Run(addr.String(), func(t *testing.T) {
+			internal := newInternalService(t, "", nil) // all interfaces, as a service on 0.0.0.0 or ::
+			_, port, _ := net.SplitHostPort(internal.Listener.Addr().String())
+			target := "http://" + net.JoinHostPort(addr.String(), port) + "/internal-admin?token=s3cr3t"
+
+			host := startPluginsWithPolicy(t, channel.DefaultNetworkPolicy(), "webhook")
+			ch, _ := host.Channel("webhook")
+			res := deliverOnce(t, ch, "webhook", nil, target)
+			wantDenied(t, res, addr.String(), "s3cr3t")
+			if n := internal.requests.Load(); n != 0 {
+				t.Fatalf("the service on this machine's address %s got %d requests under the default policy", addr, n)
+			}
+
+			ok := newInternalService(t, "", func(http.ResponseWriter, *http.Request) {})
+			_, port, _ = net.SplitHostPort(ok.Listener.Addr().String())
+			host = startPluginsWithPolicy(t, mustNetworkPolicy(t, addr.String()), "webhook")
+			ch, _ = host.Channel("webhook")
+			if res := deliverOnce(t, ch, "webhook", nil, "http://"+net.JoinHostPort(addr.String(), port)+"/hook"); res.Outcome != ports.OutcomeSuccess {
+				t.Fatalf("%s allowed: %v (%q), want Success", addr, res.Outcome, res.Error)
+			}
+			if n := ok.requests.Load(); n != 1 {
+				t.Errorf("the receiver got %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// thisMachinesAddresses returns one IPv4 and one IPv6 address of this
+// machine's interfaces, those it has, neither loopback nor link-local; it
+// skips the test when there is none.
+func thisMachinesAddresses(t *testing.T) []netip.Addr {
+	t.Helper()
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skipf("cannot list this machine's addresses: %v", err)
+	}
+	var v4, v6 []netip.Addr
+	for _, ia := range ifaddrs {
+		ipnet, ok := ia.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(ipnet.IP)
+		switch a = a.Unmap(); {
+		case !ok || a.IsLoopback() || a.IsLinkLocalUnicast():
+		case a.Is4():
+			v4 = append(v4, a)
+		default:
+			v6 = append(v6, a)
+		}
+	}
+	found := slices.Concat(v4[:min(len(v4), 1)], v6[:min(len(v6), 1)])
+	if len(found) == 0 {
+		t.Skipf("this machine has no non-loopback interface address to test with (%v)", ifaddrs)
+	}
+	return found
 }
 
 // TestAdminListToLoopbackParks runs the review's finding end to end through

@@ -379,7 +379,7 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		return nil, err
 	}
 	logger.Info("delivery network policy: channels may not connect to loopback, link-local, cloud metadata, "+
-		"unspecified, multicast or broadcast addresses unless allowed",
+		"unspecified, multicast or broadcast addresses, nor to this machine's own addresses, unless allowed",
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
 		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup})

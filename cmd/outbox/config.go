@@ -257,7 +257,8 @@ type DeliveryConfig struct {
 // the OAuth2 token endpoint, and what third-party plugins connect to through
 // the SDK). Its rules apply on top of the built-in ones
 // (channel.NetworkPolicy): loopback, link-local, the cloud metadata
-// addresses, unspecified, multicast and broadcast are denied unless allowed;
+// addresses, unspecified, multicast, broadcast and this machine's own
+// interface addresses are denied unless allowed;
 // everything else, private networks included, is allowed unless denied. The
 // most specific rule wins, deny on a tie.
 type NetworkConfig struct {

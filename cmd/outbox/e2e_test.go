@@ -47,6 +47,9 @@ var (
 const e2eVersion = "v0.0.0-e2e"
 
 func TestMain(m *testing.M) {
+	if arg := os.Getenv(procScanEnv); arg != "" {
+		os.Exit(procScan(arg, os.Stdout))
+	}
 	dir, err := os.MkdirTemp("", "outbox-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

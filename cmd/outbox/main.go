@@ -34,6 +34,8 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/siteline/outbox/internal/harden"
 )
 
 // Exit codes.
@@ -45,7 +47,9 @@ const (
 
 // hardened are the subcommands whose process holds secrets (the database
 // DSN, tokens, passwords) in its environment and memory: they make it
-// unreadable to other processes of the same user at once (undumpable).
+// unreadable to other processes of the same user at once
+// (harden.Undumpable). `outbox plugin serve` does the same through
+// channel.Serve, as every plugin built with the SDK does.
 var hardened = map[string]bool{"central": true, "site": true, "dev": true, "migrate": true}
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -59,7 +63,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
 	if len(os.Args) > 1 && hardened[os.Args[1]] {
-		if err := undumpable(); err != nil {
+		if err := harden.Undumpable(); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: cannot make the process unreadable to other processes of its user: %v\n", err)
 		}
 	}

@@ -129,7 +129,7 @@ func TestPluginFilesWritableByOthersRefused(t *testing.T) {
 		"external in a writable dir": {PluginsConfig{External: []ExternalPlugin{{Type: "x", Command: filepath.Join(open, "jsonpost")}}},
 			"plugins.external[0].command: " + open + " has mode drwxrwxr-x"},
 		"external missing": {PluginsConfig{External: []ExternalPlugin{{Type: "x", Command: filepath.Join(ok, "nope")}}},
-			"plugins.external[0].command: stat " + filepath.Join(ok, "nope")},
+			"plugins.external[0].command: lstat " + filepath.Join(ok, "nope") + ": no such file or directory"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.cfg.hostPlugins("/x")
@@ -140,6 +140,156 @@ func TestPluginFilesWritableByOthersRefused(t *testing.T) {
 	}
 	if _, err := (PluginsConfig{Dir: ok, External: []ExternalPlugin{{Type: "y", Command: good}}}).hostPlugins("/x"); err != nil {
 		t.Fatalf("a plugin only its owner may write was refused: %v", err)
+	}
+}
+
+// TestPluginAncestorsWritableByOthersRefused plays the attacker of the
+// second review: plugins/ is 0755 but its parent is 0777, so anyone may
+// rename plugins/ away and put a directory of their own in its place, whose
+// binaries central runs (plugins are executed again by path at every
+// restart). Every directory on the way to a third-party plugin, through
+// symbolic links too, is checked from / down; a sticky directory (as /tmp,
+// where the tests' directories live) is accepted when root or central's
+// user owns it and the entry the path goes through. Before, central ran
+// plugins/evil.
+func TestPluginAncestorsWritableByOthersRefused(t *testing.T) {
+	mkdir := func(path string, mode os.FileMode) string {
+		t.Helper()
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return path
+	}
+	bin := func(dir, name string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	base := t.TempDir()
+	t.Chdir(base) // for the relative paths
+	// The review's layout: a 0777 parent of a 0755 plugins/.
+	open := mkdir(filepath.Join(base, "open"), 0o777)
+	plugins := mkdir(filepath.Join(open, "plugins"), 0o755)
+	bin(plugins, "evil")
+	// A group-writable directory two levels above an external binary.
+	group := mkdir(filepath.Join(base, "group"), 0o775)
+	deep := mkdir(filepath.Join(mkdir(filepath.Join(group, "opt"), 0o755), "bin"), 0o755)
+	pager := bin(deep, "pager")
+	// A safe directory reached through a link that lives in open/.
+	safe := mkdir(filepath.Join(base, "safe"), 0o755)
+	safePlugins := mkdir(filepath.Join(safe, "plugins"), 0o755)
+	bin(safePlugins, "fax")
+	if err := os.Symlink(safePlugins, filepath.Join(open, "link")); err != nil {
+		t.Fatal(err)
+	}
+	// A safe link to the safe directory, and a sticky directory like /tmp.
+	good := mkdir(filepath.Join(base, "good"), 0o755)
+	if err := os.Symlink(safePlugins, filepath.Join(good, "plugins")); err != nil {
+		t.Fatal(err)
+	}
+	sticky := mkdir(filepath.Join(base, "sticky"), 0o777|os.ModeSticky)
+	stickyPlugins := mkdir(filepath.Join(sticky, "plugins"), 0o755)
+	bin(stickyPlugins, "sms")
+
+	for name, c := range map[string]struct {
+		cfg  PluginsConfig
+		want string
+	}{
+		"others-writable parent of plugins.dir": {PluginsConfig{Dir: plugins},
+			"plugins.dir: " + open + " has mode drwxrwxrwx: writable by its group or others"},
+		"group-writable ancestor of an external command": {PluginsConfig{External: []ExternalPlugin{{Type: "pager", Command: pager}}},
+			"plugins.external[0].command: " + group + " has mode drwxrwxr-x: writable by its group or others"},
+		"link in an others-writable directory": {PluginsConfig{Dir: filepath.Join(open, "link")},
+			"plugins.dir: " + open + " has mode drwxrwxrwx"},
+		"relative path": {PluginsConfig{Dir: "open/plugins"},
+			"plugins.dir: " + open + " has mode drwxrwxrwx"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.cfg.hostPlugins("/x")
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error with %q", err, c.want)
+			}
+		})
+	}
+	for name, cfg := range map[string]PluginsConfig{
+		"the tests' own layout under the temporary directory": {Dir: safePlugins},
+		"a link in a safe directory":                          {Dir: filepath.Join(good, "plugins")},
+		"a sticky directory of central's user":                {Dir: stickyPlugins},
+		// The kernel reads good/plugins/.. as safe (the link's target's
+		// parent), not as good.
+		"through a link, then ..": {Dir: good + "/plugins/../plugins",
+			External: []ExternalPlugin{{Type: "sms", Command: stickyPlugins + "/./sms"}}},
+		"relative, through a link": {Dir: "good/plugins"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := cfg.hostPlugins("/x"); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+
+	// In a sticky directory anyone may write, an entry of another user is
+	// that user's to swap, and so is a sticky directory another user owns.
+	t.Run("sticky directory, another user's entry", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("giving a directory to another user needs root")
+		}
+		theirs := mkdir(filepath.Join(sticky, "theirs"), 0o755)
+		bin(theirs, "sms")
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err := PluginsConfig{Dir: theirs}.hostPlugins("/x")
+		if want := "plugins.dir: " + theirs + " belongs to uid 65534, neither root nor central's user, in " + sticky; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want an error with %q", err, want)
+		}
+		other := mkdir(filepath.Join(base, "other-sticky"), 0o777|os.ModeSticky)
+		mine := mkdir(filepath.Join(other, "plugins"), 0o755)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err = PluginsConfig{Dir: mine}.hostPlugins("/x")
+		if want := "plugins.dir: " + other + " has mode dtrwxrwxrwx and belongs to uid 65534"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want an error with %q", err, want)
+		}
+	})
+}
+
+// TestCentralRefusesAPluginUnderAWritableParent runs the review's attack
+// on the real binary: plugins/ is 0755 under a 0777 parent, and holds a
+// binary that leaves a mark when it runs. Central refuses to start, naming
+// the parent and its mode, and never runs the binary. Before, it ran it.
+func TestCentralRefusesAPluginUnderAWritableParent(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	plugins := filepath.Join(open, "plugins")
+	if err := os.MkdirAll(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(base, "evil-ran")
+	if err := os.WriteFile(filepath.Join(plugins, "evil"), []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(base, "central.yaml")
+	if err := os.WriteFile(config, []byte("data_dir: ./data\nlink: {listen: \"\"}\nsmtp_capture: {addr: \"\"}\n"+
+		"plugins: {builtin: [none], dir: "+plugins+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runToEnd(t, base, childEnv(), "central", "-config", config)
+	if want := "plugins.dir: " + open + " has mode drwxrwxrwx: writable by its group or others"; code == 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want a refusal naming %q:\n%s", code, want, out)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("central ran the plugin under a directory anyone may write")
 	}
 }
 

@@ -852,6 +852,35 @@ func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	}
 }
 
+// TestServerReplyURLsAndPathsRemoved plays the review's SMTP server, which
+// answers RCPT TO with a text holding an intranet URL with a session and a
+// file path: the notification's error (which viewers read) and the log keep
+// the reply's code and words, mask the addresses, and hold neither the URL
+// nor the path. Before, only the addresses were masked.
+func TestServerReplyURLsAndPathsRemoved(t *testing.T) {
+	const url, path = "http://intranet.example/x?session=ABCDEF123456", "/etc/passwd"
+	srv := newTestServer(t, serverConfig{rcpt: func(to string) error {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+			Message: to + " unknown user; contact admin@corp.example or see " + url + " " + path + " or C:\\mail\\spool"}
+	}})
+	var logs logBuffer
+	ch := newChannel(t, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	res := deliver(t, ch, testRequest(srv.settings(t), testTargets...))
+	wantOutcome(t, res, channel.Permanent)
+	for _, want := range []string{"550", "unknown user; contact a***@corp.example or see [redacted] [redacted] or [redacted]"} {
+		if !strings.Contains(res.Error, want) {
+			t.Errorf("error %q, want it to hold %q", res.Error, want)
+		}
+	}
+	for _, text := range []string{res.Error, logs.String()} {
+		for _, leak := range []string{"intranet.example", "session", "ABCDEF123456", path, "spool", "admin@corp.example"} {
+			if strings.Contains(text, leak) {
+				t.Errorf("%q shows in %q", leak, text)
+			}
+		}
+	}
+}
+
 // TestConcurrentDeliveries runs many deliveries at once over several
 // settings changes, for the race detector.
 func TestConcurrentDeliveries(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	gmsmtp "github.com/wneessen/go-mail/smtp"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/internal/textclean"
 )
 
 // maxErrorText bounds the length of a Result's Error.
@@ -47,21 +48,29 @@ type masker struct {
 	addresses []string // replaced by their masked form, even where the pattern misses them
 }
 
-// mask returns s with every secret and every e-mail address masked, on one
-// line, at most maxErrorText bytes long.
+// mask returns s with every secret and every e-mail address masked and every
+// URL- or path-like word (an SMTP server's "see http://...?session=..." or
+// "/etc/passwd") replaced by "[redacted]", on one line, at most maxErrorText
+// bytes long.
 func (m *masker) mask(s string) string {
-	for _, secret := range m.secrets {
-		if len(secret) >= minMaskedSecret {
-			s = strings.ReplaceAll(s, secret, "<secret>")
+	hide := func(s string) string {
+		for _, secret := range m.secrets {
+			if len(secret) >= minMaskedSecret {
+				s = strings.ReplaceAll(s, secret, "<secret>")
+			}
 		}
+		return s
 	}
+	s = hide(s)
 	for _, a := range m.addresses {
 		if a != "" {
 			s = strings.ReplaceAll(s, a, maskAddress(a))
 		}
 	}
 	s = addressPattern.ReplaceAllStringFunc(s, maskAddress)
-	s = strings.Join(strings.Fields(s), " ")
+	// Again on the single-spaced text: a line break or a run of spaces may
+	// have split a secret.
+	s = hide(textclean.Words(s, textclean.LinkLike))
 	if len(s) > maxErrorText {
 		cut := maxErrorText
 		for cut > 0 && !utf8.RuneStart(s[cut]) {

@@ -99,3 +99,29 @@ func FuzzParseTargets(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMask: whatever an SMTP server answers, the text that reaches a
+// notification's error is one line of bounded length without a URL- or
+// path-like word (no "/" nor "\\" at all), and holds no secret.
+func FuzzMask(f *testing.F) {
+	f.Add(`550 5.1.1 <bob@example.com> unknown user; see http://intranet.example/x?session=ABCDEF123456 /etc/passwd`, "ABCDEF123456", "bob@example.com")
+	f.Add("535 5.7.8 authentication failed for hunter22\r\nC:\\mail\\spool", "hunter22", "alice@example.com")
+	f.Add("421 4.7.0 try again later: pass\tword", "pass word", "x")
+	f.Add("550 /***@example.com ftp://host smb:\\\\share", "", "/x@example.com")
+	f.Fuzz(func(t *testing.T, reply, secret, target string) {
+		m := &masker{secrets: []string{secret}, addresses: []string{target}}
+		got := m.mask(reply)
+		if strings.ContainsAny(got, "\r\n/\\") {
+			t.Fatalf("mask(%q) = %q: a line break, a URL or a path", reply, got)
+		}
+		if len(got) > maxErrorText+len("…") {
+			t.Fatalf("mask(%q): %d bytes", reply, len(got))
+		}
+		plain := len(secret) >= minMaskedSecret && !strings.ContainsFunc(secret, func(r rune) bool {
+			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+		})
+		if plain && !strings.Contains(reply, "@") && !strings.Contains("<secret>[redacted]<address>…", secret) && strings.Contains(got, secret) {
+			t.Fatalf("mask(%q) = %q holds the secret %q", reply, got, secret)
+		}
+	})
+}

@@ -18,7 +18,8 @@ type jsonPost struct{ client *http.Client }
 
 // newJSONPost builds the channel. Its HTTP client obeys the delivery network
 // policy central passes to the plugin: loopback, link-local and cloud
-// metadata addresses are refused unless central's configuration allows them.
+// metadata addresses, and central's machine's own addresses, are refused
+// unless central's configuration allows them.
 func newJSONPost() jsonPost {
 	return jsonPost{client: channel.NetworkPolicyFromEnv().HTTPClient()}
 }

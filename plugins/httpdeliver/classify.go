@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/internal/textclean"
 )
 
 // MaxRetryAfter caps a server's Retry-After, so that a broken or hostile
@@ -108,13 +109,9 @@ func sanitizeText(s string, secrets []string) string {
 	// Again on the single-spaced text: a secret may have been split by a
 	// control character or a run of spaces ("to\x00ken").
 	s = redact(strings.Join(strings.Fields(s), " "))
-	words := strings.Fields(s)
-	for i, w := range words {
-		if len(w) > 40 || strings.ContainsAny(w, "@/\\") || strings.Contains(w, "://") {
-			words[i] = "[redacted]"
-		}
-	}
-	s = strings.Join(words, " ")
+	s = textclean.Words(s, func(w string) bool {
+		return len(w) > 40 || strings.Contains(w, "@") || textclean.LinkLike(w)
+	})
 	if utf8.RuneCountInString(s) > maxQuoted {
 		s = string([]rune(s)[:maxQuoted]) + "…"
 	}

@@ -67,6 +67,14 @@ func (e *DeniedError) Unwrap() error { return ErrNetworkDenied }
 //     (169.254.169.254, fd00:ec2::254, 100.100.100.200), unspecified
 //     (0.0.0.0/8, ::), multicast (224.0.0.0/4, ff00::/8) and broadcast
 //     (255.255.255.255);
+//   - denied by default too: every address of this machine's own network
+//     interfaces (its LAN addresses, a Docker bridge's, ...), each as a
+//     rule of that one address (/32, /128), because a service that listens
+//     on all interfaces (0.0.0.0, ::) answers there as it does on loopback.
+//     The addresses are listed (net.InterfaceAddrs) at each check, so an
+//     address DHCP gives the machine later is denied from the first
+//     connection to it; when they cannot be listed, every address not
+//     allowed by a configured rule of that one address is denied;
 //   - allowed by default: everything else, private networks (10.0.0.0/8,
 //     172.16.0.0/12, 192.168.0.0/16, fc00::/7) included, where plant
 //     receivers live.
@@ -76,7 +84,8 @@ func (e *DeniedError) Unwrap() error { return ErrNetworkDenied }
 // among configured rules deny wins. So allowing 169.254.0.0/16 leaves
 // 169.254.169.254 denied (its built-in /32 is more specific) until
 // 169.254.169.254 itself is allowed; allowing 127.0.0.0/8 overrides the
-// built-in deny of the same prefix.
+// built-in deny of the same prefix; allowing 192.168.1.0/24 leaves this
+// machine's 192.168.1.5 denied until 192.168.1.5 itself is allowed.
 //
 // An IPv4-mapped IPv6 address is judged as the IPv4 address it maps, and a
 // zone is ignored. A NetworkPolicy is immutable and safe for concurrent use.
@@ -84,6 +93,9 @@ type NetworkPolicy struct {
 	allow, deny []netip.Prefix // the configured rules, canonical
 	rules       []netRule      // built-in and configured
 	broken      error          // non-nil: every address is denied, saying why
+	// own lists this machine's addresses for the built-in rule that denies
+	// them (hostAddrs; tests give a fixed list).
+	own func() ([]netip.Addr, error)
 }
 
 // netRule is one rule of a policy.
@@ -113,7 +125,8 @@ var builtinDeny = []netip.Prefix{
 var builtinAllow = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
 
 // BuiltinDenied returns the prefixes a policy denies unless its configured
-// rules allow them, for documentation and logs.
+// rules allow them, for documentation and logs. This machine's own
+// addresses, denied too, are not among them: each check lists them anew.
 func BuiltinDenied() []netip.Prefix { return slices.Clone(builtinDeny) }
 
 // DefaultNetworkPolicy returns the policy of the built-in rules alone.
@@ -148,7 +161,7 @@ func NewNetworkPolicy(allow, deny []string) (*NetworkPolicy, error) {
 }
 
 func newPolicy(allow, deny []netip.Prefix) *NetworkPolicy {
-	p := &NetworkPolicy{allow: allow, deny: deny}
+	p := &NetworkPolicy{allow: allow, deny: deny, own: hostAddrs}
 	for _, pr := range builtinAllow {
 		p.rules = append(p.rules, netRule{prefix: pr, allow: true})
 	}
@@ -230,18 +243,31 @@ func (p *NetworkPolicy) Check(addr netip.Addr) error {
 	if p.broken != nil {
 		return &DeniedError{Addr: a, why: "denied: " + p.broken.Error()}
 	}
-	if !a.IsValid() || !p.allows(a) {
+	if !a.IsValid() || !p.allows(a, false) {
 		return &DeniedError{Addr: a}
+	}
+	// Allowed by the static rules: is it one of this machine's own?
+	own, err := p.isOwn(a)
+	if err != nil {
+		if !p.allows(a, true) {
+			return &DeniedError{Addr: a, why: ErrNetworkDenied.Error() + " (this machine's own addresses cannot be listed: " + err.Error() + ")"}
+		}
+		return nil
+	}
+	if own && !p.allows(a, true) {
+		return &DeniedError{Addr: a, why: ErrNetworkDenied.Error() + " (it is an address of this machine)"}
 	}
 	return nil
 }
 
-// allows decides for a valid, unmapped address without a zone.
-func (p *NetworkPolicy) allows(a netip.Addr) bool {
+// allows decides for a valid, unmapped address without a zone; own adds
+// the built-in deny of that one address, which only a configured rule of
+// the same address overrides.
+func (p *NetworkPolicy) allows(a netip.Addr, own bool) bool {
 	best, bestConfigured, allowed := -1, false, false
-	for _, r := range p.rules {
+	consider := func(r netRule) {
 		if !r.prefix.Contains(a) {
-			continue
+			return
 		}
 		bits := r.prefix.Bits()
 		switch {
@@ -251,7 +277,58 @@ func (p *NetworkPolicy) allows(a netip.Addr) bool {
 			allowed = false
 		}
 	}
+	for _, r := range p.rules {
+		consider(r)
+	}
+	if own {
+		consider(netRule{prefix: netip.PrefixFrom(a, a.BitLen())})
+	}
 	return best >= 0 && allowed
+}
+
+// isOwn reports whether a is one of this machine's interface addresses.
+func (p *NetworkPolicy) isOwn(a netip.Addr) (bool, error) {
+	if p.own == nil {
+		return false, nil
+	}
+	addrs, err := p.own()
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(addrs, a), nil
+}
+
+// hostAddrs lists the addresses of this machine's network interfaces,
+// unmapped and without zones, loopback ones left out (the loopback rule
+// decides for them, so that allowing 127.0.0.0/8 allows 127.0.0.1). It
+// asks the kernel every time (about 10 µs on Linux, against the
+// milliseconds of a connection), so an address the machine gains is seen
+// at once.
+func hostAddrs() ([]netip.Addr, error) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(ifaddrs))
+	for _, ia := range ifaddrs {
+		var ip net.IP
+		switch v := ia.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		default:
+			continue
+		}
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			continue
+		}
+		if a = a.Unmap().WithZone(""); !a.IsLoopback() {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // Control is a net.Dialer Control function that applies the policy to the

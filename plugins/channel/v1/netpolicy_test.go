@@ -26,8 +26,19 @@ func mustPolicy(t testing.TB, allow, deny []string) *NetworkPolicy {
 	return p
 }
 
+// withOwn makes p judge addrs, and no other, as this machine's own
+// addresses, so that a test's verdicts do not depend on the machine's.
+func withOwn(p *NetworkPolicy, addrs ...string) *NetworkPolicy {
+	own := make([]netip.Addr, len(addrs))
+	for i, a := range addrs {
+		own[i] = netip.MustParseAddr(a)
+	}
+	p.own = func() ([]netip.Addr, error) { return own, nil }
+	return p
+}
+
 func TestNetworkPolicyDefaults(t *testing.T) {
-	p := DefaultNetworkPolicy()
+	p := withOwn(DefaultNetworkPolicy())
 	for addr, allowed := range map[string]bool{
 		"127.0.0.1": false, "127.1.2.3": false, "::1": false,
 		"169.254.169.254": false, "169.254.1.1": false, "fe80::1": false, "fe80::1%eth0": false,
@@ -89,7 +100,7 @@ func TestNetworkPolicyMostSpecificWins(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := mustPolicy(t, c.allow, c.deny)
+			p := withOwn(mustPolicy(t, c.allow, c.deny))
 			for addr, allowed := range c.want {
 				if err := p.Check(netip.MustParseAddr(addr)); (err == nil) != allowed {
 					t.Errorf("%s: %v, want allowed %v", addr, err, allowed)
@@ -97,6 +108,125 @@ func TestNetworkPolicyMostSpecificWins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNetworkPolicyDeniesThisMachine: a service on central's machine that
+// listens on all interfaces answers on the machine's LAN addresses as it
+// does on loopback, so those are denied by a built-in rule of each one
+// address, which only a configured rule of that same address overrides.
+func TestNetworkPolicyDeniesThisMachine(t *testing.T) {
+	own := []string{"192.168.1.5", "fd00::2", "10.9.8.7"}
+	for _, c := range []struct {
+		name        string
+		allow, deny []string
+		want        map[string]bool
+	}{
+		{"Default", nil, nil,
+			map[string]bool{"192.168.1.5": false, "::ffff:192.168.1.5": false, "fd00::2": false, "10.9.8.7": false,
+				"192.168.1.6": true, "fd00::3": true, "10.9.8.8": true}},
+		{"ItsNetworkAllowed", []string{"192.168.1.0/24", "fd00::/64", "0.0.0.0/0"}, nil,
+			map[string]bool{"192.168.1.5": false, "fd00::2": false, "192.168.1.6": true}},
+		{"TheAddressItselfAllowed", []string{"192.168.1.5", "fd00::2/128"}, nil,
+			map[string]bool{"192.168.1.5": true, "fd00::2": true, "10.9.8.7": false}},
+		{"AllowedAndDenied", []string{"192.168.1.5"}, []string{"192.168.1.5"},
+			map[string]bool{"192.168.1.5": false}},
+		{"LoopbackStaysTheLoopbackRules", []string{"127.0.0.0/8"}, nil,
+			map[string]bool{"127.0.0.1": true, "192.168.1.5": false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := withOwn(mustPolicy(t, c.allow, c.deny), own...)
+			for addr, allowed := range c.want {
+				err := p.Check(netip.MustParseAddr(addr))
+				if (err == nil) != allowed {
+					t.Errorf("%s: %v, want allowed %v", addr, err, allowed)
+				}
+				if err != nil && !errors.Is(err, ErrNetworkDenied) {
+					t.Errorf("%s: %v does not wrap ErrNetworkDenied", addr, err)
+				}
+			}
+		})
+	}
+	err := withOwn(DefaultNetworkPolicy(), own...).Check(netip.MustParseAddr("192.168.1.5"))
+	if got, want := errorText(err), "address 192.168.1.5 is denied by the delivery network policy (it is an address of this machine)"; got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+
+	// The list is read at each check: an address the machine gains is
+	// denied from the next check on.
+	var mu sync.Mutex
+	list := []netip.Addr{netip.MustParseAddr("192.168.1.5")}
+	p := DefaultNetworkPolicy()
+	p.own = func() ([]netip.Addr, error) { mu.Lock(); defer mu.Unlock(); return slices.Clone(list), nil }
+	if err := p.Check(netip.MustParseAddr("192.168.7.7")); err != nil {
+		t.Fatalf("before DHCP: %v", err)
+	}
+	mu.Lock()
+	list = append(list, netip.MustParseAddr("192.168.7.7"))
+	mu.Unlock()
+	if err := p.Check(netip.MustParseAddr("192.168.7.7")); err == nil {
+		t.Error("an address the machine gained is allowed")
+	}
+
+	// When the addresses cannot be listed, only what a rule of the one
+	// address allows is allowed.
+	p = mustPolicy(t, []string{"192.168.1.9"}, nil)
+	p.own = func() ([]netip.Addr, error) { return nil, errors.New("netlink: permission denied") }
+	if err := p.Check(netip.MustParseAddr("192.168.1.9")); err != nil {
+		t.Errorf("an address allowed by itself, addresses unlisted: %v", err)
+	}
+	err = p.Check(netip.MustParseAddr("8.8.8.8"))
+	if !errors.Is(err, ErrNetworkDenied) || !strings.Contains(errorText(err), "this machine's own addresses cannot be listed: netlink: permission denied") {
+		t.Errorf("addresses unlisted, 8.8.8.8: %v; want denied, saying why", err)
+	}
+}
+
+// TestDialerRefusesThisMachinesAddress plays the attacker of the review at
+// the dialer: a service bound to all interfaces, reached through one of
+// this machine's non-loopback addresses, is refused before any connection
+// is made, and reached once that address is allowed.
+func TestDialerRefusesThisMachinesAddress(t *testing.T) {
+	addr := nonLoopbackAddr(t)
+	rec := listenRecording(t, "")
+	_, port, _ := net.SplitHostPort(rec.addr)
+	target := net.JoinHostPort(addr.String(), port)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	c, err := DefaultNetworkPolicy().Dialer().DialContext(ctx, "tcp", target)
+	if err == nil {
+		_ = c.Close()
+		t.Fatalf("dial %s, this machine's own address: connected under the default policy", target)
+	}
+	if want := "address " + addr.String() + " is denied by the delivery network policy"; !strings.Contains(errorText(err), want) {
+		t.Errorf("dial %s: %v; want %q", target, err, want)
+	}
+	c, err = mustPolicy(t, []string{addr.String()}, nil).Dialer().DialContext(ctx, "tcp", target)
+	if err != nil {
+		t.Fatalf("dial %s with %s allowed: %v", target, addr, err)
+	}
+	local := c.LocalAddr().String()
+	_ = c.Close()
+	waitFor(t, "the allowed connection accepted", func() bool { return slices.Contains(rec.accepted(), local) })
+	if got := rec.accepted(); len(got) != 1 {
+		t.Errorf("connections accepted from %v, want only the allowed one (%s)", got, local)
+	}
+}
+
+// nonLoopbackAddr returns one of this machine's interface addresses that is
+// neither loopback nor link-local, or skips the test.
+func nonLoopbackAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	addrs, err := hostAddrs()
+	if err != nil {
+		t.Skipf("cannot list this machine's addresses: %v", err)
+	}
+	for _, a := range addrs {
+		if !a.IsLinkLocalUnicast() && (a.Is4() || !slices.ContainsFunc(addrs, netip.Addr.Is4)) {
+			return a
+		}
+	}
+	t.Skipf("this machine has no non-loopback interface address to test with (it has %v)", addrs)
+	return netip.Addr{}
 }
 
 func TestParseNetworkPrefix(t *testing.T) {

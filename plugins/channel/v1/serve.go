@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+
+	"github.com/siteline/outbox/internal/harden"
 )
 
 // stderr is the process's standard error as it was at start. plugin.Serve
@@ -21,7 +23,15 @@ var stderr = os.Stderr
 //
 // Started by hand rather than by central, it prints a short explanation and
 // exits with status 1.
+//
+// First it makes the process non-dumpable (Linux PR_SET_DUMPABLE), so that
+// no other process of its user — another plugin, when plugins run as
+// central's user — can read its memory or /proc/<pid>/environ, where the
+// secrets resolved for its deliveries pass. A failure is logged as a warning.
 func Serve(ch Channel) {
+	if err := harden.Undumpable(); err != nil {
+		Logger().Warn("cannot make the plugin process unreadable to other processes of its user", "error", err.Error())
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         PluginMap(ch),
