@@ -35,7 +35,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/siteline/outbox/internal/harden"
+	"github.com/siteline/outbox/adapters/harden"
 )
 
 // Exit codes.

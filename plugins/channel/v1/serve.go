@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/siteline/outbox/internal/harden"
+	"github.com/siteline/outbox/adapters/harden"
 )
 
 // stderr is the process's standard error as it was at start. plugin.Serve
