@@ -347,3 +347,104 @@ func TestLoginFloodFromOneAddressCannotStarveAnother(t *testing.T) {
 		t.Fatalf("%d logins in progress counted, want 119", got)
 	}
 }
+
+// rotatingAttack plays the reviewer's attack over real TCP: 31 loopback
+// addresses guess admin's password, each once per second of the test's
+// clock, all at the same instant, for rounds seconds; every 3 s newcomer(k)
+// runs with the attack in full swing. It returns each attacking address's
+// password checks (answers 401), as the instants of the test's clock.
+func (e *loginEnv) rotatingAttack(rounds int, newcomer func(k int)) map[string][]time.Time {
+	e.t.Helper()
+	addrs := make([]string, 31)
+	clients := make([]*http.Client, len(addrs))
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.%d", 10+i)
+		clients[i] = e.from(addrs[i])
+	}
+	var mu sync.Mutex
+	checks := map[string][]time.Time{}
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				resp, body := e.apiLogin(c, "admin", fmt.Sprintf("guess %d", round))
+				switch resp.StatusCode {
+				case http.StatusUnauthorized:
+					mu.Lock()
+					checks[addrs[i]] = append(checks[addrs[i]], e.clock.Now())
+					mu.Unlock()
+				case http.StatusTooManyRequests:
+				default:
+					e.t.Errorf("a guess from %s: %d %s", addrs[i], resp.StatusCode, body)
+				}
+			})
+		}
+		wg.Wait()
+		if round%3 == 2 {
+			newcomer(round / 3)
+		}
+		e.clock.advance(time.Second)
+	}
+	return checks
+}
+
+// TestRotatingAddressesCannotLockTheAdminOut replays the reviewer's attack:
+// 31 addresses hammer admin's login for three minutes (of the test's clock)
+// while the real admin arrives every 3 s at an address it never used.
+// Every first login of the admin at a new address is answered at once (200
+// from the API, the page's redirect), never 429; each attacking address gets
+// at most one password check per the account's delay once it is capped.
+func TestRotatingAddressesCannotLockTheAdminOut(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	const rounds = 180
+	checks := e.rotatingAttack(rounds, func(k int) {
+		ip := fmt.Sprintf("127.0.0.%d", 100+k)
+		c := e.from(ip)
+		if k%2 == 0 {
+			if resp, body := e.apiLogin(c, "admin", password); resp.StatusCode != http.StatusOK {
+				t.Fatalf("the admin's first login at %s, %d s into the attack: %d %s", ip, 3*k+2, resp.StatusCode, body)
+			}
+			return
+		}
+		if resp, body := e.pageLogin(c, "admin", password); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("the admin's first login on the page at %s, %d s into the attack: %d %s", ip, 3*k+2, resp.StatusCode, body)
+		}
+	})
+	total := 0
+	for ip, at := range checks {
+		total += len(at)
+		if most := 1 + rounds/60 + core.DefaultAddressFreeFailures; len(at) > most {
+			t.Errorf("%s had %d password checks in %d s, want at most %d", ip, len(at), rounds, most)
+		}
+		// At most one check per minute once the account has seen a few
+		// dozen failures (its delay is then at its cap).
+		for i := 1; i < len(at); i++ {
+			if at[i-1].Sub(at[0]) >= 30*time.Second && at[i].Sub(at[i-1]) < core.DefaultAccountMaxDelay {
+				t.Errorf("%s: two checks %v apart", ip, at[i].Sub(at[i-1]))
+			}
+		}
+	}
+	if got := e.refusals.Count("login failed") + e.refusals.Count("login throttled (account)") + e.refusals.Count("login throttled (address)"); got != 31*rounds {
+		t.Fatalf("%d of %d guesses counted as refused", got, 31*rounds)
+	}
+	t.Logf("%d password checks for %d guesses from 31 addresses in %d s", total, 31*rounds, rounds)
+}
+
+// TestRestartDoesNotLockTheAdminOut: after a restart central has forgotten
+// where the admin logged in; an attack that starts with it does not keep the
+// admin out of the usual address.
+func TestRestartDoesNotLockTheAdminOut(t *testing.T) {
+	store := &gatedAccounts{Store: memstore.New()}
+	before := newLoginEnv(t, core.OperatorsConfig{}, store)
+	if resp, body := before.apiLogin(before.from(adminIP), "admin", password); resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	e := newLoginEnv(t, core.OperatorsConfig{}, store) // the restart: new Operators, same database
+	e.rotatingAttack(40, func(k int) {
+		if k == 10 {
+			if resp, body := e.apiLogin(e.from(adminIP), "admin", password); resp.StatusCode != http.StatusOK {
+				t.Fatalf("the admin at the usual address after a restart, during the attack: %d %s", resp.StatusCode, body)
+			}
+		}
+	})
+}

@@ -370,8 +370,7 @@ func throttledMessage(te *ports.LoginThrottledError) string {
 	case ports.LoginThrottledAddress:
 		return "Too many failed logins from your address. Your password was not checked; try again in " + wait + "."
 	case ports.LoginThrottledAccount:
-		return "Too many failed logins for this account from elsewhere. Your password was not checked; try again in " + wait +
-			". Logging in from an address this account used before is not delayed."
+		return "Too many failed logins for this account, and the last try from your address failed too. Your password was not checked; try again in " + wait + "."
 	}
 	return "Another login from your address is being checked. Try again in " + wait + "."
 }
