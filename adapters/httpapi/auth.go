@@ -70,6 +70,8 @@ const (
 	refusedLoginAccount    = "login throttled (account)"
 	refusedLoginBusy       = "login in progress"
 	refusedLoginOverloaded = "login overloaded"
+	// refusedOwnTokenRate: an account making tokens of its own too fast.
+	refusedOwnTokenRate = "own tokens over rate"
 )
 
 // loginRefusal is the reason a failed login is counted under; "" for an

@@ -64,8 +64,21 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client; a request from any other peer is the peer's own.
 	TrustedProxies []netip.Prefix
-	Logger         *slog.Logger
+	// OwnTokenRate and OwnTokenBurst bound how fast one account makes
+	// tokens of its own (POST /api/v1/me/tokens, what outbox login does):
+	// tokens a second on average and at once; zero means
+	// DefaultOwnTokenRate and DefaultOwnTokenBurst.
+	OwnTokenRate  float64
+	OwnTokenBurst int
+	Logger        *slog.Logger
 }
+
+// How fast one account may make tokens of its own by default: a login a
+// minute, five at once.
+const (
+	DefaultOwnTokenRate  = 1.0 / 60
+	DefaultOwnTokenBurst = 5
+)
 
 // PluginStatus is one channel plugin as the dashboard shows it.
 type PluginStatus struct {
@@ -89,9 +102,11 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	refusals *guard.Refusals
-	pages    map[string]*template.Template
-	mux      *http.ServeMux
-	h        http.Handler
+	// ownTokens limits how fast each account makes tokens of its own.
+	ownTokens *guard.KeyedLimiter
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
+	h         http.Handler
 	// apiPatterns are the API routes registered, for the OpenAPI test.
 	apiPatterns []string
 }
@@ -133,7 +148,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Refusals == nil {
 		cfg.Refusals = guard.NewRefusals("http", cfg.Logger, 0)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, refusals: cfg.Refusals, pages: pages, mux: http.NewServeMux()}
+	if cfg.OwnTokenRate <= 0 {
+		cfg.OwnTokenRate = DefaultOwnTokenRate
+	}
+	if cfg.OwnTokenBurst <= 0 {
+		cfg.OwnTokenBurst = DefaultOwnTokenBurst
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, refusals: cfg.Refusals, pages: pages, mux: http.NewServeMux(),
+		ownTokens: guard.NewKeyedLimiter(cfg.OwnTokenRate, cfg.OwnTokenBurst)}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(s.crossOrigin))
