@@ -448,3 +448,109 @@ func TestRestartDoesNotLockTheAdminOut(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedCredentialsAreCountedAndLogged replays the reviewer's probe:
+// 300 API requests with forged tokens from one address used to leave no
+// trace (no log line, no metric). Every refused credential — a forged,
+// revoked or malformed token, a closed session, on the API and on the page
+// — is now counted under its reason, and logged at most once per address
+// per minute, never with the credential.
+func TestRefusedCredentialsAreCountedAndLogged(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	attacker := e.from(attackerIP)
+	get := func(c *http.Client, path string, set func(*http.Request)) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+		set(req)
+		resp, _ := e.do(c, req)
+		return resp
+	}
+	var forged []string
+	for i := range 300 {
+		tok := fmt.Sprintf("obx_%012x_forged-secret-%d", i, i)
+		if i%3 == 0 {
+			tok = fmt.Sprintf("not-even-a-token-%d", i)
+		}
+		forged = append(forged, tok)
+		resp := get(attacker, "/api/v1/notifications", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) })
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a forged token: %d", resp.StatusCode)
+		}
+	}
+	if got := e.refusals.Count("bad token"); got != 300 {
+		t.Fatalf("%d of 300 forged tokens counted", got)
+	}
+	logs := e.log.String()
+	if n := strings.Count(logs, "refused"); n != 1 || !strings.Contains(logs, "caller="+attackerIP) || !strings.Contains(logs, `reason="bad token"`) {
+		t.Fatalf("want one line for the 300, naming the address and the reason:\n%s", logs)
+	}
+	for _, tok := range forged {
+		if strings.Contains(logs, tok) || strings.Contains(logs, "forged-secret") {
+			t.Fatalf("the log holds a token:\n%s", logs)
+		}
+	}
+
+	// A revoked token of one's own, from another address.
+	c := e.from(adminIP)
+	resp, body := e.apiLogin(c, "admin", password)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			cookie = ck
+		}
+	}
+	expires := e.clock.Now().Add(time.Hour)
+	b, _ := json.Marshal(api.NewOwnToken{ExpiresAt: &expires})
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/me/tokens", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(cookie)
+	resp, body = e.do(c, req)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	secret := decode[api.CreatedToken](t, []byte(body)).Secret
+	req, _ = http.NewRequest(http.MethodDelete, e.srv.URL+"/api/v1/me/token", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if resp, body := e.do(c, req); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	if resp := get(c, "/api/v1/kpis", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) }); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a revoked token: %d", resp.StatusCode)
+	}
+	if got := e.refusals.Count("bad token"); got != 301 {
+		t.Fatalf("the revoked token was not counted: %d", got)
+	}
+
+	// A closed session, on the API and on the page (which still sends the
+	// browser to the login page).
+	req, _ = http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/logout", nil)
+	req.AddCookie(cookie)
+	if resp, _ := e.do(c, req); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp := get(c, "/api/v1/kpis", func(r *http.Request) { r.AddCookie(cookie) }); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a closed session on the API: %d", resp.StatusCode)
+	}
+	if resp := get(c, "/notifications", func(r *http.Request) { r.AddCookie(cookie) }); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a closed session on the page: %d", resp.StatusCode)
+	}
+	if got := e.refusals.Count("bad session"); got != 2 {
+		t.Fatalf("%d closed sessions counted, want 2", got)
+	}
+	// A malformed header, and none at all on the API; a page visited
+	// without a session is a browser's first visit, not a refusal.
+	get(c, "/api/v1/kpis", func(r *http.Request) { r.Header.Set("Authorization", "Basic YWRtaW46YWRtaW4=") })
+	get(c, "/api/v1/kpis", func(*http.Request) {})
+	if resp := get(c, "/notifications", func(*http.Request) {}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the page without a session: %d", resp.StatusCode)
+	}
+	if e.refusals.Count("malformed credentials") != 1 || e.refusals.Count("no credentials") != 1 {
+		t.Fatalf("malformed %d, none %d; want 1 and 1", e.refusals.Count("malformed credentials"), e.refusals.Count("no credentials"))
+	}
+	if strings.Contains(e.log.String(), secret) || strings.Contains(e.log.String(), cookie.Value) || strings.Contains(e.log.String(), "YWRtaW46") {
+		t.Fatalf("the log holds a credential:\n%s", e.log.String())
+	}
+}

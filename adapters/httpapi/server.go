@@ -57,9 +57,10 @@ type Config struct {
 	SecureCookies bool
 	// Banner, when set, is shown on every page (dev mode says so).
 	Banner string
-	// Refusals logs and counts failed and throttled logins (entrance
-	// "http", keyed by client address); register it with the metrics. Nil
-	// makes one that logs to Logger and is counted nowhere.
+	// Refusals logs and counts failed and throttled logins, refused
+	// credentials and tokens of one's own made too fast (entrance "http",
+	// keyed by client address); register it with the metrics. Nil makes one
+	// that logs to Logger and is counted nowhere.
 	Refusals *guard.Refusals
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client; a request from any other peer is the peer's own.
@@ -241,6 +242,7 @@ func (s *Server) apiRoute(pattern string, role ports.OperatorRole, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
+			s.countRefusal(r, err, true)
 			s.apiError(w, r, err)
 			return
 		}
@@ -258,6 +260,7 @@ func (s *Server) pageRoute(pattern string, role ports.OperatorRole, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if errors.Is(err, ports.ErrUnauthenticated) {
+			s.countRefusal(r, err, false)
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
