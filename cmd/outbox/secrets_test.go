@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,9 +119,17 @@ func TestSecretsSettings(t *testing.T) {
 		"prefix of the DSN":    {env: map[string]string{"OUTBOX_SECRETS_ENV_PREFIX": "OUTBOX_STORE"}, want: []string{`secrets.env_prefix: "OUTBOX_STORE" would let a reference read OUTBOX_STORE_`}},
 		"prefix of a test DSN": {yaml: "secrets: {env_prefix: OUTBOX_TEST_}\n", want: []string{`would let a reference read OUTBOX_TEST_POSTGRES_DSN`}},
 		"prefix not a name":    {yaml: "secrets: {env_prefix: 'A-B'}\n", want: []string{`secrets.env_prefix: "A-B" holds a character other than`}},
-		"missing dir":          {yaml: "secrets: {dirs: [nope]}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "nope") + `: no such file or directory`}},
-		"not a dir":            {yaml: "secrets: {dirs: [afile, '']}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "afile") + ` is not a directory`, `secrets.dirs[1]: empty`}},
-		"root":                 {yaml: "secrets: {dirs: [/]}\n", want: []string{`secrets.dirs[0]: / is the root of the file system`}},
+		// A short prefix reaches other programs' credentials in central's
+		// environment: P and PG PostgreSQL's PGPASSWORD, AWS the cloud keys.
+		"prefix P":        {yaml: "secrets: {env_prefix: P}\n", want: []string{`secrets.env_prefix: "P" must be at least 4 characters and end with _`, `"P" would let a reference read PGPASSWORD, another program's credential`}},
+		"prefix PG":       {yaml: "secrets: {env_prefix: PG}\n", want: []string{`"PG" must be at least 4`, `"PG" would let a reference read PGPASSWORD`}},
+		"prefix AWS":      {yaml: "secrets: {env_prefix: AWS}\n", want: []string{`"AWS" must be at least 4`, `"AWS" would let a reference read AWS_ACCESS_KEY_ID`}},
+		"prefix AWS_":     {yaml: "secrets: {env_prefix: AWS_}\n", want: []string{`"AWS_" would let a reference read AWS_ACCESS_KEY_ID, another program's credential`}},
+		"prefix no _":     {yaml: "secrets: {env_prefix: PLANTSECRET}\n", want: []string{`"PLANTSECRET" must be at least 4 characters and end with _`}},
+		"prefix DATABASE": {yaml: "secrets: {env_prefix: DATABASE_}\n", want: []string{`"DATABASE_" would let a reference read DATABASE_URL`}},
+		"missing dir":     {yaml: "secrets: {dirs: [nope]}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "nope") + `: no such file or directory`}},
+		"not a dir":       {yaml: "secrets: {dirs: [afile, '']}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "afile") + ` is not a directory`, `secrets.dirs[1]: empty`}},
+		"root":            {yaml: "secrets: {dirs: [/]}\n", want: []string{`secrets.dirs[0]: / is the root of the file system`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(dir, "central.yaml")
@@ -286,5 +295,14 @@ func TestAPIRefusesReferencesOutsideThePolicy(t *testing.T) {
 	}
 	if strings.Contains(p.Output(), stolenValue) {
 		t.Fatal("the file's content reached the log")
+	}
+}
+
+// TestEnvExposedNamesWhatThePrefixReaches: central logs at start the
+// variables of its environment the prefix lets a reference read, by name.
+func TestEnvExposedNamesWhatThePrefixReaches(t *testing.T) {
+	got := envExposed("OUTBOX_SECRET_", []string{"OUTBOX_SECRET_B=2", "PGPASSWORD=x", "OUTBOX_SECRET_A=1", "OUTBOX_SECRETS=3", "OUTBOX_SECRET_A=dup"})
+	if want := []string{"OUTBOX_SECRET_A", "OUTBOX_SECRET_B"}; !slices.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
 	}
 }
