@@ -186,21 +186,23 @@ func (c Config) validateOwnSecretsOutside() rules {
 }
 
 // validateReferences checks every reference of the configured lists and
-// channels against the secrets policy, one SettingError per refusal.
+// channels against the secrets policy, one SettingError per refusal, with
+// what central found (resolved paths, link targets): these errors are the
+// operator's, unlike the API's, which name the reference and the rule only.
 func (c Config) validateReferences() rules {
 	p := c.SecretPolicy()
 	var r rules
 	for i, l := range c.Lists {
 		for k, t := range l.Targets {
 			if err := p.Check(t); err != nil {
-				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%v", err)
+				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}
 	for i, ch := range c.Channels {
 		for _, k := range slices.Sorted(maps.Keys(ch.Settings)) {
 			if err := p.Check(ch.Settings[k]); err != nil {
-				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%v", err)
+				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}

@@ -42,6 +42,11 @@ func newSecretsSetup(t *testing.T) secretsSetup {
 	if err := os.Symlink(s.outside, filepath.Join(s.dir, "secrets", "escape")); err != nil {
 		t.Fatal(err)
 	}
+	// The reviewer's: a link to central's own environment, which an error
+	// used to name with central's process id.
+	if err := os.Symlink("/proc/self/environ", filepath.Join(s.dir, "secrets", "self")); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -53,7 +58,8 @@ func (s secretsSetup) attacks() map[string]string {
 		"file:" + s.outside:        "outside the directories secrets.dirs allows",
 		"file:../x":                "outside the directories secrets.dirs allows",
 		"file:secrets/../link.key": "outside the directories secrets.dirs allows",
-		"file:secrets/escape":      "a symbolic link leads to",
+		"file:secrets/escape":      "a symbolic link leads outside the directories secrets.dirs allows",
+		"file:secrets/self":        "a symbolic link leads outside the directories secrets.dirs allows",
 		"env:OUTBOX_STORE_DSN":     "only variables whose names start with OUTBOX_SECRET_",
 		"env:HOME":                 "only variables whose names start with OUTBOX_SECRET_",
 	}
@@ -76,6 +82,9 @@ func TestStartRefusesReferencesOutsideThePolicy(t *testing.T) {
 	}
 	b.WriteString("channels:\n  - type: email\n    settings: {host: h, from: f@example.com, auth: xoauth2, token_url: 'http://127.0.0.1:1/token', client_id: c, client_secret: 'file:/etc/shadow'}\n")
 	want = append(want, "channels[0].settings.client_secret: secret reference not allowed: file:/etc/shadow")
+	// The operator's start-up errors keep what central found.
+	real, _ := filepath.EvalSymlinks(s.outside)
+	want = append(want, "(it leads to "+real+")", "(the path is /etc/passwd; secrets.dirs is "+filepath.Join(s.dir, "secrets")+")")
 	file := filepath.Join(s.dir, "central.yaml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -277,6 +286,12 @@ func TestAPIRefusesReferencesOutsideThePolicy(t *testing.T) {
 		}
 		if strings.Contains(out, stolenValue) {
 			t.Errorf("the answer shows the file's content: %s", out)
+		}
+		// The refusal names the reference and the rule, not what central
+		// found: no absolute path it resolved, no link's target, no
+		// process id.
+		if !strings.Contains(ref, s.dir) && strings.Contains(out, s.dir) || strings.Contains(out, "/proc/") && !strings.Contains(ref, "/proc/") {
+			t.Errorf("PUT with %s: the answer discloses central's paths: %s", ref, out)
 		}
 	}
 	if code, out := do(http.MethodGet, "/api/v1/lists/stolen", nil); code != http.StatusNotFound {
