@@ -541,3 +541,42 @@ func TestOwnTokensAreCappedPerAccount(t *testing.T) {
 		t.Fatalf("revocations recorded: %+v", revoked)
 	}
 }
+
+// TestAuditSummaryMasksURLCredentialsAndAddresses replays the reviewer's
+// channel: a token_url carrying user:password@ and api_key=, and e-mail
+// addresses in from and username, all settings the plugin calls public.
+// The audit summary shows them with the credentials and the addresses
+// masked, enough to recognise them.
+func TestAuditSummaryMasksURLCredentialsAndAddresses(t *testing.T) {
+	ctx := context.Background()
+	e, store, _ := newTestEditor(t, func(string, string) bool { return true })
+	settings := map[string]string{
+		"token_url": "http://user:PASSWORD123@idp.example.com/token?api_key=KEY123&scope=mail",
+		"from":      "alerts@plant.example.com", "username": "svc.outbox@plant.example.com",
+	}
+	if _, err := e.PutChannel(ctx, "alice", ports.ChannelSettings{Type: "email", Settings: settings}); err != nil {
+		t.Fatal(err)
+	}
+	settings["from"] = "other@plant.example.com"
+	if _, err := e.PutChannel(ctx, "alice", ports.ChannelSettings{Type: "email", Settings: settings}); err != nil {
+		t.Fatal(err)
+	}
+	recs := allRecords(t, store)
+	want := []string{
+		`settings: from="a***@plant.example.com", token_url="http://***@idp.example.com/token?api_key=***&scope=mail", username="s***@plant.example.com"; retry: fixed; rate limit: none`,
+		`settings: from "a***@plant.example.com" → "o***@plant.example.com"`,
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, r := range recs {
+		if r.Summary != want[i] {
+			t.Errorf("record %d: %s\nwant       %s", i, r.Summary, want[i])
+		}
+		for _, leak := range []string{"PASSWORD123", "KEY123", "alerts@", "svc.outbox@", "other@"} {
+			if strings.Contains(r.Summary, leak) {
+				t.Errorf("record %d shows %q", i, leak)
+			}
+		}
+	}
+}

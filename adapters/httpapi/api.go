@@ -148,7 +148,7 @@ func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.P
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	cs, err := s.cfg.Directory.Channels(r.Context())
 	if err != nil {
 		s.apiError(w, r, err)
@@ -156,18 +156,21 @@ func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, _ ports.Pri
 	}
 	out := make([]api.Channel, len(cs))
 	for i, c := range cs {
-		out[i] = api.FromChannel(c)
+		out[i] = api.FromChannel(shownChannel(p, c))
+		out[i].SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	c, err := s.cfg.Directory.ChannelSettings(r.Context(), r.PathValue("type"))
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromChannel(c))
+	out := api.FromChannel(shownChannel(p, c))
+	out.SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -181,7 +184,7 @@ func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.P
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromChannel(c))
+	writeJSON(w, http.StatusOK, api.FromChannel(shownChannel(p, c)))
 }
 
 func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {

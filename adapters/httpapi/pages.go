@@ -303,10 +303,14 @@ func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Pr
 		s.pageError(w, r, p, err)
 		return
 	}
+	for i, c := range cs {
+		cs[i] = shownChannel(p, c)
+	}
 	s.render(w, r, http.StatusOK, "channels", struct {
 		base
-		Channels []ports.ChannelSettings
-	}{s.newBase(w, r, p, "Channels", "channels"), cs})
+		Channels     []ports.ChannelSettings
+		ShowSettings bool
+	}{s.newBase(w, r, p, "Channels", "channels"), cs, p.Role.Allows(ports.RoleAdmin)})
 }
 
 func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {

@@ -568,3 +568,63 @@ func (e *env) accountTokens(account string) []api.Token {
 	}
 	return out
 }
+
+// TestChannelSettingsShowNoCredentials replays the reviewer's channel: a
+// token_url with user:password@ and api_key=, an e-mail address in from.
+// GET /channels used to show it verbatim to viewers. Now a viewer (API and
+// page) sees the type, the retry policy and the rate only; an admin sees the
+// settings with the URL's credentials masked; and the admin putting back
+// what it was shown keeps the stored value.
+func TestChannelSettingsShowNoCredentials(t *testing.T) {
+	e := newEnv(t)
+	const tokenURL = "http://user:PASSWORD123@idp.example.com/token?api_key=KEY123&scope=mail"
+	ch := api.Channel{Type: "email", Settings: map[string]string{"token_url": tokenURL, "from": "alerts@plant.example.com",
+		"client_secret": "env:OUTBOX_SECRET_IDP"}, RateLimit: 5}
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/email", ch); code != http.StatusOK ||
+		strings.Contains(string(body), "PASSWORD123") {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	leaks := []string{"PASSWORD123", "KEY123"}
+	for _, role := range []ports.OperatorRole{ports.RoleViewer, ports.RoleOperator} {
+		for _, path := range []string{"/api/v1/channels", "/api/v1/channels/email"} {
+			code, body := e.do(role, http.MethodGet, path, nil)
+			if code != http.StatusOK || !strings.Contains(string(body), `"settings_hidden": true`) || !strings.Contains(string(body), `"rate_limit": 5`) {
+				t.Fatalf("%s GET %s: %d %s", role, path, code, body)
+			}
+			for _, leak := range append(leaks, "alerts@", "token_url", "env:OUTBOX_SECRET_IDP") {
+				if strings.Contains(string(body), leak) {
+					t.Fatalf("%s GET %s shows %q: %s", role, path, leak, body)
+				}
+			}
+		}
+	}
+	req := e.request(http.MethodGet, "/channels", nil)
+	req.AddCookie(e.sessionCookie("viewer"))
+	if code, body := e.send(http.DefaultClient, req); code != http.StatusOK || strings.Contains(string(body), "idp.example.com") ||
+		!strings.Contains(string(body), "admins only") {
+		t.Fatalf("the page as a viewer: %d %s", code, body)
+	}
+
+	code, body := e.do(ports.RoleAdmin, http.MethodGet, "/api/v1/channels/email", nil)
+	shown := decode[api.Channel](t, body)
+	if code != http.StatusOK || shown.Settings["token_url"] != "http://***@idp.example.com/token?api_key=***&scope=mail" ||
+		shown.Settings["from"] != "alerts@plant.example.com" || shown.Settings["client_secret"] != "env:OUTBOX_SECRET_IDP" {
+		t.Fatalf("as an admin: %d %s", code, body)
+	}
+	// Back as shown: the stored token_url stays whole.
+	shown.RateLimit = 7
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/email", shown); code != http.StatusOK {
+		t.Fatalf("PUT back: %d %s", code, body)
+	}
+	stored, err := e.dir.ChannelSettings(t.Context(), "email")
+	if err != nil || stored.Settings["token_url"] != tokenURL || stored.RateLimit != 7 {
+		t.Fatalf("stored after the round trip: %+v %v", stored, err)
+	}
+	for _, r := range e.auditLog(ports.RoleAdmin, "kind=channel") {
+		for _, leak := range append(leaks, "alerts@") {
+			if strings.Contains(r.Summary, leak) {
+				t.Fatalf("the audit log shows %q: %s", leak, r.Summary)
+			}
+		}
+	}
+}
