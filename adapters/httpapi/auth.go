@@ -126,6 +126,11 @@ const (
 	refusedBadSession           = "bad session"
 	refusedMalformedCredentials = "malformed credentials"
 	refusedNoCredentials        = "no credentials"
+
+	// refusedRole: a known caller asked for a route above its role;
+	// refusedCrossOrigin: an unsafe request from another origin.
+	refusedRole        = "role too low"
+	refusedCrossOrigin = "cross-origin"
 )
 
 // loginRefusal is the reason a failed login is counted under; "" for an

@@ -553,4 +553,47 @@ func TestRefusedCredentialsAreCountedAndLogged(t *testing.T) {
 	if strings.Contains(e.log.String(), secret) || strings.Contains(e.log.String(), cookie.Value) || strings.Contains(e.log.String(), "YWRtaW46") {
 		t.Fatalf("the log holds a credential:\n%s", e.log.String())
 	}
+
+	// The other refusals of the entrance: a route above the caller's role,
+	// an unsafe request from another origin.
+	resp, body = e.apiLogin(c, "admin", password)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			cookie = ck
+		}
+	}
+	b, _ = json.Marshal(api.PutUser{Role: ports.RoleViewer, Password: "the viewer's password"})
+	req, _ = http.NewRequest(http.MethodPut, e.srv.URL+"/api/v1/users/vic", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(cookie)
+	if resp, body := e.do(c, req); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT user: %d %s", resp.StatusCode, body)
+	}
+	vic := e.from("127.0.0.4")
+	resp, body = e.apiLogin(vic, "vic", "the viewer's password")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var vicCookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			vicCookie = ck
+		}
+	}
+	if resp := get(vic, "/api/v1/users", func(r *http.Request) { r.AddCookie(vicCookie) }); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a viewer asking for the users: %d", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/notifications/retry", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.AddCookie(cookie)
+	if resp, _ := e.do(c, req); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-origin post: %d", resp.StatusCode)
+	}
+	if e.refusals.Count("role too low") != 1 || e.refusals.Count("cross-origin") != 1 {
+		t.Fatalf("role too low %d, cross-origin %d; want 1 and 1", e.refusals.Count("role too low"), e.refusals.Count("cross-origin"))
+	}
 }

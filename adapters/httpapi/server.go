@@ -247,6 +247,7 @@ func (s *Server) apiRoute(pattern string, role ports.OperatorRole, h handler) {
 			return
 		}
 		if !p.Role.Allows(role) {
+			s.refusals.Refuse(s.clientAddr(r), refusedRole, "user", logName(p.Name), "path", logPath(r.URL.Path))
 			s.apiError(w, r, forbidden(p, role))
 			return
 		}
@@ -273,6 +274,7 @@ func (s *Server) pageRoute(pattern string, role ports.OperatorRole, h handler) {
 			return
 		}
 		if !p.Role.Allows(role) {
+			s.refusals.Refuse(s.clientAddr(r), refusedRole, "user", logName(p.Name), "path", logPath(r.URL.Path))
 			s.pageError(w, r, p, forbidden(p, role))
 			return
 		}
@@ -288,6 +290,7 @@ func forbidden(p ports.Principal, need ports.OperatorRole) error {
 // crossOrigin answers an unsafe request from another origin.
 func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request) {
 	const msg = "cross-origin request refused: unsafe requests must come from the page's own origin"
+	s.refusals.Refuse(s.clientAddr(r), refusedCrossOrigin, "path", logPath(r.URL.Path))
 	if isAPI(r) {
 		writeError(w, http.StatusForbidden, api.CodeForbidden, msg)
 		return
