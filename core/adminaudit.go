@@ -36,10 +36,12 @@ type adminRecorder struct {
 
 // record appends the record of a change already made. When the log cannot
 // take it, the record goes to the error log in full (it holds no secret)
-// and the error says that the change was made.
+// and the error says that the change was made. E-mail addresses in the
+// summary (a channel's from, an account's name) are masked as the logs mask
+// them; the record's name is the entry's own and stays whole.
 func (a adminRecorder) record(ctx context.Context, actor string, kind ports.AdminKind, name string, action ports.AdminAction, summary string) error {
 	r := ports.AdminRecord{At: a.clock.Now().UTC(), Actor: actor, Kind: kind, Name: name, Action: action,
-		Summary: clipRunes(summary, maxSummaryRunes)}
+		Summary: clipRunes(ports.MaskEmails(summary), maxSummaryRunes)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminAuditWait)
 	defer cancel()
 	if _, err := a.audit.AppendAdmin(ctx, r); err != nil {

@@ -222,8 +222,9 @@ func (e *DirectoryEditor) channelChanges(old, got ports.ChannelSettings) string 
 }
 
 // settingValue is a setting's value as a summary may show it: a reference
-// as written, a clear value only when the setting is known to be public,
-// otherwise "(hidden)".
+// as written, a clear value only when the setting is known to be public
+// (and then with the credentials of a URL in it masked: a token_url's
+// user:password@ and api_key=...), otherwise "(hidden)".
 func (e *DirectoryEditor) settingValue(typ, key, v string) string {
 	switch {
 	case v == "":
@@ -231,7 +232,7 @@ func (e *DirectoryEditor) settingValue(typ, key, v string) string {
 	case ports.IsSecretRef(v):
 		return clipRunes(v, 100)
 	case e.cfg.PublicSetting != nil && e.cfg.PublicSetting(typ, key) && !ports.IsSecretKey(key):
-		return clipRunes(strconv.Quote(v), 100)
+		return clipRunes(strconv.Quote(ports.MaskURLCredentials(v)), 100)
 	}
 	return "(hidden)"
 }

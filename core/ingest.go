@@ -17,7 +17,10 @@ const (
 )
 
 // Submit implements ports.Outbox: it validates each submission, inserts the
-// valid ones if not already stored, and wakes the dispatcher.
+// valid ones if not already stored, and wakes the dispatcher. An id already
+// stored is accepted when the stored row is the caller's own (a resend);
+// for an authenticated site, an id stored for another site is rejected
+// ("already in use"), without saying whose it is.
 func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
 	if len(req.Notifications) > s.cfg.MaxBatch {
 		return ports.SubmitResult{}, fmt.Errorf("%w: batch of %d notifications exceeds the limit of %d",
@@ -75,11 +78,51 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 		return ports.SubmitResult{}, fmt.Errorf("ingest %d notifications: %w", len(rows), err)
 	}
 	res.Accepted = accepted
+	if req.Site != "" && len(inserted) < len(rows) {
+		if res, err = s.keepOwn(ctx, req.Site, rows, inserted, res); err != nil {
+			return ports.SubmitResult{}, err
+		}
+	}
 	if len(inserted) > 0 {
 		// The new rows are their own ingest record (see ingestRecord): no
 		// audit write on the hottest path.
 		s.Wake()
 	}
+	return res, nil
+}
+
+// keepOwn checks the rows a site submitted that were stored already (those
+// not in inserted): a row of the site's own is a resend and stays
+// accepted; one stored for another site is moved from res.Accepted to
+// res.Rejected, since acknowledging it would tell the site a notification
+// of its is stored when none is. The reason does not say whose the id is.
+func (s *Service) keepOwn(ctx context.Context, site string, rows []ports.Notification, inserted []string, res ports.SubmitResult) (ports.SubmitResult, error) {
+	fresh := make(map[string]bool, len(inserted))
+	for _, id := range inserted {
+		fresh[id] = true
+	}
+	var existing []string
+	for _, n := range rows {
+		if !fresh[n.ID] {
+			existing = append(existing, n.ID)
+		}
+	}
+	own, err := s.store.Statuses(ctx, site, existing)
+	if err != nil {
+		// Nothing is acknowledged: the site sends the batch again, and the
+		// rows stored now are resends then.
+		return res, fmt.Errorf("ingest: look up %d ids already stored: %w", len(existing), err)
+	}
+	accepted := res.Accepted[:0:0]
+	for i, n := range rows {
+		if _, ok := own[n.ID]; fresh[n.ID] || ok {
+			accepted = append(accepted, res.Accepted[i])
+			continue
+		}
+		res.Rejected = append(res.Rejected, ports.Rejection{ID: res.Accepted[i], Reason: fmt.Sprintf(
+			"%s: notification %s: the id is already in use; give the notification a new id", ports.ErrConflict, n.ID)})
+	}
+	res.Accepted = accepted
 	return res, nil
 }
 

@@ -8,44 +8,52 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// LoginThrottle configures how Operators.Login slows password guessing. Two
-// counters of recent failures decide whether a login's password is checked
-// at all: one per client address and one per account name. Past a few free
-// failures, each further failure doubles the wait before the next check
-// (from BaseDelay up to the counter's cap); a counter is forgotten once it
-// has seen no failure for Forget. A login refused by a counter costs no
-// bcrypt hash and no database read.
+// LoginThrottle configures how Operators.Login slows password guessing. A
+// login's password is checked only when no wait holds it; a refused login
+// costs no bcrypt hash and no database read. Two waits apply:
 //
-// The account counter cannot lock the real owner out: it is short (capped at
-// AccountMaxDelay), and it judges only addresses the account is not known
-// at. An address where the account logged in before (on this node, within
-// KnownFor), or one in TrustedNetworks, is judged by its own address counter
-// only, so an attacker guessing from other addresses never delays it.
+//   - The address's own: past AddressFreeFailures failed logins from a
+//     client address (any account), each further failure doubles the wait
+//     before that address's next check, from BaseDelay up to
+//     AddressMaxDelay.
+//   - The account's, per address: past AccountFreeFailures failed logins
+//     for an account (from all addresses together), an address that has
+//     just failed for that account waits, before its next try at that
+//     account, a delay that doubles with the account's further failures,
+//     from BaseDelay up to AccountMaxDelay.
 //
-// The state lives in memory, per central node: several nodes each throttle
-// on their own, and a restart forgets it.
+// So others' failures never hold an address: an address that has not
+// failed for the account since its last wait — the owner at a workstation
+// never used before, or any address after a restart — has its password
+// checked at once however many addresses guess at the same account, while
+// each guessing address gets at most one check of the account per delay
+// and is slowed by its own counter too. TrustedNetworks are judged by their
+// address counter only, and their failures do not count on the account.
+//
+// A counter is forgotten once it has seen no failure for Forget. The state
+// lives in memory, per central node: several nodes each throttle on their
+// own, and a restart forgets it.
 type LoginThrottle struct {
 	// AddressFreeFailures are the failures an address may make before it
 	// waits; default 5.
 	AddressFreeFailures int
 	// AddressMaxDelay caps an address's wait; default 15m.
 	AddressMaxDelay time.Duration
-	// AccountFreeFailures are the failures an account name may see from
-	// addresses it is not known at before they wait; default 10.
+	// AccountFreeFailures are the failures an account may see before an
+	// address that failed for it waits to try it again; default 10.
 	AccountFreeFailures int
-	// AccountMaxDelay caps an account's wait; default 1m. Keep it short:
-	// it is the longest an attacker can delay the owner at a new address.
+	// AccountMaxDelay caps how long an address that failed for an account
+	// waits to try that account again; default 1m. It is also what a typo
+	// costs the owner while someone guesses at the account.
 	AccountMaxDelay time.Duration
 	// BaseDelay is the first wait past the free failures; default 1s.
 	BaseDelay time.Duration
 	// Forget is how long a counter lasts without a new failure; default
 	// 1h. It must exceed both caps.
 	Forget time.Duration
-	// KnownFor is how long an address stays known to an account after a
-	// successful login there; default 30 days.
-	KnownFor time.Duration
 	// TrustedNetworks are addresses (the operators' own workstations, the
-	// control room) that no account counter judges.
+	// control room) that the account's waits never hold and whose failures
+	// do not count on the account.
 	TrustedNetworks []netip.Prefix
 }
 
@@ -57,7 +65,6 @@ const (
 	DefaultAccountMaxDelay     = time.Minute
 	DefaultLoginBaseDelay      = time.Second
 	DefaultLoginForget         = time.Hour
-	DefaultLoginKnownFor       = 30 * 24 * time.Hour
 )
 
 // WithDefaults returns t with every zero field set to its default.
@@ -81,9 +88,6 @@ func (t LoginThrottle) WithDefaults() LoginThrottle {
 		t.Forget = DefaultLoginForget
 	}
 	t.Forget = max(t.Forget, 2*t.AddressMaxDelay, 2*t.AccountMaxDelay)
-	if t.KnownFor <= 0 {
-		t.KnownFor = DefaultLoginKnownFor
-	}
 	return t
 }
 
@@ -91,8 +95,6 @@ func (t LoginThrottle) WithDefaults() LoginThrottle {
 // costs a fixed amount.
 const (
 	maxThrottleKeys     = 16384 // entries per counter map
-	maxKnownAccounts    = 4096  // accounts with known addresses
-	maxKnownPerAccount  = 16    // known addresses per account
 	loginBusyRetryAfter = time.Second
 )
 
@@ -100,24 +102,29 @@ const (
 type failures struct {
 	n     int
 	last  time.Time // the last failure
-	until time.Time // no password check before this instant
+	until time.Time // the counter's own wait ends (address counters)
 }
 
 // loginThrottle is the state of a LoginThrottle; safe for concurrent use.
 type loginThrottle struct {
 	cfg LoginThrottle
 
-	mu       sync.Mutex
-	address  map[string]*failures
-	account  map[string]*failures
-	known    map[string]map[string]time.Time // account → address → last success
-	checking map[string]bool                 // addresses with a password check in flight
+	mu      sync.Mutex
+	address map[string]*failures // client key → its failures
+	account map[string]*failures // account → its failures from untrusted addresses
+	// pairs holds, per account and client key that failed for it, when
+	// that address may try that account again.
+	pairs    map[pairKey]time.Time
+	checking map[string]bool // addresses with a password check in flight
 }
+
+// pairKey is an account and a client key.
+type pairKey struct{ account, client string }
 
 func newLoginThrottle(cfg LoginThrottle) *loginThrottle {
 	return &loginThrottle{cfg: cfg.WithDefaults(),
 		address: map[string]*failures{}, account: map[string]*failures{},
-		known: map[string]map[string]time.Time{}, checking: map[string]bool{}}
+		pairs: map[pairKey]time.Time{}, checking: map[string]bool{}}
 }
 
 // clientKey is the throttle's key of a client address: an IPv4 address as
@@ -140,16 +147,18 @@ func clientKey(client string) (string, netip.Addr) {
 // password. It returns nil and marks the address as checking, or a
 // *ports.LoginThrottledError; end must follow a nil.
 func (t *loginThrottle) begin(now time.Time, account, client string) error {
-	key, addr := clientKey(client)
+	key, _ := clientKey(client)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f := t.live(t.address, key, now); f != nil && now.Before(f.until) {
 		return &ports.LoginThrottledError{RetryAfter: f.until.Sub(now), Reason: ports.LoginThrottledAddress}
 	}
-	if !t.exempt(now, account, key, addr) {
-		if f := t.live(t.account, account, now); f != nil && now.Before(f.until) {
-			return &ports.LoginThrottledError{RetryAfter: f.until.Sub(now), Reason: ports.LoginThrottledAccount}
+	pk := pairKey{account, key}
+	if until, ok := t.pairs[pk]; ok {
+		if now.Before(until) {
+			return &ports.LoginThrottledError{RetryAfter: until.Sub(now), Reason: ports.LoginThrottledAccount}
 		}
+		delete(t.pairs, pk)
 	}
 	if t.checking[key] {
 		return &ports.LoginThrottledError{RetryAfter: loginBusyRetryAfter, Reason: ports.LoginThrottledBusy}
@@ -158,25 +167,37 @@ func (t *loginThrottle) begin(now time.Time, account, client string) error {
 	return nil
 }
 
-// end records the outcome of a password check begin allowed: a failure
-// counts on the address and, unless the address is exempt, on the account;
-// a success clears the address's failures and makes the address known to the
-// account. The account's counter is left to expire, since the failures it
-// counts may be someone else's.
+// end records the outcome of a password check begin allowed. A failure
+// counts on the address and, unless the address is trusted, on the
+// account; past the account's free failures it makes this address wait to
+// try this account again. A success clears the address's failures and its
+// wait for the account; the account's counter is left to expire, since the
+// failures it counts may be someone else's.
 func (t *loginThrottle) end(now time.Time, account, client string, ok bool) {
 	key, addr := clientKey(client)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.checking, key)
+	pk := pairKey{account, key}
 	if ok {
 		delete(t.address, key)
-		t.remember(now, account, key)
+		delete(t.pairs, pk)
 		return
 	}
 	c := t.cfg
-	t.fail(t.address, key, now, c.AddressFreeFailures, c.AddressMaxDelay)
-	if !t.exempt(now, account, key, addr) {
-		t.fail(t.account, account, now, c.AccountFreeFailures, c.AccountMaxDelay)
+	f := t.fail(t.address, key, now)
+	if d := t.delay(f.n, c.AddressFreeFailures, c.AddressMaxDelay); d > 0 {
+		f.until = now.Add(d)
+	}
+	if t.trusted(addr) {
+		return
+	}
+	f = t.fail(t.account, account, now)
+	if d := t.delay(f.n, c.AccountFreeFailures, c.AccountMaxDelay); d > 0 {
+		if len(t.pairs) >= maxThrottleKeys {
+			t.prunePairs(now)
+		}
+		t.pairs[pk] = now.Add(d)
 	}
 }
 
@@ -187,6 +208,19 @@ func (t *loginThrottle) release(client string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.checking, key)
+}
+
+// delay is the wait after the n-th failure of a counter with free failures:
+// none up to free, then doubling from the base delay up to maxDelay.
+func (t *loginThrottle) delay(n, free int, maxDelay time.Duration) time.Duration {
+	over := n - free
+	switch {
+	case over <= 0:
+		return 0
+	case over > 30:
+		return maxDelay
+	}
+	return min(t.cfg.BaseDelay<<(over-1), maxDelay)
 }
 
 // live returns the counter of key in m, or nil when there is none or it
@@ -200,9 +234,9 @@ func (t *loginThrottle) live(m map[string]*failures, key string, now time.Time) 
 	return f
 }
 
-// fail counts one failure of key in m: past free failures, the wait doubles
-// from the base delay up to maxDelay; t.mu is held.
-func (t *loginThrottle) fail(m map[string]*failures, key string, now time.Time, free int, maxDelay time.Duration) {
+// fail counts one failure of key in m and returns its counter; t.mu is
+// held.
+func (t *loginThrottle) fail(m map[string]*failures, key string, now time.Time) *failures {
 	f := t.live(m, key, now)
 	if f == nil {
 		if len(m) >= maxThrottleKeys {
@@ -213,13 +247,7 @@ func (t *loginThrottle) fail(m map[string]*failures, key string, now time.Time, 
 	}
 	f.n++
 	f.last = now
-	if over := f.n - free; over > 0 {
-		d := maxDelay
-		if over <= 30 {
-			d = min(t.cfg.BaseDelay<<(over-1), maxDelay)
-		}
-		f.until = now.Add(d)
-	}
+	return f
 }
 
 // makeRoom drops forgotten counters and, if the map is still full, the
@@ -241,58 +269,34 @@ func (t *loginThrottle) makeRoom(m map[string]*failures, now time.Time) {
 	}
 }
 
-// exempt reports whether the account counter does not judge the address
-// key: it is in a trusted network, or the account logged in there before;
-// t.mu is held.
-func (t *loginThrottle) exempt(now time.Time, account, key string, addr netip.Addr) bool {
-	if addr.IsValid() {
-		for _, p := range t.cfg.TrustedNetworks {
-			if p.Contains(addr) {
-				return true
-			}
+// prunePairs drops the waits that have ended and, if the map is still
+// full, the one that ends first; t.mu is held.
+func (t *loginThrottle) prunePairs(now time.Time) {
+	var first pairKey
+	var firstEnd time.Time
+	for k, until := range t.pairs {
+		if !now.Before(until) {
+			delete(t.pairs, k)
+			continue
+		}
+		if firstEnd.IsZero() || until.Before(firstEnd) {
+			first, firstEnd = k, until
 		}
 	}
-	at, ok := t.known[account][key]
-	return ok && now.Sub(at) < t.cfg.KnownFor
+	if len(t.pairs) >= maxThrottleKeys {
+		delete(t.pairs, first)
+	}
 }
 
-// remember makes key known to account; t.mu is held. Each account keeps
-// its most recent addresses, and the accounts are bounded in number.
-func (t *loginThrottle) remember(now time.Time, account, key string) {
-	addrs := t.known[account]
-	if addrs == nil {
-		if len(t.known) >= maxKnownAccounts {
-			t.forgetKnown(now)
-		}
-		if len(t.known) >= maxKnownAccounts {
-			return
-		}
-		addrs = map[string]time.Time{}
-		t.known[account] = addrs
+// trusted reports whether addr is in a trusted network.
+func (t *loginThrottle) trusted(addr netip.Addr) bool {
+	if !addr.IsValid() {
+		return false
 	}
-	if _, ok := addrs[key]; !ok && len(addrs) >= maxKnownPerAccount {
-		var oldestKey string
-		var oldest time.Time
-		for k, at := range addrs {
-			if oldestKey == "" || at.Before(oldest) {
-				oldestKey, oldest = k, at
-			}
-		}
-		delete(addrs, oldestKey)
-	}
-	addrs[key] = now
-}
-
-// forgetKnown drops the known addresses older than KnownFor; t.mu is held.
-func (t *loginThrottle) forgetKnown(now time.Time) {
-	for account, addrs := range t.known {
-		for k, at := range addrs {
-			if now.Sub(at) >= t.cfg.KnownFor {
-				delete(addrs, k)
-			}
-		}
-		if len(addrs) == 0 {
-			delete(t.known, account)
+	for _, p := range t.cfg.TrustedNetworks {
+		if p.Contains(addr) {
+			return true
 		}
 	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,69 +149,63 @@ func TestSuccessClearsTheAddress(t *testing.T) {
 	if err := login(o, "admin", "the admin's password", addr); err != nil {
 		t.Fatal(err)
 	}
-	for range DefaultAddressFreeFailures + 1 {
+	for range DefaultAddressFreeFailures {
 		if err := login(o, "admin", "typo typo", addr); !errors.Is(err, ports.ErrUnauthenticated) {
 			t.Fatalf("a success did not clear the address: %v", err)
 		}
 	}
 }
 
-// TestDistributedGuessingCannotLockTheAdminOut plays an attacker guessing
-// admin's password from many addresses, one guess each: the account's
-// counter slows them, but an address the admin logged in from before and a
-// trusted network are never judged by it, and the admin at a new address
-// waits at most the account's short cap.
-func TestDistributedGuessingCannotLockTheAdminOut(t *testing.T) {
+// TestDistributedGuessingIsHeldPerAddress plays an attacker guessing
+// admin's password from many addresses: each address's first guess is
+// checked (others' failures never hold an address), but once the account
+// has seen its free failures, an address that failed for it waits a delay
+// that doubles with the account's failures, up to the cap, before it may
+// try the account again. A trusted network's typo makes it wait for
+// nothing, and other accounts are not slowed.
+func TestDistributedGuessingIsHeldPerAddress(t *testing.T) {
 	o, clock, store := newThrottledOperators(t, OperatorsConfig{Throttle: LoginThrottle{
 		TrustedNetworks: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")},
 	}})
-	const known = "192.0.2.10"
-	if err := login(o, "admin", "the admin's password", known); err != nil {
-		t.Fatal(err)
-	}
-	store.reads.Store(0)
-
-	checked := 0
 	for i := range 200 {
-		err := login(o, "admin", "guess", fmt.Sprintf("198.51.100.%d", i))
-		if errors.Is(err, ports.ErrUnauthenticated) {
-			checked++
+		addr := fmt.Sprintf("198.51.100.%d", i)
+		if err := login(o, "admin", "guess", addr); !errors.Is(err, ports.ErrUnauthenticated) {
+			t.Fatalf("the first guess from %s: %v, want it checked", addr, err)
+		}
+		// Its next try at the account waits the account's delay: none
+		// within the free failures, then 1 s, 2 s, ... up to the cap.
+		over := i + 1 - DefaultAccountFreeFailures
+		if over <= 0 {
 			continue
 		}
-		throttled(t, err, ports.LoginThrottledAccount)
+		want := DefaultAccountMaxDelay
+		if over < 8 {
+			want = min(DefaultLoginBaseDelay<<(over-1), DefaultAccountMaxDelay)
+		}
+		if te := throttled(t, login(o, "admin", "again at once", addr), ports.LoginThrottledAccount); te.RetryAfter != want {
+			t.Fatalf("guess %d: the address waits %v for the account, want %v", i, te.RetryAfter, want)
+		}
 	}
-	if want := DefaultAccountFreeFailures + 1; checked != want || store.reads.Load() != int64(want) {
-		t.Fatalf("%d guesses from distinct addresses checked (%d reads), want %d", checked, store.reads.Load(), want)
+	if n := store.reads.Load(); n != 200 {
+		t.Fatalf("%d password checks, want 200", n)
 	}
 
-	// The admin at the known address: a typo counts on that address only,
-	// and the right password works at once.
-	if err := login(o, "admin", "typo typo", known); !errors.Is(err, ports.ErrUnauthenticated) {
-		t.Fatalf("a typo at the known address: %v", err)
+	// Any address that did not fail for admin is checked at once.
+	if err := login(o, "admin", "the admin's password", "192.0.2.99"); err != nil {
+		t.Fatalf("the admin at a new address during the attack: %v", err)
 	}
-	if err := login(o, "admin", "the admin's password", known); err != nil {
-		t.Fatalf("the admin at a known address during the attack: %v", err)
+	// In a trusted network a typo makes no wait for the account.
+	if err := login(o, "admin", "typo typo", "10.1.2.3"); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("a typo in a trusted network: %v", err)
 	}
 	if err := login(o, "admin", "the admin's password", "10.1.2.3"); err != nil {
-		t.Fatalf("the admin in a trusted network during the attack: %v", err)
+		t.Fatalf("the admin in a trusted network after a typo: %v", err)
 	}
-
-	// At a new address, the admin waits no longer than the account's cap,
-	// however long the attack goes on.
-	for i := range 50 {
-		te := throttled(t, login(o, "admin", "guess", fmt.Sprintf("203.0.113.%d", i)), ports.LoginThrottledAccount)
-		if te.RetryAfter > DefaultAccountMaxDelay {
-			t.Fatalf("the account's wait %v is over its cap %v", te.RetryAfter, DefaultAccountMaxDelay)
-		}
-		clock.advance(te.RetryAfter)
-		if err := login(o, "admin", "guess", fmt.Sprintf("203.0.113.%d", i)); !errors.Is(err, ports.ErrUnauthenticated) {
-			t.Fatalf("after the account's wait: %v", err)
-		}
-	}
-	te := throttled(t, login(o, "admin", "the admin's password", "192.0.2.99"), ports.LoginThrottledAccount)
+	// An attacking address may try again once its wait ran out.
+	te := throttled(t, login(o, "admin", "guess", "198.51.100.150"), ports.LoginThrottledAccount)
 	clock.advance(te.RetryAfter)
-	if err := login(o, "admin", "the admin's password", "192.0.2.99"); err != nil {
-		t.Fatalf("the admin at a new address after the account's wait: %v", err)
+	if err := login(o, "admin", "guess", "198.51.100.150"); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("after the wait: %v", err)
 	}
 	// Other accounts are not slowed by admin's counter.
 	mustPutUser(t, o, "ann", ports.RoleViewer, "ann's password")
@@ -283,4 +278,175 @@ func TestThrottleMemoryIsBounded(t *testing.T) {
 	if len(th.address) > maxThrottleKeys || len(th.account) > maxThrottleKeys || len(th.checking) != 0 {
 		t.Fatalf("%d addresses, %d accounts, %d checking", len(th.address), len(th.account), len(th.checking))
 	}
+	// One account guessed at from ever more addresses: each leaves a wait
+	// for the pair, and those are bounded too.
+	th = newLoginThrottle(LoginThrottle{})
+	for i := range maxThrottleKeys + 500 {
+		addr := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)}).String()
+		if err := th.begin(now, "admin", addr); err != nil {
+			t.Fatal(err)
+		}
+		th.end(now, "admin", addr, false)
+		now = now.Add(time.Millisecond)
+	}
+	if len(th.pairs) > maxThrottleKeys || len(th.pairs) < maxThrottleKeys/2 {
+		t.Fatalf("%d waits of (account, address) pairs", len(th.pairs))
+	}
+}
+
+// rotatingAttack plays the reviewer's attacker against o: addrs addresses
+// guess account's password, each retrying the instant its wait ends (or
+// 50 ms after a checked guess), for d of the clock's time. Every 3 s,
+// newcomer(k) is called with the attack in full swing. It returns the
+// instants of each address's password checks.
+func rotatingAttack(t *testing.T, o *Operators, clock *stepClock, account string, addrs []string, d time.Duration,
+	newcomer func(k int)) map[string][]time.Time {
+	t.Helper()
+	start := clock.Now()
+	next := make(map[string]time.Time, len(addrs))
+	for i, a := range addrs {
+		next[a] = start.Add(time.Duration(i) * 50 * time.Millisecond) // ~20 guesses a second at first
+	}
+	checks := map[string][]time.Time{}
+	nextNewcomer, k := start.Add(5*time.Second), 0
+	for i := 0; ; i++ {
+		// The earliest due address (ties by order), or the newcomer.
+		due := ""
+		for _, a := range addrs {
+			if due == "" || next[a].Before(next[due]) {
+				due = a
+			}
+		}
+		at := next[due]
+		if nextNewcomer.Before(at) {
+			at = nextNewcomer
+		}
+		if at.Sub(start) > d {
+			return checks
+		}
+		if at.After(clock.Now()) {
+			clock.advance(at.Sub(clock.Now()))
+		}
+		if at.Equal(nextNewcomer) {
+			newcomer(k)
+			k++
+			nextNewcomer = nextNewcomer.Add(3 * time.Second)
+			continue
+		}
+		err := login(o, account, fmt.Sprintf("guess %d", i), due)
+		var te *ports.LoginThrottledError
+		switch {
+		case errors.As(err, &te):
+			next[due] = clock.Now().Add(te.RetryAfter)
+		case errors.Is(err, ports.ErrUnauthenticated):
+			checks[due] = append(checks[due], clock.Now())
+			next[due] = clock.Now().Add(50 * time.Millisecond)
+		default:
+			t.Fatalf("guess from %s: %v", due, err)
+		}
+	}
+}
+
+// attackers are n addresses of the attacker's.
+func attackers(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("198.51.100.%d", 10+i)
+	}
+	return out
+}
+
+// TestRotatingAddressesCannotLockANewAddressOut plays the reviewer's attack:
+// 31 addresses guess admin's password without pause, each retrying the
+// instant its wait ends, for ten minutes. Others' failures never hold an
+// address: every 3 s a new address — the real admin at a workstation it
+// never used — has its password checked at once (a right one logs in, a
+// typo is a plain failure). Each attacking address gets at most one check
+// of the account per the account's delay once that delay has reached its
+// cap, and its own address counter holds it too.
+func TestRotatingAddressesCannotLockANewAddressOut(t *testing.T) {
+	o, clock, _ := newThrottledOperators(t, OperatorsConfig{})
+	addrs := attackers(31)
+	const attack = 10 * time.Minute
+	checks := rotatingAttack(t, o, clock, "admin", addrs, attack, func(k int) {
+		addr := fmt.Sprintf("203.0.113.%d", k%250)
+		if k%250 != k {
+			addr = fmt.Sprintf("192.0.2.%d", k%250)
+		}
+		pw := "the admin's password"
+		if k%4 == 3 {
+			pw = "a typo by someone new" // someone else's first try, wrong
+		}
+		err := login(o, "admin", pw, addr)
+		switch {
+		case k%4 == 3 && errors.Is(err, ports.ErrUnauthenticated):
+		case k%4 != 3 && err == nil:
+		default:
+			t.Fatalf("a new address's first login %d s into the attack: %v", 5+3*k, err)
+		}
+	})
+
+	total := 0
+	capDelay := DefaultAccountMaxDelay
+	// The account's delay reaches its cap after this many failures.
+	warm := DefaultAccountFreeFailures + 1
+	for d := DefaultLoginBaseDelay; d < capDelay; d *= 2 {
+		warm++
+	}
+	seen := 0
+	for _, a := range addrs {
+		total += len(checks[a])
+		if len(checks[a]) > 1+int(attack/capDelay)+DefaultAddressFreeFailures {
+			t.Errorf("%s had %d password checks in %v", a, len(checks[a]), attack)
+		}
+	}
+	// Past the warm-up, the same address checks the account at most once
+	// per the capped delay.
+	var all []time.Time
+	for _, a := range addrs {
+		all = append(all, checks[a]...)
+	}
+	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	if len(all) <= warm {
+		t.Fatalf("only %d checks in all", len(all))
+	}
+	capped := all[warm-1] // the failure that brought the delay to its cap
+	for _, a := range addrs {
+		for i := 1; i < len(checks[a]); i++ {
+			prev := checks[a][i-1]
+			if !prev.Before(capped) {
+				if gap := checks[a][i].Sub(prev); gap < capDelay {
+					t.Errorf("%s: checks %v apart once the account's delay was capped", a, gap)
+				}
+				seen++
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no address checked twice after the warm-up: the attack did not run")
+	}
+	t.Logf("%d password checks from %d addresses in %v", total, len(addrs), attack)
+}
+
+// TestRestartDoesNotLockTheAdminOut: a restart forgets where the admin
+// logged in before; the attack, restarted with central, still does not
+// keep the admin's usual address out.
+func TestRestartDoesNotLockTheAdminOut(t *testing.T) {
+	o, clock, store := newThrottledOperators(t, OperatorsConfig{})
+	const usual = "192.0.2.10"
+	if err := login(o, "admin", "the admin's password", usual); err != nil {
+		t.Fatal(err)
+	}
+	// The restart: a new Operators over the same store.
+	o, err := NewOperators(store, clock, OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotatingAttack(t, o, clock, "admin", attackers(31), time.Minute, func(k int) {
+		if k == 10 {
+			if err := login(o, "admin", "the admin's password", usual); err != nil {
+				t.Fatalf("the admin at the usual address after a restart, during the attack: %v", err)
+			}
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ const (
 	MaxTokenTTL = 10 * 365 * 24 * time.Hour
 	// maxTokenLabel bounds the label of a token of one's own.
 	maxTokenLabel = 32
+	// DefaultMaxOwnTokens is how many tokens of its own an account keeps:
+	// making one more revokes the oldest.
+	DefaultMaxOwnTokens = 10
 )
 
 // OperatorsConfig configures Operators.
@@ -63,6 +67,10 @@ type OperatorsConfig struct {
 	// MaxOwnTokenTTL is the longest lifetime of a token an account makes
 	// for itself (CreateOwnToken); 0 means DefaultMaxOwnTokenTTL.
 	MaxOwnTokenTTL time.Duration
+	// MaxOwnTokens is how many tokens of its own an account keeps, expired
+	// ones included; making one more revokes the oldest (expired first),
+	// each recorded in the admin audit log. 0 means DefaultMaxOwnTokens.
+	MaxOwnTokens int
 	// Audit is where changes to accounts and tokens are recorded; nil means
 	// the store, which must then implement ports.AdminAudit.
 	Audit ports.AdminAudit
@@ -110,6 +118,9 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 	}
 	if cfg.MaxOwnTokenTTL <= 0 {
 		cfg.MaxOwnTokenTTL = DefaultMaxOwnTokenTTL
+	}
+	if cfg.MaxOwnTokens <= 0 {
+		cfg.MaxOwnTokens = DefaultMaxOwnTokens
 	}
 	if cfg.Audit == nil {
 		a, ok := store.(ports.AdminAudit)
@@ -433,15 +444,84 @@ func (o *Operators) CreateOwnToken(ctx context.Context, p ports.Principal, req p
 	if err != nil {
 		return "", ports.Token{}, fmt.Errorf("create own token: %w", err)
 	}
-	t := ports.StoredToken{Name: a.Name + "/" + label + "-" + randomHex(2), Role: a.Role, Account: a.Name,
-		CreatedAt: now, ExpiresAt: expiryOf(req.ExpiresAt)}
-	secret, err := o.putToken(ctx, &t)
-	if err != nil {
-		return "", ports.Token{}, err
+	var t ports.StoredToken
+	var secret string
+	for try := 0; ; try++ {
+		// The name's random suffix is short; a clash takes another.
+		t = ports.StoredToken{Name: a.Name + "/" + label + "-" + randomHex(2), Role: a.Role, Account: a.Name,
+			CreatedAt: now, ExpiresAt: expiryOf(req.ExpiresAt)}
+		secret, err = o.putToken(ctx, &t)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ports.ErrConflict) || try == 3 {
+			return "", ports.Token{}, err
+		}
 	}
 	o.log.Info("api token of an account created", "token", t.Name, "id", t.ID, "user", a.Name, "expires_at", t.ExpiresAt)
-	return secret, o.toToken(t, map[string]ports.OperatorRole{a.Name: a.Role}), o.rec.record(ctx, p.Name, ports.AdminKindToken, t.Name, ports.AdminCreated,
+	err = o.rec.record(ctx, p.Name, ports.AdminKindToken, t.Name, ports.AdminCreated,
 		"id "+t.ID+", bound to the account "+a.Name+" (role "+string(a.Role)+" now), "+formatExpiry(t.ExpiresAt))
+	if terr := o.trimOwnTokens(ctx, p.Name, a.Name, t); terr != nil {
+		err = errors.Join(err, terr)
+	}
+	return secret, o.toToken(t, map[string]ports.OperatorRole{a.Name: a.Role}), err
+}
+
+// trimOwnTokens revokes the oldest tokens of account (expired ones first)
+// past MaxOwnTokens, never newest, the one just made; each revocation is
+// audited with actor. A store failure is logged, not returned: the token
+// was made, and the next one made trims again; an audit failure is
+// returned, as for every change.
+func (o *Operators) trimOwnTokens(ctx context.Context, actor, account string, newest ports.StoredToken) error {
+	ts, err := o.accountTokens(ctx, account)
+	if err != nil {
+		o.log.Error("could not count an account's tokens", "user", account, "err", err)
+		return nil // the next token made trims
+	}
+	over := len(ts) - o.cfg.MaxOwnTokens
+	if over <= 0 {
+		return nil
+	}
+	slices.SortFunc(ts, func(a, b ports.StoredToken) int {
+		if ea, eb := o.expired(a), o.expired(b); ea != eb {
+			if ea {
+				return -1
+			}
+			return 1
+		}
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	var errs []error
+	for _, t := range ts {
+		if over == 0 {
+			break
+		}
+		if t.ID == newest.ID {
+			continue
+		}
+		if err := o.store.DeleteToken(ctx, t.ID); err != nil {
+			// Not found: another request revoked it. Otherwise the next
+			// token made trims again.
+			if !errors.Is(err, ports.ErrNotFound) {
+				o.log.Error("could not revoke an account's oldest token", "token", t.Name, "id", t.ID, "err", err)
+			}
+			continue
+		}
+		over--
+		o.log.Info("api token of an account revoked: the account has too many", "token", t.Name, "id", t.ID, "user", account)
+		summary := "id " + t.ID + ", bound to the account " + account + "; the oldest of its tokens, revoked for " +
+			newest.Name + " (an account keeps at most " + strconv.Itoa(o.cfg.MaxOwnTokens) + ")"
+		if o.expired(t) {
+			summary += ", had expired"
+		}
+		if err := o.rec.record(ctx, actor, ports.AdminKindToken, t.Name, ports.AdminRevoked, summary); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // putToken gives t an ID and a secret's hash and stores it; it returns the

@@ -482,3 +482,101 @@ func TestAdminLogPages(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnTokensAreCappedPerAccount: an account keeps at most MaxOwnTokens
+// tokens of its own; each one more revokes the oldest, expired ones first,
+// and the admin audit log records each revocation with the account as
+// actor.
+func TestOwnTokensAreCappedPerAccount(t *testing.T) {
+	ctx := context.Background()
+	o, clock, _ := newTestOperators(t)
+	mustPutUser(t, o, "ann", ports.RoleViewer, "ann's password")
+	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
+	ann, _ := o.Authenticate(ctx, s.Secret)
+	var secrets []string
+	for i := range DefaultMaxOwnTokens {
+		ttl := time.Hour
+		if i == 4 {
+			ttl = time.Minute // expires before the others
+		}
+		secret, _, err := o.CreateOwnToken(ctx, ann, ports.OwnTokenRequest{ExpiresAt: clock.Now().Add(ttl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, secret)
+		clock.advance(time.Second)
+	}
+	clock.advance(time.Minute)
+	// One more: the expired one goes, though it is not the oldest.
+	if _, _, err := o.CreateOwnToken(ctx, ann, ports.OwnTokenRequest{ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Authenticate(ctx, secrets[0]); err != nil {
+		t.Fatalf("the oldest live token went before the expired one: %v", err)
+	}
+	// Two more: the two oldest go.
+	for range 2 {
+		if _, _, err := o.CreateOwnToken(ctx, ann, ports.OwnTokenRequest{ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, secret := range secrets {
+		_, err := o.Authenticate(ctx, secret)
+		if live := i >= 2 && i != 4; (err == nil) != live {
+			t.Fatalf("token %d: %v (want live: %v)", i, err, live)
+		}
+	}
+	ts, _ := o.Tokens(ctx)
+	if len(ts) != DefaultMaxOwnTokens {
+		t.Fatalf("%d tokens, want %d", len(ts), DefaultMaxOwnTokens)
+	}
+	var revoked []ports.AdminRecord
+	for _, r := range adminRecords(t, o) {
+		if r.Action == ports.AdminRevoked {
+			revoked = append(revoked, r)
+		}
+	}
+	if len(revoked) != 3 || revoked[0].Actor != "ann" || !strings.Contains(revoked[0].Summary, "had expired") ||
+		!strings.Contains(revoked[1].Summary, "the oldest of its tokens, revoked for ann/cli-") {
+		t.Fatalf("revocations recorded: %+v", revoked)
+	}
+}
+
+// TestAuditSummaryMasksURLCredentialsAndAddresses replays the reviewer's
+// channel: a token_url carrying user:password@ and api_key=, and e-mail
+// addresses in from and username, all settings the plugin calls public.
+// The audit summary shows them with the credentials and the addresses
+// masked, enough to recognise them.
+func TestAuditSummaryMasksURLCredentialsAndAddresses(t *testing.T) {
+	ctx := context.Background()
+	e, store, _ := newTestEditor(t, func(string, string) bool { return true })
+	settings := map[string]string{
+		"token_url": "http://user:PASSWORD123@idp.example.com/token?api_key=KEY123&scope=mail",
+		"from":      "alerts@plant.example.com", "username": "svc.outbox@plant.example.com",
+	}
+	if _, err := e.PutChannel(ctx, "alice", ports.ChannelSettings{Type: "email", Settings: settings}); err != nil {
+		t.Fatal(err)
+	}
+	settings["from"] = "other@plant.example.com"
+	if _, err := e.PutChannel(ctx, "alice", ports.ChannelSettings{Type: "email", Settings: settings}); err != nil {
+		t.Fatal(err)
+	}
+	recs := allRecords(t, store)
+	want := []string{
+		`settings: from="a***@plant.example.com", token_url="http://***@idp.example.com/token?api_key=***&scope=mail", username="s***@plant.example.com"; retry: fixed; rate limit: none`,
+		`settings: from "a***@plant.example.com" → "o***@plant.example.com"`,
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, r := range recs {
+		if r.Summary != want[i] {
+			t.Errorf("record %d: %s\nwant       %s", i, r.Summary, want[i])
+		}
+		for _, leak := range []string{"PASSWORD123", "KEY123", "alerts@", "svc.outbox@", "other@"} {
+			if strings.Contains(r.Summary, leak) {
+				t.Errorf("record %d shows %q", i, leak)
+			}
+		}
+	}
+}

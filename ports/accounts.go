@@ -156,9 +156,10 @@ type LoginThrottledError struct {
 const (
 	// LoginThrottledAddress: too many failed logins from the address.
 	LoginThrottledAddress = "too many failed logins from this address"
-	// LoginThrottledAccount: too many failed logins for the account from
-	// addresses it is not known at.
-	LoginThrottledAccount = "too many failed logins for this account"
+	// LoginThrottledAccount: the account has seen too many failed logins,
+	// and this address failed for it last time; it waits before trying
+	// that account again (other addresses do not).
+	LoginThrottledAccount = "too many failed logins for this account, the last from this address"
 	// LoginThrottledBusy: a login from the same address is being checked.
 	LoginThrottledBusy = "another login from this address is being checked"
 )

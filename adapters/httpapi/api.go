@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -146,7 +148,7 @@ func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.P
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	cs, err := s.cfg.Directory.Channels(r.Context())
 	if err != nil {
 		s.apiError(w, r, err)
@@ -154,18 +156,21 @@ func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, _ ports.Pri
 	}
 	out := make([]api.Channel, len(cs))
 	for i, c := range cs {
-		out[i] = api.FromChannel(c)
+		out[i] = api.FromChannel(shownChannel(p, c))
+		out[i].SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	c, err := s.cfg.Directory.ChannelSettings(r.Context(), r.PathValue("type"))
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromChannel(c))
+	out := api.FromChannel(shownChannel(p, c))
+	out.SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -179,7 +184,7 @@ func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.P
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromChannel(c))
+	writeJSON(w, http.StatusOK, api.FromChannel(shownChannel(p, c)))
 }
 
 func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -267,6 +272,19 @@ func (s *Server) apiCreateOwnToken(w http.ResponseWriter, r *http.Request, p por
 		// Refused before the body is read: a token never makes tokens of
 		// its own.
 		s.apiError(w, r, fmt.Errorf("only a login with a password (a session) makes a token of its own, not an API token: %w", ports.ErrForbidden))
+		return
+	}
+	if !s.ownTokens.Allow(p.Name) {
+		// Refused before the body is read: each token made is a row and an
+		// audit record, and a session could otherwise make them by the
+		// thousand.
+		wait := max(time.Second, s.ownTokens.RetryAfter(p.Name, 1))
+		s.refusals.Refuse(s.clientAddr(r), refusedOwnTokenRate, "user", logName(p.Name))
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		every := time.Duration(float64(time.Second) / s.cfg.OwnTokenRate).Round(time.Second)
+		writeError(w, http.StatusTooManyRequests, api.CodeTooManyRequests, fmt.Sprintf(
+			"%s made too many tokens of its own lately (%d at once, then one every %s); try again in %s",
+			p.Name, s.cfg.OwnTokenBurst, every, wait.Round(time.Second)))
 		return
 	}
 	var in api.NewOwnToken

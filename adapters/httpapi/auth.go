@@ -15,30 +15,75 @@ import (
 
 // authenticate returns the caller: an API token from the Authorization
 // header, else the session cookie. It returns an error wrapping
-// ports.ErrUnauthenticated when there is neither or it is not valid.
+// ports.ErrUnauthenticated when there is neither or it is not valid; such
+// an error is a *credentialRefusal that says what the refusal is counted
+// under.
 func (s *Server) authenticate(r *http.Request) (ports.Principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
-			return ports.Principal{}, fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", ports.ErrUnauthenticated)
+			return ports.Principal{}, refuseCredential(refusedMalformedCredentials,
+				fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", ports.ErrUnauthenticated))
 		}
 		p, err := s.cfg.Operators.Authenticate(r.Context(), strings.TrimSpace(cred))
 		if err == nil && p.Session {
 			// Each credential has its place: a session secret is no token.
-			return ports.Principal{}, fmt.Errorf("the Authorization header takes an API token, not a session: %w", ports.ErrUnauthenticated)
+			err = fmt.Errorf("the Authorization header takes an API token, not a session: %w", ports.ErrUnauthenticated)
+		}
+		if errors.Is(err, ports.ErrUnauthenticated) {
+			return ports.Principal{}, refuseCredential(refusedBadToken, err)
 		}
 		return p, err
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
-		return ports.Principal{}, fmt.Errorf("log in first, or give an API token (Authorization: Bearer): %w", ports.ErrUnauthenticated)
+		return ports.Principal{}, refuseCredential(refusedNoCredentials,
+			fmt.Errorf("log in first, or give an API token (Authorization: Bearer): %w", ports.ErrUnauthenticated))
 	}
 	p, err := s.cfg.Operators.Authenticate(r.Context(), c.Value)
 	if err == nil && !p.Session {
 		// A token planted in the cookie is not a login.
-		return ports.Principal{}, fmt.Errorf("the session cookie holds no session: %w", ports.ErrUnauthenticated)
+		err = fmt.Errorf("the session cookie holds no session: %w", ports.ErrUnauthenticated)
+	}
+	if errors.Is(err, ports.ErrUnauthenticated) {
+		return ports.Principal{}, refuseCredential(refusedBadSession, err)
 	}
 	return p, err
+}
+
+// credentialRefusal is a request's credential refused (or missing), with
+// the reason the refusal is counted under.
+type credentialRefusal struct {
+	reason string
+	err    error
+}
+
+func refuseCredential(reason string, err error) error {
+	return &credentialRefusal{reason: reason, err: err}
+}
+
+func (c *credentialRefusal) Error() string { return c.err.Error() }
+func (c *credentialRefusal) Unwrap() error { return c.err }
+
+// countRefusal counts and logs (bounded, keyed by the client's address) a
+// request refused for its credential: never the credential itself, only
+// the reason and the path. A request without any credential is counted
+// only when countMissing: a browser's first visit to a page has none.
+func (s *Server) countRefusal(r *http.Request, err error, countMissing bool) {
+	var cr *credentialRefusal
+	if !errors.As(err, &cr) || (cr.reason == refusedNoCredentials && !countMissing) {
+		return
+	}
+	s.refusals.Refuse(s.clientAddr(r), cr.reason, "path", logPath(r.URL.Path))
+}
+
+// logPath is a request path as a log line may show it: at most 100 bytes
+// of valid UTF-8.
+func logPath(p string) string {
+	if len(p) > 100 {
+		p = p[:100]
+	}
+	return strings.ToValidUTF8(p, "?")
 }
 
 // login checks a name and password and sets the session cookie. The
@@ -70,6 +115,22 @@ const (
 	refusedLoginAccount    = "login throttled (account)"
 	refusedLoginBusy       = "login in progress"
 	refusedLoginOverloaded = "login overloaded"
+	// refusedOwnTokenRate: an account making tokens of its own too fast.
+	refusedOwnTokenRate = "own tokens over rate"
+
+	// Refused credentials on every other route. A bad token is unknown,
+	// revoked, expired, or its account deleted, or a session secret sent as
+	// a token; a bad session is closed, expired, or its account deleted, or
+	// a token put in the session cookie.
+	refusedBadToken             = "bad token"
+	refusedBadSession           = "bad session"
+	refusedMalformedCredentials = "malformed credentials"
+	refusedNoCredentials        = "no credentials"
+
+	// refusedRole: a known caller asked for a route above its role;
+	// refusedCrossOrigin: an unsafe request from another origin.
+	refusedRole        = "role too low"
+	refusedCrossOrigin = "cross-origin"
 )
 
 // loginRefusal is the reason a failed login is counted under; "" for an

@@ -80,8 +80,12 @@ func TestClientAgainstTheServer(t *testing.T) {
 	if got, err := admin.PutChannel(ctx, ch); err != nil || got.Retry.IntervalSeconds != 30 || got.Retry.Backoff != ports.BackoffExponential {
 		t.Fatalf("put channel: %+v %v", got, err)
 	}
-	if got, err := viewer.Channel(ctx, "email"); err != nil || got.Settings["host"] != "smtp.example.com" {
+	if got, err := admin.Channel(ctx, "email"); err != nil || got.Settings["host"] != "smtp.example.com" {
 		t.Fatalf("channel: %+v %v", got, err)
+	}
+	// A viewer sees the channel's type, retry and rate, not its settings.
+	if got, err := viewer.Channel(ctx, "email"); err != nil || len(got.Settings) != 0 || !got.SettingsHidden || got.Retry.MaxRetries != 5 {
+		t.Fatalf("channel as a viewer: %+v %v", got, err)
 	}
 	if cs, err := viewer.Channels(ctx); err != nil || len(cs) != 1 {
 		t.Fatalf("channels: %+v %v", cs, err)

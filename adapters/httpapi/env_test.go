@@ -51,6 +51,12 @@ func (listChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the server's configuration changed by edit.
+func newEnvWith(t *testing.T, edit func(*httpapi.Config)) *env {
+	t.Helper()
 	store := memstore.New()
 	dir, err := memdir.New([]ports.List{
 		{Name: "ok", Type: "email", Targets: []string{"ops@example.com"}},
@@ -90,10 +96,14 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
+	cfg := httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
 		Mailbox: func() []httpapi.Mail {
 			return []httpapi.Mail{{At: time.Now(), From: "outbox@example.com", To: []string{"ops@example.com"}, Subject: "captured <b>mail</b>", Body: "hello"}}
-		}})
+		}}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -347,3 +347,253 @@ func TestLoginFloodFromOneAddressCannotStarveAnother(t *testing.T) {
 		t.Fatalf("%d logins in progress counted, want 119", got)
 	}
 }
+
+// rotatingAttack plays the reviewer's attack over real TCP: 31 loopback
+// addresses guess admin's password, each once per second of the test's
+// clock, all at the same instant, for rounds seconds; every 3 s newcomer(k)
+// runs with the attack in full swing. It returns each attacking address's
+// password checks (answers 401), as the instants of the test's clock.
+func (e *loginEnv) rotatingAttack(rounds int, newcomer func(k int)) map[string][]time.Time {
+	e.t.Helper()
+	addrs := make([]string, 31)
+	clients := make([]*http.Client, len(addrs))
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.%d", 10+i)
+		clients[i] = e.from(addrs[i])
+	}
+	var mu sync.Mutex
+	checks := map[string][]time.Time{}
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				resp, body := e.apiLogin(c, "admin", fmt.Sprintf("guess %d", round))
+				switch resp.StatusCode {
+				case http.StatusUnauthorized:
+					mu.Lock()
+					checks[addrs[i]] = append(checks[addrs[i]], e.clock.Now())
+					mu.Unlock()
+				case http.StatusTooManyRequests:
+				default:
+					e.t.Errorf("a guess from %s: %d %s", addrs[i], resp.StatusCode, body)
+				}
+			})
+		}
+		wg.Wait()
+		if round%3 == 2 {
+			newcomer(round / 3)
+		}
+		e.clock.advance(time.Second)
+	}
+	return checks
+}
+
+// TestRotatingAddressesCannotLockTheAdminOut replays the reviewer's attack:
+// 31 addresses hammer admin's login for three minutes (of the test's clock)
+// while the real admin arrives every 3 s at an address it never used.
+// Every first login of the admin at a new address is answered at once (200
+// from the API, the page's redirect), never 429; each attacking address gets
+// at most one password check per the account's delay once it is capped.
+func TestRotatingAddressesCannotLockTheAdminOut(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	const rounds = 180
+	checks := e.rotatingAttack(rounds, func(k int) {
+		ip := fmt.Sprintf("127.0.0.%d", 100+k)
+		c := e.from(ip)
+		if k%2 == 0 {
+			if resp, body := e.apiLogin(c, "admin", password); resp.StatusCode != http.StatusOK {
+				t.Fatalf("the admin's first login at %s, %d s into the attack: %d %s", ip, 3*k+2, resp.StatusCode, body)
+			}
+			return
+		}
+		if resp, body := e.pageLogin(c, "admin", password); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("the admin's first login on the page at %s, %d s into the attack: %d %s", ip, 3*k+2, resp.StatusCode, body)
+		}
+	})
+	total := 0
+	for ip, at := range checks {
+		total += len(at)
+		if most := 1 + rounds/60 + core.DefaultAddressFreeFailures; len(at) > most {
+			t.Errorf("%s had %d password checks in %d s, want at most %d", ip, len(at), rounds, most)
+		}
+		// At most one check per minute once the account has seen a few
+		// dozen failures (its delay is then at its cap).
+		for i := 1; i < len(at); i++ {
+			if at[i-1].Sub(at[0]) >= 30*time.Second && at[i].Sub(at[i-1]) < core.DefaultAccountMaxDelay {
+				t.Errorf("%s: two checks %v apart", ip, at[i].Sub(at[i-1]))
+			}
+		}
+	}
+	if got := e.refusals.Count("login failed") + e.refusals.Count("login throttled (account)") + e.refusals.Count("login throttled (address)"); got != 31*rounds {
+		t.Fatalf("%d of %d guesses counted as refused", got, 31*rounds)
+	}
+	t.Logf("%d password checks for %d guesses from 31 addresses in %d s", total, 31*rounds, rounds)
+}
+
+// TestRestartDoesNotLockTheAdminOut: after a restart central has forgotten
+// where the admin logged in; an attack that starts with it does not keep the
+// admin out of the usual address.
+func TestRestartDoesNotLockTheAdminOut(t *testing.T) {
+	store := &gatedAccounts{Store: memstore.New()}
+	before := newLoginEnv(t, core.OperatorsConfig{}, store)
+	if resp, body := before.apiLogin(before.from(adminIP), "admin", password); resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	e := newLoginEnv(t, core.OperatorsConfig{}, store) // the restart: new Operators, same database
+	e.rotatingAttack(40, func(k int) {
+		if k == 10 {
+			if resp, body := e.apiLogin(e.from(adminIP), "admin", password); resp.StatusCode != http.StatusOK {
+				t.Fatalf("the admin at the usual address after a restart, during the attack: %d %s", resp.StatusCode, body)
+			}
+		}
+	})
+}
+
+// TestRefusedCredentialsAreCountedAndLogged replays the reviewer's probe:
+// 300 API requests with forged tokens from one address used to leave no
+// trace (no log line, no metric). Every refused credential — a forged,
+// revoked or malformed token, a closed session, on the API and on the page
+// — is now counted under its reason, and logged at most once per address
+// per minute, never with the credential.
+func TestRefusedCredentialsAreCountedAndLogged(t *testing.T) {
+	e := newLoginEnv(t, core.OperatorsConfig{}, nil)
+	attacker := e.from(attackerIP)
+	get := func(c *http.Client, path string, set func(*http.Request)) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+		set(req)
+		resp, _ := e.do(c, req)
+		return resp
+	}
+	var forged []string
+	for i := range 300 {
+		tok := fmt.Sprintf("obx_%012x_forged-secret-%d", i, i)
+		if i%3 == 0 {
+			tok = fmt.Sprintf("not-even-a-token-%d", i)
+		}
+		forged = append(forged, tok)
+		resp := get(attacker, "/api/v1/notifications", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) })
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a forged token: %d", resp.StatusCode)
+		}
+	}
+	if got := e.refusals.Count("bad token"); got != 300 {
+		t.Fatalf("%d of 300 forged tokens counted", got)
+	}
+	logs := e.log.String()
+	if n := strings.Count(logs, "refused"); n != 1 || !strings.Contains(logs, "caller="+attackerIP) || !strings.Contains(logs, `reason="bad token"`) {
+		t.Fatalf("want one line for the 300, naming the address and the reason:\n%s", logs)
+	}
+	for _, tok := range forged {
+		if strings.Contains(logs, tok) || strings.Contains(logs, "forged-secret") {
+			t.Fatalf("the log holds a token:\n%s", logs)
+		}
+	}
+
+	// A revoked token of one's own, from another address.
+	c := e.from(adminIP)
+	resp, body := e.apiLogin(c, "admin", password)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			cookie = ck
+		}
+	}
+	expires := e.clock.Now().Add(time.Hour)
+	b, _ := json.Marshal(api.NewOwnToken{ExpiresAt: &expires})
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/me/tokens", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(cookie)
+	resp, body = e.do(c, req)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	secret := decode[api.CreatedToken](t, []byte(body)).Secret
+	req, _ = http.NewRequest(http.MethodDelete, e.srv.URL+"/api/v1/me/token", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if resp, body := e.do(c, req); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	if resp := get(c, "/api/v1/kpis", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) }); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a revoked token: %d", resp.StatusCode)
+	}
+	if got := e.refusals.Count("bad token"); got != 301 {
+		t.Fatalf("the revoked token was not counted: %d", got)
+	}
+
+	// A closed session, on the API and on the page (which still sends the
+	// browser to the login page).
+	req, _ = http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/logout", nil)
+	req.AddCookie(cookie)
+	if resp, _ := e.do(c, req); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp := get(c, "/api/v1/kpis", func(r *http.Request) { r.AddCookie(cookie) }); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a closed session on the API: %d", resp.StatusCode)
+	}
+	if resp := get(c, "/notifications", func(r *http.Request) { r.AddCookie(cookie) }); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a closed session on the page: %d", resp.StatusCode)
+	}
+	if got := e.refusals.Count("bad session"); got != 2 {
+		t.Fatalf("%d closed sessions counted, want 2", got)
+	}
+	// A malformed header, and none at all on the API; a page visited
+	// without a session is a browser's first visit, not a refusal.
+	get(c, "/api/v1/kpis", func(r *http.Request) { r.Header.Set("Authorization", "Basic YWRtaW46YWRtaW4=") })
+	get(c, "/api/v1/kpis", func(*http.Request) {})
+	if resp := get(c, "/notifications", func(*http.Request) {}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the page without a session: %d", resp.StatusCode)
+	}
+	if e.refusals.Count("malformed credentials") != 1 || e.refusals.Count("no credentials") != 1 {
+		t.Fatalf("malformed %d, none %d; want 1 and 1", e.refusals.Count("malformed credentials"), e.refusals.Count("no credentials"))
+	}
+	if strings.Contains(e.log.String(), secret) || strings.Contains(e.log.String(), cookie.Value) || strings.Contains(e.log.String(), "YWRtaW46") {
+		t.Fatalf("the log holds a credential:\n%s", e.log.String())
+	}
+
+	// The other refusals of the entrance: a route above the caller's role,
+	// an unsafe request from another origin.
+	resp, body = e.apiLogin(c, "admin", password)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			cookie = ck
+		}
+	}
+	b, _ = json.Marshal(api.PutUser{Role: ports.RoleViewer, Password: "the viewer's password"})
+	req, _ = http.NewRequest(http.MethodPut, e.srv.URL+"/api/v1/users/vic", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(cookie)
+	if resp, body := e.do(c, req); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT user: %d %s", resp.StatusCode, body)
+	}
+	vic := e.from("127.0.0.4")
+	resp, body = e.apiLogin(vic, "vic", "the viewer's password")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var vicCookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "outbox_session" {
+			vicCookie = ck
+		}
+	}
+	if resp := get(vic, "/api/v1/users", func(r *http.Request) { r.AddCookie(vicCookie) }); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a viewer asking for the users: %d", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/notifications/retry", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.AddCookie(cookie)
+	if resp, _ := e.do(c, req); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-origin post: %d", resp.StatusCode)
+	}
+	if e.refusals.Count("role too low") != 1 || e.refusals.Count("cross-origin") != 1 {
+		t.Fatalf("role too low %d, cross-origin %d; want 1 and 1", e.refusals.Count("role too low"), e.refusals.Count("cross-origin"))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 
@@ -111,6 +112,25 @@ func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l 
 	return s.cfg.Editor.PutList(ctx, p.Name, l.PortsList())
 }
 
+// shownChannel is c as p may see it: an admin sees the settings with the
+// credentials of URLs in them masked (references as written), anyone else
+// none of them — the type, the retry policy and the rate limit only.
+func shownChannel(p ports.Principal, c ports.ChannelSettings) ports.ChannelSettings {
+	if !p.Role.Allows(ports.RoleAdmin) {
+		c.Settings = map[string]string{}
+		return c
+	}
+	shown := make(map[string]string, len(c.Settings))
+	for k, v := range c.Settings {
+		shown[k] = v
+		if !ports.IsSecretRef(v) {
+			shown[k] = ports.MaskURLCredentials(v)
+		}
+	}
+	c.Settings = shown
+	return c
+}
+
 // putChannel stores c under typ after the plugin's check, recording p as
 // the actor.
 func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, c api.Channel) (ports.ChannelSettings, error) {
@@ -119,6 +139,18 @@ func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, 
 	}
 	c.Type = typ
 	pc := c.PortsChannel()
+	// A value sent back as it was shown, masked, keeps the stored one.
+	if old, err := s.cfg.Directory.ChannelSettings(ctx, typ); err == nil && len(pc.Settings) > 0 {
+		settings := maps.Clone(pc.Settings)
+		for k, v := range settings {
+			if was, ok := old.Settings[k]; ok && v != was && v == ports.MaskURLCredentials(was) {
+				settings[k] = was
+			}
+		}
+		pc.Settings = settings
+	} else if err != nil && !errors.Is(err, ports.ErrNotFound) {
+		return ports.ChannelSettings{}, err
+	}
 	if err := pc.Validate(); err != nil {
 		return ports.ChannelSettings{}, err
 	}

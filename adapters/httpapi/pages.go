@@ -303,10 +303,14 @@ func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Pr
 		s.pageError(w, r, p, err)
 		return
 	}
+	for i, c := range cs {
+		cs[i] = shownChannel(p, c)
+	}
 	s.render(w, r, http.StatusOK, "channels", struct {
 		base
-		Channels []ports.ChannelSettings
-	}{s.newBase(w, r, p, "Channels", "channels"), cs})
+		Channels     []ports.ChannelSettings
+		ShowSettings bool
+	}{s.newBase(w, r, p, "Channels", "channels"), cs, p.Role.Allows(ports.RoleAdmin)})
 }
 
 func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -370,8 +374,7 @@ func throttledMessage(te *ports.LoginThrottledError) string {
 	case ports.LoginThrottledAddress:
 		return "Too many failed logins from your address. Your password was not checked; try again in " + wait + "."
 	case ports.LoginThrottledAccount:
-		return "Too many failed logins for this account from elsewhere. Your password was not checked; try again in " + wait +
-			". Logging in from an address this account used before is not delayed."
+		return "Too many failed logins for this account, and the last try from your address failed too. Your password was not checked; try again in " + wait + "."
 	}
 	return "Another login from your address is being checked. Try again in " + wait + "."
 }

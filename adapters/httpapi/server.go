@@ -57,15 +57,29 @@ type Config struct {
 	SecureCookies bool
 	// Banner, when set, is shown on every page (dev mode says so).
 	Banner string
-	// Refusals logs and counts failed and throttled logins (entrance
-	// "http", keyed by client address); register it with the metrics. Nil
-	// makes one that logs to Logger and is counted nowhere.
+	// Refusals logs and counts failed and throttled logins, refused
+	// credentials and tokens of one's own made too fast (entrance "http",
+	// keyed by client address); register it with the metrics. Nil makes one
+	// that logs to Logger and is counted nowhere.
 	Refusals *guard.Refusals
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client; a request from any other peer is the peer's own.
 	TrustedProxies []netip.Prefix
-	Logger         *slog.Logger
+	// OwnTokenRate and OwnTokenBurst bound how fast one account makes
+	// tokens of its own (POST /api/v1/me/tokens, what outbox login does):
+	// tokens a second on average and at once; zero means
+	// DefaultOwnTokenRate and DefaultOwnTokenBurst.
+	OwnTokenRate  float64
+	OwnTokenBurst int
+	Logger        *slog.Logger
 }
+
+// How fast one account may make tokens of its own by default: a login a
+// minute, five at once.
+const (
+	DefaultOwnTokenRate  = 1.0 / 60
+	DefaultOwnTokenBurst = 5
+)
 
 // PluginStatus is one channel plugin as the dashboard shows it.
 type PluginStatus struct {
@@ -89,9 +103,11 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	refusals *guard.Refusals
-	pages    map[string]*template.Template
-	mux      *http.ServeMux
-	h        http.Handler
+	// ownTokens limits how fast each account makes tokens of its own.
+	ownTokens *guard.KeyedLimiter
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
+	h         http.Handler
 	// apiPatterns are the API routes registered, for the OpenAPI test.
 	apiPatterns []string
 }
@@ -133,7 +149,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Refusals == nil {
 		cfg.Refusals = guard.NewRefusals("http", cfg.Logger, 0)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, refusals: cfg.Refusals, pages: pages, mux: http.NewServeMux()}
+	if cfg.OwnTokenRate <= 0 {
+		cfg.OwnTokenRate = DefaultOwnTokenRate
+	}
+	if cfg.OwnTokenBurst <= 0 {
+		cfg.OwnTokenBurst = DefaultOwnTokenBurst
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, refusals: cfg.Refusals, pages: pages, mux: http.NewServeMux(),
+		ownTokens: guard.NewKeyedLimiter(cfg.OwnTokenRate, cfg.OwnTokenBurst)}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(s.crossOrigin))
@@ -219,10 +242,12 @@ func (s *Server) apiRoute(pattern string, role ports.OperatorRole, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
+			s.countRefusal(r, err, true)
 			s.apiError(w, r, err)
 			return
 		}
 		if !p.Role.Allows(role) {
+			s.refusals.Refuse(s.clientAddr(r), refusedRole, "user", logName(p.Name), "path", logPath(r.URL.Path))
 			s.apiError(w, r, forbidden(p, role))
 			return
 		}
@@ -236,6 +261,7 @@ func (s *Server) pageRoute(pattern string, role ports.OperatorRole, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if errors.Is(err, ports.ErrUnauthenticated) {
+			s.countRefusal(r, err, false)
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
@@ -248,6 +274,7 @@ func (s *Server) pageRoute(pattern string, role ports.OperatorRole, h handler) {
 			return
 		}
 		if !p.Role.Allows(role) {
+			s.refusals.Refuse(s.clientAddr(r), refusedRole, "user", logName(p.Name), "path", logPath(r.URL.Path))
 			s.pageError(w, r, p, forbidden(p, role))
 			return
 		}
@@ -263,6 +290,7 @@ func forbidden(p ports.Principal, need ports.OperatorRole) error {
 // crossOrigin answers an unsafe request from another origin.
 func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request) {
 	const msg = "cross-origin request refused: unsafe requests must come from the page's own origin"
+	s.refusals.Refuse(s.clientAddr(r), refusedCrossOrigin, "path", logPath(r.URL.Path))
 	if isAPI(r) {
 		writeError(w, http.StatusForbidden, api.CodeForbidden, msg)
 		return

@@ -3,14 +3,20 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
+	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -453,6 +459,172 @@ func TestAdminPages(t *testing.T) {
 	for _, path := range []string{"/tokens", "/audit"} {
 		if code, _ := get(op, path); code != http.StatusForbidden {
 			t.Errorf("an operator opens %s: %d", path, code)
+		}
+	}
+}
+
+// TestAViewerCannotMintTokensWithoutLimit replays the reviewer's attack: a
+// viewer's session posts to /api/v1/me/tokens from four connections at
+// once. Before the fix it made 41,000 tokens (and as many audit records) in
+// 14 s. Now the account makes at most a burst of them, the rest are answered
+// 429 with Retry-After before the body is read, each refusal counted and
+// logged once per address, and the account never holds more than ten.
+func TestAViewerCannotMintTokensWithoutLimit(t *testing.T) {
+	logs := &syncBuffer{}
+	refusals := guard.NewRefusals("http", slog.New(slog.NewTextHandler(logs, nil)), time.Minute)
+	e := newEnvWith(t, func(c *httpapi.Config) { c.Refusals = refusals })
+	viewer := e.sessionCookie("viewer")
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				req := e.request(http.MethodPost, "/api/v1/me/tokens", api.NewOwnToken{Label: "m", ExpiresAt: &expires})
+				req.AddCookie(viewer)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// The burst, and at most one more if a minute passed.
+	if made := codes[http.StatusCreated]; made < httpapi.DefaultOwnTokenBurst || made > httpapi.DefaultOwnTokenBurst+1 ||
+		codes[http.StatusTooManyRequests] != 200-made {
+		t.Fatalf("answers %v: want %d made and the rest 429", codes, httpapi.DefaultOwnTokenBurst)
+	}
+	if got := refusals.Count("own tokens over rate"); got != codes[http.StatusTooManyRequests] {
+		t.Fatalf("%d refusals counted for %d answered 429", got, codes[http.StatusTooManyRequests])
+	}
+	if l := logs.String(); strings.Count(l, "own tokens over rate") != 1 || !strings.Contains(l, "user=viewer") {
+		t.Fatalf("want one log line for the burst, naming the account:\n%s", l)
+	}
+	if n := len(e.accountTokens("viewer")); n != codes[http.StatusCreated] {
+		t.Fatalf("the viewer holds %d tokens", n)
+	}
+	// Another account is not held by the viewer's rate.
+	if code, body := e.withCookie(e.sessionCookie("operator"), http.MethodPost, "/api/v1/me/tokens", api.NewOwnToken{ExpiresAt: &expires}); code != http.StatusCreated {
+		t.Fatalf("another account: %d %s", code, body)
+	}
+}
+
+// TestAnAccountKeepsAtMostTenTokens: past ten tokens of its own, each new
+// one revokes the oldest, and the admin audit log says so with the actor.
+func TestAnAccountKeepsAtMostTenTokens(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) { c.OwnTokenRate, c.OwnTokenBurst = 1000, 1000 })
+	viewer := e.sessionCookie("viewer")
+	var secrets []string
+	for i := range 25 {
+		expires := time.Now().Add(time.Duration(i+1) * time.Hour).UTC().Truncate(time.Second)
+		code, body := e.withCookie(viewer, http.MethodPost, "/api/v1/me/tokens", api.NewOwnToken{ExpiresAt: &expires})
+		if code != http.StatusCreated {
+			t.Fatalf("token %d: %d %s", i, code, body)
+		}
+		secrets = append(secrets, decode[api.CreatedToken](t, body).Secret)
+	}
+	if n := len(e.accountTokens("viewer")); n != core.DefaultMaxOwnTokens {
+		t.Fatalf("the viewer holds %d tokens, want %d", n, core.DefaultMaxOwnTokens)
+	}
+	for i, s := range secrets {
+		code, _ := e.withToken(s, http.MethodGet, "/api/v1/me", nil)
+		if want := i >= 25-core.DefaultMaxOwnTokens; (code == http.StatusOK) != want {
+			t.Fatalf("token %d answers %d (want it live: %v)", i, code, want)
+		}
+	}
+	revoked := 0
+	for _, r := range e.auditLog(ports.RoleAdmin, "kind=token") {
+		if r.Action == ports.AdminRevoked {
+			if r.Actor != "viewer" || !strings.Contains(r.Summary, "the oldest of its tokens") {
+				t.Fatalf("revocation record %+v", r)
+			}
+			revoked++
+		}
+	}
+	if revoked != 25-core.DefaultMaxOwnTokens {
+		t.Fatalf("%d revocations audited, want %d", revoked, 25-core.DefaultMaxOwnTokens)
+	}
+}
+
+// accountTokens returns the tokens bound to account, as an admin lists them.
+func (e *env) accountTokens(account string) []api.Token {
+	e.t.Helper()
+	var out []api.Token
+	for _, tok := range decodeTokens(e.t, e) {
+		if tok.Account == account {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// TestChannelSettingsShowNoCredentials replays the reviewer's channel: a
+// token_url with user:password@ and api_key=, an e-mail address in from.
+// GET /channels used to show it verbatim to viewers. Now a viewer (API and
+// page) sees the type, the retry policy and the rate only; an admin sees the
+// settings with the URL's credentials masked; and the admin putting back
+// what it was shown keeps the stored value.
+func TestChannelSettingsShowNoCredentials(t *testing.T) {
+	e := newEnv(t)
+	const tokenURL = "http://user:PASSWORD123@idp.example.com/token?api_key=KEY123&scope=mail"
+	ch := api.Channel{Type: "email", Settings: map[string]string{"token_url": tokenURL, "from": "alerts@plant.example.com",
+		"client_secret": "env:OUTBOX_SECRET_IDP"}, RateLimit: 5}
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/email", ch); code != http.StatusOK ||
+		strings.Contains(string(body), "PASSWORD123") {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	leaks := []string{"PASSWORD123", "KEY123"}
+	for _, role := range []ports.OperatorRole{ports.RoleViewer, ports.RoleOperator} {
+		for _, path := range []string{"/api/v1/channels", "/api/v1/channels/email"} {
+			code, body := e.do(role, http.MethodGet, path, nil)
+			if code != http.StatusOK || !strings.Contains(string(body), `"settings_hidden": true`) || !strings.Contains(string(body), `"rate_limit": 5`) {
+				t.Fatalf("%s GET %s: %d %s", role, path, code, body)
+			}
+			for _, leak := range append(leaks, "alerts@", "token_url", "env:OUTBOX_SECRET_IDP") {
+				if strings.Contains(string(body), leak) {
+					t.Fatalf("%s GET %s shows %q: %s", role, path, leak, body)
+				}
+			}
+		}
+	}
+	req := e.request(http.MethodGet, "/channels", nil)
+	req.AddCookie(e.sessionCookie("viewer"))
+	if code, body := e.send(http.DefaultClient, req); code != http.StatusOK || strings.Contains(string(body), "idp.example.com") ||
+		!strings.Contains(string(body), "admins only") {
+		t.Fatalf("the page as a viewer: %d %s", code, body)
+	}
+
+	code, body := e.do(ports.RoleAdmin, http.MethodGet, "/api/v1/channels/email", nil)
+	shown := decode[api.Channel](t, body)
+	if code != http.StatusOK || shown.Settings["token_url"] != "http://***@idp.example.com/token?api_key=***&scope=mail" ||
+		shown.Settings["from"] != "alerts@plant.example.com" || shown.Settings["client_secret"] != "env:OUTBOX_SECRET_IDP" {
+		t.Fatalf("as an admin: %d %s", code, body)
+	}
+	// Back as shown: the stored token_url stays whole.
+	shown.RateLimit = 7
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/email", shown); code != http.StatusOK {
+		t.Fatalf("PUT back: %d %s", code, body)
+	}
+	stored, err := e.dir.ChannelSettings(t.Context(), "email")
+	if err != nil || stored.Settings["token_url"] != tokenURL || stored.RateLimit != 7 {
+		t.Fatalf("stored after the round trip: %+v %v", stored, err)
+	}
+	for _, r := range e.auditLog(ports.RoleAdmin, "kind=channel") {
+		for _, leak := range append(leaks, "alerts@") {
+			if strings.Contains(r.Summary, leak) {
+				t.Fatalf("the audit log shows %q: %s", leak, r.Summary)
+			}
 		}
 	}
 }

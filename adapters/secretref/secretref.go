@@ -40,6 +40,39 @@ var ErrUnresolvable = errors.New("secret reference cannot be resolved")
 // changes.
 var ErrNotAllowed = errors.New("secret reference not allowed")
 
+// RefError is a reference refused or not resolved. Its Error names the
+// reference as written and the rule it breaks, never what central found
+// resolving it (the absolute path, where a symbolic link leads, a process
+// id under /proc), since it reaches admins through the API and viewers
+// through a notification's error; Detail adds those for the operator's
+// start-up errors and logs. It wraps ErrNotAllowed or ErrUnresolvable.
+type RefError struct {
+	// Ref is the reference as written.
+	Ref string
+	// Rule says what is wrong, in the reference's own terms.
+	Rule string
+	// Found is what central found resolving it, or "".
+	Found string
+	kind  error
+}
+
+func (e *RefError) Error() string { return e.kind.Error() + ": " + e.Ref + ": " + e.Rule }
+
+// Unwrap returns ErrNotAllowed or ErrUnresolvable.
+func (e *RefError) Unwrap() error { return e.kind }
+
+// Detail returns err's message with what central found resolving the
+// reference when err holds a *RefError: for the operator, who may see
+// central's paths (start-up setting errors, central's log), never for the
+// API or a notification's error.
+func Detail(err error) string {
+	var re *RefError
+	if errors.As(err, &re) && re.Found != "" {
+		return err.Error() + " (" + re.Found + ")"
+	}
+	return err.Error()
+}
+
 // MaxFileBytes bounds the content of a file a reference reads: a secret is
 // a password, a token or a key, never megabytes.
 const MaxFileBytes = 1 << 20
@@ -139,7 +172,8 @@ func (p Policy) Resolve(v string) (string, error) {
 	if err != nil {
 		if root != "" && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 			// A link changed since the check now leads out.
-			return "", fmt.Errorf("%w: %s: %v", ErrNotAllowed, v, err)
+			return "", &RefError{Ref: v, Rule: "a symbolic link leads outside the directories secrets.dirs allows",
+				Found: err.Error(), kind: ErrNotAllowed}
 		}
 		return "", fileError(path, err)
 	}
@@ -220,7 +254,7 @@ func (p Policy) abs(path string) (string, error) {
 	}
 	a, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("%w: file %s: %v", ErrUnresolvable, path, err)
+		return "", &RefError{Ref: "file:" + path, Rule: "the path cannot be made absolute", Found: err.Error(), kind: ErrUnresolvable}
 	}
 	return a, nil
 }
@@ -247,8 +281,8 @@ func (p Policy) locate(v, path string) (root, rel string, err error) {
 		return "", "", fmt.Errorf("%w: %s: no file: reference is allowed here (secrets.dirs is empty)", ErrNotAllowed, v)
 	}
 	if _, ok := within(dirs, abs); !ok {
-		return "", "", fmt.Errorf("%w: %s: %s is outside the directories secrets.dirs allows (%s)",
-			ErrNotAllowed, v, abs, strings.Join(dirs, ", "))
+		return "", "", &RefError{Ref: v, Rule: "outside the directories secrets.dirs allows (" + strings.Join(p.Dirs, ", ") + ")",
+			Found: "the path is " + abs + "; secrets.dirs is " + strings.Join(dirs, ", "), kind: ErrNotAllowed}
 	}
 	real, err := evalExisting(abs)
 	if err != nil {
@@ -262,12 +296,12 @@ func (p Policy) locate(v, path string) (root, rel string, err error) {
 	}
 	i, ok := within(reals, real)
 	if !ok {
-		return "", "", fmt.Errorf("%w: %s: a symbolic link leads to %s, outside the directories secrets.dirs allows (%s)",
-			ErrNotAllowed, v, real, strings.Join(dirs, ", "))
+		return "", "", &RefError{Ref: v, Rule: "a symbolic link leads outside the directories secrets.dirs allows (" + strings.Join(p.Dirs, ", ") + ")",
+			Found: "it leads to " + real, kind: ErrNotAllowed}
 	}
 	rel, err = filepath.Rel(reals[i], real)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %s: %v", ErrNotAllowed, v, err)
+		return "", "", &RefError{Ref: v, Rule: "the path cannot be placed inside secrets.dirs", Found: err.Error(), kind: ErrNotAllowed}
 	}
 	return reals[i], rel, nil
 }

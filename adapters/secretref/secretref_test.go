@@ -252,3 +252,36 @@ func TestCheckListAndChannelNameTheField(t *testing.T) {
 		t.Errorf("CheckChannel refuses an allowed reference: %v", err)
 	}
 }
+
+// TestRefusalsNameTheReferenceNotWhatCentralFound: a refusal's text, which
+// the API shows admins and a notification's error shows viewers, names the
+// reference as written and the rule, never the absolute path central
+// resolved, where a link leads or central's process id; Detail, for the
+// operator, adds them.
+func TestRefusalsNameTheReferenceNotWhatCentralFound(t *testing.T) {
+	f := newFixture(t)
+	if err := os.Symlink("/proc/self/environ", filepath.Join(f.secrets, "self")); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(f.base)
+	for ref, found := range map[string]string{
+		"file:secrets/escape":          f.outside,
+		"file:secrets/escape-relative": filepath.Join(f.base, "beside"),
+		"file:secrets/dangling-out":    f.outside + "-missing",
+		"file:../elsewhere/shadow":     f.outside,
+		"file:secrets/self":            "/proc/",
+	} {
+		for _, err := range []error{f.policy.Check(ref), func() error { _, err := f.policy.Resolve(ref); return err }()} {
+			if !errors.Is(err, secretref.ErrNotAllowed) {
+				t.Fatalf("%s: %v, want ErrNotAllowed", ref, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, ref+": ") || strings.Contains(msg, root) || strings.Contains(msg, "/proc/") {
+				t.Errorf("%s: %q discloses what central found", ref, msg)
+			}
+			if d := secretref.Detail(err); !strings.Contains(d, found) || !strings.HasPrefix(d, msg) {
+				t.Errorf("%s: Detail %q lacks %q", ref, d, found)
+			}
+		}
+	}
+}

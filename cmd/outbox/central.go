@@ -199,6 +199,8 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	if err := checkReferences(ctx, store, cfg.SecretPolicy(), logger); err != nil {
 		return err
 	}
+	logger.Info("env: references of lists and channels may read these variables of central's environment",
+		"env_prefix", cfg.Secrets.EnvPrefix, "variables", envExposed(cfg.Secrets.EnvPrefix, os.Environ()))
 	delivery := metrics.NewDeliveryMetrics(host.Types()...)
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
 		Store:     store,

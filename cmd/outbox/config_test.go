@@ -370,7 +370,7 @@ func TestValidationRules(t *testing.T) {
 				`http.trusted_proxies[2]: "proxy.example" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
 				`http.login.trusted_networks[1]: "192.0.2.300" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:4]`,
 				`http.login.address_max_delay: must be from 1s to 24h, got 0s [FILE:4]`,
-				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (keep it short: it is how long an attacker can delay the owner at a new address) [FILE:4]`,
+				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (it is also what the owner's own typo costs during a guessing attack) [FILE:4]`,
 				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:6]`,
 			},
 		},

@@ -61,11 +61,11 @@ type LoginConfig struct {
 	// AddressMaxDelay caps the wait of an address after failed logins.
 	// Default 15m.
 	AddressMaxDelay Duration `yaml:"address_max_delay"`
-	// AccountMaxDelay caps the wait for an account after failed logins
-	// from addresses it is not known at. Default 1m.
+	// AccountMaxDelay caps how long an address that failed for an account
+	// waits before it may try that account again. Default 1m.
 	AccountMaxDelay Duration `yaml:"account_max_delay"`
-	// TrustedNetworks (IP addresses or CIDR ranges) are never delayed by
-	// an account's failures, only by their own.
+	// TrustedNetworks (IP addresses or CIDR ranges) are never held by an
+	// account's failures, only by their own address's.
 	TrustedNetworks []string `yaml:"trusted_networks"`
 }
 
@@ -97,7 +97,7 @@ func (c HTTPConfig) validate() rules {
 		r.add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
 	}
 	if d := c.Login.AccountMaxDelay; d < Duration(time.Second) || d > Duration(time.Hour) {
-		r.add("http.login.account_max_delay", "must be from 1s to 1h, got %s (keep it short: it is how long an attacker can delay the owner at a new address)", d)
+		r.add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		r.add("http.listen", "%q is not host:port", c.Listen)

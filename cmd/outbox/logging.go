@@ -47,7 +47,8 @@ func parseLevel(s string) slog.Level {
 // addresses in the message and in every string value (attributes, groups,
 // errors, Stringers, string slices) become a***@example.com, passwords in
 // connection strings become ***, and the value of an attribute whose key
-// names a secret (password, token, secret, ...) becomes ***.
+// names a secret (password, token, secret, ...) becomes *** when it could
+// hold one (text, not a boolean or a number).
 type maskHandler struct {
 	next slog.Handler
 }
@@ -82,7 +83,7 @@ func (h maskHandler) WithGroup(name string) slog.Handler {
 // maskAttr masks one attribute, looking into groups.
 func maskAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
-	if v.Kind() != slog.KindGroup && secretAttrKey(a.Key) {
+	if secretAttrKey(a.Key) && canHoldSecret(v) {
 		return slog.String(a.Key, "***")
 	}
 	switch v.Kind() {
@@ -123,6 +124,23 @@ func maskAttr(a slog.Attr) slog.Attr {
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// canHoldSecret reports whether v is a value a secret could be: text or
+// anything printed as text, not a group (its attributes are judged each),
+// a boolean, a number, a duration or a time ("password_changed": true is a
+// fact, not a password).
+func canHoldSecret(v slog.Value) bool {
+	switch v.Kind() {
+	case slog.KindGroup, slog.KindBool, slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindDuration, slog.KindTime:
+		return false
+	case slog.KindAny:
+		switch v.Any().(type) {
+		case bool, int, int8, int16, int32, uint, uint8, uint16, uint32, uintptr, float32, complex64, complex128:
+			return false
+		}
+	}
+	return true
 }
 
 // secretAttrKey reports whether an attribute key names a secret whose value

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // secretsAndAddresses must never appear in a log line.
@@ -155,6 +156,29 @@ func TestMaskText(t *testing.T) {
 		}
 		if got := maskText(maskText(in)); got != want {
 			t.Errorf("maskText twice (%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLogsMaskSecretValuesNotFacts: an attribute named after a secret is
+// masked when its value could hold one (text, an error, bytes), and shown
+// when it is a fact about one: operators read "password_changed":true, not
+// "***".
+func TestLogsMaskSecretValuesNotFacts(t *testing.T) {
+	var buf bytes.Buffer
+	logger := newLogger(LogConfig{Level: "info", Format: "json"}, &buf, false)
+	logger.Info("operator account saved", "user", "ann", "password_changed", true, "token_count", 3, "token_ttl", 2*time.Hour,
+		"password", "hunter2", "token", []byte("tok-123"), "secret_err", errors.New("s3cr3t"), "api_token_any", any("pa55"))
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	if rec["password_changed"] != true || rec["token_count"] != 3.0 || rec["token_ttl"] != float64(2*time.Hour) {
+		t.Errorf("facts masked: %s", buf.String())
+	}
+	for _, k := range []string{"password", "token", "secret_err", "api_token_any"} {
+		if rec[k] != "***" {
+			t.Errorf("%s = %v, want ***: %s", k, rec[k], buf.String())
 		}
 	}
 }

@@ -52,8 +52,9 @@ stops working when the account is deleted or its password changes, and
 expires after --expires (default 12h; at most what central allows, 30 days by
 default). It is kept with its server and expiry in
   $XDG_CONFIG_HOME/outbox/login.json (on Linux, ~/.config/outbox/login.json)
-readable by you only; a file others can read is refused. outbox logout revokes
-it and deletes the file.
+readable by you only: the directory is made 0700 (one others may write, or
+another user's, is refused) and a file others can read is refused. outbox
+logout revokes it and deletes the file.
 
 The password is asked on the terminal (not echoed), or read from standard
 input (--password-stdin, one line) or a file (--password-file), never from a
@@ -63,7 +64,8 @@ Flags:
   --server URL         central's API (env OUTBOX_SERVER, default ` + opsDefaultServer + `)
   --name NAME          the account (asked on the terminal when not given)
   --password-stdin     read the password from standard input
-  --password-file FILE read the password from FILE (its first line)
+  --password-file FILE read the password from FILE (its first line); a file
+                       every user may read is refused
   --expires D          the token's lifetime: 12h, 30d (default 12h)
   --label L            names the token among the account's (default cli)
   --ca FILE            CA certificates that verify an https server
@@ -147,15 +149,21 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 		return usage("%v", err)
 	}
 	defer hc.CloseIdleConnections()
+	// The directory first: no password is asked for a login that could
+	// not be kept safely.
+	path, err := loginPath(environ)
+	if err != nil {
+		return usage("%v", err)
+	}
+	if err := prepareLoginDir(filepath.Dir(path), stderr); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitFailure
+	}
 	user, err := loginName(f, stdin, stderr)
 	if err != nil {
 		return usage("%v", err)
 	}
 	password, err := loginPassword(f, stdin, stderr)
-	if err != nil {
-		return usage("%v", err)
-	}
-	path, err := loginPath(environ)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -231,6 +239,12 @@ func loginPassword(f loginFlags, stdin io.Reader, stderr io.Writer) (string, err
 			return "", fmt.Errorf("--password-file: %w", err)
 		}
 		defer file.Close()
+		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && runtime.GOOS != "windows" && fi.Mode().Perm()&0o006 != 0 {
+			// A pipe (--password-file <(pass show outbox)) has no such
+			// mode; a file every user may read is already no secret.
+			return "", fmt.Errorf("--password-file: %s may be read or written by every user of this machine (mode %04o): refused; "+
+				"run chmod o-rw %s, and change the password if others could have read it", f.passwordFile, fi.Mode().Perm(), f.passwordFile)
+		}
 		r, from = file, "--password-file: "+f.passwordFile
 	default:
 		file, ok := stdin.(*os.File)
@@ -381,10 +395,14 @@ func userConfigDir(environ []string) (string, error) {
 }
 
 // readLogin reads the login file. A file that is not a regular file of the
-// user's, or that others may read or write, is refused: it holds a token.
+// user's, or that others may read or write, is refused: it holds a token;
+// so is one in a directory that others may write or another user owns.
 func readLogin(path string) (savedLogin, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
+		return savedLogin{}, err
+	}
+	if err := checkLoginDir(filepath.Dir(path)); err != nil {
 		return savedLogin{}, err
 	}
 	if err := checkPrivateFile(path, fi); err != nil {
@@ -418,6 +436,53 @@ func checkPrivateFile(path string, fi fs.FileInfo) error {
 	}
 	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
 		return fmt.Errorf("%s belongs to another user (uid %d): refused", path, uid)
+	}
+	return nil
+}
+
+// prepareLoginDir makes the login's directory 0700 when it is missing, and
+// makes an existing one of the user's 0700 when its group or others may
+// read it (saying so on stderr). It refuses one that is not a directory,
+// that another user owns or that its group or others may write: whoever
+// may write it can swap the login file.
+func prepareLoginDir(dir string, stderr io.Writer) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	if err := checkLoginDir(dir); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if perm := fi.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("make %s private: %w", dir, err)
+		}
+		fmt.Fprintf(stderr, "outbox login: %s was open to others (mode %04o); it is now 0700\n", dir, perm)
+	}
+	return nil
+}
+
+// checkLoginDir refuses the login's directory when it is not a directory,
+// another user owns it, or its group or others may write it.
+func checkLoginDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory: refused (it should hold your login token)", dir)
+	case runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s may be written by its group or others (mode %04o): refused, since whoever may write it can swap your login token; "+
+			"run chmod 700 %s and check what is in it", dir, fi.Mode().Perm(), dir)
+	}
+	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+		return fmt.Errorf("%s belongs to another user (uid %d): refused", dir, uid)
 	}
 	return nil
 }

@@ -328,3 +328,86 @@ func TestOpsAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginKeepsItsDirectoryPrivate replays the review: outbox login
+// accepted a 0755 ~/.config/outbox, though the docs promise 0700, and a
+// --password-file every user may read. Now a directory others may read is
+// made 0700 (and said so), one others may write is refused before the
+// password is even asked, and so is a password file others may read.
+func TestLoginKeepsItsDirectoryPrivate(t *testing.T) {
+	a, env := opsEnv(t, map[string]opsAnswer{
+		"POST /login": {status: http.StatusUnauthorized, body: `{"error":{"code":"unauthenticated","message":"wrong name or password"}}`},
+	})
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "outbox")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+	login := func(stdin string, args ...string) (int, string) {
+		var out, errw bytes.Buffer
+		code := loginCmd(context.Background(), append([]string{"--name", "admin"}, args...), env, strings.NewReader(stdin), &out, &errw)
+		return code, errw.String()
+	}
+	mode := func() fs.FileMode {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+
+	// 0755: made private, then the login goes on.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, errw := login("a password\n", "--password-stdin")
+	if code != exitFailure || mode() != 0o700 || !strings.Contains(errw, "was open to others (mode 0755); it is now 0700") ||
+		!strings.Contains(errw, "wrong name or password") {
+		t.Fatalf("a 0755 directory: exit %d, mode %04o, stderr %q", code, mode(), errw)
+	}
+	sent := len(a.requests())
+
+	// 0775 and 0777: refused, before any password is read or sent.
+	for _, m := range []fs.FileMode{0o775, 0o777} {
+		if err := os.Chmod(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		code, errw := login("a password\n", "--password-stdin")
+		if code != exitFailure || !strings.Contains(errw, "may be written by its group or others") || mode() != m {
+			t.Fatalf("a %04o directory: exit %d, stderr %q", m, code, errw)
+		}
+		// A saved login there is refused too.
+		if err := os.WriteFile(filepath.Join(dir, loginFileName), []byte(`{}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readLogin(filepath.Join(dir, loginFileName)); err == nil || !strings.Contains(err.Error(), "may be written by its group or others") {
+			t.Fatalf("reading a login in a %04o directory: %v", m, err)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	// A password file every user may read is refused; the group may.
+	pwFile := filepath.Join(home, "admin.pw")
+	if err := os.WriteFile(pwFile, []byte("a password\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pwFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, errw = login("", "--password-file", pwFile)
+	if code != exitUsage || !strings.Contains(errw, "may be read or written by every user of this machine (mode 0644): refused") {
+		t.Fatalf("a 0644 password file: exit %d, stderr %q", code, errw)
+	}
+	if n := len(a.requests()); n != sent {
+		t.Fatalf("%d requests sent for refused logins", n-sent)
+	}
+	if err := os.Chmod(pwFile, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if code, errw := login("", "--password-file", pwFile); code != exitFailure || !strings.Contains(errw, "wrong name or password") {
+		t.Fatalf("a 0640 password file: exit %d, stderr %q", code, errw)
+	}
+}

@@ -707,6 +707,11 @@ func usersCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	case "put":
 		u, err := c.PutUser(ctx, operands[0], put)
 		if err != nil {
+			if put.Password == "" && !passwordStdin && !r.stdinTerminal() && errors.Is(err, ports.ErrInvalid) &&
+				strings.Contains(err.Error(), "password") {
+				// A password piped in without --password-stdin is not read.
+				err = fmt.Errorf("%w (standard input is not a terminal, so no password was asked for; give --password-stdin to read it from standard input)", err)
+			}
 			return r.failed(err)
 		}
 		return r.print(u, func(w io.Writer) {
@@ -740,10 +745,10 @@ func (r *opsRun) password(user string, fromStdin bool) (string, error) {
 		}
 		return pw, nil
 	}
-	f, ok := r.stdin.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !r.stdinTerminal() {
 		return "", nil
 	}
+	f := r.stdin.(*os.File)
 	ask := func(prompt string) (string, error) {
 		fmt.Fprint(r.stderr, prompt)
 		b, err := term.ReadPassword(int(f.Fd()))
@@ -765,6 +770,12 @@ func (r *opsRun) password(user string, fromStdin bool) (string, error) {
 		return "", errors.New("the two passwords differ")
 	}
 	return pw, nil
+}
+
+// stdinTerminal reports whether standard input is a terminal to ask on.
+func (r *opsRun) stdinTerminal() bool {
+	f, ok := r.stdin.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // runTokens is `outbox tokens`.

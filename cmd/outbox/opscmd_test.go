@@ -495,6 +495,8 @@ func TestOpsUsersPassword(t *testing.T) {
 	a, env := opsEnv(t, map[string]opsAnswer{
 		"PUT /users/bob": {body: `{"name":"bob","role":"operator"}`},
 		"GET /users":     {body: `[{"name":"ann","role":"admin","created_at":"2026-03-01T10:00:00Z"}]`},
+		// What central answers for a new user without a password.
+		"PUT /users/alice": {status: http.StatusBadRequest, body: `{"error":{"code":"invalid","message":"invalid: password: required for a new user"}}`},
 	})
 	run := func(stdin string, args ...string) (int, string, string) {
 		var out, errw bytes.Buffer
@@ -519,6 +521,13 @@ func TestOpsUsersPassword(t *testing.T) {
 	last = a.requests()[len(a.requests())-1]
 	if !opsJSONEqual(t, last.Body, `{"role":"operator"}`) {
 		t.Errorf("body %s", last.Body)
+	}
+	// A password piped in without --password-stdin: central's refusal,
+	// and why the password was not read.
+	code, _, stderr = run("alice's password\n", "put", "alice", "--role", "viewer")
+	if code != exitFailure || !strings.Contains(stderr, "password: required for a new user") ||
+		!strings.Contains(stderr, "standard input is not a terminal, so no password was asked for; give --password-stdin to read it from standard input") {
+		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q", code, stderr)
 	}
 	n := len(a.requests())
 	for _, tc := range []struct {

@@ -48,6 +48,21 @@ func ownVariables() []string {
 	return out
 }
 
+// minEnvPrefix is the shortest secrets.env_prefix: a prefix of a letter or
+// two (P, PG) reaches whole families of other software's variables.
+const minEnvPrefix = 4
+
+// foreignCredentials are variables other software reads its credentials
+// from, which central's environment may well hold (a PostgreSQL client's,
+// a cloud SDK's, a CI runner's): secrets.env_prefix must not reach one.
+var foreignCredentials = []string{
+	"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "MYSQL_PWD", "MSSQL_SA_PASSWORD", "SQLCMDPASSWORD",
+	"REDIS_PASSWORD", "DATABASE_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+	"AZURE_CLIENT_SECRET", "AZURE_STORAGE_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_TOKEN",
+	"GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "CI_JOB_TOKEN", "NPM_TOKEN", "DOCKER_PASSWORD",
+	"DOCKER_AUTH_CONFIG", "KUBECONFIG", "SSH_AUTH_SOCK", "HTTP_PROXY", "HTTPS_PROXY", "SMTP_PASSWORD",
+}
+
 func (s SecretsConfig) validate(base string) rules {
 	var r rules
 	p := s.EnvPrefix
@@ -59,9 +74,18 @@ func (s SecretsConfig) validate(base string) rules {
 	}) >= 0:
 		r.add("secrets.env_prefix", "%q holds a character other than letters, digits and _", p)
 	default:
+		if len(p) < minEnvPrefix || !strings.HasSuffix(p, "_") {
+			r.add("secrets.env_prefix", "%q must be at least %d characters and end with _ (such as %s), so that it names a family of variables of its own", p, minEnvPrefix, secretref.DefaultEnvPrefix)
+		}
 		for _, v := range ownVariables() {
 			if strings.HasPrefix(v, p) {
 				r.add("secrets.env_prefix", "%q would let a reference read %s, one of outbox's own settings; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
+				break
+			}
+		}
+		for _, v := range foreignCredentials {
+			if strings.HasPrefix(v, p) {
+				r.add("secrets.env_prefix", "%q would let a reference read %s, another program's credential; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
 				break
 			}
 		}
@@ -92,6 +116,21 @@ func (s SecretsConfig) validate(base string) rules {
 		}
 	}
 	return r
+}
+
+// envExposed returns the names of the variables in environ (NAME=value
+// entries) that an env: reference may read under prefix, sorted; central
+// logs them at start so that the operator sees what the prefix reaches.
+func envExposed(prefix string, environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if prefix != "" && strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // unwrapPath returns the cause of a *fs.PathError, which repeats the path.
@@ -147,21 +186,23 @@ func (c Config) validateOwnSecretsOutside() rules {
 }
 
 // validateReferences checks every reference of the configured lists and
-// channels against the secrets policy, one SettingError per refusal.
+// channels against the secrets policy, one SettingError per refusal, with
+// what central found (resolved paths, link targets): these errors are the
+// operator's, unlike the API's, which name the reference and the rule only.
 func (c Config) validateReferences() rules {
 	p := c.SecretPolicy()
 	var r rules
 	for i, l := range c.Lists {
 		for k, t := range l.Targets {
 			if err := p.Check(t); err != nil {
-				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%v", err)
+				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}
 	for i, ch := range c.Channels {
 		for _, k := range slices.Sorted(maps.Keys(ch.Settings)) {
 			if err := p.Check(ch.Settings[k]); err != nil {
-				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%v", err)
+				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}

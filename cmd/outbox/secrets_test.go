@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,6 +42,11 @@ func newSecretsSetup(t *testing.T) secretsSetup {
 	if err := os.Symlink(s.outside, filepath.Join(s.dir, "secrets", "escape")); err != nil {
 		t.Fatal(err)
 	}
+	// The reviewer's: a link to central's own environment, which an error
+	// used to name with central's process id.
+	if err := os.Symlink("/proc/self/environ", filepath.Join(s.dir, "secrets", "self")); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -52,7 +58,8 @@ func (s secretsSetup) attacks() map[string]string {
 		"file:" + s.outside:        "outside the directories secrets.dirs allows",
 		"file:../x":                "outside the directories secrets.dirs allows",
 		"file:secrets/../link.key": "outside the directories secrets.dirs allows",
-		"file:secrets/escape":      "a symbolic link leads to",
+		"file:secrets/escape":      "a symbolic link leads outside the directories secrets.dirs allows",
+		"file:secrets/self":        "a symbolic link leads outside the directories secrets.dirs allows",
 		"env:OUTBOX_STORE_DSN":     "only variables whose names start with OUTBOX_SECRET_",
 		"env:HOME":                 "only variables whose names start with OUTBOX_SECRET_",
 	}
@@ -75,6 +82,9 @@ func TestStartRefusesReferencesOutsideThePolicy(t *testing.T) {
 	}
 	b.WriteString("channels:\n  - type: email\n    settings: {host: h, from: f@example.com, auth: xoauth2, token_url: 'http://127.0.0.1:1/token', client_id: c, client_secret: 'file:/etc/shadow'}\n")
 	want = append(want, "channels[0].settings.client_secret: secret reference not allowed: file:/etc/shadow")
+	// The operator's start-up errors keep what central found.
+	real, _ := filepath.EvalSymlinks(s.outside)
+	want = append(want, "(it leads to "+real+")", "(the path is /etc/passwd; secrets.dirs is "+filepath.Join(s.dir, "secrets")+")")
 	file := filepath.Join(s.dir, "central.yaml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -118,9 +128,17 @@ func TestSecretsSettings(t *testing.T) {
 		"prefix of the DSN":    {env: map[string]string{"OUTBOX_SECRETS_ENV_PREFIX": "OUTBOX_STORE"}, want: []string{`secrets.env_prefix: "OUTBOX_STORE" would let a reference read OUTBOX_STORE_`}},
 		"prefix of a test DSN": {yaml: "secrets: {env_prefix: OUTBOX_TEST_}\n", want: []string{`would let a reference read OUTBOX_TEST_POSTGRES_DSN`}},
 		"prefix not a name":    {yaml: "secrets: {env_prefix: 'A-B'}\n", want: []string{`secrets.env_prefix: "A-B" holds a character other than`}},
-		"missing dir":          {yaml: "secrets: {dirs: [nope]}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "nope") + `: no such file or directory`}},
-		"not a dir":            {yaml: "secrets: {dirs: [afile, '']}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "afile") + ` is not a directory`, `secrets.dirs[1]: empty`}},
-		"root":                 {yaml: "secrets: {dirs: [/]}\n", want: []string{`secrets.dirs[0]: / is the root of the file system`}},
+		// A short prefix reaches other programs' credentials in central's
+		// environment: P and PG PostgreSQL's PGPASSWORD, AWS the cloud keys.
+		"prefix P":        {yaml: "secrets: {env_prefix: P}\n", want: []string{`secrets.env_prefix: "P" must be at least 4 characters and end with _`, `"P" would let a reference read PGPASSWORD, another program's credential`}},
+		"prefix PG":       {yaml: "secrets: {env_prefix: PG}\n", want: []string{`"PG" must be at least 4`, `"PG" would let a reference read PGPASSWORD`}},
+		"prefix AWS":      {yaml: "secrets: {env_prefix: AWS}\n", want: []string{`"AWS" must be at least 4`, `"AWS" would let a reference read AWS_ACCESS_KEY_ID`}},
+		"prefix AWS_":     {yaml: "secrets: {env_prefix: AWS_}\n", want: []string{`"AWS_" would let a reference read AWS_ACCESS_KEY_ID, another program's credential`}},
+		"prefix no _":     {yaml: "secrets: {env_prefix: PLANTSECRET}\n", want: []string{`"PLANTSECRET" must be at least 4 characters and end with _`}},
+		"prefix DATABASE": {yaml: "secrets: {env_prefix: DATABASE_}\n", want: []string{`"DATABASE_" would let a reference read DATABASE_URL`}},
+		"missing dir":     {yaml: "secrets: {dirs: [nope]}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "nope") + `: no such file or directory`}},
+		"not a dir":       {yaml: "secrets: {dirs: [afile, '']}\n", want: []string{`secrets.dirs[0]: ` + filepath.Join("DIR", "afile") + ` is not a directory`, `secrets.dirs[1]: empty`}},
+		"root":            {yaml: "secrets: {dirs: [/]}\n", want: []string{`secrets.dirs[0]: / is the root of the file system`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(dir, "central.yaml")
@@ -269,6 +287,12 @@ func TestAPIRefusesReferencesOutsideThePolicy(t *testing.T) {
 		if strings.Contains(out, stolenValue) {
 			t.Errorf("the answer shows the file's content: %s", out)
 		}
+		// The refusal names the reference and the rule, not what central
+		// found: no absolute path it resolved, no link's target, no
+		// process id.
+		if !strings.Contains(ref, s.dir) && strings.Contains(out, s.dir) || strings.Contains(out, "/proc/") && !strings.Contains(ref, "/proc/") {
+			t.Errorf("PUT with %s: the answer discloses central's paths: %s", ref, out)
+		}
 	}
 	if code, out := do(http.MethodGet, "/api/v1/lists/stolen", nil); code != http.StatusNotFound {
 		t.Errorf("a refused list was stored: %d %s", code, out)
@@ -286,5 +310,14 @@ func TestAPIRefusesReferencesOutsideThePolicy(t *testing.T) {
 	}
 	if strings.Contains(p.Output(), stolenValue) {
 		t.Fatal("the file's content reached the log")
+	}
+}
+
+// TestEnvExposedNamesWhatThePrefixReaches: central logs at start the
+// variables of its environment the prefix lets a reference read, by name.
+func TestEnvExposedNamesWhatThePrefixReaches(t *testing.T) {
+	got := envExposed("OUTBOX_SECRET_", []string{"OUTBOX_SECRET_B=2", "PGPASSWORD=x", "OUTBOX_SECRET_A=1", "OUTBOX_SECRETS=3", "OUTBOX_SECRET_A=dup"})
+	if want := []string{"OUTBOX_SECRET_A", "OUTBOX_SECRET_B"}; !slices.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
 	}
 }

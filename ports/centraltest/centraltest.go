@@ -116,6 +116,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Target) {
 	t.Run("BatchOverLimit", func(t *testing.T) { batchOverLimit(t, open(t)) })
 	t.Run("Status", func(t *testing.T) { statuses(t, open(t)) })
 	t.Run("StatusOfOwnRowsOnly", func(t *testing.T) { ownStatuses(t, open(t)) })
+	t.Run("IDOfAnotherSite", func(t *testing.T) { idOfAnotherSite(t, open(t)) })
 	t.Run("TheListDecidesTheType", func(t *testing.T) { listDecidesType(t, open(t)) })
 	t.Run("PriorityRange", func(t *testing.T) { priorityRange(t, open(t)) })
 }
@@ -414,6 +415,56 @@ func ownStatuses(t *testing.T, tg Target) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Status(%q) as %q naming site-elsewhere in the request\n  = %v\n  want %v", query, tg.Site, got, want)
 	}
+}
+
+// idOfAnotherSite: a site that submits an id already stored for another
+// site is not told "accepted" — that would say a notification of its is
+// stored when none is — but rejected with a reason that does not say whose
+// the id is; the stored row stays the other site's, and the site's other
+// submissions go in. A trusted caller's resend of any stored id is
+// accepted, as ever.
+func idOfAnotherSite(t *testing.T, tg Target) {
+	foreign := NewSubmission("site-elsewhere")
+	trusted := tg.Central
+	if tg.Site != "" {
+		if tg.Trusted == nil {
+			t.Fatal("Target.Trusted is nil: the suite needs it to store another site's notification")
+		}
+		trusted = tg.Trusted
+	}
+	if res, err := trusted.Submit(t.Context(), ports.SubmitRequest{Notifications: []ports.Submission{foreign}}); err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("Submit of another site's notification as a trusted caller: %+v, %v", res, err)
+	}
+	clash := NewSubmission(siteOf(tg))
+	clash.ID = foreign.ID
+	clash.Subject = "the same id, another site"
+	fresh := NewSubmission(siteOf(tg))
+	res := mustSubmit(t, tg, []ports.Submission{clash, fresh})
+	if tg.Site == "" {
+		checkIDSet(t, "Accepted from a trusted caller", []string{clash.ID, fresh.ID}, res.Accepted)
+		return
+	}
+	checkIDSet(t, "Accepted", []string{fresh.ID}, res.Accepted)
+	if len(res.Rejected) != 1 || res.Rejected[0].ID != clash.ID {
+		t.Fatalf("Rejected = %v, want exactly %s", res.Rejected, clash.ID)
+	}
+	if r := res.Rejected[0].Reason; !strings.Contains(r, "already in use") || strings.Contains(r, "site-elsewhere") {
+		t.Errorf("rejection reason %q: want \"already in use\", without naming whose the id is", r)
+	}
+	if n := mustBeStored(t, tg, foreign.ID); n.SourceSite != "site-elsewhere" || n.Subject != foreign.Subject {
+		t.Errorf("the stored row became %q's (%q)", n.SourceSite, n.Subject)
+	}
+	mustBeStored(t, tg, fresh.ID)
+	got, err := tg.Central.Status(t.Context(), ports.StatusRequest{IDs: []string{clash.ID, fresh.ID}})
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if want := map[string]ports.Status{clash.ID: ports.StatusUnknown, fresh.ID: ports.StatusPending}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Status = %v, want %v", got, want)
+	}
+	// Its own resend still is accepted.
+	again := mustSubmit(t, tg, []ports.Submission{fresh})
+	checkIDSet(t, "Accepted (a resend of its own)", []string{fresh.ID}, again.Accepted)
 }
 
 // listDecidesType: a submission's type is its list's. One that names

@@ -162,10 +162,16 @@ type List struct {
 
 // Channel is the settings of one channel type (GET/PUT /channels/{type}).
 type Channel struct {
-	Type      string            `json:"type"`
+	Type string `json:"type"`
+	// Settings are shown to admins only, with the credentials of a URL in
+	// a value masked (user:***@, api_key=***); a value sent back exactly as
+	// shown keeps the stored one.
 	Settings  map[string]string `json:"settings"`
 	Retry     Retry             `json:"retry"`
 	RateLimit float64           `json:"rate_limit,omitempty"`
+	// SettingsHidden says that Settings is left empty because the caller
+	// is not an admin.
+	SettingsHidden bool `json:"settings_hidden,omitempty"`
 }
 
 // Retry is a channel's retry policy.
