@@ -70,12 +70,13 @@ func (s *Server) apiCount(w http.ResponseWriter, r *http.Request, _ ports.Princi
 	writeJSON(w, http.StatusOK, api.Count{Count: n})
 }
 
-func (s *Server) apiNotification(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiNotification(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	d, err := s.notification(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
+	d.ResolvedTargets = shownTargets(p, d.ResolvedTargets)
 	writeJSON(w, http.StatusOK, api.FromDetail(d))
 }
 
@@ -104,7 +105,7 @@ func (s *Server) apiKPIs(w http.ResponseWriter, r *http.Request, _ ports.Princip
 	writeJSON(w, http.StatusOK, api.FromKPIReport(k))
 }
 
-func (s *Server) apiLists(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	ls, err := s.cfg.Directory.Lists(r.Context())
 	if err != nil {
 		s.apiError(w, r, err)
@@ -112,18 +113,18 @@ func (s *Server) apiLists(w http.ResponseWriter, r *http.Request, _ ports.Princi
 	}
 	out := make([]api.List, len(ls))
 	for i, l := range ls {
-		out[i] = api.FromList(l)
+		out[i] = api.FromList(shownList(p, l))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) apiList(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
+func (s *Server) apiList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	l, err := s.cfg.Directory.List(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromList(l))
+	writeJSON(w, http.StatusOK, api.FromList(shownList(p, l)))
 }
 
 func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, p ports.Principal) {

@@ -112,6 +112,38 @@ func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l 
 	return s.cfg.Editor.PutList(ctx, p.Name, l.PortsList())
 }
 
+// shownTargets is targets as p may see them: an admin, who manages the
+// lists, sees them as written; anyone else sees references as written and
+// a URL only up to its host ("https://hooks.example/…"), since a webhook
+// URL's path or query often is its secret (Slack's and Teams' are).
+func shownTargets(p ports.Principal, targets []string) []string {
+	if p.Role.Allows(ports.RoleAdmin) || len(targets) == 0 {
+		return targets
+	}
+	out := make([]string, len(targets))
+	for i, t := range targets {
+		out[i] = t
+		if ports.IsSecretRef(t) {
+			continue
+		}
+		if scheme, rest, ok := strings.Cut(t, "://"); ok {
+			host, _, _ := strings.Cut(rest, "/")
+			host, _, _ = strings.Cut(host, "?")
+			if i := strings.LastIndexByte(host, '@'); i >= 0 {
+				host = host[i+1:]
+			}
+			out[i] = scheme + "://" + host + "/…"
+		}
+	}
+	return out
+}
+
+// shownList is l as p may see it (see shownTargets).
+func shownList(p ports.Principal, l ports.List) ports.List {
+	l.Targets = shownTargets(p, l.Targets)
+	return l
+}
+
 // shownChannel is c as p may see it: an admin sees the settings with the
 // credentials of URLs in them masked (references as written), anyone else
 // none of them — the type, the retry policy and the rate limit only.

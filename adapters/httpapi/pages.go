@@ -163,6 +163,7 @@ func (s *Server) pageNotification(w http.ResponseWriter, r *http.Request, p port
 		s.pageError(w, r, p, err)
 		return
 	}
+	d.ResolvedTargets = shownTargets(p, d.ResolvedTargets)
 	s.render(w, r, http.StatusOK, "detail", struct {
 		base
 		N       ports.Row
@@ -290,6 +291,9 @@ func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Princ
 	if err != nil {
 		s.pageError(w, r, p, err)
 		return
+	}
+	for i := range ls {
+		ls[i] = shownList(p, ls[i])
 	}
 	s.render(w, r, http.StatusOK, "lists", struct {
 		base
