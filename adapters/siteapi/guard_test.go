@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
@@ -439,5 +440,53 @@ func TestServerNeedsTLSForCertificates(t *testing.T) {
 	_, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{}, ClientCAs: []*x509.Certificate{ca.Cert}})
 	if err == nil || !strings.Contains(err.Error(), "need TLS") {
 		t.Fatalf("NewServer = %v", err)
+	}
+}
+
+// TestHugeHeaderBlocksAreRefused plays the outsider that reaches a site node
+// off loopback (TLS, a token required) and, on 8 connections, sends header
+// blocks of 12 MB that it never ends: gRPC decodes a call's headers before
+// the tap handle can check the token, and by default accepts 16 MiB of them.
+// Each connection is closed after its first 16 KiB, long before the ping
+// timeout would have closed it, and counted.
+func TestHugeHeaderBlocksAreRefused(t *testing.T) {
+	p := newPKI(t)
+	leader := sitetest.Start(t, "leader", sitetest.Options{Token: "s3cret", TLS: p.server})
+	leader.SetLeader(true, "")
+	block := guardtest.HeaderBlock(pb.Site_Send_FullMethodName, 12<<20)
+	const conns = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for range conns {
+		wg.Go(func() {
+			conn, err := guardtest.Dial(leader.Addr, nil, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			go func() { _ = guardtest.SendHeaderBlock(conn, block, false) }()
+			errs <- guardtest.WaitClosed(conn, wait)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := leader.Server.Refusals()
+	end := time.Now().Add(wait)
+	for r.Count("header block too large")+r.Count("header block refused") < conns {
+		if time.Now().After(end) {
+			t.Fatalf("refusals counted: %d too large, %d refused by gRPC; want %d", r.Count("header block too large"), r.Count("header block refused"), conns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A script with the token is served as before.
+	c := client(t, leader.Addr, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
+	if _, err := c.Send(withToken(deadline(t), "s3cret"), sendReq()); err != nil {
+		t.Fatalf("Send with the token: %v", err)
 	}
 }

@@ -34,8 +34,8 @@ const (
 	// forwarded to the leader; its value is "1".
 	ForwardedKey = "x-outbox-forwarded"
 	// CallerKey is the metadata key in which a follower names the caller of
-	// a request it forwards (its key: "cert:CN" or "ip:ADDR"). The leader
-	// believes it only from a member node.
+	// a request it forwards (its key: "cert:CN" or "ip:ADDR", an IPv6
+	// address by its /64). The leader believes it only from a member node.
 	CallerKey = "x-outbox-caller"
 
 	// forwardedStatusTimeout bounds a forwarded Status whose caller gave no
@@ -234,7 +234,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.PeerTLS != nil {
 		s.peerCreds = credentials.NewTLS(cfg.PeerTLS.Clone())
 	}
-	opts := append(s.limits.GRPC.ServerOptions(), grpc.InTapHandle(s.tap))
+	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		t := cfg.TLS.Clone()
 		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
@@ -248,8 +248,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 				t.ClientCAs.AddCert(c)
 			}
 		}
-		opts = append(opts, grpc.Creds(countingCreds{TransportCredentials: credentials.NewTLS(t), refusals: s.refusals}))
+		creds = credentials.NewTLS(t)
 	}
+	// The options count failed handshakes and bound header blocks.
+	opts := append(s.limits.GRPC.ServerOptions(creds, s.refusals), grpc.InTapHandle(s.tap))
 	s.grpc = grpc.NewServer(opts...)
 	desc := pb.Site_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
@@ -304,7 +306,9 @@ func (s *Server) Stop() {
 
 // caller is who makes a call, as tap found out.
 type caller struct {
-	// key names the caller for the limits and the log.
+	// key names the caller for the limits and the log: "node:ID",
+	// "cert:CN", or "ip:ADDR" (guard.CallerKey: an IPv6 address by its
+	// /64, so that rotating addresses within it gains no new bucket).
 	key string
 	// member is the id of the group's node that makes the call, "" for a
 	// caller outside the group.
@@ -354,7 +358,7 @@ func (s *Server) identify(ctx context.Context) caller {
 	if !ok {
 		return c
 	}
-	c.key = "ip:" + guard.Host(p.Addr)
+	c.key = "ip:" + guard.CallerKey(p.Addr)
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
 		return c
@@ -422,26 +426,6 @@ func (s *Server) countDecodeErrors(h grpc.MethodHandler) grpc.MethodHandler {
 			return err
 		}, ic)
 	}
-}
-
-// countingCreds counts and logs every failed TLS handshake.
-type countingCreds struct {
-	credentials.TransportCredentials
-	refusals *guard.Refusals
-}
-
-// ServerHandshake implements credentials.TransportCredentials.
-func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
-		c.refusals.Refuse(guard.Host(conn.RemoteAddr()), "tls handshake failed")
-	}
-	return out, info, err
-}
-
-// Clone implements credentials.TransportCredentials.
-func (c countingCreds) Clone() credentials.TransportCredentials {
-	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refusals: c.refusals}
 }
 
 // methodName is the site API method of a full method name, for the log:

@@ -130,7 +130,8 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 		if err != nil {
 			cancel(err)
 		} else {
-			msrv := &http.Server{Addr: cfg.Metrics.Listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			msrv := &http.Server{Addr: cfg.Metrics.Listen, Handler: h, ReadHeaderTimeout: 10 * time.Second,
+				ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 			wg.Go(func() {
 				if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					cancel(fmt.Errorf("metrics: %w", err))
