@@ -152,8 +152,13 @@ type ServerConfig struct {
 	Members   []string
 	MemberCAs []*x509.Certificate
 	// PeerTLS, when set, is the client TLS configuration for forwarding to
-	// the leader's site API: its certificate is this node's (the member
-	// certificate MemberCAs verify); nil forwards in plaintext.
+	// the leader's site API: its certificate is this node's member
+	// certificate (one MemberCAs verify, naming this node), which it
+	// presents when it forwards and, as a server, to a member that forwards
+	// to it. Its root CAs and server name are not used: a follower forwards
+	// only to a leader whose certificate MemberCAs verify and which names a
+	// member, so PeerTLS needs MemberCAs and Members. Nil forwards in
+	// plaintext, and only to a leader address on loopback.
 	PeerTLS *tls.Config
 	// Limits bounds what callers can make the server spend.
 	Limits Limits
@@ -180,6 +185,7 @@ type Server struct {
 	limiter   *guard.KeyedLimiter
 	refusals  *guard.Refusals
 	peerCreds credentials.TransportCredentials
+	peerTLS   bool // forwarding runs over TLS, to members only
 	log       *slog.Logger
 	grpc      *grpc.Server
 
@@ -195,6 +201,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.TLS == nil && len(cfg.ClientCAs)+len(cfg.MemberCAs) > 0 {
 		return nil, errors.New("site API: ClientCAs and MemberCAs need TLS")
+	}
+	if cfg.PeerTLS != nil && (len(cfg.MemberCAs) == 0 || len(cfg.Members) == 0) {
+		return nil, errors.New("site API: PeerTLS needs MemberCAs and Members: a follower passes its callers' tokens only to a leader whose certificate proves it a member")
 	}
 	s := &Server{
 		site:      cfg.Site,
@@ -232,7 +241,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.bearerSum = sha256.Sum256([]byte(s.bearer))
 	}
 	if cfg.PeerTLS != nil {
-		s.peerCreds = credentials.NewTLS(cfg.PeerTLS.Clone())
+		s.peerCreds, s.peerTLS = credentials.NewTLS(memberClientTLS(cfg.PeerTLS, s.memberCAs, s.members)), true
 	}
 	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
@@ -247,6 +256,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			for _, c := range cas {
 				t.ClientCAs.AddCert(c)
 			}
+		}
+		if cfg.PeerTLS != nil && len(cfg.PeerTLS.Certificates) > 0 {
+			presentMemberCert(t, cfg.PeerTLS.Certificates)
 		}
 		creds = credentials.NewTLS(t)
 	}
@@ -486,6 +498,11 @@ func (s *Server) route(ctx context.Context) (client pb.SiteClient, out context.C
 	}
 	if addr == "" {
 		return nil, nil, "", status.Error(codes.Unavailable, "no leader")
+	}
+	if !s.peerTLS && !guard.OnLoopback(addr) {
+		// The token would cross the network in clear (the wiring refuses
+		// such a configuration; this is the second lock).
+		return nil, nil, "", status.Errorf(codes.Unavailable, "this node passes calls on in clear only on loopback, and the leader is at %s: call it", addr)
 	}
 	conn, err := s.peer(addr)
 	if err != nil {
