@@ -103,6 +103,8 @@ func TestGarbageHandshakesLogBoundedLines(t *testing.T) {
 			loud = append(loud, l)
 		}
 	}
+	t.Logf("%d garbage handshakes: %d refused in the handshake, %d over the caps; %d WARN or ERROR lines",
+		sent.Load(), refusals.Count("tls handshake failed"), refusals.Count("too many connections"), len(loud))
 	if n := strings.Count(out, "failed to decode incoming command"); n > 0 {
 		t.Errorf("raft logged %d connections it could not read: the failed handshakes reached raft", n)
 	}
