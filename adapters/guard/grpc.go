@@ -1,9 +1,12 @@
 package guard
 
 import (
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -30,6 +33,22 @@ type GRPCLimits struct {
 	// ping; a client pinging faster is disconnected (default 10 s, the
 	// interval the outbox's own clients use).
 	MinClientPingInterval time.Duration
+	// MaxHeaderListBytes bounds the headers of one call, which gRPC decodes
+	// before the server's tap handle sees them: the decoded size (as HTTP/2
+	// counts it: each field's name and value plus 32 bytes) and the bytes of
+	// the header block on the wire. Past it the connection is closed and the
+	// refusal counted ("header block too large"). Default 16 KiB: the
+	// outbox's clients send a few hundred bytes (the path, the content type,
+	// the authorization header, a follower's forwarding marks).
+	MaxHeaderListBytes int
+	// HeaderTimeout bounds the time from the first frame of a header block
+	// to its last: a connection whose block is still incomplete then is
+	// closed and the refusal counted ("header block too slow"). gRPC itself
+	// has no such bound (while its reader waits for the rest of a block it
+	// can answer no ping, and its idle timer counts from the last call), so
+	// an incomplete block would otherwise hold a connection until the ping
+	// timeout or the idle timeout. Default 10 s.
+	HeaderTimeout time.Duration
 }
 
 // The defaults of GRPCLimits.
@@ -41,6 +60,8 @@ const (
 	DefaultPingInterval          = time.Minute
 	DefaultPingTimeout           = 20 * time.Second
 	DefaultMinClientPingInterval = 10 * time.Second
+	DefaultMaxHeaderListBytes    = 16 << 10
+	DefaultHeaderTimeout         = 10 * time.Second
 )
 
 // WithDefaults returns l with every zero field set to its default.
@@ -61,18 +82,35 @@ func (l GRPCLimits) WithDefaults() GRPCLimits {
 	set(&l.PingInterval, DefaultPingInterval)
 	set(&l.PingTimeout, DefaultPingTimeout)
 	set(&l.MinClientPingInterval, DefaultMinClientPingInterval)
+	set(&l.HeaderTimeout, DefaultHeaderTimeout)
+	if l.MaxHeaderListBytes <= 0 {
+		l.MaxHeaderListBytes = DefaultMaxHeaderListBytes
+	}
 	return l
 }
 
 // ServerOptions returns the gRPC server options that apply l (with its
-// defaults). Authentication before decoding is the server's own: install it
+// defaults), with creds as the server's transport credentials (nil serves
+// plaintext). creds is wrapped so that every connection's header blocks are
+// bounded in size and time (MaxHeaderListBytes, HeaderTimeout) and every
+// failed TLS handshake is counted; refusals (nil: not counted) records those
+// refusals under the client's CallerKey. Do not add grpc.Creds to the
+// result. Authentication before decoding is the server's own: install it
 // with grpc.InTapHandle, which runs on the request headers before any
 // message is read.
-func (l GRPCLimits) ServerOptions() []grpc.ServerOption {
+func (l GRPCLimits) ServerOptions(creds credentials.TransportCredentials, refusals *Refusals) []grpc.ServerOption {
 	l = l.WithDefaults()
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	if refusals == nil {
+		refusals = NewRefusals("grpc", nil, 0)
+	}
 	return []grpc.ServerOption{
+		grpc.Creds(&guardedCreds{TransportCredentials: creds, limits: l, refusals: refusals}),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(uint32(min(l.MaxHeaderListBytes, math.MaxUint32))),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: l.IdleTimeout,

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"bytes"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,5 +222,180 @@ func TestOnLoopback(t *testing.T) {
 		if got := OnLoopback(addr); got != want {
 			t.Errorf("OnLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+func TestCallerKey(t *testing.T) {
+	for addr, want := range map[net.Addr]string{
+		&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5}:              "10.1.2.3",
+		&net.TCPAddr{IP: net.ParseIP("::ffff:10.1.2.3"), Port: 5}:       "10.1.2.3",
+		&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 5}:  "2001:db8:1:2::/64",
+		&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::1"), Port: 5}:  "2001:db8:1:2::/64",
+		&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1"), Port: 5}:       "2001:db8:1:3::/64",
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 5, Zone: "eth0"}: "fe80::/64",
+		&net.TCPAddr{IP: net.IPv6loopback, Port: 5}:                     "::1",
+		&net.UnixAddr{Name: "/run/x.sock", Net: "unix"}:                 "/run/x.sock",
+	} {
+		if got := CallerKey(addr); got != want {
+			t.Errorf("CallerKey(%v) = %q, want %q", addr, got, want)
+		}
+	}
+	if got := CallerKey(nil); got != "" {
+		t.Errorf("CallerKey(nil) = %q", got)
+	}
+}
+
+func TestMemberName(t *testing.T) {
+	members := []string{"a", "b"}
+	for _, tc := range []struct {
+		cert *x509.Certificate
+		want string
+	}{
+		{&x509.Certificate{Subject: pkix.Name{CommonName: "b"}}, "b"},
+		{&x509.Certificate{Subject: pkix.Name{CommonName: "node b"}, DNSNames: []string{"b.plant", "a"}}, "a"},
+		{&x509.Certificate{Subject: pkix.Name{CommonName: "script-1"}, DNSNames: []string{"localhost"}}, ""},
+		{&x509.Certificate{}, ""},
+		{nil, ""},
+	} {
+		if got := MemberName(tc.cert, members); got != tc.want {
+			t.Errorf("MemberName(%v) = %q, want %q", tc.cert, got, tc.want)
+		}
+	}
+	if got := MemberName(&x509.Certificate{}, []string{""}); got != "" {
+		t.Errorf("an empty member matched a certificate without names: %q", got)
+	}
+}
+
+// fakeListener hands out one end of a pipe per Accept, with the remote
+// address the test gives.
+type fakeListener struct {
+	addrs chan net.Addr
+	peers chan net.Conn
+}
+
+func newFakeListener() *fakeListener {
+	return &fakeListener{addrs: make(chan net.Addr), peers: make(chan net.Conn, 1)}
+}
+
+func (l *fakeListener) Accept() (net.Conn, error) {
+	a, ok := <-l.addrs
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	server, client := net.Pipe()
+	l.peers <- client
+	return addrConn{Conn: server, remote: a}, nil
+}
+
+func (l *fakeListener) Close() error   { return nil }
+func (l *fakeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestLimitListenerKeysIPv6ByItsSlash64: a caller rotating its addresses
+// within one /64 is one address for the per-address cap; another /64 is
+// not.
+func TestLimitListenerKeysIPv6ByItsSlash64(t *testing.T) {
+	inner := newFakeListener()
+	r := NewRefusals("test", nil, time.Minute)
+	l := LimitListener(inner, ConnLimits{PerAddress: 2}, r)
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	defer close(inner.addrs)
+	addr := func(s string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(s), Port: 4000} }
+	for _, a := range []string{"2001:db8::1", "2001:db8::ffff:2"} {
+		inner.addrs <- addr(a)
+		<-inner.peers
+		defer (<-accepted).Close()
+	}
+	// A third address of the same /64 is refused (its pipe is closed), one
+	// of another /64 accepted.
+	inner.addrs <- addr("2001:db8::3")
+	refused := <-inner.peers
+	if _, err := refused.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a third connection from the same /64 was kept")
+	}
+	if got := r.Count("too many connections"); got != 1 {
+		t.Fatalf("refusals counted = %d, want 1", got)
+	}
+	inner.addrs <- addr("2001:db8:0:1::1")
+	<-inner.peers
+	(<-accepted).Close()
+}
+
+// TestLimitListenerReservesSlots: an address with reserved slots connects
+// while the others hold every shared slot, and its connections take none of
+// theirs; past its reservation it is refused.
+func TestLimitListenerReservesSlots(t *testing.T) {
+	inner := newFakeListener()
+	r := NewRefusals("test", nil, time.Minute)
+	l := LimitListener(inner, ConnLimits{PerAddress: 2, Total: 2, Reserved: func(ip string) int {
+		if ip == "10.0.0.1" {
+			return 2
+		}
+		return 0
+	}}, r)
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	defer close(inner.addrs)
+	dial := func(ip string) net.Conn {
+		t.Helper()
+		inner.addrs <- &net.TCPAddr{IP: net.ParseIP(ip), Port: 4000}
+		<-inner.peers
+		select {
+		case c := <-accepted:
+			return c
+		case <-time.After(wait):
+			t.Fatalf("a connection from %s was refused", ip)
+			return nil
+		}
+	}
+	refused := func(ip, what string) {
+		t.Helper()
+		inner.addrs <- &net.TCPAddr{IP: net.ParseIP(ip), Port: 4000}
+		if _, err := (<-inner.peers).Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s was kept", what)
+		}
+	}
+	var held []net.Conn
+	for _, ip := range []string{"10.0.0.7", "10.0.0.8"} {
+		held = append(held, dial(ip))
+	}
+	// The shared slots are full: another outsider is refused.
+	refused("10.0.0.9", "an outsider past the total")
+	if n := r.Count("too many connections"); n != 1 {
+		t.Fatalf("refusals = %d, want 1", n)
+	}
+	// The reserved address still connects, twice, and not a third time.
+	held = append(held, dial("10.0.0.1"), dial("10.0.0.1"))
+	refused("10.0.0.1", "the reserved address past its reservation")
+	// Freeing a reserved slot frees no shared one.
+	held[2].Close()
+	refused("10.0.0.9", "an outsider in the slot a reserved connection gave back")
+	held[0].Close()
+	dial("10.0.0.9").Close()
+	for _, c := range held[1:] {
+		c.Close()
 	}
 }

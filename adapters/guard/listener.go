@@ -9,20 +9,29 @@ import (
 // ConnLimits bounds the connections a listener keeps open.
 type ConnLimits struct {
 	// PerAddress is the most connections open at once from one client
-	// address (IP); 0 means no bound.
+	// address (its CallerKey: an IPv6 client by its /64); 0 means no bound.
 	PerAddress int
 	// Total is the most connections open at once; 0 means no bound.
 	Total int
+	// Reserved, when set, returns how many connections the client IP ip (as
+	// Host gives it) may hold in slots of its own, 0 for none. A connection
+	// from such an address takes one of its reserved slots or is refused: it
+	// counts neither against PerAddress nor against Total, so the other
+	// callers cannot take its slots, and it never takes theirs. The site's
+	// Raft listener reserves slots for the members' addresses.
+	Reserved func(ip string) int
 }
 
 // LimitListener returns a listener that accepts like l but closes at once,
 // and counts as a refusal ("too many connections"), a connection past
 // lim: more than PerAddress open from its address, or more than Total in
-// all. Unlike golang.org/x/net/netutil.LimitListener it never blocks Accept,
+// all (or, from an address with reserved slots, more than it reserves).
+// Unlike golang.org/x/net/netutil.LimitListener it never blocks Accept,
 // so callers over their bound cannot hold back the others. refusals may be
 // nil.
 func LimitListener(l net.Listener, lim ConnLimits, refusals *Refusals) net.Listener {
-	return &limitListener{Listener: l, lim: lim, refusals: refusals, open: make(map[string]int)}
+	return &limitListener{Listener: l, lim: lim, refusals: refusals,
+		open: make(map[string]int), reserved: make(map[string]int)}
 }
 
 type limitListener struct {
@@ -30,9 +39,10 @@ type limitListener struct {
 	lim      ConnLimits
 	refusals *Refusals
 
-	mu    sync.Mutex
-	open  map[string]int
-	total int
+	mu       sync.Mutex
+	open     map[string]int // shared slots held, by caller key
+	reserved map[string]int // reserved slots held, by IP
+	total    int            // shared slots held
 }
 
 // Accept implements net.Listener.
@@ -42,37 +52,59 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		host := Host(c.RemoteAddr())
-		if l.admit(host) {
-			return &limitedConn{Conn: c, release: func() { l.release(host) }}, nil
+		if release, ok := l.admit(c.RemoteAddr()); ok {
+			return &limitedConn{Conn: c, release: release}, nil
 		}
 		if l.refusals != nil {
-			l.refusals.Refuse(host, "too many connections")
+			l.refusals.Refuse(CallerKey(c.RemoteAddr()), "too many connections")
 		}
 		_ = c.Close()
 	}
 }
 
-func (l *limitListener) admit(host string) bool {
+// admit takes a slot for a connection from addr, and returns what gives it
+// back.
+func (l *limitListener) admit(addr net.Addr) (release func(), ok bool) {
+	if l.lim.Reserved != nil {
+		ip := Host(addr)
+		if n := l.lim.Reserved(ip); n > 0 {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.reserved[ip] >= n {
+				return nil, false
+			}
+			l.reserved[ip]++
+			return func() { l.releaseReserved(ip) }, true
+		}
+	}
+	key := CallerKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lim.Total > 0 && l.total >= l.lim.Total {
-		return false
+		return nil, false
 	}
-	if l.lim.PerAddress > 0 && l.open[host] >= l.lim.PerAddress {
-		return false
+	if l.lim.PerAddress > 0 && l.open[key] >= l.lim.PerAddress {
+		return nil, false
 	}
 	l.total++
-	l.open[host]++
-	return true
+	l.open[key]++
+	return func() { l.release(key) }, true
 }
 
-func (l *limitListener) release(host string) {
+func (l *limitListener) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.total--
-	if l.open[host]--; l.open[host] <= 0 {
-		delete(l.open, host)
+	if l.open[key]--; l.open[key] <= 0 {
+		delete(l.open, key)
+	}
+}
+
+func (l *limitListener) releaseReserved(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reserved[ip]--; l.reserved[ip] <= 0 {
+		delete(l.reserved, ip)
 	}
 }
 

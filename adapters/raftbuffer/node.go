@@ -148,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, ln.Close)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  newStreamLayer(ln, self.Address, cfg.TLS, peerIDs(cfg.Peers), cfg.Refusals),
+		Stream:  newStreamLayer(ln, self.Address, cfg.TLS, cfg.Peers, raftHandshakeTimeout, cfg.Refusals, log),
 		MaxPool: 3,
 		Timeout: transportTimeout,
 		Logger:  hl.Named("transport"),

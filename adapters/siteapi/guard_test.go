@@ -18,12 +18,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
@@ -127,7 +129,7 @@ func (p *pki) node(t *testing.T, name string, base sitetest.Options) sitetest.Op
 	o.ClientCAs = []*x509.Certificate{p.scripts.Cert}
 	o.Members = []string{"leader", "follower"}
 	o.MemberCAs = []*x509.Certificate{p.raft.Cert}
-	o.PeerTLS = &tls.Config{RootCAs: p.api.Pool, Certificates: []tls.Certificate{p.raft.Issue(t, name)}}
+	o.PeerTLS = &tls.Config{Certificates: []tls.Certificate{p.raft.Issue(t, name)}}
 	return o
 }
 
@@ -438,6 +440,142 @@ func TestServerNeedsTLSForCertificates(t *testing.T) {
 	ca := tlstest.NewCA(t, "CA")
 	_, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{}, ClientCAs: []*x509.Certificate{ca.Cert}})
 	if err == nil || !strings.Contains(err.Error(), "need TLS") {
+		t.Fatalf("NewServer = %v", err)
+	}
+}
+
+// TestHugeHeaderBlocksAreRefused plays the outsider that reaches a site node
+// off loopback (TLS, a token required) and, on 8 connections, sends header
+// blocks of 12 MB that it never ends: gRPC decodes a call's headers before
+// the tap handle can check the token, and by default accepts 16 MiB of them.
+// Each connection is closed after its first 16 KiB, long before the ping
+// timeout would have closed it, and counted.
+func TestHugeHeaderBlocksAreRefused(t *testing.T) {
+	p := newPKI(t)
+	leader := sitetest.Start(t, "leader", sitetest.Options{Token: "s3cret", TLS: p.server})
+	leader.SetLeader(true, "")
+	block := guardtest.HeaderBlock(pb.Site_Send_FullMethodName, 12<<20)
+	const conns = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for range conns {
+		wg.Go(func() {
+			conn, err := guardtest.Dial(leader.Addr, nil, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			go func() { _ = guardtest.SendHeaderBlock(conn, block, false) }()
+			errs <- guardtest.WaitClosed(conn, wait)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := leader.Server.Refusals()
+	end := time.Now().Add(wait)
+	for r.Count("header block too large")+r.Count("header block refused") < conns {
+		if time.Now().After(end) {
+			t.Fatalf("refusals counted: %d too large, %d refused by gRPC; want %d", r.Count("header block too large"), r.Count("header block refused"), conns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A script with the token is served as before.
+	c := client(t, leader.Addr, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
+	if _, err := c.Send(withToken(deadline(t), "s3cret"), sendReq()); err != nil {
+		t.Fatalf("Send with the token: %v", err)
+	}
+}
+
+// fakeLeader is a gRPC server over TLS with cert that records the
+// authorization header of every call it gets, and answers none.
+type fakeLeader struct {
+	addr string
+	mu   sync.Mutex
+	auth []string
+	hits int
+}
+
+func startFakeLeader(t *testing.T, cert tls.Certificate) *fakeLeader {
+	t.Helper()
+	f := &fakeLeader{}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})),
+		grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+			md, _ := metadata.FromIncomingContext(stream.Context())
+			f.mu.Lock()
+			f.hits++
+			f.auth = append(f.auth, md.Get("authorization")...)
+			f.mu.Unlock()
+			return status.Error(codes.Unavailable, "not really the leader")
+		}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = lis.Addr().String()
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return f
+}
+
+// TestFollowerForwardsOnlyToAMember plays an outsider that makes a follower
+// take its address for the leader's (a stale or poisoned view, a hijacked
+// address) and serves it with a certificate that is not a member's: one the
+// nodes' API CA issued (which the follower used to trust), one of the Raft
+// CA naming no member (a script's, another service's), and one of another
+// CA naming a member. The follower sends it no call and no token; and it
+// still passes calls to the real leader, which presents its member
+// certificate.
+func TestFollowerForwardsOnlyToAMember(t *testing.T) {
+	p := newPKI(t)
+	other := tlstest.NewCA(t, "another CA")
+	follower := sitetest.Start(t, "follower", p.node(t, "follower", sitetest.Options{Token: "s3cret"}))
+	c := client(t, follower.Addr, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
+	for _, tc := range []struct {
+		name string
+		cert tls.Certificate
+	}{
+		{"the nodes' API CA", p.api.Issue(t, "leader")},
+		{"the Raft CA, naming no member", p.raft.Issue(t, "script-1")},
+		{"another CA, naming a member", other.Issue(t, "leader")},
+	} {
+		fake := startFakeLeader(t, tc.cert)
+		follower.SetLeader(false, fake.addr)
+		_, err := c.Send(withToken(deadline(t), "s3cret"), sendReq())
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s: Send through the follower: %v, want Unavailable", tc.name, err)
+		}
+		fake.mu.Lock()
+		hits, auth := fake.hits, fake.auth
+		fake.mu.Unlock()
+		if hits != 0 || len(auth) != 0 {
+			t.Errorf("%s: the fake leader got %d calls and %d authorization headers", tc.name, hits, len(auth))
+		}
+	}
+
+	leader := sitetest.Start(t, "leader", p.node(t, "leader", sitetest.Options{Token: "s3cret"}))
+	leader.SetLeader(true, "")
+	follower.SetLeader(false, leader.Addr)
+	if _, err := c.Send(withToken(deadline(t), "s3cret"), sendReq()); err != nil {
+		t.Fatalf("Send through the follower to the real leader: %v", err)
+	}
+	if n := len(leader.Site.Sends()); n != 1 {
+		t.Fatalf("the leader's Site got %d Sends, want 1", n)
+	}
+}
+
+// TestPeerTLSNeedsMembers: a node that would pass calls on over TLS without
+// a way to check that the leader is a member is a configuration error.
+func TestPeerTLSNeedsMembers(t *testing.T) {
+	p := newPKI(t)
+	_, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{}, TLS: p.server,
+		PeerTLS: &tls.Config{Certificates: []tls.Certificate{p.raft.Issue(t, "follower")}}})
+	if err == nil || !strings.Contains(err.Error(), "PeerTLS needs MemberCAs and Members") {
 		t.Fatalf("NewServer = %v", err)
 	}
 }

@@ -34,8 +34,8 @@ const (
 	// forwarded to the leader; its value is "1".
 	ForwardedKey = "x-outbox-forwarded"
 	// CallerKey is the metadata key in which a follower names the caller of
-	// a request it forwards (its key: "cert:CN" or "ip:ADDR"). The leader
-	// believes it only from a member node.
+	// a request it forwards (its key: "cert:CN" or "ip:ADDR", an IPv6
+	// address by its /64). The leader believes it only from a member node.
 	CallerKey = "x-outbox-caller"
 
 	// forwardedStatusTimeout bounds a forwarded Status whose caller gave no
@@ -152,8 +152,13 @@ type ServerConfig struct {
 	Members   []string
 	MemberCAs []*x509.Certificate
 	// PeerTLS, when set, is the client TLS configuration for forwarding to
-	// the leader's site API: its certificate is this node's (the member
-	// certificate MemberCAs verify); nil forwards in plaintext.
+	// the leader's site API: its certificate is this node's member
+	// certificate (one MemberCAs verify, naming this node), which it
+	// presents when it forwards and, as a server, to a member that forwards
+	// to it. Its root CAs and server name are not used: a follower forwards
+	// only to a leader whose certificate MemberCAs verify and which names a
+	// member, so PeerTLS needs MemberCAs and Members. Nil forwards in
+	// plaintext, and only to a leader address on loopback.
 	PeerTLS *tls.Config
 	// Limits bounds what callers can make the server spend.
 	Limits Limits
@@ -180,6 +185,7 @@ type Server struct {
 	limiter   *guard.KeyedLimiter
 	refusals  *guard.Refusals
 	peerCreds credentials.TransportCredentials
+	peerTLS   bool // forwarding runs over TLS, to members only
 	log       *slog.Logger
 	grpc      *grpc.Server
 
@@ -195,6 +201,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.TLS == nil && len(cfg.ClientCAs)+len(cfg.MemberCAs) > 0 {
 		return nil, errors.New("site API: ClientCAs and MemberCAs need TLS")
+	}
+	if cfg.PeerTLS != nil && (len(cfg.MemberCAs) == 0 || len(cfg.Members) == 0) {
+		return nil, errors.New("site API: PeerTLS needs MemberCAs and Members: a follower passes its callers' tokens only to a leader whose certificate proves it a member")
 	}
 	s := &Server{
 		site:      cfg.Site,
@@ -232,9 +241,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.bearerSum = sha256.Sum256([]byte(s.bearer))
 	}
 	if cfg.PeerTLS != nil {
-		s.peerCreds = credentials.NewTLS(cfg.PeerTLS.Clone())
+		s.peerCreds, s.peerTLS = credentials.NewTLS(memberClientTLS(cfg.PeerTLS, s.memberCAs, s.members)), true
 	}
-	opts := append(s.limits.GRPC.ServerOptions(), grpc.InTapHandle(s.tap))
+	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		t := cfg.TLS.Clone()
 		t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
@@ -248,8 +257,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 				t.ClientCAs.AddCert(c)
 			}
 		}
-		opts = append(opts, grpc.Creds(countingCreds{TransportCredentials: credentials.NewTLS(t), refusals: s.refusals}))
+		if cfg.PeerTLS != nil && len(cfg.PeerTLS.Certificates) > 0 {
+			presentMemberCert(t, cfg.PeerTLS.Certificates)
+		}
+		creds = credentials.NewTLS(t)
 	}
+	// The options count failed handshakes and bound header blocks.
+	opts := append(s.limits.GRPC.ServerOptions(creds, s.refusals), grpc.InTapHandle(s.tap))
 	s.grpc = grpc.NewServer(opts...)
 	desc := pb.Site_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
@@ -304,7 +318,9 @@ func (s *Server) Stop() {
 
 // caller is who makes a call, as tap found out.
 type caller struct {
-	// key names the caller for the limits and the log.
+	// key names the caller for the limits and the log: "node:ID",
+	// "cert:CN", or "ip:ADDR" (guard.CallerKey: an IPv6 address by its
+	// /64, so that rotating addresses within it gains no new bucket).
 	key string
 	// member is the id of the group's node that makes the call, "" for a
 	// caller outside the group.
@@ -354,7 +370,7 @@ func (s *Server) identify(ctx context.Context) caller {
 	if !ok {
 		return c
 	}
-	c.key = "ip:" + guard.Host(p.Addr)
+	c.key = "ip:" + guard.CallerKey(p.Addr)
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
 		return c
@@ -424,26 +440,6 @@ func (s *Server) countDecodeErrors(h grpc.MethodHandler) grpc.MethodHandler {
 	}
 }
 
-// countingCreds counts and logs every failed TLS handshake.
-type countingCreds struct {
-	credentials.TransportCredentials
-	refusals *guard.Refusals
-}
-
-// ServerHandshake implements credentials.TransportCredentials.
-func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
-		c.refusals.Refuse(guard.Host(conn.RemoteAddr()), "tls handshake failed")
-	}
-	return out, info, err
-}
-
-// Clone implements credentials.TransportCredentials.
-func (c countingCreds) Clone() credentials.TransportCredentials {
-	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refusals: c.refusals}
-}
-
 // methodName is the site API method of a full method name, for the log:
 // the name a caller sends is not logged as is.
 func methodName(full string) string {
@@ -502,6 +498,11 @@ func (s *Server) route(ctx context.Context) (client pb.SiteClient, out context.C
 	}
 	if addr == "" {
 		return nil, nil, "", status.Error(codes.Unavailable, "no leader")
+	}
+	if !s.peerTLS && !guard.OnLoopback(addr) {
+		// The token would cross the network in clear (the wiring refuses
+		// such a configuration; this is the second lock).
+		return nil, nil, "", status.Errorf(codes.Unavailable, "this node passes calls on in clear only on loopback, and the leader is at %s: call it", addr)
 	}
 	conn, err := s.peer(addr)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
+	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -276,7 +277,7 @@ func TestToken(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	serverTLS, clientTLS := sitetest.TLSConfigs(t)
-	leader, follower := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, PeerTLS: clientTLS})
+	leader, follower := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, MemberCA: tlstest.NewCA(t, "site Raft CA")})
 
 	if _, err := client(t, follower.Addr, clientTLS).Send(deadline(t), sendReq()); err != nil {
 		t.Fatalf("Send over TLS via follower: %v", err)

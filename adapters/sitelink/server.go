@@ -247,12 +247,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			s.tokens = append(s.tokens, siteToken{digest: sha256.Sum256([]byte(site.Token)), site: site.ID})
 		}
 	}
-	opts := append(cfg.Limits.ServerOptions(),
-		// Who calls, and whether it may call now, is decided on the
-		// headers, before any message is read.
-		grpc.InTapHandle(s.tap),
-		grpc.UnaryInterceptor(s.intercept),
-	)
+	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		tc := cfg.TLS.Clone()
 		switch {
@@ -264,8 +259,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		if tc.MinVersion < tls.VersionTLS12 {
 			tc.MinVersion = tls.VersionTLS12
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		creds = credentials.NewTLS(tc)
 	}
+	opts := append(cfg.Limits.ServerOptions(creds, cfg.Refusals),
+		// Who calls, and whether it may call now, is decided on the
+		// headers, before any message is read.
+		grpc.InTapHandle(s.tap),
+		grpc.UnaryInterceptor(s.intercept),
+	)
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterCentralServer(s.grpc, &service{s: s})
 	return s, nil
@@ -432,12 +433,12 @@ func (s *Server) identify(p *peer.Peer, md metadata.MD, method string) (string, 
 }
 
 // callerOf is the caller key of refusals: the peer's address without its
-// port.
+// port, an IPv6 address by its /64 (guard.CallerKey).
 func callerOf(p *peer.Peer) string {
 	if p == nil {
 		return "(unknown)"
 	}
-	return guard.Host(p.Addr)
+	return guard.CallerKey(p.Addr)
 }
 
 // tokenSite returns the site whose token md carries ("" when none matches),

@@ -130,7 +130,8 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 		if err != nil {
 			cancel(err)
 		} else {
-			msrv := &http.Server{Addr: cfg.Metrics.Listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			msrv := &http.Server{Addr: cfg.Metrics.Listen, Handler: h, ReadHeaderTimeout: 10 * time.Second,
+				ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 			wg.Go(func() {
 				if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					cancel(fmt.Errorf("metrics: %w", err))
@@ -195,7 +196,7 @@ func dialCentral(cfg SiteConfig, logger *slog.Logger) (*sitelink.Client, error) 
 // calls that reach a follower to the leader's API address. Scripts
 // authenticate with api.token or a client certificate of api.tls.ca; the
 // nodes recognise each other by their Raft certificates (raft.tls), which
-// they present when they pass a call on.
+// they present to each other when they pass a call on, in both directions.
 func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger *slog.Logger) (*siteapi.Server, error) {
 	token, err := secretref.Resolve(cfg.API.Token)
 	if err != nil {
@@ -223,12 +224,12 @@ func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger
 		if sc.ClientCAs, err = readCerts(cfg.API.TLS.CA); err != nil {
 			return nil, fmt.Errorf("api.tls.ca: %w", err)
 		}
-		if sc.PeerTLS, err = sitePeerTLS(cfg, sc.TLS); err != nil {
-			return nil, err
-		}
 		if cfg.Raft.TLS.set() {
 			if sc.MemberCAs, err = readCerts(cfg.Raft.TLS.CA); err != nil {
 				return nil, fmt.Errorf("raft.tls.ca: %w", err)
+			}
+			if sc.PeerTLS, err = sitePeerTLS(cfg); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -239,33 +240,17 @@ func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger
 	return srv, nil
 }
 
-// sitePeerTLS is the client configuration a node passes calls to the
-// leader's site API with: it trusts the system's roots and the API's and
-// Raft's CAs, and presents the node's Raft certificate (its member
-// identity) or, without one, its API certificate.
-func sitePeerTLS(cfg SiteConfig, api *tls.Config) (*tls.Config, error) {
-	roots, err := x509.SystemCertPool()
+// sitePeerTLS is the client configuration a node passes calls on to the
+// leader's site API with: it presents the node's Raft certificate (its
+// member identity). The site API accepts as the leader only a server whose
+// certificate raft.tls.ca verifies and which names a member, whatever the
+// system's roots or the scripts' CA would say.
+func sitePeerTLS(cfg SiteConfig) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(cfg.Raft.TLS.Cert, cfg.Raft.TLS.Key)
 	if err != nil {
-		roots = x509.NewCertPool()
+		return nil, fmt.Errorf("raft.tls: load certificate %s: %w", cfg.Raft.TLS.Cert, err)
 	}
-	for _, path := range []string{cfg.API.TLS.CA, cfg.Raft.TLS.CA} {
-		certs, err := readCerts(path)
-		if err != nil {
-			return nil, fmt.Errorf("site API peers: %w", err)
-		}
-		for _, c := range certs {
-			roots.AddCert(c)
-		}
-	}
-	peer := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: api.Certificates}
-	if cfg.Raft.TLS.Cert != "" {
-		pair, err := tls.LoadX509KeyPair(cfg.Raft.TLS.Cert, cfg.Raft.TLS.Key)
-		if err != nil {
-			return nil, fmt.Errorf("raft.tls: load certificate %s: %w", cfg.Raft.TLS.Cert, err)
-		}
-		peer.Certificates = []tls.Certificate{pair}
-	}
-	return peer, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
 }
 
 // readCerts returns the certificates of a PEM file; none for path "".

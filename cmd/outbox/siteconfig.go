@@ -57,8 +57,11 @@ type RaftConfig struct {
 	Bind string `yaml:"bind"`
 	// TLS encrypts and authenticates Raft traffic: every node presents Cert,
 	// whose CN (or a DNS name) is its member id, and checks the others'
-	// against CA. Required when a Raft address is off loopback. The nodes
-	// also present Cert to each other's site API when they pass calls on.
+	// against CA. Required when a Raft address is off loopback, and with
+	// api.tls in a group of more than one member. The nodes also present
+	// Cert to each other's site API when they pass calls on (both ways: a
+	// follower passes a call on only to a leader whose certificate CA
+	// verifies and which names a member).
 	TLS TLSFiles `yaml:"tls"`
 }
 
@@ -241,6 +244,9 @@ func (c SiteConfig) Validate() error {
 		r.add("raft.tls.ca", "required with raft.tls: each node checks the others' certificates")
 	}
 	r = append(r, c.API.TLS.validate("api.tls", true)...)
+	if key, _ := c.offLoopback("raft.bind", c.Raft.Bind, "raft"); key == "" && c.API.TLS.Cert != "" && len(c.Members) > 1 && !c.Raft.TLS.set() {
+		r.addRelated("raft.tls", "api.tls", "required (cert, key and ca) with api.tls in a group of %d members: a follower passes calls, with the scripts' token, to the leader's API only once the leader's Raft certificate proved it a member", len(c.Members))
+	}
 	if c.Central.Addr == "" {
 		r.add("central.addr", "required: central's link address host:port")
 	} else if _, _, err := net.SplitHostPort(c.Central.Addr); err != nil {

@@ -124,6 +124,8 @@ func TestSiteValidationRules(t *testing.T) {
 				"api: no credentials: api.listen :7101 is off loopback; give api.token, or api.tls.ca to take client certificates, or both"}},
 		"a member's api off loopback": {yaml: strings.Replace(validSite, "api: 127.0.0.1:7103", "api: 192.168.1.3:7103", 1),
 			want: []string{"api.tls: required (cert and key): members[2].api 192.168.1.3:7103 is off loopback", "api: no credentials"}},
+		"api over tls in a group whose raft runs in clear": {yaml: validSite + "api:\n  token: env:SITE_API_TOKEN\n  tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
+			want: []string{"raft.tls: required (cert, key and ca) with api.tls in a group of 3 members: a follower passes calls, with the scripts' token, to the leader's API only once the leader's Raft certificate proved it a member"}},
 		"api limits": {yaml: validSite + "api:\n  limits: {rate: 0, burst: -1, max_request_bytes: 1000, conns_per_address: 10, conns_total: 5, idle_timeout: 0s}\n",
 			want: []string{"api.limits.rate: must be positive, got 0", "api.limits.burst: must be positive, got -1",
 				"api.limits.max_request_bytes: 1000 is below 69887, the largest Send", "api.limits.conns_total: 5 is below api.limits.conns_per_address (10)",

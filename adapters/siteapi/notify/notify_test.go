@@ -355,7 +355,7 @@ func TestRetryKeepsTheID(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	serverTLS, clientTLS := sitetest.TLSConfigs(t)
-	leader, follower := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, PeerTLS: clientTLS})
+	leader, follower := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, MemberCA: tlstest.NewCA(t, "site Raft CA")})
 	c := dial(t, []string{follower.Addr}, WithTLS(clientTLS))
 	if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
 		t.Fatalf("Send over TLS: %v", err)
@@ -378,7 +378,7 @@ func TestTLS(t *testing.T) {
 func TestClientCertificate(t *testing.T) {
 	serverTLS, clientTLS := sitetest.TLSConfigs(t)
 	scripts := tlstest.NewCA(t, "scripts CA")
-	leader, _ := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, PeerTLS: clientTLS,
+	leader, _ := sitetest.StartPair(t, sitetest.Options{TLS: serverTLS, MemberCA: tlstest.NewCA(t, "site Raft CA"),
 		ClientCAs: []*x509.Certificate{scripts.Cert}})
 	anonymous := dial(t, []string{leader.Addr}, WithTLS(clientTLS))
 	if _, err := anonymous.To("ops").Send(deadline(t), "s", "b"); !errors.Is(err, ports.ErrUnauthenticated) {

@@ -109,7 +109,7 @@ func (s *Site) Calls() int {
 }
 
 // Options configures the servers Start and StartPair run: the fields of
-// siteapi.ServerConfig of the same names.
+// siteapi.ServerConfig of the same names, and MemberCA.
 type Options struct {
 	Token     string
 	TLS       *tls.Config
@@ -119,6 +119,11 @@ type Options struct {
 	MemberCAs []*x509.Certificate
 	Limits    siteapi.Limits
 	Logger    *slog.Logger
+	// MemberCA, when set, makes the nodes members of one group ("leader"
+	// and "follower", unless Members says otherwise) whose certificates it
+	// issues: MemberCAs is it, and each node presents its own member
+	// certificate (PeerTLS) when it passes calls on.
+	MemberCA *tlstest.CA
 }
 
 // Node is one site API server on 127.0.0.1 in front of a fake Site.
@@ -167,6 +172,18 @@ func Start(t testing.TB, name string, opt Options) *Node {
 		t.Fatalf("listen: %v", err)
 	}
 	n := &Node{Addr: lis.Addr().String(), Site: &Site{HealthReply: ports.SiteHealth{Site: "site-a", Node: name}}}
+	if opt.MemberCA != nil {
+		if len(opt.Members) == 0 {
+			opt.Members = []string{"leader", "follower"}
+		}
+		opt.MemberCAs = append(opt.MemberCAs, opt.MemberCA.Cert)
+		peer := &tls.Config{}
+		if opt.PeerTLS != nil {
+			peer = opt.PeerTLS.Clone()
+		}
+		peer.Certificates = []tls.Certificate{opt.MemberCA.Issue(t, name)}
+		opt.PeerTLS = peer
+	}
 	srv, err := siteapi.NewServer(siteapi.ServerConfig{
 		Site:      n.Site,
 		Leader:    n.leaderView,
