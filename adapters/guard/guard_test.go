@@ -13,25 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siteline/outbox/ports/clocktest"
 )
-
-// manualClock is a clock the tests move.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.
 type syncBuffer struct {
@@ -53,7 +37,7 @@ func (s *syncBuffer) Lines() []string {
 
 func TestRefusalsLogOncePerCallerPerInterval(t *testing.T) {
 	var out syncBuffer
-	clock := &manualClock{t: time.Unix(1e9, 0)}
+	clock := clocktest.New(time.Unix(1e9, 0))
 	r := NewRefusals("site_link", slog.New(slog.NewTextHandler(&out, nil)), time.Minute)
 	r.now = clock.Now
 
@@ -68,7 +52,7 @@ func TestRefusalsLogOncePerCallerPerInterval(t *testing.T) {
 		t.Fatalf("%d lines for 1,001 refusals from two callers, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	r.Refuse("10.0.0.1", "unauthenticated")
 	lines := out.Lines()
 	if len(lines) != 3 || !strings.Contains(lines[2], "suppressed=999") || !strings.Contains(lines[2], "caller=10.0.0.1") {
@@ -94,7 +78,7 @@ func TestRefusalsBoundTheirMemory(t *testing.T) {
 }
 
 func TestKeyedLimiterIsPerKey(t *testing.T) {
-	clock := &manualClock{t: time.Unix(1e9, 0)}
+	clock := clocktest.New(time.Unix(1e9, 0))
 	k := NewKeyedLimiter(10, 5)
 	k.now = clock.Now
 	for i := range 5 {
@@ -111,7 +95,7 @@ func TestKeyedLimiterIsPerKey(t *testing.T) {
 	if !k.Allow("b") {
 		t.Fatal("b refused because a spent its tokens")
 	}
-	clock.Add(100 * time.Millisecond)
+	clock.Advance(100 * time.Millisecond)
 	if !k.Allow("a") {
 		t.Fatal("a refused after a token came back")
 	}
@@ -121,7 +105,7 @@ func TestKeyedLimiterIsPerKey(t *testing.T) {
 }
 
 func TestKeyedLimiterBoundsItsMemory(t *testing.T) {
-	clock := &manualClock{t: time.Unix(1e9, 0)}
+	clock := clocktest.New(time.Unix(1e9, 0))
 	k := NewKeyedLimiter(1, 1)
 	k.now = clock.Now
 	for i := range maxLimiterKeys + 100 {
@@ -138,7 +122,7 @@ func TestKeyedLimiterBoundsItsMemory(t *testing.T) {
 		t.Fatal("a new key past the bound had a token of its own")
 	}
 	// Once the old buckets are full again they are forgotten, and new keys get their own.
-	clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if !k.Allow("late") {
 		t.Fatal("a new key refused after every bucket refilled")
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/clocktest"
 )
 
 // The loopback addresses the login tests connect from: Linux routes all of
@@ -35,24 +36,6 @@ const (
 	attackerIP = "127.0.0.2"
 	adminIP    = "127.0.0.3"
 )
-
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // peerKey carries a request's TCP peer into the context, so that the store
 // below can tell whose password check it serves.
@@ -102,7 +85,7 @@ func (s *syncBuffer) String() string {
 type loginEnv struct {
 	t        *testing.T
 	srv      *httptest.Server
-	clock    *manualClock
+	clock    *clocktest.Manual
 	store    *gatedAccounts
 	refusals *guard.Refusals
 	log      *syncBuffer
@@ -113,7 +96,7 @@ func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *
 	if store == nil {
 		store = &gatedAccounts{Store: memstore.New()}
 	}
-	clock := &manualClock{t: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC))
 	cfg.BcryptCost = bcrypt.MinCost
 	ops, err := core.NewOperators(store, clock, cfg, nil)
 	if err != nil {
@@ -269,7 +252,7 @@ func TestLoginBruteForceIsThrottledLoggedAndCounted(t *testing.T) {
 	// The wait runs out with time; then the right password logs in and
 	// clears the address's failures.
 	resp, body = e.apiLogin(attacker, "admin", password)
-	e.clock.advance(retryAfter(t, resp, body))
+	e.clock.Advance(retryAfter(t, resp, body))
 	if resp, body := e.apiLogin(attacker, "admin", password); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the wait: %d %s", resp.StatusCode, body)
 	}
@@ -383,7 +366,7 @@ func (e *loginEnv) rotatingAttack(rounds int, newcomer func(k int)) map[string][
 		if round%3 == 2 {
 			newcomer(round / 3)
 		}
-		e.clock.advance(time.Second)
+		e.clock.Advance(time.Second)
 	}
 	return checks
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/clocktest"
 )
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -213,24 +213,6 @@ func labels(m *dto.Metric) string {
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // countingKPIs is a KPI source that counts its reads and, while gate is
 // open (not nil), holds each read until the gate is closed.
 type countingKPIs struct {
@@ -288,7 +270,7 @@ func TestScrapesShareOneKPIRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &manualClock{t: time.Unix(1e9, 0)}
+	clock := clocktest.New(time.Unix(1e9, 0))
 	c.kpis.now = clock.Now
 	url := servedCollector(t, c)
 
@@ -325,7 +307,7 @@ func TestScrapesShareOneKPIRead(t *testing.T) {
 	if n := kpis.reads.Load(); n != 1 {
 		t.Fatalf("%d KPI reads for %d scrapes within the window, want 1", n, scrapers+20)
 	}
-	clock.advance(DefaultKPICacheFor)
+	clock.Advance(DefaultKPICacheFor)
 	if err := scrapeURL(url); err != nil {
 		t.Fatal(err)
 	}
