@@ -219,7 +219,15 @@ func (p *proc) exitCode(t *testing.T, timeout time.Duration) int {
 	select {
 	case <-p.exited:
 	case <-deadline.C:
-		t.Fatalf("outbox still runs %s later:\n%s", timeout, p.Output())
+		// Ask the Go runtime for every goroutine's stack, so that the
+		// failure says where it hangs.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.exited:
+			<-p.readDone
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("outbox still runs %s later (its goroutines follow, dumped by SIGQUIT):\n%s", timeout, p.Output())
 	}
 	<-p.readDone
 	var ee *exec.ExitError
