@@ -172,8 +172,7 @@ func TestOwnTokenRules(t *testing.T) {
 	ctx := context.Background()
 	o, clock, store := newTestOperators(t)
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
-	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
-	ann, _ := o.Authenticate(ctx, s.Secret)
+	ann := loggedIn(t, o, "ann", "ann's password")
 	for _, c := range []struct {
 		req  ports.OwnTokenRequest
 		want string
@@ -206,8 +205,7 @@ func TestOwnTokenRules(t *testing.T) {
 		t.Fatalf("the revoked token is still stored: %v", err)
 	}
 	// And it expires.
-	s, _ = o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's next password"})
-	ann, _ = o.Authenticate(ctx, s.Secret)
+	ann = loggedIn(t, o, "ann", "ann's next password")
 	secret, _, err = o.CreateOwnToken(ctx, ann, ports.OwnTokenRequest{ExpiresAt: clock.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +220,7 @@ func TestRevokeOwnToken(t *testing.T) {
 	ctx := context.Background()
 	o, clock, _ := newTestOperators(t)
 	mustPutUser(t, o, "ann", ports.RoleOperator, "ann's password")
-	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
-	ann, _ := o.Authenticate(ctx, s.Secret)
+	ann := loggedIn(t, o, "ann", "ann's password")
 	if err := o.RevokeOwnToken(ctx, ann); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("a session revoking itself as a token: %v, want ErrInvalid", err)
 	}
@@ -491,8 +488,7 @@ func TestOwnTokensAreCappedPerAccount(t *testing.T) {
 	ctx := context.Background()
 	o, clock, _ := newTestOperators(t)
 	mustPutUser(t, o, "ann", ports.RoleViewer, "ann's password")
-	s, _ := o.Login(ctx, ports.LoginRequest{Name: "ann", Password: "ann's password"})
-	ann, _ := o.Authenticate(ctx, s.Secret)
+	ann := loggedIn(t, o, "ann", "ann's password")
 	var secrets []string
 	for i := range DefaultMaxOwnTokens {
 		ttl := time.Hour
@@ -579,4 +575,20 @@ func TestAuditSummaryMasksURLCredentialsAndAddresses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// loggedIn logs name in with password and returns the principal of the
+// session, as a browser would hold it.
+func loggedIn(t *testing.T, o *Operators, name, password string) ports.Principal {
+	t.Helper()
+	ctx := context.Background()
+	s, err := o.Login(ctx, ports.LoginRequest{Name: name, Password: password})
+	if err != nil {
+		t.Fatalf("login %s: %v", name, err)
+	}
+	p, err := o.Authenticate(ctx, s.Secret)
+	if err != nil {
+		t.Fatalf("the session of %s: %v", name, err)
+	}
+	return p
 }

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"bytes"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -10,33 +9,15 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/ports/clocktest"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
-
 func TestRefusalsLogOncePerCallerPerInterval(t *testing.T) {
-	var out syncBuffer
+	var out guardtest.LogBuffer
 	clock := clocktest.New(time.Unix(1e9, 0))
 	r := NewRefusals("site_link", slog.New(slog.NewTextHandler(&out, nil)), time.Minute)
 	r.now = clock.Now
@@ -61,7 +42,7 @@ func TestRefusalsLogOncePerCallerPerInterval(t *testing.T) {
 }
 
 func TestRefusalsBoundTheirMemory(t *testing.T) {
-	var out syncBuffer
+	var out guardtest.LogBuffer
 	r := NewRefusals("http", slog.New(slog.NewTextHandler(&out, nil)), time.Hour)
 	for i := range 3 * maxLogKeys {
 		r.Refuse(fmt.Sprintf("caller-%d", i), "too many connections")

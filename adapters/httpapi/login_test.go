@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/memdir"
@@ -61,24 +62,6 @@ func (g *gatedAccounts) Account(ctx context.Context, name string) (ports.Account
 	return g.Store.Account(ctx, name)
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // loginEnv is the real handler over the real core.Operators, with a clock
 // the test moves, a store that counts password checks, and the refusal log
 // in a buffer; served over real TCP on loopback.
@@ -88,7 +71,7 @@ type loginEnv struct {
 	clock    *clocktest.Manual
 	store    *gatedAccounts
 	refusals *guard.Refusals
-	log      *syncBuffer
+	log      *guardtest.LogBuffer
 }
 
 func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *loginEnv {
@@ -119,7 +102,7 @@ func newLoginEnv(t *testing.T, cfg core.OperatorsConfig, store *gatedAccounts) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &guardtest.LogBuffer{}
 	refusals := guard.NewRefusals("http", slog.New(slog.NewTextHandler(logs, nil)), time.Minute)
 	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Refusals: refusals})
 	if err != nil {

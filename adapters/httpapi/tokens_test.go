@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
@@ -470,7 +471,7 @@ func TestAdminPages(t *testing.T) {
 // 429 with Retry-After before the body is read, each refusal counted and
 // logged once per address, and the account never holds more than ten.
 func TestAViewerCannotMintTokensWithoutLimit(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &guardtest.LogBuffer{}
 	refusals := guard.NewRefusals("http", slog.New(slog.NewTextHandler(logs, nil)), time.Minute)
 	e := newEnvWith(t, func(c *httpapi.Config) { c.Refusals = refusals })
 	viewer := e.sessionCookie("viewer")

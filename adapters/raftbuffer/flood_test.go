@@ -1,7 +1,6 @@
 package raftbuffer
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,30 +15,13 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/adapters/tlstest"
 )
 
 // The tests here play outsiders who flood a node's Raft port over TLS: with
 // garbage instead of a ClientHello, and with handshakes they never finish,
 // from many addresses.
-
-// logBuffer is a log destination safe for concurrent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // garbageHello is what the outsider sends instead of a ClientHello: a TLS
 // record header and text.
@@ -57,7 +39,7 @@ func dialFrom(local, addr string) (net.Conn, error) {
 // ERROR line per connection ("failed to decode incoming command").
 func TestGarbageHandshakesLogBoundedLines(t *testing.T) {
 	ca := tlstest.NewCA(t, "site CA")
-	var logs logBuffer
+	var logs guardtest.LogBuffer
 	var refusals *guard.Refusals
 	c := newCluster(t, 3, func(i int, cfg *Config) {
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, cfg.NodeID)}, RootCAs: ca.Pool}

@@ -1,7 +1,6 @@
 package siteapi_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -286,28 +285,10 @@ func TestForgedForwardMarkGainsNothing(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRefusalsAreCountedAndLoggedOncePerCaller: a flood of anonymous calls
 // from one caller is counted call by call and written to the log once.
 func TestRefusalsAreCountedAndLoggedOncePerCaller(t *testing.T) {
-	var log syncBuffer
+	var log guardtest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	leader, _ := sitetest.StartPair(t, sitetest.Options{Token: "s3cret", Logger: logger})
 	c := client(t, leader.Addr, nil)

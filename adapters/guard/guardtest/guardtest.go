@@ -1,7 +1,9 @@
 // Package guardtest plays HTTP/2 clients that a gRPC server must bound
 // before it knows who calls: header blocks too large to accept, and header
-// blocks that never end. The tests of the entrances (the site link, the site
-// API, adapters/guard itself) use it against real servers on loopback.
+// blocks that never end; and LogBuffer, where those tests count the lines
+// the refusals write. The tests of the entrances (the site link, the site
+// API, the Raft transport, the login, adapters/guard itself) use it against
+// real servers on loopback.
 package guardtest
 
 import (
