@@ -19,8 +19,10 @@ import (
 // themselves never overlap on a node.
 const pipelineDepth = 8
 
-// recordTimeout bounds the writes that record a batch's outcomes. They run
-// even after shutdown began, so finished deliveries are never re-sent.
+// recordTimeout bounds one try of a write that records a batch's outcomes,
+// and how long those writes go on after shutdown began (they run on, so that
+// finished deliveries are not sent again, but a dead database cannot hold a
+// shutdown up for longer).
 const recordTimeout = 30 * time.Second
 
 // dispatchLoop sweeps at start, whenever ingest or an operator Retry wakes it,
@@ -145,10 +147,14 @@ type job struct {
 const minDefer = 100 * time.Millisecond
 
 // dispatch delivers one claimed batch with bounded parallelism, then records
-// every outcome in one write and releases the rows it could not attempt. One
-// bad row never stops the batch. It returns the earliest retry it scheduled,
-// and false when some rows went back untouched because the directory failed
-// or their channel had no room (NotAttempted).
+// every outcome in one write (see record), releases the rows it could not
+// attempt and appends the audit records of the outcomes it recorded. One
+// bad row never stops the batch. Each of these writes is tried again through
+// a blip of the database: the record and the release while the batch's lease
+// lasts, the audit append for up to recordTimeout; all of them for at most
+// recordTimeout once ctx ends (shutdown). It returns the earliest retry it
+// scheduled, and false when some rows went back untouched because the
+// directory failed or their channel had no room (NotAttempted).
 func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time.Time, bool) {
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
@@ -209,39 +215,150 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 			}
 		}
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	if len(release) > 0 {
-		if err := s.store.Release(wctx, s.owner, release); err != nil {
-			s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(release), "err", err)
-		}
-	}
+	// The writes below record what has happened: they go on through a
+	// shutdown (for at most recordTimeout after it began), and through a
+	// blip of the database for as long as the batch's lease lasts. After
+	// that another node may claim the rows, and the delivery repeats.
+	wctx, stop := graceContext(ctx, recordTimeout)
+	defer stop()
+	until := s.realDeadline(leaseEnd(rows))
 	if len(updates) > 0 {
-		lost, err := s.store.Record(wctx, s.owner, updates)
-		if err != nil {
-			// The leases expire and another sweep retries these rows; a
-			// delivery may then repeat, the accepted at-least-once cost.
-			s.log.Error("dispatch: record outcomes failed", "rows", len(updates), "err", err)
-			return next, planErr == nil && !deferred
-		}
-		if len(lost) > 0 {
-			s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
-				"rows", len(lost))
-		}
-		skip := make(map[string]bool, len(lost))
-		for _, id := range lost {
-			skip[id] = true
-		}
-		for i := range jobs {
-			if j := &jobs[i]; j.done && j.update.ID != "" && !skip[j.update.ID] {
-				records = append(records, j.records...)
+		// First, while the lease is young: the outcomes are what a
+		// blip could make the rows be delivered again for.
+		if lost, ok := s.record(wctx, until, updates); ok {
+			for i := range jobs {
+				if j := &jobs[i]; j.done && j.update.ID != "" && !lost[j.update.ID] {
+					records = append(records, j.records...)
+				}
 			}
 		}
-		s.appendAudit(wctx, records)
 	}
+	if len(release) > 0 {
+		s.release(wctx, until, release)
+	}
+	s.appendAuditWithin(wctx, records)
 	// A channel without room: claiming again now would only get the same
 	// answer. The sweep stops; the retry timer brings it back at next.
 	return next, planErr == nil && !deferred
+}
+
+// leaseEnd is when the first lease of a claimed batch runs out, by the
+// service's clock.
+func leaseEnd(rows []ports.Notification) time.Time {
+	var end time.Time
+	for _, r := range rows {
+		end = earliest(end, r.ClaimedUntil)
+	}
+	return end
+}
+
+// release gives the leases on ids back, trying again through a blip of the
+// database until until (the batch's lease), after which they have run out
+// on their own. A failure costs only a wait: the rows are claimed again when
+// their lease runs out.
+func (s *Service) release(ctx context.Context, until time.Time, ids []string) {
+	tries, err := retryBlip(ctx, s.log, until, "dispatch: release leases",
+		"the rows wait until their leases run out, then any node claims them",
+		func(ctx context.Context) error {
+			tctx, cancel := context.WithTimeout(ctx, recordTimeout)
+			defer cancel()
+			return s.store.Release(tctx, s.owner, ids)
+		}, "rows", len(ids))
+	if err != nil && tries == 1 && unfixable(err) { // retryBlip said nothing
+		s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(ids), "err", err)
+	}
+}
+
+// record writes a batch's outcomes and returns the ids whose lease another
+// owner took first (lost), or ok false when it could not write them.
+//
+// A failed write is tried again, with backoff, until until (the batch's
+// lease): a database back within the lease costs no delivery twice. Each
+// try is bounded by recordTimeout; ctx (see graceContext) bounds the whole
+// at shutdown. When the store still fails at the end of the lease, record
+// gives up: the leases run out, another sweep claims the rows and delivers
+// them again, the accepted at-least-once cost.
+//
+// A try that failed may have committed all the same (the database committed
+// and the connection died before the answer). Record then reports those
+// rows lost on the next try, as their leases are gone; recordedAfterAll
+// tells them from rows another owner took, so that their audit records are
+// kept.
+func (s *Service) record(ctx context.Context, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
+	var ids []string
+	tries, err := retryBlip(ctx, s.log, until, "dispatch: record outcomes",
+		"the leases run out and the rows are delivered again",
+		func(ctx context.Context) error {
+			tctx, cancel := context.WithTimeout(ctx, recordTimeout)
+			defer cancel()
+			var err error
+			ids, err = s.store.Record(tctx, s.owner, updates)
+			return err
+		}, "rows", len(updates))
+	if err != nil {
+		if tries == 1 && unfixable(err) { // retryBlip said nothing
+			s.log.Error("dispatch: record outcomes failed; the leases run out and the rows are delivered again",
+				"rows", len(updates), "err", err)
+		}
+		return nil, false
+	}
+	if tries > 1 && len(ids) > 0 {
+		ids = s.recordedAfterAll(ctx, updates, ids)
+	}
+	if len(ids) > 0 {
+		s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
+			"rows", len(ids))
+	}
+	lost = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		lost[id] = true
+	}
+	return lost, true
+}
+
+// recordedAfterAll returns those of the lost ids whose row does not show
+// exactly the update this node wrote: no lease, the update's status, retry
+// count, last attempt and last change (to the store's precision). A row that
+// shows it was written by an earlier try whose answer was lost. A row that
+// cannot be read stays lost.
+func (s *Service) recordedAfterAll(ctx context.Context, updates []ports.Update, lost []string) []string {
+	byID := make(map[string]*ports.Update, len(updates))
+	for i := range updates {
+		byID[updates[i].ID] = &updates[i]
+	}
+	var still []string
+	for _, id := range lost {
+		u := byID[id]
+		var row ports.Notification
+		_, err := retryBlip(ctx, s.log, time.Time{}, "dispatch: read back a recorded row",
+			"its audit records of this attempt are not written", func(ctx context.Context) error {
+				tctx, cancel := context.WithTimeout(ctx, recordTimeout)
+				defer cancel()
+				var err error
+				row, err = s.store.Get(tctx, id)
+				return err
+			})
+		if err != nil || u == nil || !shows(row, *u) {
+			still = append(still, id)
+		}
+	}
+	if n := len(lost) - len(still); n > 0 {
+		s.log.Info("dispatch: an earlier try had recorded these rows after all; its answer was lost",
+			"rows", n)
+	}
+	return still
+}
+
+// storePrecision is the finest time a store keeps (the SQL stores keep
+// microseconds).
+const storePrecision = time.Microsecond
+
+// shows reports whether row is exactly as u left it.
+func shows(row ports.Notification, u ports.Update) bool {
+	same := func(a, b time.Time) bool { return a.Truncate(storePrecision).Equal(b.Truncate(storePrecision)) }
+	return row.ClaimedBy == "" && row.ClaimedUntil.IsZero() && row.Status == u.Status &&
+		row.RetryCount == u.RetryCount && same(row.LastAttemptAt, u.LastAttemptAt) &&
+		same(row.UpdatedAt, u.UpdatedAt)
 }
 
 // batchCache keeps the directory's answers for one batch, so a batch asks

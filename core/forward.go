@@ -94,17 +94,8 @@ func (s *Site) Forward(ctx context.Context) {
 			}
 			continue
 		}
-		if len(res.Accepted) > 0 {
-			if err := s.buffer.Remove(ctx, res.Accepted); err != nil {
-				// Typically leadership lost: the next leader sends the batch
-				// again and central stores it once.
-				if ctx.Err() == nil {
-					s.log.Warn("forwarder: remove acknowledged notifications from the buffer", "notifications",
-						len(res.Accepted), "err", err)
-					s.pause(ctx, false)
-				}
-				continue
-			}
+		if len(res.Accepted) > 0 && !s.removeAcked(ctx, res.Accepted) {
+			continue
 		}
 		for _, r := range res.Rejected {
 			rejected = true
@@ -113,6 +104,34 @@ func (s *Site) Forward(ctx context.Context) {
 		}
 		after = batch[len(batch)-1].Seq
 	}
+}
+
+// removeAcked removes the notifications central acknowledged from the
+// buffer, trying again through a blip (a Raft commit that timed out) for up
+// to RetryInterval, the wait the forwarder would take before sending the
+// batch again anyway. It reports whether they were removed. When they were
+// not (typically leadership lost), the batch is sent again, by this node or
+// the next leader, and central stores it once: retrying only spares that
+// second round trip.
+func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
+	tries, err := retryBlip(ctx, s.log, time.Now().Add(s.cfg.RetryInterval),
+		"forwarder: remove acknowledged notifications from the buffer",
+		"they are sent again and central stores them once", func(ctx context.Context) error {
+			return s.buffer.Remove(ctx, ids)
+		}, "notifications", len(ids))
+	if err == nil {
+		return true
+	}
+	if tries == 1 && ctx.Err() == nil {
+		// Failed at once, with no time spent retrying: wait, so that
+		// sending the batch again does not spin.
+		if unfixable(err) { // retryBlip said nothing
+			s.log.Warn("forwarder: remove acknowledged notifications from the buffer", "notifications",
+				len(ids), "err", err)
+		}
+		s.pause(ctx, false)
+	}
+	return false
 }
 
 // submit sends one batch to central within CallTimeout.

@@ -21,12 +21,18 @@ const (
 // stored is accepted when the stored row is the caller's own (a resend);
 // for an authenticated site, an id stored for another site is rejected
 // ("already in use"), without saying whose it is.
+//
+// A read or write of the store or the directory that fails is tried again,
+// with backoff, until shortly before ctx's deadline (see
+// ingestRetryUntil), so that a blip of the database costs the site a late
+// acknowledgement rather than an error and a resend of the batch.
 func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
 	if len(req.Notifications) > s.cfg.MaxBatch {
 		return ports.SubmitResult{}, fmt.Errorf("%w: batch of %d notifications exceeds the limit of %d",
 			ports.ErrInvalid, len(req.Notifications), s.cfg.MaxBatch)
 	}
 	now := s.clock.Now()
+	until := ingestRetryUntil(ctx)
 	var res ports.SubmitResult
 	rows := make([]ports.Notification, 0, len(req.Notifications))
 	accepted := make([]string, 0, len(req.Notifications)) // ids as submitted
@@ -39,7 +45,7 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 		}
 		// The list decides the type: a submission cannot send a list's
 		// targets through another channel.
-		typ, known, err := s.listType(ctx, sub.List, types)
+		typ, known, err := s.listType(ctx, until, sub.List, types)
 		if err != nil {
 			return ports.SubmitResult{}, err
 		}
@@ -73,19 +79,29 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 	if len(rows) == 0 {
 		return res, nil
 	}
-	inserted, err := s.store.Insert(ctx, rows)
+	var inserted []string
+	tries, err := retryBlip(ctx, s.log, until, "ingest: store notifications",
+		"the site is told to send them again", func(ctx context.Context) error {
+			// Insert-if-not-exists: a try that stored the rows although
+			// it failed makes the next one insert nothing and the
+			// rows count as stored already (see keepOwn).
+			var err error
+			inserted, err = s.store.Insert(ctx, rows)
+			return err
+		}, "notifications", len(rows))
 	if err != nil {
 		return ports.SubmitResult{}, fmt.Errorf("ingest %d notifications: %w", len(rows), err)
 	}
 	res.Accepted = accepted
 	if req.Site != "" && len(inserted) < len(rows) {
-		if res, err = s.keepOwn(ctx, req.Site, rows, inserted, res); err != nil {
+		if res, err = s.keepOwn(ctx, until, req.Site, rows, inserted, res); err != nil {
 			return ports.SubmitResult{}, err
 		}
 	}
-	if len(inserted) > 0 {
+	if len(inserted) > 0 || tries > 1 {
 		// The new rows are their own ingest record (see ingestRecord): no
-		// audit write on the hottest path.
+		// audit write on the hottest path. (A failed try may have
+		// inserted them, so that the last try inserted none.)
 		s.Wake()
 	}
 	return res, nil
@@ -96,7 +112,8 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 // accepted; one stored for another site is moved from res.Accepted to
 // res.Rejected, since acknowledging it would tell the site a notification
 // of its is stored when none is. The reason does not say whose the id is.
-func (s *Service) keepOwn(ctx context.Context, site string, rows []ports.Notification, inserted []string, res ports.SubmitResult) (ports.SubmitResult, error) {
+func (s *Service) keepOwn(ctx context.Context, until time.Time, site string, rows []ports.Notification, inserted []string,
+	res ports.SubmitResult) (ports.SubmitResult, error) {
 	fresh := make(map[string]bool, len(inserted))
 	for _, id := range inserted {
 		fresh[id] = true
@@ -107,7 +124,13 @@ func (s *Service) keepOwn(ctx context.Context, site string, rows []ports.Notific
 			existing = append(existing, n.ID)
 		}
 	}
-	own, err := s.store.Statuses(ctx, site, existing)
+	var own map[string]ports.Status
+	_, err := retryBlip(ctx, s.log, until, "ingest: look up ids already stored",
+		"the site is told to send the batch again", func(ctx context.Context) error {
+			var err error
+			own, err = s.store.Statuses(ctx, site, existing)
+			return err
+		}, "ids", len(existing))
 	if err != nil {
 		// Nothing is acknowledged: the site sends the batch again, and the
 		// rows stored now are resends then.
@@ -166,11 +189,17 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 // reports whether the list is known. An unknown list is not an ingest error:
 // the row is stored with no type (whatever the submission said) and parks at
 // dispatch with a reason an operator can act on.
-func (s *Service) listType(ctx context.Context, list string, cache map[string]listTypeOf) (string, bool, error) {
+func (s *Service) listType(ctx context.Context, until time.Time, list string, cache map[string]listTypeOf) (string, bool, error) {
 	if t, ok := cache[list]; ok {
 		return t.typ, t.known, nil
 	}
-	l, err := s.directory.List(ctx, list)
+	var l ports.List
+	_, err := retryBlip(ctx, s.log, until, "ingest: resolve list type",
+		"the site is told to send the batch again", func(ctx context.Context) error {
+			var err error
+			l, err = s.directory.List(ctx, list)
+			return err
+		})
 	var t listTypeOf
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
@@ -189,6 +218,25 @@ type listTypeOf struct {
 	known bool
 }
 
+// Bounds of ingest's retries through a blip of the database: up to
+// ingestReplyMargin (or a fifth of the time left, when less) before the
+// caller's deadline is kept for the answer to reach it; a caller without a
+// deadline gets ingestRetryBound.
+const (
+	ingestReplyMargin = 2 * time.Second
+	ingestRetryBound  = 10 * time.Second
+)
+
+// ingestRetryUntil is when ingest stops starting new tries of a failed read
+// or write.
+func ingestRetryUntil(ctx context.Context) time.Time {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(ingestRetryBound)
+	}
+	return dl.Add(-min(ingestReplyMargin, time.Until(dl)/5))
+}
+
 // ingestRecord is the Ingested record of a row. Ingest writes no audit
 // record: the row itself records it, immutably — CreatedAt is when central
 // accepted it, and SourceSite is the site that sent it (the site link refuses
@@ -201,20 +249,64 @@ func ingestRecord(n ports.Notification) ports.AuditRecord {
 }
 
 // appendAudit writes audit records; a failure is logged and never undoes or
-// fails the change it records (the Notifications row stands on its own).
+// fails the change it records (the Notifications row stands on its own). It
+// goes on for up to recordTimeout after ctx ends: the change it records has
+// happened.
 func (s *Service) appendAudit(ctx context.Context, recs []ports.AuditRecord) {
+	ctx, stop := graceContext(ctx, recordTimeout)
+	defer stop()
+	s.appendAuditWithin(ctx, recs)
+}
+
+// appendAuditWithin writes audit records in chunks, trying each again through
+// a blip of the database for up to recordTimeout in all, or until ctx ends
+// (ctx must not end with the caller's request or shutdown; see
+// graceContext). An Append is all or nothing, so before trying a chunk
+// again it asks whether the failed try was written after all (see
+// appended), and does not write it twice.
+func (s *Service) appendAuditWithin(ctx context.Context, recs []ports.AuditRecord) {
+	if len(recs) == 0 {
+		return
+	}
 	const chunk = 1000
-	// Detached from cancellation (the change it records has happened), but
-	// bounded, so a hung database cannot hold up shutdown.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	for len(recs) > 0 {
-		n := min(chunk, len(recs))
-		if err := s.audit.Append(ctx, recs[:n]); err != nil {
-			s.log.Error("audit append failed", "records", n, "err", err)
+		part := recs[:min(chunk, len(recs))]
+		failed := false
+		tries, err := retryBlip(ctx, s.log, time.Time{}, "audit append",
+			"these records are missing from the notifications' histories",
+			func(ctx context.Context) error {
+				if failed && s.appended(ctx, part[0]) {
+					return nil
+				}
+				err := s.audit.Append(ctx, part)
+				failed = failed || err != nil
+				return err
+			}, "records", len(part))
+		if err != nil && tries == 1 && unfixable(err) { // retryBlip said nothing
+			s.log.Error("audit append failed", "records", len(part), "err", err)
 		}
-		recs = recs[n:]
+		recs = recs[len(part):]
 	}
+}
+
+// appended reports whether r is in its notification's history already, to
+// the store's precision. A record and the chunk it was appended with are
+// written together or not at all, so finding r tells that a try which
+// failed had written its chunk after all.
+func (s *Service) appended(ctx context.Context, r ports.AuditRecord) bool {
+	hist, err := s.audit.History(ctx, r.NotificationID)
+	if err != nil {
+		return false // the Append that follows fails too, or writes it
+	}
+	for _, h := range hist {
+		if h.Kind == r.Kind && h.Actor == r.Actor && h.Status == r.Status && h.Outcome == r.Outcome &&
+			h.At.Truncate(storePrecision).Equal(r.At.Truncate(storePrecision)) {
+			return true
+		}
+	}
+	return false
 }
 
 func truncate(s string, n int) string {
