@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -10,7 +11,14 @@ import (
 // default"; Validate rejects values that are set but unusable. Defaults follow
 // the source design (spec 001), except that dispatch is also woken by ingest.
 type Config struct {
-	// NodeID names this central node in leases and logs. Default: a random id.
+	// NodeID names this central node in leases and logs. It must be unique
+	// among the running nodes that share a store, and the same across the
+	// node's restarts: at start Run releases every lease an earlier run
+	// under this NodeID left, so that the rows a crashed run held are
+	// delivered at once instead of after ClaimLease, and a second running
+	// node under the same NodeID would lose its leases to it (repeated
+	// deliveries). It must not hold "/" (see ports.LeaseOwner). Default: a
+	// random id, which no restart reuses: its leases expire on their own.
 	NodeID string
 	// DispatchInterval is the fallback poll of the dispatcher. Default 10 s.
 	DispatchInterval time.Duration
@@ -111,6 +119,9 @@ func (c Config) Validate() error {
 	positiveInt("MaxBatch", c.MaxBatch)
 	positiveInt("MaxSubjectBytes", c.MaxSubjectBytes)
 	positiveInt("MaxBodyBytes", c.MaxBodyBytes)
+	if strings.Contains(c.NodeID, "/") {
+		errs = append(errs, fmt.Errorf("NodeID %q must not hold '/', the separator of its lease owners", c.NodeID))
+	}
 	if c.DispatchBatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("DispatchBatchSize must be at most 10000, got %d", c.DispatchBatchSize))
 	}

@@ -306,7 +306,7 @@ func (s *Service) record(ctx context.Context, until time.Time, updates []ports.U
 		ids = s.recordedAfterAll(ctx, updates, ids)
 	}
 	if len(ids) > 0 {
-		s.log.Warn("dispatch: lease lost before recording; another node owns these rows now",
+		s.log.Warn("dispatch: lease lost before recording; another node owns these rows now (a likely cause: two running centrals share one node id, and the one that started later released this one's leases)",
 			"rows", len(ids))
 	}
 	lost = make(map[string]bool, len(ids))

@@ -39,9 +39,12 @@ type Service struct {
 	log       *slog.Logger
 	observer  ports.DeliveryObserver
 
-	// owner names this Service's leases: NodeID plus a random suffix, so two
-	// services configured with one NodeID never share a lease.
+	// owner names this Service's leases: ports.LeaseOwner of NodeID and a
+	// random run id, so two runs under one NodeID never share a lease.
 	owner string
+	// namedNode is set when NodeID was configured rather than drawn at
+	// random: only then may an earlier run have left leases under it.
+	namedNode bool
 	// wake holds at most one pending wake-up of the dispatcher.
 	wake chan struct{}
 	// inFlight bounds the deliveries running at once on this node, across
@@ -89,7 +92,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Observer == nil {
 		deps.Observer = noObserver{}
 	}
-	if cfg.NodeID == "" {
+	namedNode := cfg.NodeID != ""
+	if !namedNode {
 		cfg.NodeID = "node-" + randomHex(4)
 	}
 	return &Service{
@@ -101,7 +105,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		clock:     deps.Clock,
 		log:       deps.Logger,
 		observer:  deps.Observer,
-		owner:     cfg.NodeID + "/" + randomHex(4),
+		owner:     ports.LeaseOwner(cfg.NodeID, randomHex(4)),
+		namedNode: namedNode,
 		wake:      make(chan struct{}, 1),
 		inFlight:  make(chan struct{}, cfg.DispatchConcurrency),
 		policies:  make(map[string]cachedPolicy),
@@ -118,6 +123,13 @@ func (s *Service) Owner() string { return s.owner }
 // in-flight deliveries to stop (they see ctx's cancellation) and for their
 // outcomes to be recorded. It returns nil after a cancellation. Run may be
 // called once at a time.
+//
+// When NodeID was configured, Run first releases the leases that earlier
+// runs of this node left (ports.Store.ReleaseNode), so that the rows a
+// crashed run was delivering are claimed again at once rather than after
+// ClaimLease; each of them may then be delivered a second time, the one
+// repeat a crash costs. A failure there is logged and not fatal: those
+// leases expire on their own.
 func (s *Service) Run(ctx context.Context) error {
 	s.runMu.Lock()
 	if s.running {
@@ -135,12 +147,33 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("outbox running", "owner", s.owner,
 		"dispatch_interval", s.cfg.DispatchInterval.String(), "batch", s.cfg.DispatchBatchSize,
 		"concurrency", s.cfg.DispatchConcurrency)
+	if s.namedNode {
+		s.releaseEarlierRuns(ctx)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.dispatchLoop(ctx) })
 	wg.Go(func() { s.purgeLoop(ctx) })
 	wg.Wait()
 	s.log.Info("outbox stopped", "owner", s.owner)
 	return nil
+}
+
+// releaseNodeTimeout bounds the release of an earlier run's leases at start.
+const releaseNodeTimeout = 30 * time.Second
+
+// releaseEarlierRuns releases the leases that earlier runs under this
+// NodeID left, keeping this run's own.
+func (s *Service) releaseEarlierRuns(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, releaseNodeTimeout)
+	defer cancel()
+	n, err := s.store.ReleaseNode(rctx, s.cfg.NodeID, s.owner)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("cannot release the leases of an earlier run of this node; they expire on their own",
+			"node_id", s.cfg.NodeID, "claim_lease", s.cfg.ClaimLease.String(), "err", err)
+	case err == nil && n > 0:
+		s.log.Info("released the leases of an earlier run of this node", "node_id", s.cfg.NodeID, "rows", n)
+	}
 }
 
 // Wake asks the dispatcher to sweep now. It never blocks.

@@ -38,6 +38,20 @@ type Store interface {
 	// that any dispatcher may claim them at once (used at shutdown).
 	Release(ctx context.Context, owner string, ids []string) error
 
+	// ReleaseNode drops the leases that earlier runs of a node hold: on
+	// every Pending or Retrying row whose ClaimedBy is an owner of node (it
+	// begins with LeaseOwnerPrefix(node), see LeaseOwner) other than keep,
+	// expired or not, it clears ClaimedBy and ClaimedUntil and changes
+	// nothing else, so that any dispatcher may claim the row at once. It
+	// returns how many rows it released. Rows in any other status, leases
+	// of other nodes and keep's leases are left untouched; ClaimedBy is
+	// compared byte for byte, so LIKE wildcards and letter case in node
+	// match only themselves. An empty node, or one holding "/", is an error
+	// wrapping ErrInvalid. A restarted central calls it once at start with
+	// its own node and new owner: a node id must therefore name one running
+	// process at a time, or this takes the leases of a live one.
+	ReleaseNode(ctx context.Context, node, keep string) (released int, err error)
+
 	// Get returns one row. It returns an error wrapping ErrNotFound when no row
 	// has that id.
 	Get(ctx context.Context, id string) (Notification, error)
@@ -73,9 +87,23 @@ type Store interface {
 	Purge(ctx context.Context, cutoff time.Time, limit int) (deleted []string, err error)
 }
 
+// LeaseOwner returns the lease owner (ClaimRequest.Owner) of one run of a
+// central node: "<node>/<run>". node names the node and stays the same
+// across its restarts; run is unique to one process. Store.ReleaseNode
+// finds the owners of every run of a node by the prefix "<node>/"
+// (LeaseOwnerPrefix); stores never parse an owner otherwise. node must not
+// hold "/".
+func LeaseOwner(node, run string) string { return LeaseOwnerPrefix(node) + run }
+
+// LeaseOwnerPrefix returns what every lease owner of node begins with:
+// "<node>/".
+func LeaseOwnerPrefix(node string) string { return node + "/" }
+
 // ClaimRequest asks Store.Claim for due rows.
 type ClaimRequest struct {
-	// Owner identifies the claiming dispatcher; unique per running node.
+	// Owner identifies the claiming dispatcher: unique per running process,
+	// and of the form LeaseOwner(node, run) for Store.ReleaseNode to find
+	// it (Claim itself takes any non-empty text).
 	Owner string
 	// Now is the claim instant; rows are due and leases expire relative to it.
 	Now time.Time

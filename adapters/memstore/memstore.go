@@ -216,6 +216,30 @@ func (s *Store) Release(ctx context.Context, owner string, ids []string) error {
 	return nil
 }
 
+// ReleaseNode implements ports.Store.
+func (s *Store) ReleaseNode(ctx context.Context, node, keep string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memstore: release the leases of node %q: %w", node, err)
+	}
+	if node == "" || strings.Contains(node, "/") {
+		return 0, fmt.Errorf("memstore: release the leases of node %q: a node id is not empty and holds no '/': %w", node, ports.ErrInvalid)
+	}
+	prefix := ports.LeaseOwnerPrefix(node)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	released := 0
+	for _, r := range s.rows {
+		if !r.n.Status.Due() || r.n.ClaimedBy == keep || !strings.HasPrefix(r.n.ClaimedBy, prefix) {
+			continue
+		}
+		r.n.ClaimedBy = ""
+		r.n.ClaimedUntil = time.Time{}
+		s.place(r, time.Time{})
+		released++
+	}
+	return released, nil
+}
+
 // Get implements ports.Store.
 func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) {
 	if err := ctx.Err(); err != nil {

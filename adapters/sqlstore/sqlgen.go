@@ -591,6 +591,34 @@ func (g *sqlgen) release(owner string, ids []string) (query, error) {
 	return s.done()
 }
 
+// releaseNode drops the leases that the owners of node other than keep hold
+// on Pending and Retrying rows (see ports.Store.ReleaseNode). An owner of
+// node begins with ports.LeaseOwnerPrefix(node), compared byte for byte:
+// the prefix is a LIKE pattern with its wildcards escaped on PostgreSQL
+// (claimed_by is of the "C" collation) and on MS SQL (in the binary
+// collation: the column's own may ignore case); SQLite's LIKE ignores the
+// case of ASCII letters, so there the first bytes of claimed_by are compared
+// as a BLOB.
+func (g *sqlgen) releaseNode(node, keep string) (query, error) {
+	prefix := ports.LeaseOwnerPrefix(node)
+	s := g.stmt(256)
+	s.sql(`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = `).time(time.Time{}).
+		sql(` WHERE "status" IN `).strs(dueStatuses)
+	switch g.kind {
+	case kindPostgres:
+		s.sql(` AND "claimed_by" LIKE `).str(likeLiteral(prefix) + "%").sql(` ESCAPE '\'`)
+	case kindMSSQL:
+		s.sql(` AND "claimed_by" COLLATE Latin1_General_100_BIN2 LIKE `).str(likeLiteral(prefix) + "%").sql(` ESCAPE '\'`)
+	default:
+		s.sql(` AND substr(CAST("claimed_by" AS BLOB), 1, `).int(int64(len(prefix))).
+			sql(`) = CAST(`).str(prefix).sql(` AS BLOB)`)
+	}
+	if keep != "" {
+		s.sql(` AND "claimed_by" <> `).str(keep)
+	}
+	return s.done()
+}
+
 // get selects one row by id.
 func (g *sqlgen) get(id string) (query, error) {
 	s := g.stmt(512)
@@ -612,7 +640,13 @@ func (g *sqlgen) statuses(site string, ids []string) (query, error) {
 // likeEscape escapes the LIKE wildcards of text (and the escape character
 // itself, and MS SQL's bracket class) with a backslash, and folds ASCII
 // letters to lower case.
-func likeEscape(text string) string {
+func likeEscape(text string) string { return likeEscapeCase(text, true) }
+
+// likeLiteral is likeEscape without the folding: the pattern of text itself,
+// for a LIKE ... ESCAPE '\' that compares letter case.
+func likeLiteral(text string) string { return likeEscapeCase(text, false) }
+
+func likeEscapeCase(text string, fold bool) string {
 	var b strings.Builder
 	b.Grow(len(text) + 8)
 	for i := 0; i < len(text); i++ {
@@ -621,7 +655,7 @@ func likeEscape(text string) string {
 		case c == '%' || c == '_' || c == '\\' || c == '[':
 			b.WriteByte('\\')
 			b.WriteByte(c)
-		case 'A' <= c && c <= 'Z':
+		case fold && 'A' <= c && c <= 'Z':
 			b.WriteByte(c + 'a' - 'A')
 		default:
 			b.WriteByte(c)

@@ -207,6 +207,24 @@ func TestMSSQLRecordAndRelease(t *testing.T) {
 		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6)) WHERE "id" IN (N'a', N'b') AND "claimed_by" = N'node-a'`)
 }
 
+// TestMSSQLReleaseNode: the owners of a node are found by a LIKE prefix in
+// the binary collation (the column's own may ignore case), with the node's
+// wildcards, brackets and escape character escaped.
+func TestMSSQLReleaseNode(t *testing.T) {
+	g := mssqlGen(t)
+	q, err := g.releaseNode(`c_1%[x]\'`, `c_1%[x]\'/run`)
+	sql := buildT(t, "releaseNode", q, err)
+	mustContain(t, "releaseNode", sql,
+		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6)) WHERE "status" IN (N'Pending', N'Retrying')`,
+		` AND "claimed_by" COLLATE Latin1_General_100_BIN2 LIKE N'c\_1\%\[x]\\''/%' ESCAPE '\'`,
+		` AND "claimed_by" <> N'c_1%[x]\''/run'`,
+	)
+	q, err = g.releaseNode("c", "")
+	if sql := buildT(t, "releaseNode without keep", q, err); strings.Contains(sql, "<>") {
+		t.Errorf("releaseNode without an owner to keep excludes one:\n%s", sql)
+	}
+}
+
 func TestMSSQLReads(t *testing.T) {
 	g := mssqlGen(t)
 	q, err := g.get("x'y")

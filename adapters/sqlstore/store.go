@@ -683,6 +683,26 @@ func (s *Store) Release(ctx context.Context, owner string, ids []string) error {
 	return nil
 }
 
+// ReleaseNode implements ports.Store: one statement.
+func (s *Store) ReleaseNode(ctx context.Context, node, keep string) (int, error) {
+	if node == "" || strings.Contains(node, "/") {
+		return 0, fmt.Errorf("sqlstore: release the leases of node %q: a node id is not empty and holds no '/': %w", node, ports.ErrInvalid)
+	}
+	q, err := s.g.releaseNode(node, keep)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.writer().ExecContext(ctx, q.text, q.args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return 0, s.fail(fmt.Sprintf("release the leases of node %q", node), err)
+	}
+	return int(n), nil
+}
+
 // Get implements ports.Store.
 func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) {
 	q, err := s.g.get(id)

@@ -237,6 +237,11 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		"config_file", opt.configFile,
 	)
 	logger.Info("central started", attrs...)
+	if cfg.Outbox.NodeID == "" {
+		logger.Info("outbox.node_id is not set: this run's node id is random, so a restart after a crash waits claim_lease "+
+			"before it delivers what this run held; set outbox.node_id, unique per running central and the same across its restarts",
+			"node_id", cc.NodeID, "claim_lease", cc.ClaimLease.String())
+	}
 
 	var addrs centralAddrs
 	if capture != nil {

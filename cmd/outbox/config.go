@@ -308,6 +308,14 @@ type StoreConfig struct {
 
 // OutboxConfig is core.Config in YAML. The defaults are core's.
 type OutboxConfig struct {
+	// NodeID names this central in leases and logs. It must be unique among
+	// the running centrals of one database and stay the same across the
+	// node's restarts: at start central releases every lease held under its
+	// node id, so that what a crashed run was delivering goes out at once
+	// rather than after claim_lease, and a second running central with the
+	// same id would lose its leases and deliver some notifications twice.
+	// Empty: a random id, which no restart reuses (its leases are waited
+	// out).
 	NodeID              string   `yaml:"node_id"`
 	DispatchInterval    Duration `yaml:"dispatch_interval"`
 	DispatchBatchSize   int      `yaml:"dispatch_batch_size"`
@@ -530,6 +538,10 @@ func (o OutboxConfig) Validate() error { return errors.Join(o.validate()...) }
 
 func (o OutboxConfig) validate() rules {
 	var r rules
+	// A node id names the leases of every run of one central: letters and
+	// a few marks only, and never the "/" that separates it from the run.
+	// Nothing here can check the rule that matters most, that no two
+	// running centrals share it (see OutboxConfig.NodeID).
 	if o.NodeID != "" {
 		if len(o.NodeID) > 64 {
 			r.add("outbox.node_id", "longer than 64 characters (%d)", len(o.NodeID))

@@ -115,7 +115,7 @@ var settings = []setting[Config]{
 	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
 	{"store.dsn", "OUTBOX_STORE_DSN", "store-dsn", "database connection string `DSN` (prefer OUTBOX_STORE_DSN: flags show in the process list)", func(c *Config) any { return &c.Store.DSN }},
 	{"store.max_open_conns", "OUTBOX_STORE_MAX_OPEN_CONNS", "", "", func(c *Config) any { return &c.Store.MaxOpenConns }},
-	{"outbox.node_id", "OUTBOX_NODE_ID", "node-id", "`name` of this central node in leases and logs (default: random)", func(c *Config) any { return &c.Outbox.NodeID }},
+	{"outbox.node_id", "OUTBOX_NODE_ID", "node-id", "`name` of this central node in leases and logs: unique per running central, the same across its restarts (default: random)", func(c *Config) any { return &c.Outbox.NodeID }},
 	{"outbox.dispatch_interval", "OUTBOX_DISPATCH_INTERVAL", "dispatch-interval", "fallback poll `interval` of the dispatcher, e.g. 10s", func(c *Config) any { return &c.Outbox.DispatchInterval }},
 	{"outbox.dispatch_batch_size", "OUTBOX_DISPATCH_BATCH_SIZE", "", "", func(c *Config) any { return &c.Outbox.DispatchBatchSize }},
 	{"outbox.dispatch_concurrency", "OUTBOX_DISPATCH_CONCURRENCY", "", "", func(c *Config) any { return &c.Outbox.DispatchConcurrency }},

@@ -10,9 +10,10 @@
 //	}
 //
 // The suite is organised one file per area of the port (insert, claim, record,
-// query, kpi, transition, purge, audit), as River's riverdrivertest is. Every
-// subtest asks for a fresh harness and uses nothing else, so an adapter may
-// back each harness with its own database or schema.
+// release of a node's leases, query, kpi, transition, purge, audit), as
+// River's riverdrivertest is. Every subtest asks for a fresh harness and uses
+// nothing else, so an adapter may back each harness with its own database or
+// schema.
 //
 // Times handed to the store are fixed and truncated to the microsecond; times
 // read back are compared with [time.Time.Equal] after [time.Time.UTC], so a
@@ -49,6 +50,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Insert", func(t *testing.T) { exerciseInsert(t, newHarness) })
 	t.Run("Claim", func(t *testing.T) { exerciseClaim(t, newHarness) })
 	t.Run("Record", func(t *testing.T) { exerciseRecord(t, newHarness) })
+	t.Run("ReleaseNode", func(t *testing.T) { exerciseReleaseNode(t, newHarness) })
 	t.Run("Query", func(t *testing.T) { exerciseQuery(t, newHarness) })
 	t.Run("KPIs", func(t *testing.T) { exerciseKPIs(t, newHarness) })
 	t.Run("Transition", func(t *testing.T) { exerciseTransition(t, newHarness) })
