@@ -35,7 +35,7 @@ type faultStore struct {
 	failRecord, lostRecord, failRelease int
 	failAppend, lostAppend              int
 	failInsert, lostInsert              int
-	failStatuses                        int
+	failStatuses, lostClaim             int
 	// failRecordWhile, when set, makes a Record fail when it returns true.
 	failRecordWhile func() bool
 	calls           map[string]int
@@ -81,6 +81,15 @@ func (f *faultStore) Record(ctx context.Context, owner string, updates []ports.U
 		return nil, fmt.Errorf("record: commit: %w", errBlip)
 	}
 	return lost, err
+}
+
+func (f *faultStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+	_, lostNow := f.fault("Claim", nil, &f.lostClaim)
+	rows, err := f.Store.Claim(ctx, req)
+	if lostNow && err == nil {
+		return nil, fmt.Errorf("claim: commit: %w", errBlip)
+	}
+	return rows, err
 }
 
 func (f *faultStore) Release(ctx context.Context, owner string, ids []string) error {
@@ -401,7 +410,7 @@ func TestRecordGivesUpWhenTheLeaseRunsOut(t *testing.T) {
 func TestAnUnfixableRecordIsNotRetried(t *testing.T) {
 	e := newBlipEnv(t, Config{})
 	svc := e.svc
-	lost, ok := svc.record(context.Background(), time.Now().Add(time.Minute),
+	lost, ok := svc.record(context.Background(), svc.Owner(), time.Now().Add(time.Minute),
 		[]ports.Update{{ID: uuid.NewString(), Status: "Bogus"}})
 	if ok || lost != nil {
 		t.Errorf("record of an invalid status: %v, %v; want a failure", lost, ok)
@@ -592,4 +601,38 @@ func TestForwarderRetriesTheRemoval(t *testing.T) {
 	if got := central.submits.Load(); got != 1 {
 		t.Errorf("%d Submits, want 1: the failed removal was not tried again before sending again", got)
 	}
+}
+
+// TestALostClaimAnswerIsReleased: a claim that committed but whose answer
+// was lost leaves rows leased to the running node that no batch holds. The
+// next sweep renews the node's owner name and releases them, so they are
+// delivered at once (the clock never moves: the leases would never run
+// out), each exactly once.
+func TestALostClaimAnswerIsReleased(t *testing.T) {
+	e := newBlipEnv(t, Config{DispatchInterval: 20 * time.Millisecond})
+	ids := e.submit(30)
+	e.store.lostClaim = 1
+	first := e.svc.Owner()
+	runService(t, e.svc)
+	waitUntil(t, "every notification delivered", func() bool {
+		_, _, total := e.ch.tally()
+		return total >= len(ids)
+	})
+	e.svc.Wake()
+	waitUntil(t, "the dispatcher idle", func() bool { return e.lines("INFO", "released the leases of a claim") == 1 })
+	if n := e.lines("INFO", "rows=30"); n != 1 {
+		t.Errorf("%d lines releasing rows=30, want 1:\n%s", n, e.log)
+	}
+	if e.svc.Owner() == first {
+		t.Errorf("the owner name is still %s after the lost claim", first)
+	}
+	waitUntil(t, "every row recorded", func() bool {
+		for _, id := range ids {
+			if n, err := e.store.Get(context.Background(), id); err != nil || n.Status != ports.StatusDelivered {
+				return false
+			}
+		}
+		return true
+	})
+	e.delivered(ids)
 }

@@ -67,23 +67,32 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		stalled atomic.Bool // a batch's rows went back untouched: stop claiming
 	)
 	defer wg.Wait()
+	if s.claimDoubt {
+		s.renewOwner(ctx)
+	}
+	owner := s.Owner()
 	for !stalled.Load() {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return time.Time{}
 		}
-		rows, err := s.claim(ctx)
+		rows, err := s.claim(ctx, owner)
 		if err != nil || len(rows) == 0 {
 			<-slots
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("dispatch sweep failed", "err", err)
+				// The claim may have committed all the same (the
+				// connection died before its answer): rows leased to
+				// this run that no batch holds. The next sweep renews
+				// the owner and releases them.
+				s.claimDoubt = !unfixable(err)
 			}
 			break
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			n, ok := s.dispatch(ctx, rows)
+			n, ok := s.dispatch(ctx, owner, rows)
 			if !ok {
 				// Its rows went back untouched; claiming again now would
 				// only spin on them. The next wake-up or poll retries.
@@ -101,23 +110,50 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	return next
 }
 
+// renewOwner follows a claim that failed and may have committed all the
+// same: its rows would stay leased to this run, held by no batch, until the
+// lease ran out. Between sweeps no batch of this node is in flight, so every
+// lease the node holds is such an orphan (or an earlier run's): the
+// dispatcher takes a new run id for its owner name and releases every lease
+// of the node but the new name's, so those rows are claimable at once. When
+// the release fails the doubt stays, and the next sweep tries again.
+func (s *Service) renewOwner(ctx context.Context) {
+	owner := s.setOwner()
+	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	n, err := s.store.ReleaseNode(rctx, s.cfg.NodeID, owner)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("dispatch: cannot release the leases of a claim whose answer was lost; trying again at the next sweep",
+				"err", err)
+		}
+		return
+	}
+	s.claimDoubt = false
+	if n > 0 {
+		s.log.Info("dispatch: released the leases of a claim whose answer was lost", "rows", n, "owner", owner)
+	}
+}
+
 // DispatchOnce claims one batch of due rows, delivers it and records the
 // outcomes, and returns how many rows it handled. The dispatcher of Run does
 // the same in a loop; tests call DispatchOnce to step through the lifecycle.
 func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
-	rows, err := s.claim(ctx)
+	owner := s.Owner()
+	rows, err := s.claim(ctx, owner)
 	if err != nil {
 		return 0, err
 	}
-	if _, ok := s.dispatch(ctx, rows); !ok {
+	if _, ok := s.dispatch(ctx, owner, rows); !ok {
 		return len(rows), errors.New("dispatch: some notifications went back untouched (the directory failed, or their channel had no room)")
 	}
 	return len(rows), nil
 }
 
-func (s *Service) claim(ctx context.Context) ([]ports.Notification, error) {
+// claim leases the next batch of due rows to owner.
+func (s *Service) claim(ctx context.Context, owner string) ([]ports.Notification, error) {
 	rows, err := s.store.Claim(ctx, ports.ClaimRequest{
-		Owner: s.owner, Now: s.clock.Now(), Lease: s.cfg.ClaimLease, Limit: s.cfg.DispatchBatchSize,
+		Owner: owner, Now: s.clock.Now(), Lease: s.cfg.ClaimLease, Limit: s.cfg.DispatchBatchSize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim due notifications: %w", err)
@@ -155,7 +191,7 @@ const minDefer = 100 * time.Millisecond
 // recordTimeout once ctx ends (shutdown). It returns the earliest retry it
 // scheduled, and false when some rows went back untouched because the
 // directory failed or their channel had no room (NotAttempted).
-func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time.Time, bool) {
+func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification) (time.Time, bool) {
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
 	var (
@@ -225,7 +261,7 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 	if len(updates) > 0 {
 		// First, while the lease is young: the outcomes are what a
 		// blip could make the rows be delivered again for.
-		if lost, ok := s.record(wctx, until, updates); ok {
+		if lost, ok := s.record(wctx, owner, until, updates); ok {
 			for i := range jobs {
 				if j := &jobs[i]; j.done && j.update.ID != "" && !lost[j.update.ID] {
 					records = append(records, j.records...)
@@ -234,7 +270,7 @@ func (s *Service) dispatch(ctx context.Context, rows []ports.Notification) (time
 		}
 	}
 	if len(release) > 0 {
-		s.release(wctx, until, release)
+		s.release(wctx, owner, until, release)
 	}
 	s.appendAuditWithin(wctx, records)
 	// A channel without room: claiming again now would only get the same
@@ -256,13 +292,13 @@ func leaseEnd(rows []ports.Notification) time.Time {
 // database until until (the batch's lease), after which they have run out
 // on their own. A failure costs only a wait: the rows are claimed again when
 // their lease runs out.
-func (s *Service) release(ctx context.Context, until time.Time, ids []string) {
+func (s *Service) release(ctx context.Context, owner string, until time.Time, ids []string) {
 	tries, err := retryBlip(ctx, s.log, until, "dispatch: release leases",
 		"the rows wait until their leases run out, then any node claims them",
 		func(ctx context.Context) error {
 			tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 			defer cancel()
-			return s.store.Release(tctx, s.owner, ids)
+			return s.store.Release(tctx, owner, ids)
 		}, "rows", len(ids))
 	if err != nil && tries == 1 && unfixable(err) { // retryBlip said nothing
 		s.log.Warn("dispatch: release leases failed; they expire on their own", "rows", len(ids), "err", err)
@@ -284,7 +320,7 @@ func (s *Service) release(ctx context.Context, until time.Time, ids []string) {
 // rows lost on the next try, as their leases are gone; recordedAfterAll
 // tells them from rows another owner took, so that their audit records are
 // kept.
-func (s *Service) record(ctx context.Context, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
+func (s *Service) record(ctx context.Context, owner string, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
 	var ids []string
 	tries, err := retryBlip(ctx, s.log, until, "dispatch: record outcomes",
 		"the leases run out and the rows are delivered again",
@@ -292,7 +328,7 @@ func (s *Service) record(ctx context.Context, until time.Time, updates []ports.U
 			tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 			defer cancel()
 			var err error
-			ids, err = s.store.Record(tctx, s.owner, updates)
+			ids, err = s.store.Record(tctx, owner, updates)
 			return err
 		}, "rows", len(updates))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -40,8 +41,13 @@ type Service struct {
 	observer  ports.DeliveryObserver
 
 	// owner names this Service's leases: ports.LeaseOwner of NodeID and a
-	// random run id, so two runs under one NodeID never share a lease.
-	owner string
+	// random run id, so two runs under one NodeID never share a lease. The
+	// dispatcher replaces the run id after a claim whose answer was lost
+	// (see renewOwner); every batch keeps the name it was claimed under.
+	owner atomic.Pointer[string]
+	// claimDoubt is set when a claim failed and may have committed all the
+	// same. Only the dispatch loop reads and writes it.
+	claimDoubt bool
 	// namedNode is set when NodeID was configured rather than drawn at
 	// random: only then may an earlier run have left leases under it.
 	namedNode bool
@@ -96,7 +102,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if !namedNode {
 		cfg.NodeID = "node-" + randomHex(4)
 	}
-	return &Service{
+	s := &Service{
 		cfg:       cfg,
 		store:     deps.Store,
 		audit:     deps.Audit,
@@ -105,19 +111,27 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		clock:     deps.Clock,
 		log:       deps.Logger,
 		observer:  deps.Observer,
-		owner:     ports.LeaseOwner(cfg.NodeID, randomHex(4)),
 		namedNode: namedNode,
 		wake:      make(chan struct{}, 1),
 		inFlight:  make(chan struct{}, cfg.DispatchConcurrency),
 		policies:  make(map[string]cachedPolicy),
-	}, nil
+	}
+	s.setOwner()
+	return s, nil
+}
+
+// setOwner gives this Service a new lease owner name, with a new run id.
+func (s *Service) setOwner() string {
+	owner := ports.LeaseOwner(s.cfg.NodeID, randomHex(4))
+	s.owner.Store(&owner)
+	return owner
 }
 
 // Config returns the configuration in force, defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
 // Owner returns the name this Service's leases carry.
-func (s *Service) Owner() string { return s.owner }
+func (s *Service) Owner() string { return *s.owner.Load() }
 
 // Run runs the dispatcher and the purge until ctx is done, then waits for
 // in-flight deliveries to stop (they see ctx's cancellation) and for their
@@ -144,7 +158,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.runMu.Unlock()
 	}()
 
-	s.log.Info("outbox running", "owner", s.owner,
+	s.log.Info("outbox running", "owner", s.Owner(),
 		"dispatch_interval", s.cfg.DispatchInterval.String(), "batch", s.cfg.DispatchBatchSize,
 		"concurrency", s.cfg.DispatchConcurrency)
 	if s.namedNode {
@@ -154,7 +168,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.dispatchLoop(ctx) })
 	wg.Go(func() { s.purgeLoop(ctx) })
 	wg.Wait()
-	s.log.Info("outbox stopped", "owner", s.owner)
+	s.log.Info("outbox stopped", "owner", s.Owner())
 	return nil
 }
 
@@ -166,7 +180,7 @@ const releaseNodeTimeout = 30 * time.Second
 func (s *Service) releaseEarlierRuns(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, releaseNodeTimeout)
 	defer cancel()
-	n, err := s.store.ReleaseNode(rctx, s.cfg.NodeID, s.owner)
+	n, err := s.store.ReleaseNode(rctx, s.cfg.NodeID, s.Owner())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("cannot release the leases of an earlier run of this node; they expire on their own",
