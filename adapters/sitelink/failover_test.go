@@ -231,6 +231,40 @@ func TestFailover(t *testing.T) {
 	}
 }
 
+// TestFailoverCutsCallInFlight: a call in progress when its central dies
+// fails at once with ErrUnavailable (the forwarder keeps the batch and
+// sends it again), and the call after it goes to the next central.
+func TestFailoverCutsCallInFlight(t *testing.T) {
+	b := &blocking{entered: make(chan struct{}, 1)}
+	first := startCentral(t, "127.0.0.1", ServerConfig{Central: b, Sites: tokenSites})
+	svc, store := newCore(t)
+	second := startCentral(t, "127.0.0.1", ServerConfig{Central: svc, Sites: tokenSites})
+	c := dial(t, ClientConfig{Addrs: []string{first.addr, second.addr}, Token: tokenA})
+	sub := centraltest.NewSubmission("site-a")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{sub}})
+		errc <- err
+	}()
+	waitFor(t, b.entered, "the call to reach the first central")
+	first.lis.kill()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ports.ErrUnavailable) || !strings.Contains(err.Error(), "central "+first.addr+": ") {
+			t.Fatalf("the cut call: %v, want ErrUnavailable naming %s", err, first.addr)
+		}
+	case <-time.After(failoverLimit):
+		t.Fatalf("the call in progress at the killed central did not end within %s", failoverLimit)
+	}
+	res, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{sub}})
+	if err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("the batch sent again: %+v, %v; want it accepted by the second central", res, err)
+	}
+	if _, ok := centraltest.FromStore(store)(t, sub.ID); !ok || second.spy.submits.Load() != 1 {
+		t.Errorf("the batch sent again is not stored at the second central (%d Submits there)", second.spy.submits.Load())
+	}
+}
+
 // TestFailoverOneNameSeveralAddresses: one host name whose addresses are
 // two centrals (localhost as 127.0.0.1 and ::1, same port) is both: the
 // client uses one, and the other when it dies.
