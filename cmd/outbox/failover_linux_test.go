@@ -76,7 +76,11 @@ link:
 	}
 	centrals := make([]*proc, len(links))
 	for i, file := range centralFiles {
-		centrals[i] = start(t, dir, env, "central", "-config", file)
+		c := start(t, dir, env, "central", "-config", file)
+		centrals[i] = c
+		// A central the test ends with SIGKILL (start's cleanup, after a
+		// failure) leaves its plugin processes running: end them too.
+		t.Cleanup(func() { killWithChildren(t, c) })
 	}
 	for _, c := range centrals {
 		c.waitFor(t, `"msg":"central started"`, startTimeout)
@@ -159,14 +163,8 @@ log: {format: json}
 		t.Fatalf("the site connected to %v, not to a central of %v", used, links)
 	}
 	survivor := 1 - victim
-	children := childProcesses(t, centrals[victim].cmd.Process.Pid)
-	if err := centrals[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killWithChildren(t, centrals[victim])
 	killed := time.Now()
-	for _, pid := range children {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 
 	// Every acknowledged notification reaches central's table: poll it
 	// from the kill on, while the sender goes on.
@@ -269,6 +267,22 @@ log: {format: json}
 		if code := p.exitCode(t, stopTimeout); code != 0 {
 			t.Errorf("exit %d after SIGTERM:\n%s", code, p.Output())
 		}
+	}
+}
+
+// killWithChildren kills p with SIGKILL, unless it has ended, and then the
+// processes it started (its plugins, which outlive a killed central).
+func killWithChildren(t *testing.T, p *proc) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	children := childProcesses(t, p.cmd.Process.Pid)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	for _, pid := range children {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
