@@ -56,9 +56,10 @@ const (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Addr is central's site-link address, host:port. A host name that
-	// resolves to several addresses gives several centrals: the client
-	// connects to one of them and moves to another when it fails.
+	// Addr is central's site-link address, host:port. Alone (without
+	// Addrs), a host name that resolves to several addresses gives several
+	// centrals: the client connects to one of them and moves to another
+	// when it fails, as with Addrs.
 	Addr string
 	// Addrs are the site-link addresses of several central nodes (sharing
 	// one database), host:port each. Addr, when also set, comes first.
@@ -121,7 +122,7 @@ func Dial(cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	addrs := cfg.Addrs
+	addrs := slices.Clone(cfg.Addrs)
 	if cfg.Addr != "" {
 		addrs = append([]string{cfg.Addr}, cfg.Addrs...)
 	}
