@@ -7,15 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/guard"
@@ -28,82 +34,226 @@ import (
 // memory.
 const maxClientRecvMsgBytes = 64 << 20
 
+// How the client finds a dead central. A new connection that has not
+// finished its TCP, TLS and HTTP/2 handshakes within connectTimeout is
+// given up; pick_first tries the next address after 250 ms already
+// (grpc's Happy Eyeballs), so a central that does not answer delays the
+// move by that much only. An address that failed is tried again after a
+// backoff growing from one second to maxReconnectDelay, so a central that
+// comes back is found within that bound. On an established connection
+// that falls silent (a central that lost power, a dropped NAT entry),
+// keepalive pings after pingInterval without a byte read and closes the
+// connection when no answer comes within pingTimeout: the next call then
+// goes to the next central. pingInterval must stay above the servers'
+// least client ping interval (guard.DefaultMinClientPingInterval, 10 s),
+// or they close the connection for pinging too often.
+const (
+	connectTimeout    = 10 * time.Second
+	maxReconnectDelay = 10 * time.Second
+	pingInterval      = 15 * time.Second
+	pingTimeout       = 10 * time.Second
+)
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Addr is central's site-link address, host:port; required.
+	// Addr is central's site-link address, host:port. Alone (without
+	// Addrs), a host name that resolves to several addresses gives several
+	// centrals: the client connects to one of them and moves to another
+	// when it fails, as with Addrs.
 	Addr string
+	// Addrs are the site-link addresses of several central nodes (sharing
+	// one database), host:port each. Addr, when also set, comes first.
+	// The client sends every call to one central, the first in this order
+	// that it can connect to, and stays on it until that connection fails;
+	// then the next calls go to the next central that answers. Each host
+	// is resolved when it is dialled, and a name with several addresses is
+	// tried address by address. At least one of Addr and Addrs is
+	// required.
+	Addrs []string
 	// Token is this site's bearer token in clear (cmd resolves env: and file:
 	// references before); empty when the site authenticates by its client
 	// certificate only.
 	Token string
 	// TLS is the client's TLS configuration: RootCAs verify central and
 	// Certificates hold the site's client certificate (CN = the site id).
-	// nil means plaintext, and then a Token is sent only to a loopback
-	// address.
+	// Each central's certificate is verified against the host of its own
+	// address, unless TLS.ServerName names the one name all must hold.
+	// nil means plaintext, and then a Token is sent only to loopback
+	// addresses.
 	TLS *tls.Config
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
+
+	// keepalive overrides the pings' interval and timeout (tests).
+	keepalive keepalive.ClientParameters
 }
 
 // Client is a site's side of the link: a ports.Central whose calls go to
 // central over gRPC. It is safe for concurrent use.
 type Client struct {
-	addr string
-	conn *grpc.ClientConn
-	rpc  pb.CentralClient
+	// addrs are the configured addresses; target names them in errors
+	// when a call reached no central.
+	addrs  []string
+	target string
+	conn   *grpc.ClientConn
+	rpc    pb.CentralClient
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	current string // the central the last answered call came from
 }
 
 var _ ports.Central = (*Client)(nil)
 
-// Dial returns a Client of the central at cfg.Addr. It connects lazily: the
-// first call opens the connection, and a lost connection is reopened by the
-// next call. Dial refuses to send a token in clear to an address that is not
+// resolverScheme is the scheme of the per-client resolver that hands grpc
+// the configured addresses when there are several.
+const resolverScheme = "outbox-central"
+
+// serviceConfig makes the policy explicit: pick_first sends every call to
+// one connected address and moves on only when that connection fails.
+const serviceConfig = `{"loadBalancingConfig": [{"pick_first": {}}]}`
+
+// Dial returns a Client of the centrals at cfg.Addr and cfg.Addrs. It
+// connects lazily: the first call opens a connection, and a lost
+// connection is reopened by the next call, to the first address that
+// answers. Dial refuses to send a token in clear to an address that is not
 // a loopback one.
 func Dial(cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil || host == "" {
-		return nil, fmt.Errorf("sitelink: central address %q is not host:port", cfg.Addr)
+	addrs := slices.Clone(cfg.Addrs)
+	if cfg.Addr != "" {
+		addrs = append([]string{cfg.Addr}, cfg.Addrs...)
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("sitelink: no central address")
+	}
+	seen := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("sitelink: central address %q is not host:port", a)
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("sitelink: central address %s is listed twice", a)
+		}
+		seen[a] = true
+		if cfg.TLS == nil && cfg.Token != "" && !guard.LoopbackHost(host) {
+			return nil, fmt.Errorf("sitelink: refusing to send the site token in clear to %s: configure TLS, or use a loopback address", a)
+		}
 	}
 	for _, r := range cfg.Token {
 		if r < 0x21 || r > 0x7e {
 			return nil, errors.New("sitelink: the token holds a character other than visible ASCII, which cannot travel in a header")
 		}
 	}
+	target := strings.Join(addrs, ",")
 	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS.Clone())
 	} else {
-		if cfg.Token != "" && !guard.LoopbackHost(host) {
-			return nil, fmt.Errorf("sitelink: refusing to send the site token in clear to %s: configure TLS, or use a loopback address", cfg.Addr)
-		}
-		cfg.Logger.Warn("site link to central without TLS: use this on loopback only", "addr", cfg.Addr)
+		cfg.Logger.Warn("site link to central without TLS: use this on loopback only", "addr", target)
 		creds = insecure.NewCredentials()
 	}
+	ka := cfg.keepalive
+	if ka.Time == 0 {
+		ka = keepalive.ClientParameters{Time: pingInterval, Timeout: pingTimeout}
+	}
+	ka.PermitWithoutStream = true
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxClientRecvMsgBytes)),
-		// Pings find a dead connection (a rebooted central, a dropped NAT
-		// entry) within a minute instead of at TCP's retransmission timeout.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 20 * time.Second,
-			PermitWithoutStream: true}),
+		grpc.WithKeepaliveParams(ka),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
+			MinConnectTimeout: connectTimeout,
+		}),
+		// The policy is this client's, never a service config from DNS.
+		grpc.WithDisableServiceConfig(),
+		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
 	if cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{header: "Bearer " + cfg.Token, secure: cfg.TLS != nil}))
 	}
-	conn, err := grpc.NewClient(cfg.Addr, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("sitelink: central %s: %w", cfg.Addr, err)
+	dialTarget := addrs[0]
+	if len(addrs) > 1 {
+		// Several centrals: a resolver of this client alone hands grpc
+		// every address, each with its own name for TLS verification and
+		// the :authority header (unless TLS.ServerName names the one name
+		// all hold), and pick_first keeps to one at a time.
+		eps := make([]resolver.Endpoint, len(addrs))
+		for i, a := range addrs {
+			ra := resolver.Address{Addr: a}
+			if cfg.TLS == nil || cfg.TLS.ServerName == "" {
+				ra.ServerName = a
+			}
+			eps[i] = resolver.Endpoint{Addresses: []resolver.Address{ra}}
+		}
+		r := manual.NewBuilderWithScheme(resolverScheme)
+		r.InitialState(resolver.State{Endpoints: eps})
+		opts = append(opts, grpc.WithResolvers(r))
+		dialTarget = resolverScheme + ":///centrals"
 	}
-	return &Client{addr: cfg.Addr, conn: conn, rpc: pb.NewCentralClient(conn)}, nil
+	// One address goes to grpc's default resolver, DNS: a name with
+	// several addresses gives pick_first all of them.
+	conn, err := grpc.NewClient(dialTarget, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sitelink: central %s: %w", target, err)
+	}
+	return &Client{addrs: addrs, target: target, conn: conn, rpc: pb.NewCentralClient(conn), log: cfg.Logger}, nil
+}
+
+// Addrs returns the configured central addresses, in their order.
+func (c *Client) Addrs() []string { return slices.Clone(c.addrs) }
+
+// Current returns the address of the central that answered the last call,
+// "" before any did. It is the address connected to: an IP address and
+// port when the configured one is a host name.
+func (c *Client) Current() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
+}
+
+// answered notes the central that answered a call, and logs when it is
+// another than before: the client moved to another central.
+func (c *Client) answered(p *peer.Peer) {
+	if p.Addr == nil {
+		return
+	}
+	addr := p.Addr.String()
+	c.mu.Lock()
+	prev := c.current
+	c.current = addr
+	c.mu.Unlock()
+	switch {
+	case prev == addr:
+	case prev == "":
+		c.log.Info("site link: connected to central", "central", addr)
+	default:
+		c.log.Info("site link: moved to another central", "central", addr, "previous", prev)
+	}
+}
+
+// name returns the central a failed call names: the address it reached
+// (with the configured address when there is one and it was a host name),
+// else every configured address.
+func (c *Client) name(p *peer.Peer) string {
+	if p.Addr == nil {
+		return c.target
+	}
+	addr := p.Addr.String()
+	if len(c.addrs) == 1 && c.addrs[0] != addr {
+		return c.addrs[0] + " (" + addr + ")"
+	}
+	return addr
 }
 
 // Close closes the connection. Calls in progress fail with ErrUnavailable.
 func (c *Client) Close() error {
 	if err := c.conn.Close(); err != nil {
-		return fmt.Errorf("sitelink: close connection to central %s: %w", c.addr, err)
+		return fmt.Errorf("sitelink: close connection to central %s: %w", c.target, err)
 	}
 	return nil
 }
@@ -111,10 +261,12 @@ func (c *Client) Close() error {
 // Submit implements ports.Central. req.Site is not sent: central takes the
 // site from the credentials.
 func (c *Client) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
-	resp, err := c.rpc.Submit(ctx, submitRequestToPB(req))
+	var p peer.Peer
+	resp, err := c.rpc.Submit(ctx, submitRequestToPB(req), grpc.Peer(&p))
 	if err != nil {
-		return ports.SubmitResult{}, c.callError(ctx, fmt.Sprintf("submit %d notifications", len(req.Notifications)), err)
+		return ports.SubmitResult{}, c.callError(ctx, c.name(&p), fmt.Sprintf("submit %d notifications", len(req.Notifications)), err)
 	}
+	c.answered(&p)
 	return submitResultFromPB(resp), nil
 }
 
@@ -127,24 +279,27 @@ func (c *Client) Status(ctx context.Context, sreq ports.StatusRequest) (map[stri
 		req.Ids[i] = []byte(id)
 	}
 	op := fmt.Sprintf("status of %d ids", len(ids))
-	resp, err := c.rpc.Status(ctx, req)
+	var p peer.Peer
+	resp, err := c.rpc.Status(ctx, req, grpc.Peer(&p))
 	if err != nil {
-		return nil, c.callError(ctx, op, err)
+		return nil, c.callError(ctx, c.name(&p), op, err)
 	}
+	c.answered(&p)
 	out := make(map[string]ports.Status, len(ids))
 	for _, s := range resp.GetStatuses() {
 		out[string(s.GetId())] = ports.Status(s.GetStatus())
 	}
 	for _, id := range ids {
 		if _, ok := out[id]; !ok {
-			return nil, fmt.Errorf("central %s: %s: %w: the answer lacks id %q", c.addr, op, ports.ErrUnavailable, clip(id))
+			return nil, fmt.Errorf("central %s: %s: %w: the answer lacks id %q", c.name(&p), op, ports.ErrUnavailable, clip(id))
 		}
 	}
 	return out, nil
 }
 
-// callError maps a failed call's gRPC status back to the port's errors.
-func (c *Client) callError(ctx context.Context, op string, err error) error {
+// callError maps a failed call's gRPC status back to the port's errors,
+// naming the central (name) and the call (op).
+func (c *Client) callError(ctx context.Context, name, op string, err error) error {
 	st := status.Convert(err)
 	// The caller's own deadline or cancellation: say so, so that it can tell
 	// it gave up from central failing. (The answer DEADLINE_EXCEEDED may
@@ -157,7 +312,7 @@ func (c *Client) callError(ctx context.Context, op string, err error) error {
 		ctxErr = context.Canceled
 	}
 	if ctxErr != nil {
-		return fmt.Errorf("central %s: %s: %w: %w", c.addr, op, ports.ErrUnavailable, ctxErr)
+		return fmt.Errorf("central %s: %s: %w: %w", name, op, ports.ErrUnavailable, ctxErr)
 	}
 	msg := st.Message()
 	sentinel := ports.ErrUnavailable
@@ -168,7 +323,7 @@ func (c *Client) callError(ctx context.Context, op string, err error) error {
 		if after, ok := retryDelay(st); ok {
 			// Central refused the call for now (the site's ingest quota,
 			// its calls in progress) and says when to come back.
-			return fmt.Errorf("central %s: %s: %w", c.addr, op,
+			return fmt.Errorf("central %s: %s: %w", name, op,
 				&ports.RetryLaterError{After: after, Reason: strings.TrimPrefix(msg, "resource exhausted: ")})
 		}
 		// The request is over central's MaxRecvMsgBytes: repeating it as it
@@ -178,7 +333,7 @@ func (c *Client) callError(ctx context.Context, op string, err error) error {
 	case codes.Unauthenticated, codes.PermissionDenied:
 		sentinel = ports.ErrUnauthenticated
 	}
-	return fmt.Errorf("central %s: %s: %w", c.addr, op, &remoteError{sentinel: sentinel, msg: msg})
+	return fmt.Errorf("central %s: %s: %w", name, op, &remoteError{sentinel: sentinel, msg: msg})
 }
 
 // maxRetryDelay bounds the wait a RetryInfo from central may ask for.

@@ -64,7 +64,25 @@
 // → ports.ErrInvalid; Unauthenticated and PermissionDenied →
 // ports.ErrUnauthenticated; everything else (Unavailable, DeadlineExceeded,
 // a transport or TLS failure) → ports.ErrUnavailable. Each is wrapped with
-// the address and the call ("central 127.0.0.1:7443: submit 100
+// the address of the central the call reached, or every configured address
+// when it reached none, and the call ("central 127.0.0.1:7443: submit 100
 // notifications: unavailable: ..."). Rows rejected one by one are not
 // errors: they come back in [ports.SubmitResult.Rejected].
+//
+// # Several centrals
+//
+// Any number of central nodes may share one database, and a site may name
+// several of them ([ClientConfig.Addrs]), or one host name with several
+// addresses ([ClientConfig.Addr], resolved through DNS). The client keeps
+// one connection, to the first address in order that it can reach (grpc's
+// pick_first), and sends every call there. When that connection fails — the
+// central closed it or died, or keepalive pings went unanswered — the next
+// call connects again from the first address and goes to the first central
+// that answers: a refused connection moves on at once, one that does not
+// answer after 250 ms (Happy Eyeballs). Submit and Status are both safe to
+// repeat (ingest is insert-if-not-exists on the id), so a call cut by a
+// failure is sent again, by the forwarder, to whichever central answers. With
+// TLS each central's certificate is verified against the host of its own
+// address (or tls.Config.ServerName, when set, for all); a token in clear
+// goes to loopback addresses only, each address checked.
 package sitelink

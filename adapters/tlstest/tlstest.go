@@ -55,12 +55,28 @@ func NewCA(t testing.TB, name string) *CA {
 // authentication.
 func (ca *CA) Issue(t testing.TB, cn string) tls.Certificate {
 	t.Helper()
+	return ca.IssueFor(t, cn, "localhost", "127.0.0.1", "::1")
+}
+
+// IssueFor is Issue with a certificate good for the given hosts only: each
+// an IP address or a DNS name.
+func (ca *CA) IssueFor(t testing.TB, cn string, hosts ...string) tls.Certificate {
+	t.Helper()
+	var names []string
+	var ips []net.IP
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, h)
+		}
+	}
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     names,
+		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,7 +143,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 	}
 	logger.Info("site node started", "version", versionString(), "site", cfg.Site, "node", cfg.Node,
 		"api", lis.Addr().String(), "raft", rc.Advertise, "members", len(cfg.Members),
-		"central", cfg.Central.Addr, "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", opt.configFile)
+		"central", strings.Join(cfg.Central.addrs(), ","), "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", opt.configFile)
 	if opt.started != nil {
 		opt.started(lis.Addr().String(), node)
 	}
@@ -184,7 +185,7 @@ func dialCentral(cfg SiteConfig, logger *slog.Logger) (*sitelink.Client, error) 
 			return nil, fmt.Errorf("central.tls: %w", err)
 		}
 	}
-	link, err := sitelink.Dial(sitelink.ClientConfig{Addr: cfg.Central.Addr, Token: token, TLS: t,
+	link, err := sitelink.Dial(sitelink.ClientConfig{Addr: cfg.Central.Addr, Addrs: cfg.Central.Addrs, Token: token, TLS: t,
 		Logger: logger.With("component", "link")})
 	if err != nil {
 		return nil, fmt.Errorf("central link: %w", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,8 +106,14 @@ type APILimitsConfig struct {
 
 // CentralLinkConfig says how the node reaches central.
 type CentralLinkConfig struct {
-	// Addr is central's link address (host:port); required.
+	// Addr is central's link address (host:port): one central node, or a
+	// host name whose addresses are all central nodes. Addr or Addrs is
+	// required.
 	Addr string `yaml:"addr"`
+	// Addrs are the link addresses of several central nodes sharing one
+	// database, instead of Addr: the node forwards to the first that
+	// answers and moves to the next when it fails.
+	Addrs []string `yaml:"addrs"`
 	// Token is this site's token at central (a reference).
 	Token string `yaml:"token"`
 	// TLS: CA verifies central's certificate; Cert and Key, when set, are
@@ -135,6 +143,7 @@ var siteSettings = []setting[SiteConfig]{
 	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the node's Raft log and buffer", func(c *SiteConfig) any { return &c.DataDir }},
 	{"api.token", "OUTBOX_SITE_API_TOKEN", "", "", func(c *SiteConfig) any { return &c.API.Token }},
 	{"central.addr", "OUTBOX_CENTRAL_ADDR", "central", "central's link `address` host:port", func(c *SiteConfig) any { return &c.Central.Addr }},
+	{"central.addrs", "OUTBOX_CENTRAL_ADDRS", "", "", func(c *SiteConfig) any { return &c.Central.Addrs }},
 	{"central.token", "OUTBOX_CENTRAL_TOKEN", "", "", func(c *SiteConfig) any { return &c.Central.Token }},
 	{"forward.retry_interval", "OUTBOX_FORWARD_RETRY_INTERVAL", "", "", func(c *SiteConfig) any { return &c.Forward.RetryInterval }},
 	{"metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` of the Prometheus /metrics endpoint", func(c *SiteConfig) any { return &c.Metrics.Listen }},
@@ -247,13 +256,7 @@ func (c SiteConfig) Validate() error {
 	if key, _ := c.offLoopback("raft.bind", c.Raft.Bind, "raft"); key == "" && c.API.TLS.Cert != "" && len(c.Members) > 1 && !c.Raft.TLS.set() {
 		r.addRelated("raft.tls", "api.tls", "required (cert, key and ca) with api.tls in a group of %d members: a follower passes calls, with the scripts' token, to the leader's API only once the leader's Raft certificate proved it a member", len(c.Members))
 	}
-	if c.Central.Addr == "" {
-		r.add("central.addr", "required: central's link address host:port")
-	} else if _, _, err := net.SplitHostPort(c.Central.Addr); err != nil {
-		r.add("central.addr", "%q is not host:port", c.Central.Addr)
-	} else if !c.Central.TLS.set() && !guard.OnLoopback(c.Central.Addr) {
-		r.addRelated("central.tls", "central.addr", "required: central %s is not on loopback, and the link must not run in clear", c.Central.Addr)
-	}
+	r = append(r, c.Central.validateAddrs()...)
 	r = append(r, c.Central.TLS.validate("central.tls", false)...)
 	if c.Central.Token == "" && c.Central.TLS.Cert == "" {
 		r.add("central", "no credentials: give central.token or a client certificate (central.tls.cert)")
@@ -283,6 +286,61 @@ func (c SiteConfig) Validate() error {
 		}
 	}
 	return errors.Join(r...)
+}
+
+// validateAddrs checks central.addr or central.addrs: one of them, each
+// address host:port with a port from 1 to 65535, none listed twice, and
+// TLS when any is off loopback.
+func (l CentralLinkConfig) validateAddrs() rules {
+	var r rules
+	switch {
+	case l.Addr != "" && len(l.Addrs) > 0:
+		r.addRelated("central.addrs", "central.addr", "central.addr is set too: give one central in central.addr or several in central.addrs, not both")
+		return r
+	case l.Addr == "" && len(l.Addrs) == 0:
+		r.add("central.addr", "required: central's link address host:port (or central.addrs, a list of several centrals)")
+		return r
+	}
+	keys, addrs := []string{"central.addr"}, []string{l.Addr}
+	if l.Addr == "" {
+		keys, addrs = nil, l.Addrs
+		for i := range l.Addrs {
+			keys = append(keys, fmt.Sprintf("central.addrs[%d]", i))
+		}
+	}
+	seen := map[string]string{}
+	offKey := ""
+	for i, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			r.add(keys[i], "%q is not host:port", a)
+			continue
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			r.add(keys[i], "%q: the port is not a number from 1 to 65535", a)
+			continue
+		}
+		if prev, dup := seen[a]; dup {
+			r.add(keys[i], "%s is also %s", a, prev)
+			continue
+		}
+		seen[a] = keys[i]
+		if offKey == "" && !guard.LoopbackHost(host) {
+			offKey = keys[i]
+		}
+	}
+	if offKey != "" && !l.TLS.set() {
+		r.addRelated("central.tls", offKey, "required: central %s is not on loopback, and the link must not run in clear", addrs[slices.Index(keys, offKey)])
+	}
+	return r
+}
+
+// addrs returns the central addresses: Addr, or Addrs.
+func (l CentralLinkConfig) addrs() []string {
+	if l.Addr != "" {
+		return []string{l.Addr}
+	}
+	return l.Addrs
 }
 
 // offLoopbackRules refuses an entrance that can be reached from the network

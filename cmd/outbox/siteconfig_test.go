@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +106,21 @@ func TestSiteValidationRules(t *testing.T) {
 			want: []string{"members[1].raft: 127.0.0.1:7201 is also members[0].raft"}},
 		"central off loopback in clear": {yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443", "addr: central.example.com:7443", 1),
 			want: []string{"central.tls: required: central central.example.com:7443 is not on loopback"}},
+		"central addr and addrs": {yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443", "addr: 127.0.0.1:7443\n  addrs: [127.0.0.1:7444]", 1),
+			want: []string{"central.addrs: central.addr is set too: give one central in central.addr or several in central.addrs, not both"}},
+		"central addr from the environment and addrs in the file": {
+			yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443", "addrs: [127.0.0.1:7443, 127.0.0.1:7444]", 1),
+			env:  map[string]string{"OUTBOX_CENTRAL_ADDR": "127.0.0.1:7445"},
+			want: []string{"central.addrs: central.addr is set too"}},
+		"central addrs broken": {yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443",
+			"addrs: [127.0.0.1:7443, 127.0.0.1, ':7444', '127.0.0.1:99999', 'localhost:https', 127.0.0.1:7443]", 1),
+			want: []string{`central.addrs[1]: "127.0.0.1" is not host:port`, `central.addrs[2]: ":7444" is not host:port`,
+				`central.addrs[3]: "127.0.0.1:99999": the port is not a number from 1 to 65535`,
+				`central.addrs[4]: "localhost:https": the port is not a number`,
+				"central.addrs[5]: 127.0.0.1:7443 is also central.addrs[0]"}},
+		"a central of several off loopback in clear": {yaml: strings.Replace(validSite, "addr: 127.0.0.1:7443",
+			"addrs: [127.0.0.1:7443, central-b.example.com:7443]", 1),
+			want: []string{"central.tls: required: central central-b.example.com:7443 is not on loopback"}},
 		"bad token reference": {yaml: strings.Replace(validSite, "token: env:PLANT_TOKEN", "token: 'env:'", 1),
 			want: []string{`central.token: "env:" names no variable or file`}},
 		"raft tls without ca": {yaml: validSite + "raft:\n  tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
@@ -179,6 +196,38 @@ func TestSiteOffLoopbackNeedsProtection(t *testing.T) {
 	_, err = loadSite(t, plant+"api:\n  token: env:SITE_API_TOKEN\n"+apiTLS, nil)
 	if err == nil || !strings.Contains(err.Error(), "raft.tls: required") || strings.Contains(err.Error(), "api") {
 		t.Errorf("Raft in clear: %v", err)
+	}
+}
+
+// TestSiteCentralAddrs: central.addrs lists several centrals, from the file
+// or from OUTBOX_CENTRAL_ADDRS (comma-separated), and the node's link client
+// takes them in their order.
+func TestSiteCentralAddrs(t *testing.T) {
+	several := strings.Replace(validSite, "addr: 127.0.0.1:7443", "addrs:\n    - 127.0.0.1:7443\n    - localhost:7444", 1)
+	l, err := loadSite(t, several, map[string]string{"PLANT_TOKEN": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "localhost:7444"}) {
+		t.Errorf("central addresses %v", got)
+	}
+	l, err = loadSite(t, strings.Replace(validSite, "  addr: 127.0.0.1:7443\n", "", 1),
+		map[string]string{"OUTBOX_CENTRAL_ADDRS": "127.0.0.1:7443, [::1]:7444"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "[::1]:7444"}) ||
+		l.sources["central.addrs"] != "env OUTBOX_CENTRAL_ADDRS" {
+		t.Errorf("central addresses %v from %q", got, l.sources["central.addrs"])
+	}
+	t.Setenv("PLANT_TOKEN", "tok")
+	link, err := dialCentral(l.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	if got := link.Addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "[::1]:7444"}) {
+		t.Errorf("the link client's addresses %v", got)
 	}
 }
 
