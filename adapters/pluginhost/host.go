@@ -2,7 +2,8 @@
 // ports.Channel values. Each configured channel type is one plugin process,
 // started through hashicorp/go-plugin over gRPC with AutoMTLS, optionally
 // pinned to a SHA-256 checksum of its binary, restarted with backoff when it
-// crashes, and killed when the host closes. Deliveries through a plugin are
+// crashes or stops answering the host's pings, killed when the host closes,
+// and (on Linux) killed by the kernel when central dies. Deliveries through a plugin are
 // bounded in number (MaxConcurrency) and rate (the channel's rate limit), and
 // have their secret references resolved just before they are sent, under the
 // policy of Config.Secrets and only in the settings a plugin's schema marks
@@ -82,6 +83,16 @@ type Config struct {
 	// CheckInterval is how often the host checks that each plugin process
 	// is alive (a failed call checks at once). Default 250 ms.
 	CheckInterval time.Duration
+	// PingInterval is how often the host pings each plugin process (gRPC
+	// health check on the deliveries' connection), PingTimeout how long it
+	// waits for the answer, and PingFailures how many pings in a row may go
+	// unanswered before the host kills the process as hung; the supervisor
+	// then restarts it, and the deliveries it held end Transient. A slow
+	// delivery does not delay a ping. Defaults 5 s, 5 s and 3: a process
+	// that freezes is restarted within about 20 s.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	PingFailures int
 	// NetworkPolicy is the delivery network policy every plugin process is
 	// given in its environment (channel.NetworkPolicyEnv, set after
 	// Plugin.Env so that a plugin's own Env cannot replace it). Default:
@@ -91,6 +102,13 @@ type Config struct {
 
 // DefaultMaxConcurrency is the default of Plugin.MaxConcurrency.
 const DefaultMaxConcurrency = 64
+
+// Defaults of the pings (Config.PingInterval, PingTimeout, PingFailures).
+const (
+	DefaultPingInterval = 5 * time.Second
+	DefaultPingTimeout  = 5 * time.Second
+	DefaultPingFailures = 3
+)
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
@@ -108,6 +126,15 @@ func (c *Config) setDefaults() {
 	c.MaxRestartDelay = max(c.MaxRestartDelay, c.MinRestartDelay)
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 250 * time.Millisecond
+	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = DefaultPingInterval
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = DefaultPingTimeout
+	}
+	if c.PingFailures <= 0 {
+		c.PingFailures = DefaultPingFailures
 	}
 	if c.NetworkPolicy == nil {
 		c.NetworkPolicy = channel.DefaultNetworkPolicy()
@@ -179,7 +206,8 @@ func New(cfg Config) (*Host, error) {
 // handshake and description. If one cannot start (its binary is missing or
 // fails its checksum, it does not speak the protocol), Start stops the others
 // and returns the error. After Start, a supervisor per plugin restarts it
-// when it exits, until Close.
+// when it exits, and a watcher pings it and kills it when it stops
+// answering, until Close.
 func (h *Host) Start(ctx context.Context) error {
 	var errs []error
 	for _, t := range h.Types() {
@@ -197,12 +225,15 @@ func (h *Host) Start(ctx context.Context) error {
 	h.cancel = cancel
 	for _, p := range h.plugins {
 		h.wg.Go(func() { p.supervise(sctx) })
+		h.wg.Go(func() { p.watch(sctx) })
 	}
 	return nil
 }
 
 // Close stops the supervisors and kills every plugin process, waiting for
-// them to exit. Deliveries still running end with a Transient result.
+// them to exit (a process that does not answer go-plugin's shutdown call is
+// killed outright after a few seconds). Deliveries still running end with a
+// Transient result.
 func (h *Host) Close() error {
 	if h.cancel != nil {
 		h.cancel()
@@ -270,8 +301,12 @@ type Status struct {
 	PID     int
 	// Started is when the current process started.
 	Started time.Time
-	// Restarts counts the restarts after crashes since Start.
+	// Restarts counts the restarts after crashes since Start, those after
+	// the process stopped answering included.
 	Restarts int
+	// StoppedAnswering counts the processes the host killed (and restarted)
+	// because they stopped answering its pings.
+	StoppedAnswering int
 }
 
 // Status returns the status of every plugin, sorted by type.

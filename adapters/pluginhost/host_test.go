@@ -31,6 +31,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	helperModes()
 	plugintest.Main(m, map[string]func() channel.Channel{
 		"test":  func() channel.Channel { return testChannel{} },
 		"bare":  func() channel.Channel { return bareChannel{} },
@@ -44,7 +45,8 @@ func TestMain(m *testing.M) {
 // status, so a test server sees and gates each delivery from outside the
 // plugin process. With a report setting it answers Permanent with what it
 // received as its error text (see report), so a test sees the settings and
-// targets the host resolved for it.
+// targets the host resolved for it. With a freeze setting it stops its own
+// process (SIGSTOP).
 type testChannel struct{}
 
 func (testChannel) Describe(context.Context) (channel.Description, error) {
@@ -56,12 +58,21 @@ func (testChannel) Describe(context.Context) (channel.Description, error) {
 		{Name: "required_one", Required: true},
 		{Name: "getenv"},
 		{Name: "report"},
+		{Name: "freeze"},
 	}}, nil
 }
 
 func (testChannel) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	if _, ok := req.Settings["report"]; ok {
 		return report(req)
+	}
+	if _, ok := req.Settings["freeze"]; ok {
+		// The whole process stops (SIGSTOP) and answers nothing more: a
+		// hung plugin. Only SIGKILL ends it. Another thread may take the
+		// signal, and this one run on for a moment: it must not answer.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-ctx.Done()
+		return channel.Retry(ctx.Err())
 	}
 	if name, ok := req.Settings["getenv"]; ok {
 		return channel.Fail(errors.New(os.Getenv(name)))

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -36,22 +37,75 @@ type plugin struct {
 	limiter *rate.Limiter
 	suspect chan struct{} // a call failed: check the process now
 
+	// spawn starts the processes (see spawner); set by start, ended by
+	// stop.
+	spawn *spawner
+
 	mu   sync.Mutex
-	inst *instance     // nil while down
+	inst *instance // nil while down
+	// proc is the latest process started, down or not (one that refuses
+	// deliveries while it stops is down but still runs): stop ends it.
+	proc *instance
 	up   chan struct{} // closed while inst is set
 	desc channel.Description
 	// secret names the settings to resolve (those desc marks secret); nil
 	// when desc has no schema, and no setting is resolved.
 	secret   map[string]bool
 	restarts int
+	hangs    int // processes killed because they stopped answering
 }
 
 // instance is one running plugin process.
 type instance struct {
 	client  *goplugin.Client
+	cmd     *exec.Cmd // started: Process is set
 	ch      *channel.Client
 	pid     int
 	started time.Time
+	// hung is set when the host killed the process because it stopped
+	// answering its pings.
+	hung atomic.Bool
+	// stopping is set when the process refused a call because it is
+	// stopping (channel.ErrStopping: it got SIGTERM).
+	stopping *atomic.Bool
+}
+
+// stopGrace bounds go-plugin's graceful stop of a process (a shutdown call,
+// then SIGKILL 2 s later if it did not exit): a process that does not answer
+// the call, a frozen one say, would hold it forever, so it is killed outright
+// past stopGrace.
+const stopGrace = 5 * time.Second
+
+// kill sends the process SIGKILL (a stopped process dies of it too). The
+// os.Process knows when it was reaped: this never hits another process
+// that took its pid.
+func (inst *instance) kill() { _ = inst.cmd.Process.Kill() }
+
+// stop ends the process and go-plugin's client of it.
+func (inst *instance) stop() {
+	stopClient(inst.client, inst.cmd)
+}
+
+// stopClient ends a go-plugin client and its process: gracefully, or by
+// SIGKILL when that takes longer than stopGrace.
+func stopClient(client *goplugin.Client, cmd *exec.Cmd) {
+	done := make(chan struct{})
+	// Ends once the process is gone, which the SIGKILL below ensures.
+	go func() {
+		defer close(done)
+		client.Kill()
+	}()
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	if cmd.Process != nil {
+		_ = cmd.Process.Kill()
+	}
+	<-done
 }
 
 var _ ports.Channel = (*plugin)(nil)
@@ -199,6 +253,11 @@ func (p *plugin) running(ctx context.Context) (*instance, error) {
 
 // start launches the first process.
 func (p *plugin) start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.spawn == nil {
+		p.spawn = newSpawner()
+	}
+	p.mu.Unlock()
 	inst, err := p.launch(ctx)
 	if err != nil {
 		return err
@@ -214,9 +273,11 @@ func (p *plugin) start(ctx context.Context) error {
 // central's environment holds its database DSN and the secrets that env:
 // references name, which are none of a plugin's business. Last comes the
 // delivery network policy, which therefore wins over an Env entry of the
-// same name.
+// same name. On Linux the kernel kills the process when central dies
+// (dieWithCentral).
 func (p *plugin) command() *exec.Cmd {
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
+	dieWithCentral(cmd)
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); inherited(name) {
 			cmd.Env = append(cmd.Env, kv)
@@ -252,12 +313,19 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 	// A plugin's standard error is decoded by our LineWriter, not by
 	// go-plugin (whose decoder panics on some lines a plugin may write).
 	stderr := hclogslog.NewLineWriter(p.log, "channel", "component")
+	cmd := p.command()
+	stopping := new(atomic.Bool)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: channel.Handshake,
 		Plugins: goplugin.PluginSet{channel.PluginName: &channel.GRPCPlugin{
-			OnCallError: func(error) { p.check() },
+			OnCallError: func(err error) {
+				if errors.Is(err, channel.ErrStopping) {
+					stopping.Store(true)
+				}
+				p.check()
+			},
 		}},
-		Cmd:         p.command(),
+		Cmd:         cmd,
 		SkipHostEnv: true, // command sets the environment
 
 		SecureConfig:     secure,
@@ -268,9 +336,27 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 		Logger:           hclogslog.MuteNamed(hclogslog.New(p.log), filepath.Base(p.cfg.Command)),
 		Stderr:           stderr,
 	})
-	inst, err := p.connect(ctx, client)
+	// The process is started on the spawner's thread, which outlives it
+	// (its parent-death signal is tied to that thread); the handshake too,
+	// as go-plugin makes both in one call.
+	p.mu.Lock()
+	spawn := p.spawn
+	p.mu.Unlock()
+	var err error
+	if spawn != nil {
+		spawn.run(func() { _, err = client.Start() })
+	} else {
+		_, err = client.Start() // not started by Host.Start: no spawner
+	}
+	var inst *instance
+	if err == nil {
+		inst, err = p.connect(ctx, client, cmd)
+	}
+	if inst != nil {
+		inst.stopping = stopping
+	}
 	if err != nil {
-		client.Kill()
+		stopClient(client, cmd)
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			actual, serr := fileSHA256(p.cfg.Command)
 			if serr != nil {
@@ -293,7 +379,7 @@ func (p *plugin) socketConfig() *goplugin.UnixSocketConfig {
 	return &goplugin.UnixSocketConfig{Group: p.host.SocketGroup}
 }
 
-func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, error) {
+func (p *plugin) connect(ctx context.Context, client *goplugin.Client, cmd *exec.Cmd) (*instance, error) {
 	rpc, err := client.Client()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.cfg.Command, err)
@@ -318,7 +404,7 @@ func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instanc
 		p.log.Warn("channel plugin describes itself under another name than its type",
 			"name", desc.Name, "command", p.cfg.Command)
 	}
-	inst := &instance{client: client, ch: ch, started: time.Now()}
+	inst := &instance{client: client, cmd: cmd, ch: ch, started: time.Now()}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
@@ -337,7 +423,7 @@ func (p *plugin) connect(ctx context.Context, client *goplugin.Client) (*instanc
 
 func (p *plugin) setUp(inst *instance) {
 	p.mu.Lock()
-	p.inst = inst
+	p.inst, p.proc = inst, inst
 	close(p.up)
 	p.mu.Unlock()
 }
@@ -375,16 +461,35 @@ func (p *plugin) supervise(ctx context.Context) {
 		case <-tick.C:
 		case <-p.suspect:
 		}
+		stopping := false
 		if !cur.client.Exited() {
-			continue
+			if !cur.stopping.Load() {
+				continue
+			}
+			// It got SIGTERM and refuses new deliveries: let those in
+			// flight end (they wait for the next process meanwhile), then
+			// close the connection, which lets it exit.
+			stopping = true
+			p.log.Info("channel plugin is stopping: waiting for its deliveries in flight", "pid", cur.pid)
+			p.setDown(cur)
+			_ = cur.ch.Close()
 		}
 		p.setDown(cur)
-		cur.client.Kill()
+		cur.stop()
 		_ = cur.ch.Close()
-		if time.Since(cur.started) > time.Minute {
-			delay = p.host.MinRestartDelay // it ran well: restart quickly
+		if time.Since(cur.started) > time.Minute || stopping {
+			delay = p.host.MinRestartDelay // it ran well, or was told to stop: restart quickly
 		}
-		p.log.Error("channel plugin exited; restarting it", "pid", cur.pid, "after", delay.String())
+		switch {
+		case cur.hung.Load():
+			p.log.Error("channel plugin stopped answering; restarting it", "pid", cur.pid, "reason", "stopped answering",
+				"after", delay.String())
+		case stopping:
+			p.log.Warn("channel plugin stopped (it was told to: SIGTERM); restarting it", "pid", cur.pid, "reason", "stopped",
+				"after", delay.String())
+		default:
+			p.log.Error("channel plugin exited; restarting it", "pid", cur.pid, "reason", "exited", "after", delay.String())
+		}
 		next, ok := p.restart(ctx, &delay)
 		if !ok {
 			return
@@ -430,15 +535,73 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// stop kills the process, if any.
+// watch pings the running process every PingInterval and kills it when
+// PingFailures pings in a row went unanswered within PingTimeout: a process
+// that is alive but answers nothing (frozen, deadlocked, stopped). The
+// supervisor then restarts it. It returns when ctx ends.
+func (p *plugin) watch(ctx context.Context) {
+	tick := time.NewTicker(p.host.PingInterval)
+	defer tick.Stop()
+	var last *instance
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		inst := p.inst
+		p.mu.Unlock()
+		if inst == nil || inst.client.Exited() {
+			continue // down or dead: the supervisor's business
+		}
+		if inst != last {
+			last, failed = inst, 0
+		}
+		pctx, cancel := context.WithTimeout(ctx, p.host.PingTimeout)
+		err := inst.ch.Ping(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			failed = 0
+			continue
+		case ctx.Err() != nil:
+			return
+		case inst.client.Exited():
+			continue
+		}
+		failed++
+		if failed < p.host.PingFailures {
+			p.log.Warn("channel plugin did not answer a ping", "pid", inst.pid, "unanswered", failed,
+				"limit", p.host.PingFailures, "timeout", p.host.PingTimeout.String(), "err", err)
+			continue
+		}
+		p.log.Error("channel plugin stopped answering: killing it to restart it", "pid", inst.pid,
+			"unanswered", failed, "timeout", p.host.PingTimeout.String(), "err", err)
+		p.mu.Lock()
+		p.hangs++
+		p.mu.Unlock()
+		inst.hung.Store(true)
+		inst.kill()
+		p.check()
+		failed = 0
+	}
+}
+
+// stop kills the process, if any, and ends the spawner.
 func (p *plugin) stop() {
 	p.mu.Lock()
-	inst := p.inst
+	inst, spawn := p.proc, p.spawn
+	p.spawn = nil
 	p.mu.Unlock()
 	if inst != nil {
 		p.setDown(inst)
-		inst.client.Kill()
+		inst.stop()
 		_ = inst.ch.Close()
+	}
+	if spawn != nil {
+		spawn.stop()
 	}
 }
 
@@ -452,7 +615,7 @@ func (p *plugin) status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Status{Type: p.cfg.Type, Name: p.desc.Name, Version: p.desc.Version, Command: p.cfg.Command,
-		Restarts: p.restarts}
+		Restarts: p.restarts, StoppedAnswering: p.hangs}
 	if p.inst != nil {
 		s.Running, s.PID, s.Started = true, p.inst.pid, p.inst.started
 	}

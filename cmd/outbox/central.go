@@ -389,7 +389,9 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		"unspecified, multicast or broadcast addresses, nor to this machine's own addresses, unless allowed",
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
-		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup})
+		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup,
+		PingInterval: time.Duration(cfg.Plugins.PingInterval), PingTimeout: time.Duration(cfg.Plugins.PingTimeout),
+		PingFailures: cfg.Plugins.PingFailures})
 	if err != nil {
 		return nil, err
 	}

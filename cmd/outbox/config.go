@@ -422,6 +422,7 @@ func defaultConfig() Config {
 		Log:     LogConfig{Level: "info", Format: "auto"},
 		Link:    defaultLinkConfig(),
 		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
+		Plugins: defaultPluginsConfig(),
 		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL),
 			Login: defaultLoginConfig()},
 	}

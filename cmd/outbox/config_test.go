@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/core"
 )
 
@@ -76,6 +77,11 @@ func TestDefaults(t *testing.T) {
 	}
 	if l.file != "" || len(l.warnings) != 0 {
 		t.Fatalf("file %q, warnings %v", l.file, l.warnings)
+	}
+	// The plugin host's pings.
+	if p := c.Plugins; time.Duration(p.PingInterval) != pluginhost.DefaultPingInterval ||
+		time.Duration(p.PingTimeout) != pluginhost.DefaultPingTimeout || p.PingFailures != pluginhost.DefaultPingFailures {
+		t.Fatalf("plugin pings %s/%s/%d, want the host's defaults", p.PingInterval, p.PingTimeout, p.PingFailures)
 	}
 }
 
@@ -384,6 +390,15 @@ func TestValidationRules(t *testing.T) {
 				`link.connections.total: 8 is below link.connections.per_address (64) [FILE:6]`,
 				`link.quota.rows_per_second: must be positive, got 0 (leave it out for the default) [FILE:7]`,
 				`link.quota.bytes_per_second: must be positive, got -1 (leave it out for the default) [FILE:7]`,
+			},
+		},
+		{
+			name: "plugin pings",
+			file: "plugins:\n  ping_interval: 0s\n  ping_timeout: -1s\n  ping_failures: 0\n",
+			want: []string{
+				`plugins.ping_interval: must be positive, got 0s (leave it out for the default) [FILE:2]`,
+				`plugins.ping_timeout: must be positive, got -1s (leave it out for the default) [FILE:3]`,
+				`plugins.ping_failures: must be positive, got 0 (leave it out for the default) [FILE:4]`,
 			},
 		},
 		{

@@ -53,6 +53,10 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "outbox plugin serve: %q is not a built-in channel (want %s)\n", rest[0], orList(builtin.Types()))
 			return exitUsage
 		}
+		// Serve does not use ctx (main's, cancelled by the first SIGINT or
+		// SIGTERM): it handles SIGTERM itself, finishing the deliveries in
+		// flight, ignores SIGINT (central stops its plugins), and exits when
+		// central is gone.
 		channel.Serve(newChannel(channel.Logger()))
 		return exitOK
 	case "list":

@@ -39,6 +39,23 @@ type PluginsConfig struct {
 	// setpriv) stays reachable. Central's user and the plugin's must be
 	// members.
 	SocketGroup string `yaml:"socket_group"`
+	// PingInterval is how often central pings each plugin process,
+	// PingTimeout how long it waits for the answer, and PingFailures how
+	// many pings in a row may go unanswered before central kills the
+	// process as hung and restarts it. Defaults 5 s, 5 s, 3.
+	PingInterval Duration `yaml:"ping_interval"`
+	PingTimeout  Duration `yaml:"ping_timeout"`
+	PingFailures int      `yaml:"ping_failures"`
+}
+
+// defaultPluginsConfig is the plugins' defaults: every built-in, the host's
+// pings.
+func defaultPluginsConfig() PluginsConfig {
+	return PluginsConfig{
+		PingInterval: Duration(pluginhost.DefaultPingInterval),
+		PingTimeout:  Duration(pluginhost.DefaultPingTimeout),
+		PingFailures: pluginhost.DefaultPingFailures,
+	}
 }
 
 // ExternalPlugin is one third-party channel plugin.
@@ -62,6 +79,17 @@ func (p PluginsConfig) validate() rules {
 	}
 	if p.MaxConcurrency < 0 {
 		r.add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"plugins.ping_interval", p.PingInterval}, {"plugins.ping_timeout", p.PingTimeout}} {
+		if d.d <= 0 {
+			r.add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
+		}
+	}
+	if p.PingFailures <= 0 {
+		r.add("plugins.ping_failures", "must be positive, got %d (leave it out for the default)", p.PingFailures)
 	}
 	if g := p.SocketGroup; g != "" {
 		if _, err := user.LookupGroup(g); err != nil {

@@ -294,11 +294,13 @@ func TestCentralRefusesAPluginUnderAWritableParent(t *testing.T) {
 }
 
 func TestPluginsSocketGroup(t *testing.T) {
-	if r := (PluginsConfig{SocketGroup: "no-such-group-for-outbox"}).validate(); len(r) != 1 ||
+	unknown, root := defaultPluginsConfig(), defaultPluginsConfig()
+	unknown.SocketGroup, root.SocketGroup = "no-such-group-for-outbox", "0"
+	if r := unknown.validate(); len(r) != 1 ||
 		r[0].Error() != `plugins.socket_group: no group "no-such-group-for-outbox" on this machine` {
 		t.Errorf("unknown group: %v", r)
 	}
-	if r := (PluginsConfig{SocketGroup: "0"}).validate(); len(r) != 0 {
+	if r := root.validate(); len(r) != 0 {
 		t.Errorf("group 0: %v", r)
 	}
 }

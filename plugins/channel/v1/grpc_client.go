@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -22,6 +25,13 @@ var ErrNotDescribed = errors.New("channel does not describe itself")
 
 // ErrClosed is the error of a delivery made through a closed Client.
 var ErrClosed = errors.New("channel client closed")
+
+// ErrStopping is what NewClient's onCallError is told when the plugin
+// refused a call because its process is stopping (it got SIGTERM, see
+// Serve): the deliveries of that call never started. The process exits once
+// its deliveries in flight have ended and central has closed the connection
+// (go-plugin's Kill), or a few seconds later on its own.
+var ErrStopping = errors.New("channel plugin is stopping")
 
 // Batching across the process boundary: a gRPC call costs about 0.1 ms of
 // CPU here, more than a no-op delivery, so the client sends deliveries in
@@ -54,6 +64,7 @@ const (
 // deliveries share gRPC calls (see the batching above).
 type Client struct {
 	rpc         pb.ChannelClient
+	health      grpc_health_v1.HealthClient
 	onCallError func(error)
 
 	mu      sync.Mutex
@@ -74,6 +85,7 @@ type call struct {
 	size     int
 	deadline time.Time // zero: none
 	taken    bool      // a sender took it: it may reach the plugin
+	refused  bool      // the plugin refused its call whole: it never started
 	res      Result
 	done     chan struct{}
 }
@@ -81,7 +93,26 @@ type call struct {
 // NewClient returns a Client over conn. onCallError, when not nil, is told of
 // every failed call (the plugin process may have died).
 func NewClient(conn grpc.ClientConnInterface, onCallError func(error)) *Client {
-	return &Client{rpc: pb.NewChannelClient(conn), onCallError: onCallError}
+	return &Client{rpc: pb.NewChannelClient(conn), health: grpc_health_v1.NewHealthClient(conn), onCallError: onCallError}
+}
+
+// Ping asks the plugin process whether it answers, through the gRPC health
+// service every go-plugin server runs (whatever version of this package the
+// plugin was built with), on the connection the deliveries use. It returns
+// nil when the process answered within ctx, whatever it answered, and an
+// error when it did not: the call timed out, or the connection is broken.
+// Slow deliveries do not slow it down: each call is its own stream.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.health.Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled:
+		return fmt.Errorf("ping channel plugin: %w", err)
+	}
+	// Another status (no health service, say) came from the process: it
+	// answers.
+	return nil
 }
 
 // Describe asks the plugin for its description. It returns ErrNotDescribed
@@ -108,9 +139,9 @@ func (c *Client) Deliver(ctx context.Context, req Request) Result {
 }
 
 // Send is Deliver that also tells whether the delivery may have reached the
-// plugin. When sent is false it certainly did not (the client was closed, or
-// ctx ended while the delivery still waited for a sender), and the result is
-// Transient.
+// plugin. When sent is false it certainly did not (the client was closed, ctx
+// ended while the delivery still waited for a sender, or the plugin refused
+// it because it is stopping), and the result is Transient.
 func (c *Client) Send(ctx context.Context, req Request) (res Result, sent bool) {
 	if err := ctx.Err(); err != nil {
 		return Retry(fmt.Errorf("delivery not started: %w", err)), false
@@ -131,7 +162,7 @@ func (c *Client) Send(ctx context.Context, req Request) (res Result, sent bool) 
 	c.mu.Unlock()
 	select {
 	case <-cl.done:
-		return cl.res, true
+		return cl.res, !cl.refused
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
@@ -245,6 +276,11 @@ func (c *Client) receive(stream pb.Channel_DeliverClient, batch []*call) {
 				continue
 			}
 		}
+		if status.Code(err) == refusedCode && left == len(batch) {
+			// The plugin is stopping and started none of them.
+			c.refuse(batch, err)
+			return
+		}
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("plugin ended the call with %d of %d results missing", left, len(batch))
 		}
@@ -265,6 +301,17 @@ func (c *Client) fail(calls []*call, err error) {
 	res := Retry(fmt.Errorf("channel plugin call failed, outcome unknown: %s", status.Convert(err).Message()))
 	for _, cl := range calls {
 		cl.res = res
+		close(cl.done)
+	}
+}
+
+// refuse ends calls the plugin refused before starting them: Transient,
+// and never sent.
+func (c *Client) refuse(calls []*call, err error) {
+	c.failed(fmt.Errorf("%w: %s", ErrStopping, status.Convert(err).Message()))
+	res := Retry(fmt.Errorf("delivery not started: %s", status.Convert(err).Message()))
+	for _, cl := range calls {
+		cl.res, cl.refused = res, true
 		close(cl.done)
 	}
 }

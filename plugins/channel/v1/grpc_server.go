@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
 )
 
@@ -14,6 +17,75 @@ import (
 type grpcServer struct {
 	pb.UnimplementedChannelServer
 	impl Channel
+	// gate, when set, lets the process stop taking deliveries and wait for
+	// those in flight (Serve's answer to SIGTERM).
+	gate *gate
+}
+
+// refusedCode is the status of a Deliver call the plugin refused as a whole
+// before starting any of its deliveries: it is stopping. gRPC itself never
+// uses FailedPrecondition, so the client can tell that none of the call's
+// deliveries happened (a call broken in transit ends Unavailable instead).
+const refusedCode = codes.FailedPrecondition
+
+// gate counts the Deliver calls in flight and, once closed, refuses new ones.
+type gate struct {
+	mu       sync.Mutex
+	closed   bool
+	last     time.Time // when the last call ended; zero: none did
+	inflight sync.WaitGroup
+}
+
+// enter admits a call, unless the gate is closed.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.inflight.Add(1)
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.last = time.Now()
+	g.mu.Unlock()
+	g.inflight.Done()
+}
+
+// lastEnd returns when the last call ended (zero if none did).
+func (g *gate) lastEnd() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}
+
+// close refuses every call from now on.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// drain closes the gate and waits up to timeout for the calls in flight to
+// end. It reports whether they all did.
+func (g *gate) drain(timeout time.Duration) bool {
+	g.close()
+	done := make(chan struct{})
+	// Ends when the calls do; each delivery runs under its own timeout.
+	go func() {
+		g.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
@@ -31,8 +103,15 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 // Deliver runs every delivery of the batch at once, each under its own
 // timeout, and streams each result as soon as it is known. It returns when
 // every delivery has ended, even if the client went away meanwhile (their
-// contexts end with the call's).
+// contexts end with the call's). Once the process is stopping (see gate), it
+// refuses a call whole, before starting any of its deliveries.
 func (s *grpcServer) Deliver(req *pb.DeliverRequest, stream pb.Channel_DeliverServer) error {
+	if s.gate != nil {
+		if !s.gate.enter() {
+			return status.Error(refusedCode, "channel plugin is stopping: no delivery of this call was started")
+		}
+		defer s.gate.leave()
+	}
 	ctx := stream.Context()
 	deliveries := req.GetDeliveries()
 	results := make(chan *pb.DeliverResult, len(deliveries))

@@ -37,13 +37,15 @@ type GRPCPlugin struct {
 	// OnCallError, when set on central's side, is told of every failed gRPC
 	// call: a crashed plugin shows up here first.
 	OnCallError func(error)
+	// gate is Serve's: it lets the process drain on SIGTERM (plugin side).
+	gate *gate
 }
 
 var _ plugin.GRPCPlugin = (*GRPCPlugin)(nil)
 
 // GRPCServer registers the channel service (plugin side).
 func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterChannelServer(s, &grpcServer{impl: p.Impl})
+	pb.RegisterChannelServer(s, &grpcServer{impl: p.Impl, gate: p.gate})
 	return nil
 }
 
