@@ -209,3 +209,56 @@ func TestNotAttemptedLeavesTheRowUntouched(t *testing.T) {
 		t.Errorf("audit records %+v, %v; want none", h, err)
 	}
 }
+
+// orderChannel records the order in which deliveries start, by priority.
+type orderChannel struct {
+	mu      sync.Mutex
+	started []int
+}
+
+func (c *orderChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
+	c.mu.Lock()
+	c.started = append(c.started, d.Notification.Priority)
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond) // long enough for the other batches' launchers to want a slot
+	return ports.Result{Outcome: ports.OutcomeSuccess}
+}
+
+// TestBatchesGoOutInClaimOrder: the batches of a sweep's pipeline take
+// delivery slots one after the other, in the order they were claimed
+// (priority order), instead of all advancing together. Interleaved, every
+// batch would finish late and together, and a crash would find that many
+// more rows delivered and not yet recorded, each of which is then
+// delivered again.
+func TestBatchesGoOutInClaimOrder(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	ch := &orderChannel{}
+	svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store,
+		Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60 // six batches: the pipeline holds them all at once
+	subs := make([]ports.Submission, n)
+	for i := range subs {
+		subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i}
+	}
+	if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
+		t.Fatalf("submit: %+v, %v", res, err)
+	}
+	svc.sweep(ctx)
+	if len(ch.started) != n {
+		t.Fatalf("%d deliveries, want %d", len(ch.started), n)
+	}
+	// Within a batch two deliveries run at once and may start in either
+	// order; across batches, every delivery of a batch starts before any
+	// of the next.
+	batchOf := func(priority int) int { return (n - priority) / 10 }
+	for i := 1; i < n; i++ {
+		if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
+			t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
+				batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
+		}
+	}
+}
