@@ -9,7 +9,10 @@
 # directory, trust authentication, listening on 127.0.0.1 on a free port,
 # its unix socket in the same directory), exports OUTBOX_TEST_POSTGRES_DSN,
 # and stops and removes it on exit. The PostgreSQL server binaries are
-# installed from Debian's packages when none are found.
+# installed from Debian's packages when none are found. A test that must
+# restart its server under load (cmd/outbox, TestCentralsSurviveDatabaseRestart)
+# starts one of its own with initdb and pg_ctl from OUTBOX_TEST_PG_BINDIR
+# (exported here; unset, it looks on PATH and in /usr/lib/postgresql).
 #
 # Chromium: the browser test of the operator page needs a chromium,
 # chromium-browser or google-chrome on PATH. As root, Debian's chromium is
@@ -141,6 +144,9 @@ start_postgres() {
 			-o "-c listen_addresses=127.0.0.1 -p $port -k $pg_tmp -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
 			start >/dev/null; then
 			export OUTBOX_TEST_POSTGRES_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+			# The failure test that restarts PostgreSQL under load runs a
+			# server of its own from the same binaries.
+			export OUTBOX_TEST_PG_BINDIR="$pg_bin"
 			log "throwaway PostgreSQL $("$pg_bin/pg_ctl" --version | awk '{print $3}') on 127.0.0.1:$port (data in $pg_tmp)"
 			return 0
 		fi

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,9 +77,6 @@ link:
 	for i, file := range centralFiles {
 		c := start(t, dir, env, "central", "-config", file)
 		centrals[i] = c
-		// A central the test ends with SIGKILL (start's cleanup, after a
-		// failure) leaves its plugin processes running: end them too.
-		t.Cleanup(func() { killWithChildren(t, c) })
 	}
 	for _, c := range centrals {
 		c.waitFor(t, `"msg":"central started"`, startTimeout)
@@ -163,7 +159,7 @@ log: {format: json}
 		t.Fatalf("the site connected to %v, not to a central of %v", used, links)
 	}
 	survivor := 1 - victim
-	killWithChildren(t, centrals[victim])
+	killCentral(t, centrals[victim])
 	killed := time.Now()
 
 	// Every acknowledged notification reaches central's table: poll it
@@ -268,52 +264,4 @@ log: {format: json}
 			t.Errorf("exit %d after SIGTERM:\n%s", code, p.Output())
 		}
 	}
-}
-
-// killWithChildren kills p with SIGKILL, unless it has ended, and then the
-// processes it started (its plugins, which outlive a killed central).
-func killWithChildren(t *testing.T, p *proc) {
-	t.Helper()
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	children := childProcesses(t, p.cmd.Process.Pid)
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	for _, pid := range children {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-// childProcesses returns the pids of the processes whose parent is pid.
-func childProcesses(t *testing.T, pid int) []int {
-	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, f := range stats {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue // the process ended
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
-			if child, err := strconv.Atoi(strings.Fields(s)[0]); err == nil {
-				out = append(out, child)
-			}
-		}
-	}
-	return out
 }

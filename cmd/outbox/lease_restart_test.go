@@ -124,8 +124,6 @@ channels:
 
 	first := start(t, dir, env, "central", "-config", file)
 	first.waitFor(t, `"msg":"central started"`, startTimeout)
-	plugins := orphanPluginPIDs(t, first.Output())
-	t.Cleanup(func() { killOrphanPlugins(t, plugins) })
 
 	store, err := sqlstore.Open(t.Context(), sc, nil)
 	if err != nil {
@@ -152,12 +150,8 @@ channels:
 		return total >= concurrency && leasedByPrefix(t, store, ids, node+"/") == sent
 	})
 
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	first.exitCode(t, stopTimeout)
-	killOrphanPlugins(t, plugins) // central's death does not stop them (yet)
-	inFlight, _ := recv.counts()  // POSTs made by the killed run, none answered
+	killCentral(t, first)
+	inFlight, _ := recv.counts() // POSTs made by the killed run, none answered
 	recv.answer()
 	if n := leasedByPrefix(t, store, ids, node+"/"); n != sent {
 		t.Fatalf("%d of %d rows leased by the killed run, want all", n, sent)
@@ -232,36 +226,4 @@ func leasedByPrefix(t *testing.T, store *sqlstore.Store, ids []string, prefix st
 		}
 	}
 	return n
-}
-
-// orphanPluginPIDs returns the process ids of the channel plugins a
-// central's output says it started.
-func orphanPluginPIDs(t *testing.T, output string) []int {
-	t.Helper()
-	var pids []int
-	for _, l := range strings.Split(output, "\n") {
-		if strings.Contains(l, `"msg":"channel plugin started"`) {
-			if pid, ok := jsonLine(t, l)["pid"].(float64); ok && pid > 0 {
-				pids = append(pids, int(pid))
-			}
-		}
-	}
-	if len(pids) == 0 {
-		t.Fatalf("no channel plugin started:\n%s", output)
-	}
-	return pids
-}
-
-// killOrphanPlugins kills the plugin processes of a central killed with
-// SIGKILL, which outlive it. On Linux a pid whose executable is not the
-// test's binary any more is left alone.
-func killOrphanPlugins(t *testing.T, pids []int) {
-	t.Helper()
-	bin := outboxBinary(t)
-	for _, pid := range pids {
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe != bin {
-			continue
-		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 }
