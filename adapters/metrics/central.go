@@ -25,8 +25,12 @@ type PluginStatus struct {
 	// Running is false while the process is down (between a crash and its
 	// restart).
 	Running bool
-	// Restarts counts the restarts after crashes since the host started.
+	// Restarts counts the restarts after crashes since the host started,
+	// those of a process that stopped answering included.
 	Restarts int
+	// StoppedAnswering counts the processes the host killed and restarted
+	// because they stopped answering its pings (hung).
+	StoppedAnswering int
 }
 
 // CentralSources are what the central collector reads at each scrape.
@@ -70,7 +74,7 @@ type CentralCollector struct {
 	kpis *kpiCache
 
 	global, bySite                       kpiDescs
-	window, up, pluginUp, pluginRestarts *prometheus.Desc
+	window, up, pluginUp, pluginRestarts, pluginHung *prometheus.Desc
 }
 
 // kpiDescs are the descriptors of one set of KPIs.
@@ -126,13 +130,15 @@ func NewCentralCollector(src CentralSources, logger *slog.Logger) (*CentralColle
 		pluginUp: prometheus.NewDesc("outbox_plugin_up",
 			"1 while the channel plugin's process runs, 0 while it is down.", []string{"plugin"}, nil),
 		pluginRestarts: prometheus.NewDesc("outbox_plugin_restarts_total",
-			"Restarts of the channel plugin's process after a crash since central started.", []string{"plugin"}, nil),
+			"Restarts of the channel plugin's process after a crash since central started, those after it stopped answering included.", []string{"plugin"}, nil),
+		pluginHung: prometheus.NewDesc("outbox_plugin_stopped_answering_total",
+			"Processes of the channel plugin that stopped answering central's pings and were killed and restarted, since central started.", []string{"plugin"}, nil),
 	}, nil
 }
 
 // Describe implements prometheus.Collector.
 func (c *CentralCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append(append(c.global.all(), c.bySite.all()...), c.window, c.up, c.pluginUp, c.pluginRestarts) {
+	for _, d := range append(append(c.global.all(), c.bySite.all()...), c.window, c.up, c.pluginUp, c.pluginRestarts, c.pluginHung) {
 		ch <- d
 	}
 }
@@ -148,6 +154,7 @@ func (c *CentralCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.pluginUp, prometheus.GaugeValue, up, p.Type)
 			ch <- prometheus.MustNewConstMetric(c.pluginRestarts, prometheus.CounterValue, float64(p.Restarts), p.Type)
+			ch <- prometheus.MustNewConstMetric(c.pluginHung, prometheus.CounterValue, float64(p.StoppedAnswering), p.Type)
 		}
 	}
 

@@ -54,7 +54,7 @@ func TestCentralCollectorExportsKPIsAndPlugins(t *testing.T) {
 		},
 		Window: time.Hour,
 		Plugins: func() []PluginStatus {
-			return []PluginStatus{{Type: "email", Running: true, Restarts: 2}, {Type: "webhook", Running: false}}
+			return []PluginStatus{{Type: "email", Running: true, Restarts: 2, StoppedAnswering: 1}, {Type: "webhook", Running: false}}
 		},
 	}
 	// The pedantic registry checks that Collect matches Describe.
@@ -95,6 +95,9 @@ func TestCentralCollectorExportsKPIsAndPlugins(t *testing.T) {
 		"# TYPE outbox_plugin_restarts_total counter",
 		`outbox_plugin_restarts_total{plugin="email"} 2`,
 		`outbox_plugin_restarts_total{plugin="webhook"} 0`,
+		"# TYPE outbox_plugin_stopped_answering_total counter",
+		`outbox_plugin_stopped_answering_total{plugin="email"} 1`,
+		`outbox_plugin_stopped_answering_total{plugin="webhook"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)

@@ -204,7 +204,8 @@ func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost
 	plugins := func() []metrics.PluginStatus {
 		var out []metrics.PluginStatus
 		for _, s := range host.Status() {
-			out = append(out, metrics.PluginStatus{Type: s.Type, Running: s.Running, Restarts: s.Restarts})
+			out = append(out, metrics.PluginStatus{Type: s.Type, Running: s.Running, Restarts: s.Restarts,
+				StoppedAnswering: s.StoppedAnswering})
 		}
 		return out
 	}
