@@ -73,7 +73,7 @@ type CentralCollector struct {
 	log  *slog.Logger
 	kpis *kpiCache
 
-	global, bySite                       kpiDescs
+	global, bySite                                   kpiDescs
 	window, up, pluginUp, pluginRestarts, pluginHung *prometheus.Desc
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/pluginhost/proctest"
+
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
@@ -74,32 +76,6 @@ func hostHelper() int {
 	return 0
 }
 
-// alive reports whether process pid exists and is not a zombie (a killed
-// process whose parent has not reaped it yet is dead for this purpose).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	return ok && rest != "" && rest[0] != 'Z' && rest[0] != 'X'
-}
-
-// waitGone waits until process pid is gone, for at most 15 s, and returns how
-// long it took.
-func waitGone(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for alive(pid) {
-		if time.Since(start) > 15*time.Second {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("plugin process %d still runs 15 s after its host died", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestPluginDiesWithItsHost kills a host process with SIGKILL: its plugin,
 // one built without the SDK's Serve (no parent check of its own), must die
 // with it, by the parent-death signal the host asks the kernel for.
@@ -135,13 +111,13 @@ func TestPluginDiesWithItsHost(t *testing.T) {
 		t.Fatalf("host helper: %v", err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "plugin pid ")))
-	if err != nil || !alive(pid) {
+	if err != nil || !proctest.Alive(pid) {
 		t.Fatalf("host helper printed %q (%v)", line, err)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	took := waitGone(t, pid)
+	took := proctest.WaitGone(t, 15*time.Second, "its host died", pid)
 	t.Logf("the plugin (pid %d) was gone %s after its host was killed", pid, took)
 }
 
@@ -201,8 +177,8 @@ func TestPluginOutlivesTheThreadThatStartedTheHost(t *testing.T) {
 	if res := deliver(t, mustChannel(t, h, "test"), delivery(nil, "t")); res.Outcome != ports.OutcomeSuccess {
 		t.Fatalf("delivery after the starting thread ended: %+v", res)
 	}
-	if st := h.Status()[0]; !alive(pid) || st.PID != pid || st.Restarts != 0 {
-		t.Fatalf("the plugin died with the thread that started the host: status %+v, first pid %d alive %v", st, pid, alive(pid))
+	if st := h.Status()[0]; !proctest.Alive(pid) || st.PID != pid || st.Restarts != 0 {
+		t.Fatalf("the plugin died with the thread that started the host: status %+v, first pid %d alive %v", st, pid, proctest.Alive(pid))
 	}
 }
 
@@ -242,7 +218,7 @@ func TestHungPluginIsRestarted(t *testing.T) {
 	if st.Restarts != 1 || st.StoppedAnswering != 1 {
 		t.Errorf("status %+v, want one restart, for not answering", st)
 	}
-	if alive(pid) {
+	if proctest.Alive(pid) {
 		t.Errorf("the hung process %d still exists", pid)
 	}
 	for _, want := range []string{"channel plugin did not answer a ping", "channel plugin stopped answering: killing it",
@@ -315,7 +291,7 @@ func TestCloseEndsAFrozenPlugin(t *testing.T) {
 		<-closed
 		t.Fatal("Close still waited for a frozen plugin 30 s later")
 	}
-	if alive(pid) {
+	if proctest.Alive(pid) {
 		t.Fatalf("the frozen plugin %d outlived Close", pid)
 	}
 	t.Logf("Close ended a frozen plugin in %s", time.Since(start).Round(time.Millisecond))
@@ -355,7 +331,7 @@ func TestSIGTERMDrainsThePlugin(t *testing.T) {
 	if st.PID == pid || st.Restarts != 1 || st.StoppedAnswering != 0 {
 		t.Fatalf("status %+v, want a restart after the drained process exited (old pid %d)", st, pid)
 	}
-	if alive(pid) {
+	if proctest.Alive(pid) {
 		t.Fatalf("the drained process %d still runs", pid)
 	}
 }

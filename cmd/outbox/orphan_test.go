@@ -9,53 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/pluginhost/proctest"
+
 	"github.com/siteline/outbox/plugins/builtin"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
-
-// procStat returns the state and parent pid of process pid from
-// /proc/PID/stat; ok is false when the process does not exist.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-	_, rest, found := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !found || len(f) < 2 {
-		return 0, 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return f[0][0], ppid, err == nil
-}
-
-// alive reports whether process pid exists and is not a zombie (a process
-// killed whose parent has not reaped it yet is dead for this purpose).
-func alive(pid int) bool {
-	state, _, ok := procStat(pid)
-	return ok && state != 'Z' && state != 'X'
-}
-
-// childrenOf returns the live processes whose parent is pid.
-func childrenOf(t *testing.T, pid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if _, ppid, ok := procStat(child); ok && ppid == pid && alive(child) {
-			out = append(out, child)
-		}
-	}
-	return out
-}
 
 // TestCentralKilledLeavesNoPlugin kills central with SIGKILL: every plugin
 // process it ran must be gone within seconds (on Linux by the parent-death
@@ -67,7 +25,7 @@ func TestCentralKilledLeavesNoPlugin(t *testing.T) {
 	p := start(t, t.TempDir(), childEnv("OUTBOX_LOG_FORMAT=json", "OUTBOX_NODE_ID=e2e-orphan"), "central")
 	p.waitFor(t, `"msg":"central started"`, startTimeout)
 	central := p.cmd.Process.Pid
-	plugins := childrenOf(t, central)
+	plugins := proctest.Children(t, central)
 	if len(plugins) != len(builtin.Types()) {
 		t.Fatalf("central %d has children %v, want its %d built-in plugins", central, plugins, len(builtin.Types()))
 	}
@@ -99,31 +57,13 @@ func killCentral(t *testing.T, p *proc) (plugins int, took time.Duration) {
 	t.Helper()
 	var left []int
 	if runtime.GOOS == "linux" {
-		left = childrenOf(t, p.cmd.Process.Pid)
+		left = proctest.Children(t, p.cmd.Process.Pid)
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-p.exited
-	killed := time.Now()
-	plugins = len(left)
-	for len(left) > 0 {
-		if time.Since(killed) > pluginGrace {
-			for _, pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			t.Fatalf("plugin processes %v still run %s after central was killed", left, pluginGrace)
-		}
-		var still []int
-		for _, pid := range left {
-			if alive(pid) {
-				still = append(still, pid)
-			}
-		}
-		left = still
-		time.Sleep(10 * time.Millisecond)
-	}
-	return plugins, time.Since(killed)
+	return len(left), proctest.WaitGone(t, pluginGrace, "central was killed", left...)
 }
 
 // TestPluginServeStopsOnSIGTERM: `outbox plugin serve TYPE`, as central

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/pluginhost/proctest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -172,32 +174,6 @@ func playRole(role string) error {
 	}
 }
 
-// alive reports whether process pid exists and is no zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	return ok && rest != "" && rest[0] != 'Z' && rest[0] != 'X'
-}
-
-// parentOf returns the parent pid of process pid.
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ppid
-}
-
 // startRole starts this test binary in role and returns it and the pid it
 // printed on its "ready PID" line.
 func startRole(t *testing.T, role string, env ...string) (*exec.Cmd, int) {
@@ -221,25 +197,11 @@ func startRole(t *testing.T, role string, env ...string) (*exec.Cmd, int) {
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	pid, aerr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready ")))
-	if err != nil || aerr != nil || !alive(pid) {
+	if err != nil || aerr != nil || !proctest.Alive(pid) {
 		t.Fatalf("%s printed %q (%v, %v)", role, line, err, aerr)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	return cmd, pid
-}
-
-// waitGone waits until process pid is gone, for at most 15 s, and returns
-// how long it took.
-func waitGone(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for alive(pid) {
-		if time.Since(start) > 15*time.Second {
-			t.Fatalf("plugin process %d still runs 15 s after central died", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // TestServeExitsWhenItsParentDies kills the process that started a plugin
@@ -254,7 +216,7 @@ func TestServeExitsWhenItsParentDies(t *testing.T) {
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	took := waitGone(t, pid)
+	took := proctest.WaitGone(t, 15*time.Second, "central died", pid)
 	t.Logf("the plugin (pid %d) exited %s after its parent was killed", pid, took)
 }
 
@@ -267,13 +229,13 @@ func TestServeExitsWhenCentralDiesBehindAWrapper(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	central, pid := startRole(t, "central")
-	wrapper := parentOf(t, pid)
+	wrapper := proctest.Parent(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(wrapper, syscall.SIGKILL) })
 	if err := central.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	took := waitGone(t, pid)
-	if !alive(wrapper) {
+	took := proctest.WaitGone(t, 15*time.Second, "central died", pid)
+	if !proctest.Alive(wrapper) {
 		t.Fatalf("the wrapper %d died too: the test shows nothing", wrapper)
 	}
 	t.Logf("the plugin (pid %d) exited %s after central was killed; its parent, the wrapper %d, still runs", pid, took, wrapper)
