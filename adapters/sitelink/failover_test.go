@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/net/dns/dnsmessage"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/siteline/outbox/adapters/guard"
@@ -265,31 +267,35 @@ func TestFailoverCutsCallInFlight(t *testing.T) {
 	}
 }
 
-// TestFailoverOneNameSeveralAddresses: one host name whose addresses are
-// two centrals (localhost as 127.0.0.1 and ::1, same port) is both: the
-// client uses one, and the other when it dies.
+// TestFailoverOneNameSeveralAddresses: one host name whose DNS answer holds
+// two centrals (127.0.0.1 and 127.0.0.2, same port) is both: the client
+// uses one, and the other when it dies. The name is served by a DNS server
+// of the test's own, which the process's resolver asks; each central's
+// certificate names the host name only, so TLS is verified against the
+// name, not the address.
 func TestFailoverOneNameSeveralAddresses(t *testing.T) {
-	ips, err := net.LookupHost("localhost")
-	if err != nil || !slices.Contains(ips, "127.0.0.1") || !slices.Contains(ips, "::1") {
-		t.Skipf("localhost resolves to %v (%v), not to both 127.0.0.1 and ::1", ips, err)
-	}
+	const name = "central.outbox.test"
 	v4, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(v4.Addr().String())
-	v6, err := net.Listen("tcp", net.JoinHostPort("::1", port))
+	other, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", port))
 	if err != nil {
 		_ = v4.Close()
-		t.Skipf("listen on [::1]:%s: %v", port, err)
+		t.Fatalf("listen on 127.0.0.2:%s (Linux routes all of 127.0.0.0/8 to loopback): %v", port, err)
 	}
+	useDNS(t, map[string][]netip.Addr{name + ".": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}})
+
+	ca := newCA(t, "outbox test CA")
 	svc, store := newCore(t)
-	cfg := ServerConfig{Central: svc, Sites: tokenSites}
-	cs := []*central{startCentralOn(t, v4, cfg), startCentralOn(t, v6, cfg)}
-	c := dial(t, ClientConfig{Addr: net.JoinHostPort("localhost", port), Token: tokenA})
+	cfg := ServerConfig{Central: svc, Sites: testSites,
+		TLS: &tls.Config{Certificates: []tls.Certificate{ca.IssueFor(t, "central", name)}, ClientCAs: ca.Pool}}
+	cs := []*central{startCentralOn(t, v4, cfg), startCentralOn(t, other, cfg)}
+	c := dial(t, ClientConfig{Addr: net.JoinHostPort(name, port), TLS: ca.clientTLS(ca.clientCert(t, "site-c"))})
 	var sent []string
 	submit := func(ctx context.Context) error {
-		sub := centraltest.NewSubmission("site-a")
+		sub := centraltest.NewSubmission("site-c")
 		if _, err := c.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{sub}}); err != nil {
 			return err
 		}
@@ -304,7 +310,7 @@ func TestFailoverOneNameSeveralAddresses(t *testing.T) {
 		used = 1
 	}
 	cs[used].lis.kill()
-	took, failed := untilAnswered(t, "Submit after the central at one of localhost's addresses died", submit)
+	took, failed := untilAnswered(t, "Submit after the central at one of the name's addresses died", submit)
 	t.Logf("Submit moved from %s to %s in %s (%d calls failed first)", cs[used].addr, cs[1-used].addr, took.Round(time.Millisecond), failed)
 	if n := cs[1-used].spy.submits.Load(); n != 1 {
 		t.Errorf("the other address's central got %d Submits, want 1", n)
@@ -314,6 +320,72 @@ func TestFailoverOneNameSeveralAddresses(t *testing.T) {
 			t.Errorf("%s is not stored", id)
 		}
 	}
+}
+
+// useDNS makes the process's resolver ask a DNS server of the test's own,
+// on loopback, which answers A queries for the names of hosts with their
+// IPv4 addresses and every other query with no record, until the test
+// ends. The tests of this package do not run in parallel, so replacing
+// net.DefaultResolver is safe here.
+func useDNS(t *testing.T, hosts map[string][]netip.Addr) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return // closed at the end of the test
+			}
+			if answer, ok := dnsAnswer(buf[:n], hosts); ok {
+				_, _ = pc.WriteTo(answer, from)
+			}
+		}
+	}()
+	old := net.DefaultResolver
+	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", pc.LocalAddr().String())
+	}}
+	t.Cleanup(func() {
+		net.DefaultResolver = old
+		_ = pc.Close()
+		<-done
+	})
+}
+
+// dnsAnswer answers one DNS query from hosts; ok is false for a message
+// that is no query.
+func dnsAnswer(query []byte, hosts map[string][]netip.Addr) ([]byte, bool) {
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil || h.Response {
+		return nil, false
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil, false
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired})
+	b.EnableCompression()
+	if b.StartQuestions() != nil || b.Question(q) != nil || b.StartAnswers() != nil {
+		return nil, false
+	}
+	if q.Type == dnsmessage.TypeA {
+		for _, a := range hosts[strings.ToLower(q.Name.String())] {
+			rh := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60}
+			if b.AResource(rh, dnsmessage.AResource{A: a.As4()}) != nil {
+				return nil, false
+			}
+		}
+	}
+	out, err := b.Finish()
+	return out, err == nil
 }
 
 // TestFailoverUnreachableNamesEveryAddress: when no central answers, the
