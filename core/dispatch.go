@@ -144,6 +144,10 @@ func (s *Service) renewOwner(ctx context.Context) {
 // DispatchOnce claims one batch of due rows, delivers it and records the
 // outcomes, and returns how many rows it handled. The dispatcher of Run does
 // the same in a loop; tests call DispatchOnce to step through the lifecycle.
+// It must not run while Run does: the dispatcher then takes every lease of
+// this node that no batch of its own holds for an orphan (see renewOwner,
+// and Run's release of earlier runs' leases) and releases it, and the rows
+// of a DispatchOnce in flight would be claimed and delivered again.
 func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	owner := s.Owner()
 	rows, err := s.claim(ctx, owner)
