@@ -38,7 +38,9 @@ type faultStore struct {
 	failStatuses, lostClaim             int
 	// failRecordWhile, when set, makes a Record fail when it returns true.
 	failRecordWhile func() bool
-	calls           map[string]int
+	// failGetWhile, when set, makes a Get fail when it returns true.
+	failGetWhile func() bool
+	calls        map[string]int
 }
 
 func newFaultStore() *faultStore {
@@ -81,6 +83,17 @@ func (f *faultStore) Record(ctx context.Context, owner string, updates []ports.U
 		return nil, fmt.Errorf("record: commit: %w", errBlip)
 	}
 	return lost, err
+}
+
+func (f *faultStore) Get(ctx context.Context, id string) (ports.Notification, error) {
+	f.fault("Get", nil, nil)
+	f.mu.Lock()
+	while := f.failGetWhile
+	f.mu.Unlock()
+	if while != nil && while() {
+		return ports.Notification{}, fmt.Errorf("get: %w", errBlip)
+	}
+	return f.Store.Get(ctx, id)
 }
 
 func (f *faultStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
@@ -401,6 +414,44 @@ func TestRecordGivesUpWhenTheLeaseRunsOut(t *testing.T) {
 		t.Errorf("%d deliveries, want 2: the row is delivered again once its lease ran out", total)
 	}
 	if n, err := e.store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
+		t.Errorf("row: %+v, %v", n, err)
+	}
+}
+
+// TestTheReadBackGivesUpWithTheLease: after a Record whose answer was lost,
+// the rows the next try reports lost are read back; a store that fails
+// those reads stops the read-back when the batch's lease runs out, as it
+// stops the Record's own retries, instead of holding the batch (and the
+// node's sweep, which waits for it) for as long as the reads fail.
+func TestTheReadBackGivesUpWithTheLease(t *testing.T) {
+	e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute})
+	e.ch.clock, e.ch.advance = e.clock, 2*time.Minute-400*time.Millisecond
+	ids := e.submit(1)
+	var down atomic.Bool
+	down.Store(true)
+	e.store.mu.Lock()
+	e.store.lostRecord = 1
+	e.store.failGetWhile = down.Load
+	e.store.mu.Unlock()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := e.svc.DispatchOnce(context.Background())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		down.Store(false) // let the batch end
+		<-done
+		t.Fatalf("the batch was still reading back its rows %s after the 400 ms of lease left (%d Get calls)",
+			time.Since(start).Round(time.Millisecond), e.store.called("Get"))
+	}
+	t.Logf("read-back ended after %s, %d Get calls", time.Since(start).Round(time.Millisecond), e.store.called("Get"))
+	if n, err := e.store.Store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
 		t.Errorf("row: %+v, %v", n, err)
 	}
 }

@@ -144,6 +144,10 @@ func (s *Service) renewOwner(ctx context.Context) {
 // DispatchOnce claims one batch of due rows, delivers it and records the
 // outcomes, and returns how many rows it handled. The dispatcher of Run does
 // the same in a loop; tests call DispatchOnce to step through the lifecycle.
+// It must not run while Run does: the dispatcher then takes every lease of
+// this node that no batch of its own holds for an orphan (see renewOwner,
+// and Run's release of earlier runs' leases) and releases it, and the rows
+// of a DispatchOnce in flight would be claimed and delivered again.
 func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	owner := s.Owner()
 	rows, err := s.claim(ctx, owner)
@@ -358,7 +362,7 @@ func (s *Service) record(ctx context.Context, owner string, until time.Time, upd
 		return nil, false
 	}
 	if tries > 1 && len(ids) > 0 {
-		ids = s.recordedAfterAll(ctx, updates, ids)
+		ids = s.recordedAfterAll(ctx, until, updates, ids)
 	}
 	if len(ids) > 0 {
 		s.log.Warn("dispatch: lease lost before recording; another node owns these rows now (a likely cause: two running centrals share one node id, and the one that started later released this one's leases)",
@@ -375,8 +379,13 @@ func (s *Service) record(ctx context.Context, owner string, until time.Time, upd
 // exactly the update this node wrote: no lease, the update's status, retry
 // count, last attempt and last change (to the store's precision). A row that
 // shows it was written by an earlier try whose answer was lost. A row that
-// cannot be read stays lost.
-func (s *Service) recordedAfterAll(ctx context.Context, updates []ports.Update, lost []string) []string {
+// cannot be read stays lost. A failed read is tried again until until (the
+// batch's lease, as for the Record itself), and all the reads together take
+// at most recordTimeout: the batch, and the sweep that waits for it, must
+// not wait for as long as the database stays away.
+func (s *Service) recordedAfterAll(ctx context.Context, until time.Time, updates []ports.Update, lost []string) []string {
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
 	byID := make(map[string]*ports.Update, len(updates))
 	for i := range updates {
 		byID[updates[i].ID] = &updates[i]
@@ -385,7 +394,7 @@ func (s *Service) recordedAfterAll(ctx context.Context, updates []ports.Update, 
 	for _, id := range lost {
 		u := byID[id]
 		var row ports.Notification
-		_, err := retryBlip(ctx, s.log, time.Time{}, "dispatch: read back a recorded row",
+		_, err := retryBlip(ctx, s.log, until, "dispatch: read back a recorded row",
 			"its audit records of this attempt are not written", func(ctx context.Context) error {
 				tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 				defer cancel()
