@@ -332,11 +332,18 @@ func (s *Service) release(ctx context.Context, owner string, until time.Time, id
 // owner took first (lost), or ok false when it could not write them.
 //
 // A failed write is tried again, with backoff, until until (the batch's
-// lease): a database back within the lease costs no delivery twice. Each
-// try is bounded by recordTimeout; ctx (see graceContext) bounds the whole
-// at shutdown. When the store still fails at the end of the lease, record
-// gives up: the leases run out, another sweep claims the rows and delivers
-// them again, the accepted at-least-once cost.
+// lease) or for ClaimLease from now, whichever is later: a database back
+// within ClaimLease of the failure costs no delivery twice, however little
+// of the batch's lease was left when its deliveries ended (slow deliveries,
+// a batch that waited its turn). Writing after the lease ran out is still
+// right: Record is guarded by the owner, not by the lease's end, so it
+// applies while no other node has claimed the rows — and none can while
+// the database is away; a node that could (the database was away for this
+// node only) makes Record report the rows lost, and their delivery repeats,
+// which nothing could have prevented. Each try is bounded by recordTimeout;
+// ctx (see graceContext) bounds the whole at shutdown. When the store still
+// fails at the end, record gives up: the rows are claimed again once their
+// leases ran out and delivered again, the accepted at-least-once cost.
 //
 // A try that failed may have committed all the same (the database committed
 // and the connection died before the answer). Record then reports those
@@ -344,6 +351,8 @@ func (s *Service) release(ctx context.Context, owner string, until time.Time, id
 // tells them from rows another owner took, so that their audit records are
 // kept.
 func (s *Service) record(ctx context.Context, owner string, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
+	lease := until
+	until = later(until, time.Now().Add(s.cfg.ClaimLease))
 	var ids []string
 	tries, err := retryBlip(ctx, s.log, until, "dispatch: record outcomes",
 		"the leases run out and the rows are delivered again",
@@ -362,7 +371,7 @@ func (s *Service) record(ctx context.Context, owner string, until time.Time, upd
 		return nil, false
 	}
 	if tries > 1 && len(ids) > 0 {
-		ids = s.recordedAfterAll(ctx, until, updates, ids)
+		ids = s.recordedAfterAll(ctx, lease, updates, ids)
 	}
 	if len(ids) > 0 {
 		s.log.Warn("dispatch: lease lost before recording; another node owns these rows now (a likely cause: two running centrals share one node id, and the one that started later released this one's leases)",
@@ -380,7 +389,7 @@ func (s *Service) record(ctx context.Context, owner string, until time.Time, upd
 // count, last attempt and last change (to the store's precision). A row that
 // shows it was written by an earlier try whose answer was lost. A row that
 // cannot be read stays lost. A failed read is tried again until until (the
-// batch's lease, as for the Record itself), and all the reads together take
+// batch's lease: only audit records are at stake), and all the reads together take
 // at most recordTimeout: the batch, and the sweep that waits for it, must
 // not wait for as long as the database stays away.
 func (s *Service) recordedAfterAll(ctx context.Context, until time.Time, updates []ports.Update, lost []string) []string {
@@ -626,6 +635,14 @@ func (s *Service) channelPolicy(ctx context.Context, typ string) (ports.ChannelS
 		s.policies[typ] = c
 	}
 	return cs, c.policy, nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func earliest(a, b time.Time) time.Time {
