@@ -30,21 +30,45 @@ const refusedCode = codes.FailedPrecondition
 
 // gate counts the Deliver calls in flight and, once closed, refuses new ones.
 type gate struct {
-	mu       sync.Mutex
-	closed   bool
-	last     time.Time // when the last call ended; zero: none did
+	mu     sync.Mutex
+	closed bool
+	last   time.Time // when the last call ended; zero: none did
+	// until is the latest end of an admitted call's deliveries, by their
+	// own timeouts.
+	until    time.Time
 	inflight sync.WaitGroup
 }
 
-// enter admits a call, unless the gate is closed.
-func (g *gate) enter() bool {
+// enter admits a call whose deliveries all end by until (zero: some have no
+// timeout of their own), unless the gate is closed.
+func (g *gate) enter(until time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return false
 	}
+	if until.After(g.until) {
+		g.until = until
+	}
 	g.inflight.Add(1)
 	return true
+}
+
+// drainMargin is how long past the latest deadline of the deliveries in
+// flight a drain waits, for their results to be sent.
+const drainMargin = 2 * time.Second
+
+// drainFor is how long a drain started at now waits for the calls in
+// flight: until the latest of their deliveries' deadlines, plus a margin,
+// however long central's delivery timeout is, and at least fallback (which
+// is all a delivery without a deadline of its own gets).
+func (g *gate) drainFor(now time.Time, fallback time.Duration) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.until.IsZero() {
+		return fallback
+	}
+	return max(g.until.Sub(now)+drainMargin, fallback)
 }
 
 func (g *gate) leave() {
@@ -68,10 +92,12 @@ func (g *gate) close() {
 	g.mu.Unlock()
 }
 
-// drain closes the gate and waits up to timeout for the calls in flight to
-// end. It reports whether they all did.
+// drain closes the gate and waits for the calls in flight to end: until
+// their deliveries' deadlines have passed (see drainFor), and at least
+// timeout. It reports whether they all ended.
 func (g *gate) drain(timeout time.Duration) bool {
 	g.close()
+	timeout = g.drainFor(time.Now(), timeout)
 	done := make(chan struct{})
 	// Ends when the calls do; each delivery runs under its own timeout.
 	go func() {
@@ -86,6 +112,23 @@ func (g *gate) drain(timeout time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// deliveriesEnd is when every delivery of req has ended by its own timeout,
+// counted from now; zero when one has none.
+func deliveriesEnd(req *pb.DeliverRequest, now time.Time) time.Time {
+	var longest time.Duration
+	for _, d := range req.GetDeliveries() {
+		t := time.Duration(d.GetTimeoutMicros()) * time.Microsecond
+		if t <= 0 {
+			return time.Time{}
+		}
+		longest = max(longest, t)
+	}
+	if longest == 0 {
+		return time.Time{}
+	}
+	return now.Add(longest)
 }
 
 func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
@@ -107,7 +150,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 // refuses a call whole, before starting any of its deliveries.
 func (s *grpcServer) Deliver(req *pb.DeliverRequest, stream pb.Channel_DeliverServer) error {
 	if s.gate != nil {
-		if !s.gate.enter() {
+		if !s.gate.enter(deliveriesEnd(req, time.Now())) {
 			return status.Error(refusedCode, "channel plugin is stopping: no delivery of this call was started")
 		}
 		defer s.gate.leave()

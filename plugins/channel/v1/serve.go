@@ -19,10 +19,11 @@ import (
 // central reads and parses.
 var stderr = os.Stderr
 
-// drainTimeout bounds how long a plugin process told to stop (SIGTERM) waits
-// for the deliveries in flight. Each runs under its own timeout, which
-// central sets (delivery_timeout, 30 s by default); this bounds a channel
-// that ignores it.
+// drainTimeout is how long, at least, a plugin process told to stop
+// (SIGTERM) waits for the deliveries in flight. Each runs under its own
+// timeout, which central sets (delivery_timeout, 30 s by default); the drain
+// waits until the latest of them has passed (plus a margin), however long,
+// and drainTimeout for a delivery that came without one.
 const drainTimeout = 30 * time.Second
 
 // exitGrace is how long after its last delivery a drained plugin process

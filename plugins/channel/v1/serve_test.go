@@ -328,3 +328,37 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDrainWaitsForTheDeliveriesDeadlines: a plugin told to stop waits for
+// its deliveries in flight as long as their own timeouts (central's
+// delivery_timeout) allow, also when that is longer than drainTimeout, so
+// that a stop never cuts a delivery central still waits for.
+func TestDrainWaitsForTheDeliveriesDeadlines(t *testing.T) {
+	now := time.Now()
+	long := &pb.DeliverRequest{Deliveries: []*pb.Delivery{{TimeoutMicros: 10e6}, {TimeoutMicros: 90e6}}}
+	short := &pb.DeliverRequest{Deliveries: []*pb.Delivery{{TimeoutMicros: 5e6}}}
+	var g gate
+	if !g.enter(deliveriesEnd(short, now)) {
+		t.Fatal("a new gate refused a call")
+	}
+	if got := g.drainFor(now, drainTimeout); got != drainTimeout {
+		t.Errorf("drain with a 5 s delivery in flight waits %s, want the floor %s", got, drainTimeout)
+	}
+	if !g.enter(deliveriesEnd(long, now)) {
+		t.Fatal("a new gate refused a call")
+	}
+	if got, want := g.drainFor(now, drainTimeout), 90*time.Second+drainMargin; got != want {
+		t.Errorf("drain with a 90 s delivery in flight waits %s, want %s", got, want)
+	}
+	if !g.enter(deliveriesEnd(&pb.DeliverRequest{Deliveries: []*pb.Delivery{{}}}, now)) {
+		t.Fatal("a new gate refused a call")
+	}
+	if got, want := g.drainFor(now, drainTimeout), 90*time.Second+drainMargin; got != want {
+		t.Errorf("drain with a delivery without a timeout beside a 90 s one waits %s, want %s", got, want)
+	}
+	var other gate
+	other.enter(deliveriesEnd(&pb.DeliverRequest{Deliveries: []*pb.Delivery{{}}}, now))
+	if got := other.drainFor(now, drainTimeout); got != drainTimeout {
+		t.Errorf("drain with only a delivery without a timeout waits %s, want %s", got, drainTimeout)
+	}
+}
