@@ -110,8 +110,33 @@ var _ ports.Central = (*Client)(nil)
 const resolverScheme = "outbox-central"
 
 // serviceConfig makes the policy explicit: pick_first sends every call to
-// one connected address and moves on only when that connection fails.
-const serviceConfig = `{"loadBalancingConfig": [{"pick_first": {}}]}`
+// one connected address and moves on only when that connection fails. And
+// a call that fails UNAVAILABLE — its central died under it, or refused the
+// connection — is sent again by grpc, up to twice, after 100 ms and then
+// up to 400 ms, to whichever central answers then: both calls are
+// idempotent (Submit is insert-if-not-exists on the id, Status reads), so a
+// batch cut in flight reaches the next central at once instead of after the
+// forwarder's retry interval. Other codes (a refused credential, a quota,
+// an invalid batch) are never repeated here.
+const serviceConfig = `{
+	"loadBalancingConfig": [{"pick_first": {}}],
+	"methodConfig": [{
+		"name": [{"service": "outbox.link.v1.Central"}],
+		"retryPolicy": {
+			"maxAttempts": 3,
+			"initialBackoff": "0.1s",
+			"maxBackoff": "0.4s",
+			"backoffMultiplier": 2,
+			"retryableStatusCodes": ["UNAVAILABLE"]
+		}
+	}]
+}`
+
+// maxRetryBufferBytes is how much of a call grpc keeps to send it again
+// (see serviceConfig): a whole batch of the largest size a site forwards,
+// with room for its encoding. A larger call is not repeated by grpc; the
+// forwarder sends it again.
+const maxRetryBufferBytes = 16 << 20
 
 // Dial returns a Client of the centrals at cfg.Addr and cfg.Addrs. It
 // connects lazily: the first call opens a connection, and a lost
@@ -163,7 +188,8 @@ func Dial(cfg ClientConfig) (*Client, error) {
 	ka.PermitWithoutStream = true
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxClientRecvMsgBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxClientRecvMsgBytes),
+			grpc.MaxRetryRPCBufferSize(maxRetryBufferBytes)),
 		grpc.WithKeepaliveParams(ka),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
