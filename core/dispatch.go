@@ -353,15 +353,12 @@ func (s *Service) release(ctx context.Context, owner string, until time.Time, id
 func (s *Service) record(ctx context.Context, owner string, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
 	lease := until
 	until = later(until, time.Now().Add(s.cfg.ClaimLease))
-	var ids []string
-	tries, err := retryBlip(ctx, s.log, until, "dispatch: record outcomes",
+	ids, tries, err := retryValue(ctx, s.log, until, "dispatch: record outcomes",
 		"the leases run out and the rows are delivered again",
-		func(ctx context.Context) error {
+		func(ctx context.Context) ([]string, error) {
 			tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 			defer cancel()
-			var err error
-			ids, err = s.store.Record(tctx, owner, updates)
-			return err
+			return s.store.Record(tctx, owner, updates)
 		}, "rows", len(updates))
 	if err != nil {
 		if tries == 1 && unfixable(err) { // retryBlip said nothing
@@ -402,14 +399,11 @@ func (s *Service) recordedAfterAll(ctx context.Context, until time.Time, updates
 	var still []string
 	for _, id := range lost {
 		u := byID[id]
-		var row ports.Notification
-		_, err := retryBlip(ctx, s.log, until, "dispatch: read back a recorded row",
-			"its audit records of this attempt are not written", func(ctx context.Context) error {
+		row, _, err := retryValue(ctx, s.log, until, "dispatch: read back a recorded row",
+			"its audit records of this attempt are not written", func(ctx context.Context) (ports.Notification, error) {
 				tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 				defer cancel()
-				var err error
-				row, err = s.store.Get(tctx, id)
-				return err
+				return s.store.Get(tctx, id)
 			})
 		if err != nil || u == nil || !shows(row, *u) {
 			still = append(still, id)

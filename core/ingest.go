@@ -79,15 +79,12 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 	if len(rows) == 0 {
 		return res, nil
 	}
-	var inserted []string
-	tries, err := retryBlip(ctx, s.log, until, "ingest: store notifications",
-		"the site is told to send them again", func(ctx context.Context) error {
-			// Insert-if-not-exists: a try that stored the rows although
-			// it failed makes the next one insert nothing and the
-			// rows count as stored already (see keepOwn).
-			var err error
-			inserted, err = s.store.Insert(ctx, rows)
-			return err
+	// Insert-if-not-exists: a try that stored the rows although it failed
+	// makes the next one insert nothing and the rows count as stored
+	// already (see keepOwn).
+	inserted, tries, err := retryValue(ctx, s.log, until, "ingest: store notifications",
+		"the site is told to send them again", func(ctx context.Context) ([]string, error) {
+			return s.store.Insert(ctx, rows)
 		}, "notifications", len(rows))
 	if err != nil {
 		return ports.SubmitResult{}, fmt.Errorf("ingest %d notifications: %w", len(rows), err)
@@ -124,12 +121,9 @@ func (s *Service) keepOwn(ctx context.Context, until time.Time, site string, row
 			existing = append(existing, n.ID)
 		}
 	}
-	var own map[string]ports.Status
-	_, err := retryBlip(ctx, s.log, until, "ingest: look up ids already stored",
-		"the site is told to send the batch again", func(ctx context.Context) error {
-			var err error
-			own, err = s.store.Statuses(ctx, site, existing)
-			return err
+	own, _, err := retryValue(ctx, s.log, until, "ingest: look up ids already stored",
+		"the site is told to send the batch again", func(ctx context.Context) (map[string]ports.Status, error) {
+			return s.store.Statuses(ctx, site, existing)
 		}, "ids", len(existing))
 	if err != nil {
 		// Nothing is acknowledged: the site sends the batch again, and the
@@ -193,12 +187,9 @@ func (s *Service) listType(ctx context.Context, until time.Time, list string, ca
 	if t, ok := cache[list]; ok {
 		return t.typ, t.known, nil
 	}
-	var l ports.List
-	_, err := retryBlip(ctx, s.log, until, "ingest: resolve list type",
-		"the site is told to send the batch again", func(ctx context.Context) error {
-			var err error
-			l, err = s.directory.List(ctx, list)
-			return err
+	l, _, err := retryValue(ctx, s.log, until, "ingest: resolve list type",
+		"the site is told to send the batch again", func(ctx context.Context) (ports.List, error) {
+			return s.directory.List(ctx, list)
 		})
 	var t listTypeOf
 	switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -88,6 +87,18 @@ func retryBlip(ctx context.Context, log *slog.Logger, until time.Time, what, the
 	}
 }
 
+// retryValue is retryBlip for an op that returns a value: it returns the
+// value of the try that succeeded (the zero value when none did).
+func retryValue[T any](ctx context.Context, log *slog.Logger, until time.Time, what, then string,
+	op func(context.Context) (T, error), attrs ...any) (v T, tries int, err error) {
+	tries, err = retryBlip(ctx, log, until, what, then, func(ctx context.Context) error {
+		var err error
+		v, err = op(ctx)
+		return err
+	}, attrs...)
+	return v, tries, err
+}
+
 // unfixable reports whether err is one that trying the same call again
 // cannot fix: bad input, a missing row, a refused state, a refused caller.
 // Anything else (a dropped connection, a refused connection, a timeout, a
@@ -110,29 +121,21 @@ var errGraceOver = errors.New("the time allowed after shutdown began is over")
 // happened go on through a shutdown, but a dead database cannot hold the
 // shutdown up for longer than grace. The returned stop releases it.
 func graceContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	gctx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
-	cancel := func() { cancelCause(errGraceOver) }
-	var (
-		mu     sync.Mutex
-		timer  *time.Timer
-		closed bool
-	)
+	gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	// Runs in a goroutine of its own once ctx ends, and returns when the
+	// grace is over or gctx ends first (stop).
 	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !closed {
-			timer = time.AfterFunc(grace, cancel)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(errGraceOver)
+		case <-gctx.Done():
 		}
 	})
 	return gctx, func() {
 		stopAfter()
-		mu.Lock()
-		closed = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
+		cancel(errGraceOver)
 	}
 }
 

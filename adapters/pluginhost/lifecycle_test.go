@@ -1,7 +1,6 @@
 package pluginhost_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,14 +104,7 @@ func TestPluginDiesWithItsHost(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("host helper: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "plugin pid ")))
-	if err != nil || !proctest.Alive(pid) {
-		t.Fatalf("host helper printed %q (%v)", line, err)
-	}
+	pid := proctest.ReadPID(t, stdout, "plugin pid ")
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@
 package proctest
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -69,6 +71,20 @@ func Children(t testing.TB, pid int) []int {
 		}
 	}
 	return out
+}
+
+// ReadPID reads the first line a helper process printed on r, prefix and
+// then a process id, and returns that id once it names a live process; a
+// test that fails later kills it (SIGKILL) at its end.
+func ReadPID(t testing.TB, r io.Reader, prefix string) int {
+	t.Helper()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	pid, aerr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, prefix)))
+	if err != nil || aerr != nil || !Alive(pid) {
+		t.Fatalf("the helper printed %q (%v, %v), not %q and a live process id", line, err, aerr, prefix)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
 }
 
 // WaitGone waits until every process of pids is gone and returns how long

@@ -195,13 +195,7 @@ func startRole(t *testing.T, role string, env ...string) (*exec.Cmd, int) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	pid, aerr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready ")))
-	if err != nil || aerr != nil || !proctest.Alive(pid) {
-		t.Fatalf("%s printed %q (%v, %v)", role, line, err, aerr)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	return cmd, pid
+	return cmd, proctest.ReadPID(t, out, "ready ")
 }
 
 // TestServeExitsWhenItsParentDies kills the process that started a plugin
