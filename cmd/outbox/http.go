@@ -36,14 +36,14 @@ type HTTPConfig struct {
 	// travel in clear.
 	TLS TLSFiles `yaml:"tls"`
 	// SessionTTL is how long a login lasts. Default 12h.
-	SessionTTL Duration `yaml:"session_ttl"`
+	SessionTTL time.Duration `yaml:"session_ttl"`
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig `yaml:"admin"`
 	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
 	// makes for an account (a token of its own). Default 720h (30 days).
-	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
+	LoginTokenMaxTTL time.Duration `yaml:"login_token_max_ttl"`
 	// TrustedProxies are the reverse proxies in front of the page (IP
 	// addresses or CIDR ranges): from them, and only from them, the client
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
@@ -60,10 +60,10 @@ const maxLoginTokenTTL = 365 * 24 * time.Hour
 type LoginConfig struct {
 	// AddressMaxDelay caps the wait of an address after failed logins.
 	// Default 15m.
-	AddressMaxDelay Duration `yaml:"address_max_delay"`
+	AddressMaxDelay time.Duration `yaml:"address_max_delay"`
 	// AccountMaxDelay caps how long an address that failed for an account
 	// waits before it may try that account again. Default 1m.
-	AccountMaxDelay Duration `yaml:"account_max_delay"`
+	AccountMaxDelay time.Duration `yaml:"account_max_delay"`
 	// TrustedNetworks (IP addresses or CIDR ranges) are never held by an
 	// account's failures, only by their own address's.
 	TrustedNetworks []string `yaml:"trusted_networks"`
@@ -78,14 +78,14 @@ type AdminConfig struct {
 
 // defaultLoginConfig is the login throttle's defaults (core's).
 func defaultLoginConfig() LoginConfig {
-	return LoginConfig{AddressMaxDelay: Duration(core.DefaultAddressMaxDelay), AccountMaxDelay: Duration(core.DefaultAccountMaxDelay)}
+	return LoginConfig{AddressMaxDelay: time.Duration(core.DefaultAddressMaxDelay), AccountMaxDelay: time.Duration(core.DefaultAccountMaxDelay)}
 }
 
 func (c HTTPConfig) validate() rules {
 	var r rules
 	if c.Listen == "" {
 		if c.TLS.set() || c.Admin.Name != "" || len(c.TrustedProxies) > 0 || len(c.Login.TrustedNetworks) > 0 {
-			r.add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
+			r.Add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
 		}
 		return r
 	}
@@ -93,39 +93,39 @@ func (c HTTPConfig) validate() rules {
 	r = append(r, pr...)
 	_, pr = parsePrefixes("http.login.trusted_networks", c.Login.TrustedNetworks)
 	r = append(r, pr...)
-	if d := c.Login.AddressMaxDelay; d < Duration(time.Second) || d > Duration(24*time.Hour) {
-		r.add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
+	if d := c.Login.AddressMaxDelay; d < time.Duration(time.Second) || d > time.Duration(24*time.Hour) {
+		r.Add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
 	}
-	if d := c.Login.AccountMaxDelay; d < Duration(time.Second) || d > Duration(time.Hour) {
-		r.add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
+	if d := c.Login.AccountMaxDelay; d < time.Duration(time.Second) || d > time.Duration(time.Hour) {
+		r.Add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		r.add("http.listen", "%q is not host:port", c.Listen)
+		r.Add("http.listen", "%q is not host:port", c.Listen)
 	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
-		r.addRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
+		r.AddRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
 	}
 	if c.TLS.set() && c.TLS.CA != "" {
-		r.add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
+		r.Add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
 	}
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
-	if c.SessionTTL < Duration(time.Minute) {
-		r.add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
+	if c.SessionTTL < time.Duration(time.Minute) {
+		r.Add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
 	}
-	if c.LoginTokenMaxTTL < Duration(time.Minute) || c.LoginTokenMaxTTL > Duration(maxLoginTokenTTL) {
-		r.add("http.login_token_max_ttl", "must be between 1m and %s, got %s", Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
+	if c.LoginTokenMaxTTL < time.Duration(time.Minute) || c.LoginTokenMaxTTL > time.Duration(maxLoginTokenTTL) {
+		r.Add("http.login_token_max_ttl", "must be between 1m and %s, got %s", time.Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
 	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
-		r.add("http.admin.name", "required: http.admin.password is set")
+		r.Add("http.admin.name", "required: http.admin.password is set")
 	case c.Admin.Name != "" && c.Admin.Password == "":
-		r.add("http.admin.password", "required: a reference, env:NAME or file:/path")
+		r.Add("http.admin.password", "required: a reference, env:NAME or file:/path")
 	case c.Admin.Password != "" && !ports.IsSecretRef(c.Admin.Password):
-		r.add("http.admin.password", "must be a reference, env:NAME or file:/path, never the password itself")
+		r.Add("http.admin.password", "must be a reference, env:NAME or file:/path, never the password itself")
 	}
 	if n := c.Admin.Name; n != "" && strings.ContainsFunc(n, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r))
 	}) {
-		r.add("http.admin.name", "%q: only letters, digits and . _ - @", n)
+		r.Add("http.admin.name", "%q: only letters, digits and . _ - @", n)
 	}
 	return r
 }
@@ -138,9 +138,9 @@ func (m MetricsConfig) validateCentral(pageListen string) rules {
 		return r
 	}
 	if _, _, err := net.SplitHostPort(m.Listen); err != nil {
-		r.add("metrics.listen", "%q is not host:port", m.Listen)
+		r.Add("metrics.listen", "%q is not host:port", m.Listen)
 	} else if m.Listen == pageListen {
-		r.addRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
+		r.AddRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
 	}
 	return r
 }
@@ -161,7 +161,7 @@ func parsePrefixes(key string, list []string) ([]netip.Prefix, rules) {
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
-		r.add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
+		r.Add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
 	}
 	return out, r
 }

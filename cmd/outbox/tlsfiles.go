@@ -31,17 +31,17 @@ func (t TLSFiles) validate(key string, needCert bool) rules {
 		return r
 	}
 	if (t.Cert == "") != (t.Key == "") {
-		r.add(key, "cert and key go together: give both or neither")
+		r.Add(key, "cert and key go together: give both or neither")
 	}
 	if needCert && t.Cert == "" {
-		r.add(key+".cert", "required: this side presents a certificate")
+		r.Add(key+".cert", "required: this side presents a certificate")
 	}
 	for name, path := range map[string]string{"cert": t.Cert, "key": t.Key, "ca": t.CA} {
 		if path == "" {
 			continue
 		}
 		if _, err := os.Stat(path); err != nil {
-			r.add(key+"."+name, "%v", err)
+			r.Add(key+"."+name, "%v", err)
 		}
 	}
 	return r
