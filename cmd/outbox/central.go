@@ -13,7 +13,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -390,7 +389,7 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
 		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup,
-		PingInterval: time.Duration(cfg.Plugins.PingInterval), PingTimeout: time.Duration(cfg.Plugins.PingTimeout),
+		PingInterval: cfg.Plugins.PingInterval, PingTimeout: cfg.Plugins.PingTimeout,
 		PingFailures: cfg.Plugins.PingFailures})
 	if err != nil {
 		return nil, err
@@ -475,8 +474,8 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log,
 		Limits: guard.GRPCLimits{
 			MaxRecvMsgBytes:  cfg.MaxMessageBytes,
-			HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
-			IdleTimeout:      time.Duration(cfg.IdleTimeout),
+			HandshakeTimeout: cfg.HandshakeTimeout,
+			IdleTimeout:      cfg.IdleTimeout,
 		},
 		Conns: guard.ConnLimits{PerAddress: cfg.Connections.PerAddress, Total: cfg.Connections.Total},
 		Quota: sitelink.Quota{RowsPerSecond: float64(cfg.Quota.RowsPerSecond),

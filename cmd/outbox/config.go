@@ -66,33 +66,33 @@ type Config struct {
 // notifications to and ask statuses of.
 type LinkConfig struct {
 	// Listen is the address to serve on (host:port); empty serves no link.
-	Listen string `yaml:"listen"`
+	Listen string
 	// TLS: Cert and Key are central's certificate; CA, when set, verifies
 	// site client certificates, whose CN is the site id. Required unless
 	// Listen is a loopback address.
-	TLS TLSFiles `yaml:"tls"`
+	TLS TLSFiles
 	// Sites are the sites allowed to submit.
-	Sites []LinkSiteConfig `yaml:"sites"`
+	Sites []LinkSiteConfig
 	// MaxMessageBytes bounds one request; a larger one is refused before it
 	// is read. Default sitelink.DefaultMaxRecvMsgBytes (6 MiB), which a
 	// site's largest batch (4 MiB of subjects and bodies) fits.
-	MaxMessageBytes int `yaml:"max_message_bytes"`
+	MaxMessageBytes int
 	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface; IdleTimeout closes a connection without calls for that long.
-	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
-	IdleTimeout      time.Duration `yaml:"idle_timeout"`
+	HandshakeTimeout time.Duration
+	IdleTimeout      time.Duration
 	// Connections bounds the connections open at once.
-	Connections LinkConnectionsConfig `yaml:"connections"`
+	Connections LinkConnectionsConfig
 	// Quota is each site's ingest quota.
-	Quota LinkQuotaConfig `yaml:"quota"`
+	Quota LinkQuotaConfig
 }
 
 // defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
 func defaultLinkConfig() LinkConfig {
 	return LinkConfig{
 		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
-		HandshakeTimeout: time.Duration(guard.DefaultHandshakeTimeout),
-		IdleTimeout:      time.Duration(guard.DefaultIdleTimeout),
+		HandshakeTimeout: guard.DefaultHandshakeTimeout,
+		IdleTimeout:      guard.DefaultIdleTimeout,
 		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
 		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
 			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
@@ -103,9 +103,9 @@ func defaultLinkConfig() LinkConfig {
 // bound a new connection is closed at once.
 type LinkConnectionsConfig struct {
 	// PerAddress is the most from one client address (IP).
-	PerAddress int `yaml:"per_address"`
+	PerAddress int
 	// Total is the most in all.
-	Total int `yaml:"total"`
+	Total int
 }
 
 // LinkQuotaConfig is the ingest quota of each site: past it a Submit is
@@ -114,13 +114,14 @@ type LinkConnectionsConfig struct {
 type LinkQuotaConfig struct {
 	// RowsPerSecond is the notifications (and status ids) a site may send
 	// per second on average, with bursts of two seconds' worth.
-	RowsPerSecond int `yaml:"rows_per_second"`
+	RowsPerSecond int
 	// BytesPerSecond is the request bytes a site may send per second on
 	// average, with bursts of two seconds' worth.
-	BytesPerSecond int `yaml:"bytes_per_second"`
+	BytesPerSecond int
 }
 
-// LinkSiteConfig is one site allowed on the link.
+// LinkSiteConfig is one site allowed on the link: an entry of the record
+// setting link.sites, whose keys are its yaml tags.
 type LinkSiteConfig struct {
 	// ID is the site id; rows it submits must carry it as source site.
 	ID string `yaml:"id"`
@@ -221,12 +222,12 @@ func (c LinkConfig) validateBounds(o core.Config) rules {
 type SMTPCaptureConfig struct {
 	// Addr is the loopback address to listen on (127.0.0.1:2525); empty
 	// runs no capture server.
-	Addr string `yaml:"addr"`
+	Addr string
 	// Dir, when set, receives every captured message as a .eml file.
-	Dir string `yaml:"dir"`
+	Dir string
 	// Reject lists recipients refused with 550 (an address, or @domain), to
 	// try a permanent failure.
-	Reject []string `yaml:"reject"`
+	Reject []string
 }
 
 func (c SMTPCaptureConfig) validate() rules {
@@ -254,7 +255,7 @@ func (c SMTPCaptureConfig) validate() rules {
 // DeliveryConfig configures how the channel plugins reach receivers.
 type DeliveryConfig struct {
 	// Network is the delivery network policy.
-	Network NetworkConfig `yaml:"network"`
+	Network NetworkConfig
 }
 
 // NetworkConfig is the delivery network policy: which IP addresses the
@@ -268,9 +269,9 @@ type DeliveryConfig struct {
 // most specific rule wins, deny on a tie.
 type NetworkConfig struct {
 	// Allow lists IP addresses and CIDR prefixes the channels may reach.
-	Allow []string `yaml:"allow"`
+	Allow []string
 	// Deny lists IP addresses and CIDR prefixes they may not.
-	Deny []string `yaml:"deny"`
+	Deny []string
 }
 
 func (c DeliveryConfig) validate() rules {
@@ -301,20 +302,22 @@ func (c DeliveryConfig) NetworkPolicy() (*channel.NetworkPolicy, error) {
 // LogConfig configures the logs written to standard error.
 type LogConfig struct {
 	// Level is debug, info (default), warn or error.
-	Level string `yaml:"level"`
+	Level string
 	// Format is auto (default: colored text on a terminal, JSON otherwise),
 	// text or json.
-	Format string `yaml:"format"`
+	Format string
 }
 
-// ListConfig is one notification list (ports.List).
+// ListConfig is one notification list (ports.List): an entry of the record
+// setting lists, whose keys are its yaml tags.
 type ListConfig struct {
 	Name    string   `yaml:"name"`
 	Type    string   `yaml:"type"`
 	Targets []string `yaml:"targets"`
 }
 
-// ChannelConfig is the settings of one channel type (ports.ChannelSettings).
+// ChannelConfig is the settings of one channel type (ports.ChannelSettings):
+// an entry of the record setting channels, whose keys are its yaml tags.
 type ChannelConfig struct {
 	Type string `yaml:"type"`
 	// Settings are channel specific; secret values are references
@@ -474,8 +477,8 @@ func (c Config) Directory() (*memdir.Directory, error) {
 			Retry: ports.RetrySettings{
 				Backoff:     ports.Backoff(ch.Retry.Backoff),
 				MaxRetries:  ch.Retry.MaxRetries,
-				Interval:    time.Duration(ch.Retry.Interval),
-				MaxInterval: time.Duration(ch.Retry.MaxInterval),
+				Interval:    ch.Retry.Interval,
+				MaxInterval: ch.Retry.MaxInterval,
 			},
 			RateLimit: ch.RateLimit,
 		}

@@ -869,3 +869,36 @@ func structKeys(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// TestSettingsDeclarations: keys, variables and flags are each declared
+// once per command, and only single values (or lists of strings) come from
+// the environment and flags.
+func TestSettingsDeclarations(t *testing.T) {
+	check := func(name string, keys, envs, flags []string, scalar []bool) {
+		for _, list := range [][]string{keys, envs, flags} {
+			seen := map[string]bool{}
+			for _, v := range list {
+				if v != "" && seen[v] {
+					t.Errorf("%s: %s declared twice", name, v)
+				}
+				seen[v] = true
+			}
+		}
+		for i := range keys {
+			if (envs[i] != "" || flags[i] != "") && !scalar[i] {
+				t.Errorf("%s: %s is a record, set in the file only, yet has a variable or a flag", name, keys[i])
+			}
+		}
+	}
+	var keys, envs, flags []string
+	var scalar []bool
+	for _, s := range centralSettings {
+		keys, envs, flags, scalar = append(keys, s.Key), append(envs, s.Env), append(flags, s.Flag), append(scalar, s.Scalar())
+	}
+	check("central", keys, envs, flags, scalar)
+	keys, envs, flags, scalar = nil, nil, nil, nil
+	for _, s := range siteSettings {
+		keys, envs, flags, scalar = append(keys, s.Key), append(envs, s.Env), append(flags, s.Flag), append(scalar, s.Scalar())
+	}
+	check("site", keys, envs, flags, scalar)
+}

@@ -340,7 +340,7 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 	cfg.Channels = []ChannelConfig{{
 		Type:     "email",
 		Settings: map[string]string{"host": smtpHost, "port": smtpPort, "tls": "none", "from": "outbox-dev@example.com"},
-		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: time.Duration(10 * time.Second)},
+		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: 10 * time.Second},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
 	// Everything here is on loopback, the capture and any demo receiver.

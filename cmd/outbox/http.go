@@ -30,27 +30,27 @@ import (
 // API, and the unauthenticated /metrics, /healthz and /readyz.
 type HTTPConfig struct {
 	// Listen is the address to serve on (host:port); empty serves nothing.
-	Listen string `yaml:"listen"`
+	Listen string
 	// TLS: Cert and Key are the server's certificate. Required unless
 	// Listen is a loopback address: passwords and session cookies must not
 	// travel in clear.
-	TLS TLSFiles `yaml:"tls"`
+	TLS TLSFiles
 	// SessionTTL is how long a login lasts. Default 12h.
-	SessionTTL time.Duration `yaml:"session_ttl"`
+	SessionTTL time.Duration
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
-	Admin AdminConfig `yaml:"admin"`
+	Admin AdminConfig
 	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
 	// makes for an account (a token of its own). Default 720h (30 days).
-	LoginTokenMaxTTL time.Duration `yaml:"login_token_max_ttl"`
+	LoginTokenMaxTTL time.Duration
 	// TrustedProxies are the reverse proxies in front of the page (IP
 	// addresses or CIDR ranges): from them, and only from them, the client
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
 	// would all share the proxy's address in the login throttle.
-	TrustedProxies []string `yaml:"trusted_proxies"`
+	TrustedProxies []string
 	// Login bounds password guessing (core.LoginThrottle).
-	Login LoginConfig `yaml:"login"`
+	Login LoginConfig
 }
 
 // maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
@@ -60,25 +60,25 @@ const maxLoginTokenTTL = 365 * 24 * time.Hour
 type LoginConfig struct {
 	// AddressMaxDelay caps the wait of an address after failed logins.
 	// Default 15m.
-	AddressMaxDelay time.Duration `yaml:"address_max_delay"`
+	AddressMaxDelay time.Duration
 	// AccountMaxDelay caps how long an address that failed for an account
 	// waits before it may try that account again. Default 1m.
-	AccountMaxDelay time.Duration `yaml:"account_max_delay"`
+	AccountMaxDelay time.Duration
 	// TrustedNetworks (IP addresses or CIDR ranges) are never held by an
 	// account's failures, only by their own address's.
-	TrustedNetworks []string `yaml:"trusted_networks"`
+	TrustedNetworks []string
 }
 
 // AdminConfig names an admin account central ensures at start.
 type AdminConfig struct {
-	Name string `yaml:"name"`
+	Name string
 	// Password is a reference, env:NAME or file:/path, never the password.
-	Password string `yaml:"password"`
+	Password string
 }
 
 // defaultLoginConfig is the login throttle's defaults (core's).
 func defaultLoginConfig() LoginConfig {
-	return LoginConfig{AddressMaxDelay: time.Duration(core.DefaultAddressMaxDelay), AccountMaxDelay: time.Duration(core.DefaultAccountMaxDelay)}
+	return LoginConfig{AddressMaxDelay: core.DefaultAddressMaxDelay, AccountMaxDelay: core.DefaultAccountMaxDelay}
 }
 
 func (c HTTPConfig) validate() rules {
@@ -93,10 +93,10 @@ func (c HTTPConfig) validate() rules {
 	r = append(r, pr...)
 	_, pr = parsePrefixes("http.login.trusted_networks", c.Login.TrustedNetworks)
 	r = append(r, pr...)
-	if d := c.Login.AddressMaxDelay; d < time.Duration(time.Second) || d > time.Duration(24*time.Hour) {
+	if d := c.Login.AddressMaxDelay; d < time.Second || d > 24*time.Hour {
 		r.Add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
 	}
-	if d := c.Login.AccountMaxDelay; d < time.Duration(time.Second) || d > time.Duration(time.Hour) {
+	if d := c.Login.AccountMaxDelay; d < time.Second || d > time.Hour {
 		r.Add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -108,11 +108,11 @@ func (c HTTPConfig) validate() rules {
 		r.Add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
 	}
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
-	if c.SessionTTL < time.Duration(time.Minute) {
+	if c.SessionTTL < time.Minute {
 		r.Add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
 	}
-	if c.LoginTokenMaxTTL < time.Duration(time.Minute) || c.LoginTokenMaxTTL > time.Duration(maxLoginTokenTTL) {
-		r.Add("http.login_token_max_ttl", "must be between 1m and %s, got %s", time.Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
+	if c.LoginTokenMaxTTL < time.Minute || c.LoginTokenMaxTTL > maxLoginTokenTTL {
+		r.Add("http.login_token_max_ttl", "must be between 1m and %s, got %s", maxLoginTokenTTL, c.LoginTokenMaxTTL)
 	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
@@ -284,11 +284,11 @@ func serve(ctx context.Context, hs *http.Server, lis net.Listener, what string, 
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
 	trusted, _ := parsePrefixes("http.login.trusted_networks", cfg.Login.TrustedNetworks)
 	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{
-		SessionTTL:     time.Duration(cfg.SessionTTL),
-		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL),
+		SessionTTL:     cfg.SessionTTL,
+		MaxOwnTokenTTL: cfg.LoginTokenMaxTTL,
 		Throttle: core.LoginThrottle{
-			AddressMaxDelay: time.Duration(cfg.Login.AddressMaxDelay),
-			AccountMaxDelay: time.Duration(cfg.Login.AccountMaxDelay),
+			AddressMaxDelay: cfg.Login.AddressMaxDelay,
+			AccountMaxDelay: cfg.Login.AccountMaxDelay,
 			TrustedNetworks: trusted,
 		},
 	}, logger.With("component", "operators"))

@@ -23,43 +23,44 @@ import (
 type PluginsConfig struct {
 	// Builtin lists the built-in channels to run; empty means all of them
 	// (email, slack, teams, webhook). "none" runs none.
-	Builtin []string `yaml:"builtin"`
+	Builtin []string
 	// Dir, when set, holds third-party plugin binaries: every executable
 	// file in it is run as the plugin of the channel type named like the
 	// file (a file jsonpost delivers lists of type jsonpost).
-	Dir string `yaml:"dir"`
+	Dir string
 	// External lists third-party plugins. An entry without a command names
 	// a plugin of Dir, to pin its checksum or bound its concurrency.
-	External []ExternalPlugin `yaml:"external"`
+	External []ExternalPlugin
 	// MaxConcurrency bounds the deliveries in flight through each plugin
 	// unless its entry says otherwise. Default 64.
-	MaxConcurrency int `yaml:"max_concurrency"`
+	MaxConcurrency int
 	// SocketGroup, when set, is the group every plugin gives the Unix
 	// socket central connects to (group-writable), so that a plugin run as
 	// another user through a wrapper (an external command such as sudo or
 	// setpriv) stays reachable. Central's user and the plugin's must be
 	// members.
-	SocketGroup string `yaml:"socket_group"`
+	SocketGroup string
 	// PingInterval is how often central pings each plugin process,
 	// PingTimeout how long it waits for the answer, and PingFailures how
 	// many pings in a row may go unanswered before central kills the
 	// process as hung and restarts it. Defaults 5 s, 5 s, 3.
-	PingInterval time.Duration `yaml:"ping_interval"`
-	PingTimeout  time.Duration `yaml:"ping_timeout"`
-	PingFailures int           `yaml:"ping_failures"`
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	PingFailures int
 }
 
 // defaultPluginsConfig is the plugins' defaults: every built-in, the host's
 // pings.
 func defaultPluginsConfig() PluginsConfig {
 	return PluginsConfig{
-		PingInterval: time.Duration(pluginhost.DefaultPingInterval),
-		PingTimeout:  time.Duration(pluginhost.DefaultPingTimeout),
+		PingInterval: pluginhost.DefaultPingInterval,
+		PingTimeout:  pluginhost.DefaultPingTimeout,
 		PingFailures: pluginhost.DefaultPingFailures,
 	}
 }
 
-// ExternalPlugin is one third-party channel plugin.
+// ExternalPlugin is one third-party channel plugin: an entry of the record
+// setting plugins.external, whose keys are its yaml tags.
 type ExternalPlugin struct {
 	// Type is the channel type it delivers.
 	Type string `yaml:"type"`

@@ -24,11 +24,11 @@ type SecretsConfig struct {
 	// Dirs are the directories a file: reference may read, each with
 	// everything below it (relative ones against the configuration file's
 	// directory). None: no file: reference in the directory resolves.
-	Dirs []string `yaml:"dirs"`
+	Dirs []string
 	// EnvPrefix is the prefix of the environment variables an env:
 	// reference may read. Default OUTBOX_SECRET_. It must not match any
 	// variable outbox reads for its own settings (OUTBOX_STORE_DSN, ...).
-	EnvPrefix string `yaml:"env_prefix"`
+	EnvPrefix string
 }
 
 // ownEnv lists the variables outbox reads for itself besides its settings

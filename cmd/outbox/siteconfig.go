@@ -428,8 +428,8 @@ func (c SiteConfig) apiLimits() siteapi.Limits {
 		GRPC: guard.GRPCLimits{
 			MaxRecvMsgBytes:      size,
 			MaxConcurrentStreams: uint32(l.MaxStreams),
-			HandshakeTimeout:     time.Duration(l.HandshakeTimeout),
-			IdleTimeout:          time.Duration(l.IdleTimeout),
+			HandshakeTimeout:     l.HandshakeTimeout,
+			IdleTimeout:          l.IdleTimeout,
 		},
 	}
 }
