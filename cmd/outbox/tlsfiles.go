@@ -8,10 +8,10 @@ import (
 )
 
 // TLSFiles names the PEM files of one TLS endpoint, a record setting
-// (link.tls, http.tls, raft.tls, ...) whose keys are its yaml tags. Cert and Key are this
-// side's certificate and private key; CA holds the certificates that sign
-// the other side's (a server checks client certificates against it, a
-// client the server's).
+// (link.tls, http.tls, raft.tls, ...) whose keys are its yaml tags. Cert and
+// Key are this side's certificate and private key; CA holds the
+// certificates that sign the other side's (a server checks client
+// certificates against it, a client the server's).
 type TLSFiles struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
