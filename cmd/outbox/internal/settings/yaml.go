@@ -3,6 +3,7 @@ package settings
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +45,13 @@ func (r *reader[C]) walk(n *yaml.Node, key string, c *C) {
 		r.bad(key, n, "want a mapping of settings, got a %s", kindName(n))
 		return
 	}
-	known := r.children[key]
+	r.mapping(n, key, r.children[key], func(child string, v *yaml.Node) { r.walk(v, child, c) })
+}
+
+// mapping visits the keys of the mapping n, the value of key, refusing a
+// key not among known and a key given twice, and recording each key's
+// line.
+func (r *reader[C]) mapping(n *yaml.Node, key string, known []string, visit func(child string, v *yaml.Node)) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -52,7 +59,7 @@ func (r *reader[C]) walk(n *yaml.Node, key string, c *C) {
 		if key != "" {
 			child = key + "." + k.Value
 		}
-		if !containsString(known, k.Value) {
+		if !slices.Contains(known, k.Value) {
 			where := "at the top level"
 			if key != "" {
 				where = "in " + key
@@ -68,7 +75,7 @@ func (r *reader[C]) walk(n *yaml.Node, key string, c *C) {
 		}
 		seen[k.Value] = k.Line
 		r.sources[child] = r.at(k)
-		r.walk(v, child, c)
+		visit(child, v)
 	}
 }
 
@@ -168,25 +175,9 @@ func (r *reader[C]) record(n *yaml.Node, t reflect.Type, key string) {
 			fields[name] = f.Type
 			names = append(names, name)
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			child := key + "." + k.Value
-			ft, ok := fields[k.Value]
-			if !ok {
-				r.errs = append(r.errs, &SettingError{Key: child,
-					Msg:    fmt.Sprintf("unknown setting %q in %s (known: %s)", k.Value, key, strings.Join(names, ", ")),
-					Source: r.at(k)})
-				continue
-			}
-			if line, dup := seen[k.Value]; dup {
-				r.bad(child, k, "set twice (also on line %d)", line)
-				continue
-			}
-			seen[k.Value] = k.Line
-			r.sources[child] = r.at(k)
-			r.record(v, ft, child)
-		}
+		r.mapping(n, key, names, func(child string, v *yaml.Node) {
+			r.record(v, fields[child[len(key)+1:]], child)
+		})
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			r.bad(key, n, "want a list, got a %s", kindName(n))
@@ -228,13 +219,4 @@ func kindName(n *yaml.Node) string {
 	default:
 		return "value"
 	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
