@@ -276,7 +276,7 @@ func (c DeliveryConfig) validate() rules {
 	}{{"delivery.network.allow", c.Network.Allow}, {"delivery.network.deny", c.Network.Deny}} {
 		for i, e := range l.entries {
 			if _, err := channel.ParseNetworkPrefix(e); err != nil {
-				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimPrefix(err.Error(), channel.ErrInvalidNetworkPolicy.Error()+": "))
+				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimSuffix(err.Error(), ": "+channel.ErrInvalidNetworkPolicy.Error()))
 			}
 		}
 	}

@@ -68,7 +68,7 @@ const (
 // them itself.
 func Serve(ch Channel) {
 	if err := harden.Undumpable(); err != nil {
-		Logger().Warn("cannot make the plugin process unreadable to other processes of its user", "error", err.Error())
+		Logger().Warn("cannot make the plugin process unreadable to other processes of its user", "err", err.Error())
 	}
 	parent := newParentGone(stderr)
 	g := &gate{}
