@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )

@@ -20,8 +20,8 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"golang.org/x/time/rate"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )

@@ -27,7 +27,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 	"github.com/siteline/outbox/adapters/raftbuffer/internal/pb"
 	"github.com/siteline/outbox/ports"
 )

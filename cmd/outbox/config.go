@@ -13,9 +13,9 @@ import (
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
-	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/core"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 )
 
 // logTo returns a LineWriter logging JSON without times into buf, its

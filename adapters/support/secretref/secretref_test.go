@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/ports"
 )
 
