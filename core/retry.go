@@ -16,7 +16,7 @@ type RetryPolicy interface {
 	Next(failures int) (delay time.Duration, ok bool)
 }
 
-// Fallbacks for non-positive retry settings, as in the source design.
+// Fallbacks for non-positive retry settings: ten retries a minute apart.
 const (
 	FallbackMaxRetries = 10
 	FallbackInterval   = time.Minute
