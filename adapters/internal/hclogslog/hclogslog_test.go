@@ -2,6 +2,7 @@ package hclogslog
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -32,5 +33,34 @@ func TestRelevelFollowsWithAndNamed(t *testing.T) {
 	}
 	if strings.Contains(out, "too chatty") {
 		t.Errorf("a Trace line passed a Debug handler:\n%s", out)
+	}
+}
+
+// TestValuesHclogFormatsItself: the values hclog formats itself reach the
+// slog line as the text hclog would write (raft logs its configuration as
+// hclog.Fmt("%+v", servers)), not as the Go value of hclog's wrapper type;
+// a key that is not a string and a value without a key are kept readable.
+func TestValuesHclogFormatsItself(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, nil))
+	type server struct{ ID, Address string }
+	h := New(l).With("peer", hclog.Fmt("%s@%s", "b", "10.0.0.2"))
+	h.Info("configuration",
+		"servers", hclog.Fmt("%+v", []server{{"a", "10.0.0.1:7000"}}),
+		"flags", hclog.Hex(255), "mode", hclog.Octal(8), "mask", hclog.Binary(5),
+		"quoted", hclog.Quote("x y"), 7, "seven", "stray")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	want := map[string]string{
+		"servers": "[{ID:a Address:10.0.0.1:7000}]", "peer": "b@10.0.0.2",
+		"flags": "0xff", "mode": "010", "mask": "0b101", "quoted": "x y",
+		"7": "seven", hclog.MissingKey: "stray",
+	}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("%s = %#v, want %q\n%s", k, line[k], v, buf.String())
+		}
 	}
 }
