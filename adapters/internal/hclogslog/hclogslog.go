@@ -14,6 +14,7 @@ import (
 	"log"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -76,8 +77,8 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 }
 
 // attrs turns hclog's key/value arguments into slog's: the values hclog
-// formats itself (hclog.Fmt, Hex, Octal, Binary, Quote) become the text hclog
-// would write, a key that is not a string is printed, and a value without a
+// formats itself (hclog.Fmt, Hex, Octal, Binary, Quote) and durations become
+// the text hclog would write, a key that is not a string is printed, and a value without a
 // key gets hclog's key for it instead of slog's !BADKEY.
 func attrs(args []any) []any {
 	if len(args) == 0 {
@@ -120,6 +121,9 @@ func value(v any) any {
 		return string(v)
 	case hclog.CapturedStacktrace:
 		return string(v)
+	case time.Duration:
+		// As hclog's text writes it; slog's JSON would write nanoseconds.
+		return v.String()
 	}
 	return v
 }

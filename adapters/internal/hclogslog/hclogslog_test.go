@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -48,14 +49,14 @@ func TestValuesHclogFormatsItself(t *testing.T) {
 	h.Info("configuration",
 		"servers", hclog.Fmt("%+v", []server{{"a", "10.0.0.1:7000"}}),
 		"flags", hclog.Hex(255), "mode", hclog.Octal(8), "mask", hclog.Binary(5),
-		"quoted", hclog.Quote("x y"), 7, "seven", "stray")
+		"quoted", hclog.Quote("x y"), "took", 1500*time.Millisecond, 7, "seven", "stray")
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatalf("%v: %s", err, buf.String())
 	}
 	want := map[string]string{
 		"servers": "[{ID:a Address:10.0.0.1:7000}]", "peer": "b@10.0.0.2",
-		"flags": "0xff", "mode": "010", "mask": "0b101", "quoted": "x y",
+		"flags": "0xff", "mode": "010", "mask": "0b101", "quoted": "x y", "took": "1.5s",
 		"7": "seven", hclog.MissingKey: "stray",
 	}
 	for k, v := range want {
