@@ -23,6 +23,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // The failure tests of central: real outbox central processes on one
@@ -73,7 +74,7 @@ func (h *hookReceiver) deliveries() int {
 // waitDeliveries waits until at least n posts arrived.
 func (h *hookReceiver) waitDeliveries(t *testing.T, n int) {
 	t.Helper()
-	waitCondition(t, fmt.Sprintf("%d deliveries", n), func() bool { return h.deliveries() >= n })
+	waittest.For(t, runTimeout, fmt.Sprintf("%d deliveries", n), waittest.Holds(func() bool { return h.deliveries() >= n }))
 }
 
 // count compares what arrived with ids: the ids never delivered (lost) and
