@@ -19,8 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
-	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 

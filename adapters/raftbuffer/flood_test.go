@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
-	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
-	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
 )
@@ -193,7 +193,7 @@ log: {format: json}
 		}
 		mu.Unlock()
 		for _, id := range ids {
-			if _, err := store.Get(ctx, id); err == nil {
+			if _, err := store.Notifications().Get(ctx, id); err == nil {
 				storedAt[id] = time.Now()
 			}
 		}
@@ -227,7 +227,7 @@ log: {format: json}
 	// Every one is delivered, by either central, at most twice.
 	for id := range sent {
 		for {
-			n, err := store.Get(ctx, id)
+			n, err := store.Notifications().Get(ctx, id)
 			if err == nil && n.Status == ports.StatusDelivered {
 				break
 			}

@@ -140,7 +140,7 @@ channels:
 		rows = append(rows, n)
 		ids = append(ids, n.ID)
 	}
-	if _, err := store.Insert(t.Context(), rows); err != nil {
+	if _, err := store.Notifications().Insert(t.Context(), rows); err != nil {
 		t.Fatal(err)
 	}
 
@@ -167,7 +167,7 @@ channels:
 	waittest.For(t, runTimeout, "every row delivered after the restart", waittest.Holds(func() bool {
 		delivered = 0
 		for _, id := range ids {
-			if n, err := store.Get(t.Context(), id); err == nil && n.Status == ports.StatusDelivered {
+			if n, err := store.Notifications().Get(t.Context(), id); err == nil && n.Status == ports.StatusDelivered {
 				delivered++
 			}
 		}
@@ -201,11 +201,11 @@ channels:
 
 // leasedByPrefix counts the rows of ids whose lease owner begins with
 // prefix.
-func leasedByPrefix(t *testing.T, store *sqlstore.Store, ids []string, prefix string) int {
+func leasedByPrefix(t *testing.T, store *sqlstore.DB, ids []string, prefix string) int {
 	t.Helper()
 	n := 0
 	for _, id := range ids {
-		row, err := store.Get(t.Context(), id)
+		row, err := store.Notifications().Get(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
