@@ -449,7 +449,7 @@ func startOwnPostgres(t *testing.T) *ownPostgres {
 			})
 			return pg
 		}
-		lastErr = fmt.Errorf("%w\n%s", err, out)
+		lastErr = fmt.Errorf("pg_ctl start, output:\n%s\n: %w", out, err)
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
 	t.Fatalf("start PostgreSQL: %v\n%s", lastErr, log)
