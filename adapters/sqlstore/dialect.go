@@ -219,7 +219,7 @@ var recordSet = func() string {
 // would delete a row that is no longer terminal.
 func purgeReturning(db *bun.DB, cutoff time.Time, limit int) idQuery {
 	terminal := func(q bun.QueryBuilder) bun.QueryBuilder {
-		return q.Where(`"status" IN (?)`, bun.In(termStatuses)).
+		return q.Where(`"status" IN (?)`, bun.List(termStatuses)).
 			Where(`("updated_at" < ? OR "updated_at" IS NULL)`, at(cutoff))
 	}
 	sub := db.NewSelect().TableExpr(`"notifications"`).Column("id").ApplyQueryBuilder(terminal).Limit(int64(limit))

@@ -62,7 +62,7 @@ func (mssqlDialect) ownerHasPrefix(q *bun.UpdateQuery, prefix string) *bun.Updat
 // neither on MS SQL.
 func (mssqlDialect) purge(db *bun.DB, cutoff time.Time, limit int) idQuery {
 	return rawIDs{db.NewRaw(`DELETE TOP (?) FROM "notifications" OUTPUT deleted."id" WHERE "status" IN (?) AND ("updated_at" < ? OR "updated_at" IS NULL)`,
-		limit, bun.In(termStatuses), at(cutoff))}
+		limit, bun.List(termStatuses), at(cutoff))}
 }
 
 // claim selects each part with SELECT TOP (n) ... WITH (READPAST, UPDLOCK,

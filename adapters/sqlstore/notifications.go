@@ -218,7 +218,7 @@ func (s *Notifications) Record(ctx context.Context, owner string, updates []port
 // releaseQuery drops owner's leases on ids.
 func (s *Notifications) releaseQuery(owner string, ids []string) *bun.UpdateQuery {
 	return s.w.NewUpdate().Table("notifications").Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`).
-		Where(`"id" IN (?)`, bun.In(ids)).Where(`"claimed_by" = ?`, owner)
+		Where(`"id" IN (?)`, bun.List(ids)).Where(`"claimed_by" = ?`, owner)
 }
 
 // Release implements ports.Store.
@@ -246,7 +246,7 @@ func (s *Notifications) Release(ctx context.Context, owner string, ids []string)
 // byte (see the dialect's ownerHasPrefix).
 func (s *Notifications) releaseNodeQuery(node, keep string) *bun.UpdateQuery {
 	q := s.w.NewUpdate().Table("notifications").Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`).
-		Where(`"status" IN (?)`, bun.In(dueStatuses))
+		Where(`"status" IN (?)`, bun.List(dueStatuses))
 	q = s.d.ownerHasPrefix(q, ports.LeaseOwnerPrefix(node))
 	if keep != "" {
 		q = q.Where(`"claimed_by" <> ?`, keep)
@@ -301,7 +301,7 @@ func (s *Notifications) Get(ctx context.Context, id string) (ports.Notification,
 // statusesQuery selects the id and status of the known rows among ids,
 // only of source site site when it is not empty.
 func (s *Notifications) statusesQuery(site string, ids []string) *bun.SelectQuery {
-	q := s.r.NewSelect().Model((*notificationRow)(nil)).Column("id", "status").Where(`"id" IN (?)`, bun.In(ids))
+	q := s.r.NewSelect().Model((*notificationRow)(nil)).Column("id", "status").Where(`"id" IN (?)`, bun.List(ids))
 	if site != "" {
 		q = q.Where(`"source_site" = ?`, site)
 	}
@@ -348,7 +348,7 @@ func checkFilter(f ports.Filter) error {
 // where adds the conditions of f (checked by checkFilter) to q.
 func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter) bun.QueryBuilder {
 	if len(f.Statuses) > 0 {
-		q = q.Where(`"status" IN (?)`, bun.In(f.Statuses))
+		q = q.Where(`"status" IN (?)`, bun.List(f.Statuses))
 	}
 	if f.Type != "" {
 		q = q.Where(`"type" = ?`, f.Type)
@@ -372,7 +372,7 @@ func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter) bun.QueryBuild
 		q = q.Where(`"updated_at" < ?`, at(f.UpdatedTo))
 	}
 	if !f.StuckBefore.IsZero() {
-		q = q.Where(`"status" IN (?)`, bun.In(dueStatuses)).Where(`"created_at" < ?`, at(f.StuckBefore))
+		q = q.Where(`"status" IN (?)`, bun.List(dueStatuses)).Where(`"created_at" < ?`, at(f.StuckBefore))
 	}
 	if f.Subject != "" {
 		q = s.d.subjectContains(q, f.Subject)
@@ -564,7 +564,7 @@ func (s *Notifications) kpisQuery(req ports.KPIRequest) *bun.SelectQuery {
 		queue = queue.ColumnExpr(`SUM(CASE WHEN "created_at" < ? THEN 1 ELSE 0 END) AS "stuck"`, at(req.StuckBefore))
 	}
 	queue = queue.ColumnExpr(`MIN("created_at") AS "oldest"`).
-		Where(`"status" IN (?)`, bun.In(kpiStatuses)).GroupExpr(`"status", "source_site"`)
+		Where(`"status" IN (?)`, bun.List(kpiStatuses)).GroupExpr(`"status", "source_site"`)
 	delivered := s.r.NewSelect().TableExpr("?", s.d.from("notifications_delivered_idx")).
 		ColumnExpr(`1, "source_site", ?, ?, 0, ?`, "", count, at(time.Time{})).
 		Where(`"delivered_at" IS NOT NULL`)
@@ -625,7 +625,7 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 	}
 	q = q.Where(`"status" = ?`, req.From)
 	if len(req.Selection.IDs) > 0 {
-		q = q.Where(`"id" IN (?)`, bun.In(req.Selection.IDs))
+		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
 	} else {
 		q = q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, req.Selection.Filter) })
 	}
@@ -742,7 +742,7 @@ func (s *Notifications) History(ctx context.Context, notificationID string) ([]p
 
 // forgetQuery deletes the records of ids.
 func (s *Notifications) forgetQuery(ids []string) *bun.DeleteQuery {
-	return s.w.NewDelete().TableExpr(`"notification_audit"`).Where(`"notification_id" IN (?)`, bun.In(ids))
+	return s.w.NewDelete().TableExpr(`"notification_audit"`).Where(`"notification_id" IN (?)`, bun.List(ids))
 }
 
 // Forget implements ports.AuditLog.

@@ -63,7 +63,8 @@ func colList(prefix string, cols []string) string {
 	return b.String()
 }
 
-// query is one statement ready to run: its text (and no parameters).
+// query is one statement ready to run: its text, and the parameters of a
+// PostgreSQL batch statement (none elsewhere).
 type query struct {
 	text string
 	args []any
@@ -104,17 +105,6 @@ func (s *stmt) str(v string) *stmt {
 	return s
 }
 
-// param appends a PostgreSQL parameter ($n) carrying v, cast to pgType.
-
-// nullStr appends a string literal, or a NULL of the column's text type when
-// v is empty.
-func (s *stmt) nullStr(v string) *stmt {
-	if v == "" {
-		return s.sql(s.g.nullText())
-	}
-	return s.str(v)
-}
-
 func (s *stmt) int(v int64) *stmt {
 	s.b = strconv.AppendInt(s.b, v, 10)
 	return s
@@ -128,19 +118,6 @@ func (s *stmt) time(t time.Time) *stmt {
 	return s
 }
 
-// strs appends a parenthesised list of string literals.
-func (s *stmt) strs(vs []string) *stmt {
-	s.b = append(s.b, '(')
-	for i, v := range vs {
-		if i > 0 {
-			s.b = append(s.b, ", "...)
-		}
-		s.str(v)
-	}
-	s.b = append(s.b, ')')
-	return s
-}
-
 func (s *stmt) done() (query, error) {
 	if s.err != nil {
 		return query{}, s.err
@@ -148,41 +125,9 @@ func (s *stmt) done() (query, error) {
 	return query{text: string(s.b)}, nil
 }
 
-func (g *sqlgen) nullText() string {
-	switch g.kind {
-	case kindPostgres:
-		return "NULL::text"
-	case kindMSSQL:
-		return "CAST(NULL AS nvarchar(max))"
-	}
-	return "NULL"
-}
-
-// toMicros is the SQLite representation of an instant.
-func toMicros(t time.Time) int64 { return t.UnixMicro() }
-
+// appendTime appends the literal of an instant (see the dialect's).
 func (g *sqlgen) appendTime(b []byte, t time.Time) []byte {
-	switch g.kind {
-	case kindPostgres:
-		if t.IsZero() {
-			return append(b, "NULL::timestamptz"...)
-		}
-		b = append(b, '\'')
-		b = t.UTC().Truncate(time.Microsecond).AppendFormat(b, "2006-01-02 15:04:05.000000")
-		return append(b, "+00'::timestamptz"...)
-	case kindMSSQL:
-		if t.IsZero() {
-			return append(b, "CAST(NULL AS datetime2(6))"...)
-		}
-		b = append(b, "CAST('"...)
-		b = t.UTC().Truncate(time.Microsecond).AppendFormat(b, "2006-01-02T15:04:05.000000")
-		return append(b, "' AS datetime2(6))"...)
-	default:
-		if t.IsZero() {
-			return append(b, "NULL"...)
-		}
-		return strconv.AppendInt(b, toMicros(t), 10)
-	}
+	return dialectNamed(g.d.Name()).appendTime(b, t)
 }
 
 // limit appends the row cap of a SELECT: LIMIT on SQLite and PostgreSQL.
@@ -200,21 +145,4 @@ func (s *stmt) top(n int) *stmt {
 		return s
 	}
 	return s.sql("TOP (").int(int64(n)).sql(") ")
-}
-
-// returning appends the RETURNING clause (SQLite, PostgreSQL); MS SQL writes
-// OUTPUT at its own place in the statement (see output).
-func (s *stmt) returning(cols string) *stmt {
-	if s.g.kind == kindMSSQL {
-		return s
-	}
-	return s.sql(" RETURNING ").sql(cols)
-}
-
-// output appends " OUTPUT <cols>" on MS SQL and nothing elsewhere.
-func (s *stmt) output(cols string) *stmt {
-	if s.g.kind != kindMSSQL {
-		return s
-	}
-	return s.sql(" OUTPUT ").sql(cols)
 }

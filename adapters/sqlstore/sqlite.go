@@ -529,7 +529,7 @@ func subjectCandidateCount(db *bun.DB, keyword, match string, limit int) *bun.Ra
 func fromCandidates(q *bun.SelectQuery, c *candidates) *bun.SelectQuery {
 	q = q.ModelTableExpr(`"notifications" AS "n" NOT INDEXED`)
 	if c.rowids != nil {
-		return q.Where("rowid IN (?)", bun.In(c.rowids))
+		return q.Where("rowid IN (?)", bun.List(c.rowids))
 	}
 	return q.Where(`rowid IN (SELECT rowid FROM "notifications_subject" WHERE "notifications_subject" MATCH ? UNION ALL `+
 		sqliteSubjectTail+`)`, c.match)

@@ -1,16 +1,20 @@
-// Package sqlstore implements the store ports over SQLite (modernc.org/sqlite,
-// pure Go), PostgreSQL (pgx through database/sql) and MS SQL (go-mssqldb):
-// Open returns a DB whose views are Notifications (ports.Store and
-// ports.AuditLog), Directory (ports.DirectoryAdmin) and Accounts
-// (ports.AccountStore and ports.AdminAudit).
+// Package sqlstore implements five store ports over github.com/uptrace/bun
+// for SQLite (modernc.org/sqlite, pure Go), PostgreSQL (pgx through
+// database/sql) and MS SQL (go-mssqldb): Open returns a DB whose views are
+// Notifications (ports.Store and ports.AuditLog), Directory
+// (ports.DirectoryAdmin) and Accounts (ports.AccountStore and
+// ports.AdminAudit).
 //
-// sqlgen.go builds every statement, one generator per dialect, without
-// touching a connection: values are inlined as literals quoted by the bun
-// dialect, except in PostgreSQL's batch statements, which pass one array
-// parameter per column. store.go opens the pools and executes the
-// statements. Each database claims rows with its own mechanism: FOR UPDATE
-// SKIP LOCKED on PostgreSQL, READPAST/UPDLOCK/ROWLOCK hints on MS SQL, and
-// the single writer connection on SQLite. The schema is in the migrations
+// The handle holds one bun.DB per connection pool. The rows of the
+// notifications and the audit log are bun models (models.go), read and
+// written with bun's query builders (notifications.go); what differs
+// between the databases is a dialect, one file each (sqlite.go,
+// postgres.go, mssql.go), which also holds the few statements written by
+// hand for a measured reason: the claim (FOR UPDATE SKIP LOCKED on
+// PostgreSQL, READPAST/UPDLOCK/ROWLOCK hints on MS SQL, the single writer
+// connection on SQLite) and the batch writes (PostgreSQL's unnest arrays,
+// SQLite's prepared inserts). Values always reach the SQL text through
+// bun's placeholders, or as parameters. The schema is in the migrations
 // package, applied by DB.Migrate. DESIGN.md explains the choices.
 package sqlstore
 
