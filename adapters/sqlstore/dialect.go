@@ -56,11 +56,14 @@ type dialect interface {
 	// insert inserts rows (distinct ids), all or nothing, and returns the
 	// ids it inserted.
 	insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error)
-	// record writes rows (distinct ids, at most recordChunk) onto the rows
-	// owner holds on c and releases them, returning the ids it updated.
-	record(ctx context.Context, h *handle, c conn, owner string, rows []recordRow) ([]string, error)
-	// appendAudit inserts rows (at most auditChunk) on c.
-	appendAudit(ctx context.Context, h *handle, c conn, rows []auditRow) error
+	// recordQuery is the statement that writes rows (distinct ids, at most
+	// recordChunk) onto the rows owner holds and releases them, returning
+	// the ids it updated. It is built before the write (on SQLite, outside
+	// the single writer's time) and runs with queryIDs.
+	recordQuery(h *handle, owner string, rows []recordRow) (query, error)
+	// appendQuery is the INSERT of rows (at most auditChunk), built before
+	// the write.
+	appendQuery(h *handle, rows []auditRow) (query, error)
 }
 
 // idQuery is a statement that returns ids.
@@ -228,10 +231,15 @@ func purgeReturning(db *bun.DB, cutoff time.Time, limit int) idQuery {
 	return deleteIDs{q}
 }
 
-// insertAudit is Append's INSERT (not on PostgreSQL).
-func insertAudit(ctx context.Context, h *handle, c conn, rows []auditRow) error {
-	_, err := h.w.NewInsert().Model(&rows).Conn(c).Exec(ctx)
-	return err
+// sqlText formats q for h's dialect.
+func sqlText(h *handle, q bun.Query) (query, error) {
+	b, err := q.AppendQuery(h.w.QueryGen(), nil)
+	return query{text: string(b)}, err
+}
+
+// insertAudit is Append's INSERT but on PostgreSQL: bun's, of the model.
+func insertAudit(h *handle, rows []auditRow) (query, error) {
+	return sqlText(h, h.w.NewInsert().Model(&rows))
 }
 
 // --- keyword search --------------------------------------------------------------

@@ -105,43 +105,29 @@ func (mssqlDialect) insertQuery(db *bun.DB, rows []notificationRow) *bun.RawQuer
 }
 
 func (d mssqlDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
-	var qs []*bun.RawQuery
-	_ = chunks(rows, insertChunk, func(part []notificationRow) error {
-		qs = append(qs, d.insertQuery(h.w, part))
-		return nil
+	var qs []query
+	err := chunks(rows, insertChunk, func(part []notificationRow) error {
+		q, err := sqlText(h, d.insertQuery(h.w, part))
+		qs = append(qs, q)
+		return err
 	})
-	var ids []string
-	err := h.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) error {
-		ids = make([]string, 0, len(rows))
-		for _, q := range qs {
-			var part []string
-			if err := q.Conn(c).Scan(ctx, &part); err != nil {
-				return err
-			}
-			ids = append(ids, part...)
-		}
-		return nil
-	})
-	return ids, err
+	if err != nil {
+		return nil, err
+	}
+	return h.writeIDs(ctx, qs, len(rows))
 }
 
 // recordQuery is UPDATE ... OUTPUT inserted.id FROM the table joined to a
 // VALUES list on id, guarded by claimed_by = owner.
-func (mssqlDialect) recordQuery(db *bun.DB, owner string, rows []recordRow) *bun.RawQuery {
-	return db.NewRaw(`UPDATE n SET `+recordSet+`, "claimed_by" = NULL, "claimed_until" = NULL OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (?) AS v (`+
-		quoted("", recordColumns)+`) ON n."id" = v."id" WHERE n."claimed_by" = ?`, db.NewValues(&rows), owner)
+func (mssqlDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
+	return sqlText(h, h.w.NewRaw(`UPDATE n SET `+recordSet+`, "claimed_by" = NULL, "claimed_until" = NULL OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (?) AS v (`+
+		quoted("", recordColumns)+`) ON n."id" = v."id" WHERE n."claimed_by" = ?`, h.w.NewValues(&rows), owner))
 }
 
-func (d mssqlDialect) record(ctx context.Context, h *handle, c conn, owner string, rows []recordRow) ([]string, error) {
-	var ids []string
-	err := d.recordQuery(h.w, owner, rows).Conn(c).Scan(ctx, &ids)
-	return ids, err
-}
-
-// appendAudit: a plain INSERT VALUES, whose 1,000-row cap auditChunk
+// appendQuery: a plain INSERT VALUES, whose 1,000-row cap auditChunk
 // respects.
-func (mssqlDialect) appendAudit(ctx context.Context, h *handle, c conn, rows []auditRow) error {
-	return insertAudit(ctx, h, c, rows)
+func (mssqlDialect) appendQuery(h *handle, rows []auditRow) (query, error) {
+	return insertAudit(h, rows)
 }
 
 // likeEscapeFold is likeEscape for a LIKE that compares code points (MS SQL's

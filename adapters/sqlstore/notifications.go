@@ -118,8 +118,8 @@ func (s *Notifications) Claim(ctx context.Context, req ports.ClaimRequest) ([]po
 	if err := noNUL(req.Owner); err != nil {
 		return nil, err
 	}
-	rows := make([]notificationRow, 0, req.Limit)
-	if err := s.d.claim(s.w, req).Scan(ctx, &rows); err != nil {
+	rows, err := s.claimRows(ctx, req)
+	if err != nil {
 		return nil, s.fail(fmt.Sprintf("claim %d for %s", req.Limit, req.Owner), err)
 	}
 	ns, err := notifications(rows)
@@ -128,6 +128,17 @@ func (s *Notifications) Claim(ctx context.Context, req ports.ClaimRequest) ([]po
 	}
 	slices.SortFunc(ns, claimOrder)
 	return ns, nil
+}
+
+// claimRows runs the dialect's claim, which returns the model's columns in
+// their order, and scans them by offset (scanModel).
+func (s *Notifications) claimRows(ctx context.Context, req ports.ClaimRequest) ([]notificationRow, error) {
+	rs, err := s.writer().QueryContext(ctx, s.d.claim(s.w, req).String())
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	return scanModel(rs, notificationModel, make([]notificationRow, 0, req.Limit))
 }
 
 // claimOrder orders by Priority descending, then CreatedAt, then ID.
@@ -187,15 +198,11 @@ func (s *Notifications) Record(ctx context.Context, owner string, updates []port
 	if len(rows) == 0 {
 		return lost, nil
 	}
-	var applied []string
-	err := s.write(ctx, len(rows) > recordChunk, func(ctx context.Context, c conn) error {
-		applied = make([]string, 0, len(rows)) // afresh: a group writer may run this twice
-		return chunks(rows, recordChunk, func(part []recordRow) error {
-			ids, err := s.d.record(ctx, s.handle, c, owner, part)
-			applied = append(applied, ids...)
-			return err
-		})
-	})
+	qs, err := build(rows, recordChunk, func(part []recordRow) (query, error) { return s.d.recordQuery(s.handle, owner, part) })
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.writeIDs(ctx, qs, len(rows))
 	if err != nil {
 		return nil, s.fail(fmt.Sprintf("record %d updates for %s", len(rows), owner), err)
 	}
@@ -709,8 +716,17 @@ func (s *Notifications) Append(ctx context.Context, records []ports.AuditRecord)
 			return err
 		}
 	}
-	err := s.write(ctx, len(rows) > auditChunk, func(ctx context.Context, c conn) error {
-		return chunks(rows, auditChunk, func(part []auditRow) error { return s.d.appendAudit(ctx, s.handle, c, part) })
+	qs, err := build(rows, auditChunk, func(part []auditRow) (query, error) { return s.d.appendQuery(s.handle, part) })
+	if err != nil {
+		return err
+	}
+	err = s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) error {
+		for _, q := range qs {
+			if err := exec(ctx, c, q); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return s.fail(fmt.Sprintf("append %d audit records", len(records)), err)

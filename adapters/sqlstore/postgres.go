@@ -248,35 +248,24 @@ func (h *handle) pgArgs(args []any) []any {
 }
 
 func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
-	var parts [][]any
+	var qs []query
 	_ = chunks(rows, insertChunk, func(part []notificationRow) error {
-		parts = append(parts, h.pgArgs(pgArrays(notificationModel, part)))
+		qs = append(qs, query{text: pgInsertText, args: h.pgArgs(pgArrays(notificationModel, part))})
 		return nil
 	})
-	var ids []string
-	err := h.write(ctx, len(parts) > 1, func(ctx context.Context, c conn) (err error) {
-		ids = make([]string, 0, len(rows))
-		for _, args := range parts {
-			if ids, err = queryIDs(ctx, c, query{text: pgInsertText, args: args}, ids); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	ids, err := h.writeIDs(ctx, qs, len(rows))
 	if err == nil && h.analyze != nil {
 		h.analyze.inserted(len(ids))
 	}
 	return ids, err
 }
 
-func (pgDialect) record(ctx context.Context, h *handle, c conn, owner string, rows []recordRow) ([]string, error) {
-	args := h.pgArgs(append(pgArrays(recordModel, rows), owner))
-	return queryIDs(ctx, c, query{text: pgRecordText, args: args}, make([]string, 0, len(rows)))
+func (pgDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
+	return query{text: pgRecordText, args: h.pgArgs(append(pgArrays(recordModel, rows), owner))}, nil
 }
 
-func (pgDialect) appendAudit(ctx context.Context, h *handle, c conn, rows []auditRow) error {
-	_, err := c.ExecContext(ctx, pgAppendText, h.pgArgs(pgArrays(auditModel, rows))...)
-	return err
+func (pgDialect) appendQuery(h *handle, rows []auditRow) (query, error) {
+	return query{text: pgAppendText, args: h.pgArgs(pgArrays(auditModel, rows))}, nil
 }
 
 // asciiFoldRegexp returns the PostgreSQL regular expression (an ARE) that

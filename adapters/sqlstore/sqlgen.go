@@ -63,13 +63,6 @@ func colList(prefix string, cols []string) string {
 	return b.String()
 }
 
-// query is one statement ready to run: its text, and the parameters of a
-// PostgreSQL batch statement (none elsewhere).
-type query struct {
-	text string
-	args []any
-}
-
 // stmt accumulates one statement. The first invalid value (a string holding
 // a NUL byte, which no dialect stores) is remembered and reported by done.
 type stmt struct {

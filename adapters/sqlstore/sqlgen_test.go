@@ -241,7 +241,8 @@ func TestMSSQLRecordAndRelease(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	sql := render(t, "record", mssqlDialect{}.recordQuery(s.w, "node-a", rows))
+	q, err := s.d.recordQuery(s.handle, "node-a", rows)
+	sql := buildT(t, "record", q, err)
 	mustContain(t, "record", sql,
 		`UPDATE n SET "status" = v."status", "retry_count" = v."retry_count"`,
 		`"claimed_by" = NULL, "claimed_until" = NULL`,
@@ -347,7 +348,8 @@ func TestMSSQLWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, "append", render(t, "append", s.w.NewInsert().Model(&[]auditRow{row})),
+	q, err := s.d.appendQuery(s.handle, []auditRow{row})
+	mustContain(t, "append", buildT(t, "append", q, err),
 		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451')`)
 	var rows []auditRow
 	mustContain(t, "history", render(t, "history", s.historyQuery(&rows, "a")),
@@ -355,7 +357,7 @@ func TestMSSQLWrites(t *testing.T) {
 	mustContain(t, "forget", render(t, "forget", s.forgetQuery([]string{"a"})), `DELETE FROM "notification_audit" WHERE ("notification_id" IN (N'a'))`)
 
 	g := mssqlGen(t)
-	q, err := g.markMigration("0001_init")
+	q, err = g.markMigration("0001_init")
 	buildT(t, "mark migration", q, err)
 	for name, sql := range map[string]string{
 		"migration lock":   g.migrationLock(),

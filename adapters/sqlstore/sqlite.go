@@ -441,20 +441,18 @@ func (sqliteDialect) insert(ctx context.Context, h *handle, rows []notificationR
 	return inserted, err
 }
 
-// record is UPDATE ... FROM a VALUES list joined on id, guarded by
+// recordQuery is UPDATE ... FROM a VALUES list joined on id, guarded by
 // claimed_by = owner.
-func (sqliteDialect) record(ctx context.Context, h *handle, c conn, owner string, rows []recordRow) ([]string, error) {
+func (sqliteDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
 	var r rawSQL
 	r.sql(`WITH v (` + quoted("", recordColumns) + `) AS (`).arg(h.w.NewValues(&rows)).
 		sql(`) UPDATE "notifications" SET ` + recordSet + `, "claimed_by" = NULL, "claimed_until" = NULL FROM v WHERE "notifications"."id" = v."id" AND "notifications"."claimed_by" = `).
 		arg(owner).sql(` RETURNING "id"`)
-	var ids []string
-	err := r.query(h.w).Conn(c).Scan(ctx, &ids)
-	return ids, err
+	return sqlText(h, r.query(h.w))
 }
 
-func (sqliteDialect) appendAudit(ctx context.Context, h *handle, c conn, rows []auditRow) error {
-	return insertAudit(ctx, h, c, rows)
+func (sqliteDialect) appendQuery(h *handle, rows []auditRow) (query, error) {
+	return insertAudit(h, rows)
 }
 
 // --- keyword search (SQLite) -------------------------------------------------

@@ -346,6 +346,13 @@ func (s *handle) fail(what string, err error) error {
 	return s.redact(fmt.Errorf("sqlstore %s: %s: %w", s.driver, what, err))
 }
 
+// query is one statement ready to run: its text, and the parameters of a
+// PostgreSQL batch statement (none elsewhere).
+type query struct {
+	text string
+	args []any
+}
+
 // queryIDs runs q and collects the single text column it returns.
 func queryIDs(ctx context.Context, c conn, q query, into []string) ([]string, error) {
 	rows, err := c.QueryContext(ctx, q.text, q.args...)
@@ -396,6 +403,34 @@ func (s *handle) write(ctx context.Context, multi bool, fn func(ctx context.Cont
 		return s.inTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) })
 	}
 	return fn(ctx, s.writer())
+}
+
+// writeIDs runs qs, all or nothing (see write), and collects the ids they
+// return.
+func (s *handle) writeIDs(ctx context.Context, qs []query, sizeHint int) ([]string, error) {
+	var ids []string
+	err := s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) (err error) {
+		ids = make([]string, 0, sizeHint) // afresh: a group writer may run this twice
+		for _, q := range qs {
+			if ids, err = queryIDs(ctx, c, q, ids); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// build builds one statement per piece of up to size elements of v, before
+// any runs (on SQLite, outside the single writer's time).
+func build[T any](v []T, size int, stmt func([]T) (query, error)) ([]query, error) {
+	qs := make([]query, 0, (len(v)+size-1)/size)
+	err := chunks(v, size, func(part []T) error {
+		q, err := stmt(part)
+		qs = append(qs, q)
+		return err
+	})
+	return qs, err
 }
 
 // chunks calls fn with consecutive pieces of up to size elements of v.
