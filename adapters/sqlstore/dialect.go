@@ -231,15 +231,17 @@ func purgeReturning(db *bun.DB, cutoff time.Time, limit int) idQuery {
 	return deleteIDs{q}
 }
 
-// sqlText formats q for h's dialect.
-func sqlText(h *handle, q bun.Query) (query, error) {
-	b, err := q.AppendQuery(h.w.QueryGen(), nil)
+// sqlText formats q for h's dialect into a buffer of size bytes, the
+// text's expected length (a batch statement is long; growing it from
+// nothing cost a copy per doubling).
+func sqlText(h *handle, q bun.Query, size int) (query, error) {
+	b, err := q.AppendQuery(h.w.QueryGen(), make([]byte, 0, size))
 	return query{text: string(b)}, err
 }
 
 // insertAudit is Append's INSERT but on PostgreSQL: bun's, of the model.
 func insertAudit(h *handle, rows []auditRow) (query, error) {
-	return sqlText(h, h.w.NewInsert().Model(&rows))
+	return sqlText(h, h.w.NewInsert().Model(&rows), 256+len(rows)*160)
 }
 
 // --- keyword search --------------------------------------------------------------

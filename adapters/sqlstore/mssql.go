@@ -107,7 +107,7 @@ func (mssqlDialect) insertQuery(db *bun.DB, rows []notificationRow) *bun.RawQuer
 func (d mssqlDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
 	var qs []query
 	err := chunks(rows, insertChunk, func(part []notificationRow) error {
-		q, err := sqlText(h, d.insertQuery(h.w, part))
+		q, err := sqlText(h, d.insertQuery(h.w, part), 1024+len(part)*768)
 		qs = append(qs, q)
 		return err
 	})
@@ -121,7 +121,7 @@ func (d mssqlDialect) insert(ctx context.Context, h *handle, rows []notification
 // VALUES list on id, guarded by claimed_by = owner.
 func (mssqlDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
 	return sqlText(h, h.w.NewRaw(`UPDATE n SET `+recordSet+`, "claimed_by" = NULL, "claimed_until" = NULL OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (?) AS v (`+
-		quoted("", recordColumns)+`) ON n."id" = v."id" WHERE n."claimed_by" = ?`, h.w.NewValues(&rows), owner))
+		quoted("", recordColumns)+`) ON n."id" = v."id" WHERE n."claimed_by" = ?`, h.w.NewValues(&rows), owner), 512+len(rows)*320)
 }
 
 // appendQuery: a plain INSERT VALUES, whose 1,000-row cap auditChunk

@@ -448,7 +448,7 @@ func (sqliteDialect) recordQuery(h *handle, owner string, rows []recordRow) (que
 	r.sql(`WITH v (` + quoted("", recordColumns) + `) AS (`).arg(h.w.NewValues(&rows)).
 		sql(`) UPDATE "notifications" SET ` + recordSet + `, "claimed_by" = NULL, "claimed_until" = NULL FROM v WHERE "notifications"."id" = v."id" AND "notifications"."claimed_by" = `).
 		arg(owner).sql(` RETURNING "id"`)
-	return sqlText(h, r.query(h.w))
+	return sqlText(h, r.query(h.w), 512+len(rows)*256)
 }
 
 func (sqliteDialect) appendQuery(h *handle, rows []auditRow) (query, error) {
