@@ -202,6 +202,30 @@ func claimSelect(r *rawSQL, p claimPart, now time.Time, n int, top bool, hint, l
 	r.sql(lock)
 }
 
+// claimCTEs appends "WITH c0 AS (part 0), c1 AS (part 1), ..." (see
+// claimSelect).
+func claimCTEs(r *rawSQL, req ports.ClaimRequest, top bool, hint, lock string) {
+	r.sql("WITH ")
+	for i, p := range claimParts {
+		if i > 0 {
+			r.sql(", ")
+		}
+		r.sql("c" + strconv.Itoa(i) + " AS (")
+		claimSelect(r, p, req.Now, req.Limit, top, hint, lock)
+		r.sql(")")
+	}
+}
+
+// claimUnion appends "SELECT * FROM c0 UNION ALL SELECT * FROM c1 ...".
+func claimUnion(r *rawSQL) {
+	for i := range claimParts {
+		if i > 0 {
+			r.sql(" UNION ALL ")
+		}
+		r.sql("SELECT * FROM c" + strconv.Itoa(i))
+	}
+}
+
 // recordSet assigns the columns of recordRow but the id from the joined
 // rows v.
 var recordSet = func() string {

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,22 +70,9 @@ func (mssqlDialect) purge(db *bun.DB, cutoff time.Time, limit int) idQuery {
 // with OUTPUT inserted.*.
 func (mssqlDialect) claim(db *bun.DB, req ports.ClaimRequest) *bun.RawQuery {
 	var r rawSQL
-	r.sql("WITH ")
-	for i, p := range claimParts {
-		if i > 0 {
-			r.sql(", ")
-		}
-		r.sql("c" + strconv.Itoa(i) + " AS (")
-		claimSelect(&r, p, req.Now, req.Limit, true, " WITH (READPAST, UPDLOCK, ROWLOCK)", "")
-		r.sql(")")
-	}
+	claimCTEs(&r, req, true, " WITH (READPAST, UPDLOCK, ROWLOCK)", "")
 	r.sql(`, chosen AS (SELECT TOP (`).arg(req.Limit).sql(`) "id" FROM (`)
-	for i := range claimParts {
-		if i > 0 {
-			r.sql(" UNION ALL ")
-		}
-		r.sql("SELECT * FROM c" + strconv.Itoa(i))
-	}
+	claimUnion(&r)
 	r.sql(`) AS u ORDER BY "priority" DESC, "created_at", "id") UPDATE n SET "claimed_by" = `).arg(req.Owner).
 		sql(`, "claimed_until" = `).arg(at(req.Now.Add(req.Lease))).
 		sql(` OUTPUT ` + quoted("inserted.", notificationColumns) +

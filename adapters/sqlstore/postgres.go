@@ -133,24 +133,11 @@ func (pgDialect) purge(db *bun.DB, cutoff time.Time, limit int) idQuery {
 // whatever the planner believes of the CTE sizes.
 func (pgDialect) claim(db *bun.DB, req ports.ClaimRequest) *bun.RawQuery {
 	var r rawSQL
-	r.sql("WITH ")
-	for i, p := range claimParts {
-		if i > 0 {
-			r.sql(", ")
-		}
-		r.sql("c" + strconv.Itoa(i) + " AS (")
-		claimSelect(&r, p, req.Now, req.Limit, false, "", " FOR UPDATE SKIP LOCKED")
-		r.sql(")")
-	}
+	claimCTEs(&r, req, false, "", " FOR UPDATE SKIP LOCKED")
 	r.sql(` UPDATE "notifications" AS n SET "claimed_by" = `).arg(req.Owner).
 		sql(`, "claimed_until" = `).arg(at(req.Now.Add(req.Lease))).
 		sql(` WHERE n."id" = ANY (ARRAY(SELECT "id" FROM (`)
-	for i := range claimParts {
-		if i > 0 {
-			r.sql(" UNION ALL ")
-		}
-		r.sql("SELECT * FROM c" + strconv.Itoa(i))
-	}
+	claimUnion(&r)
 	r.sql(`) AS u ORDER BY "priority" DESC, "created_at", "id" LIMIT `).arg(req.Limit).
 		sql(`)) RETURNING ` + quoted("n.", notificationColumns))
 	return r.query(db)

@@ -49,19 +49,7 @@ func newSQLGen(driver string) (*sqlgen, error) {
 
 // colList returns the quoted columns joined by ", ", each prefixed with
 // prefix (a table alias and a dot, or "").
-func colList(prefix string, cols []string) string {
-	var b strings.Builder
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(prefix)
-		b.WriteByte('"')
-		b.WriteString(c)
-		b.WriteByte('"')
-	}
-	return b.String()
-}
+func colList(prefix string, cols []string) string { return quoted(prefix, cols) }
 
 // stmt accumulates one statement. The first invalid value (a string holding
 // a NUL byte, which no dialect stores) is remembered and reported by done.
