@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -18,8 +19,16 @@ import (
 // renders these statements and checks them.
 type mssqlDialect struct{}
 
-func (mssqlDialect) newBun() schema.Dialect { return mssqldialect.New() }
-func (mssqlDialect) validID(string) bool    { return true }
+func (mssqlDialect) newBun() schema.Dialect { return bunMSSQL{mssqldialect.New()} }
+
+// bunMSSQL is bun's MS SQL dialect without its Init, which asks the server
+// for its version when the bun.DB is made (without a context, before Open's
+// ping, and only to discard the answer).
+type bunMSSQL struct{ *mssqldialect.Dialect }
+
+// Init implements schema.Dialect: nothing to discover.
+func (bunMSSQL) Init(*sql.DB)            {}
+func (mssqlDialect) validID(string) bool { return true }
 
 // appendTime writes a datetime2(6) in UTC; the NULL is typed, so that a
 // VALUES list of NULLs still converts to the column.

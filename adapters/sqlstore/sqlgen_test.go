@@ -32,8 +32,7 @@ func (noServer) Connect(context.Context) (driver.Conn, error) { return nil, erro
 func (noServer) Driver() driver.Driver                        { return nil }
 
 // mssqlNotifications returns the notifications of an MS SQL handle
-// without a server (bun asks for the server's version at start and logs
-// that it cannot).
+// without a server.
 func mssqlNotifications(t *testing.T) *Notifications {
 	t.Helper()
 	h := &handle{driver: DriverMSSQL, d: mssqlDialect{}}
