@@ -195,10 +195,10 @@ func BenchmarkQueries1M(b *testing.B) {
 		}
 		b.Logf("filled %d rows in %s", size, time.Since(fillStart).Round(time.Millisecond))
 		if s.driver == DriverPostgres {
-			if _, err := s.wdb.ExecContext(ctx, "VACUUM ANALYZE notifications"); err != nil {
+			if _, err := s.writer().ExecContext(ctx, "VACUUM ANALYZE notifications"); err != nil {
 				b.Fatal(err)
 			}
-		} else if _, err := s.wdb.ExecContext(ctx, "ANALYZE"); err != nil {
+		} else if _, err := s.writer().ExecContext(ctx, "ANALYZE"); err != nil {
 			b.Fatal(err)
 		}
 		page := ports.PageRequest{Limit: 50}

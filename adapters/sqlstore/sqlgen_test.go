@@ -1,7 +1,11 @@
 package sqlstore
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,12 +16,37 @@ import (
 	"github.com/siteline/outbox/ports/storetest"
 )
 
-// No MS SQL server runs in CI, so these tests build every statement the
-// store issues on MS SQL through the mssql dialect and check what can be
-// checked without a server: the locking hints, OUTPUT instead of RETURNING,
-// TOP instead of LIMIT, N'...' literals, double-quoted identifiers, no
-// parameters (MS SQL caps a request at 2,100), no construct of another
-// dialect, balanced parentheses outside literals.
+// No MS SQL server runs in CI, so these tests render every statement the
+// store issues on MS SQL (bun's queries formatted by the mssql dialect) and
+// check what can be checked without a server: the locking hints, OUTPUT
+// instead of RETURNING, TOP or OFFSET/FETCH instead of LIMIT, N'...'
+// literals, double-quoted identifiers, no parameters (MS SQL caps a request
+// at 2,100), no construct of another dialect, balanced parentheses outside
+// literals.
+
+// noServer is a connector without a database: the queries of a handle on it
+// render but never run.
+type noServer struct{}
+
+func (noServer) Connect(context.Context) (driver.Conn, error) { return nil, errors.New("no server") }
+func (noServer) Driver() driver.Driver                        { return nil }
+
+// mssqlNotifications returns the notifications of an MS SQL handle
+// without a server.
+func mssqlNotifications(t *testing.T) *Notifications {
+	t.Helper()
+	h := &handle{driver: DriverMSSQL, d: mssqlDialect{}}
+	db := sql.OpenDB(noServer{})
+	h.use(db, db)
+	t.Cleanup(func() { _ = db.Close() })
+	return &Notifications{h}
+}
+
+// render checks q as T-SQL and returns its text.
+func render(t *testing.T, name string, q interface{ String() string }) string {
+	t.Helper()
+	return checkTSQL(t, name, query{text: q.String()})
+}
 
 func mssqlGen(t *testing.T) *sqlgen {
 	t.Helper()
@@ -135,9 +164,8 @@ func buildT(t *testing.T, name string, q query, err error) string {
 }
 
 func TestMSSQLClaim(t *testing.T) {
-	g := mssqlGen(t)
-	q, err := g.claim(ports.ClaimRequest{Owner: "node-'a'", Now: storetest.BaseTime, Lease: time.Minute, Limit: 250})
-	sql := buildT(t, "claim", q, err)
+	s := mssqlNotifications(t)
+	sql := render(t, "claim", s.d.claim(s.w, ports.ClaimRequest{Owner: "node-'a'", Now: storetest.BaseTime, Lease: time.Minute, Limit: 250}))
 	mustContain(t, "claim", sql,
 		`WITH (READPAST, UPDLOCK, ROWLOCK)`,
 		`SELECT TOP (250) "id", "priority", "created_at" FROM "notifications" WITH (READPAST, UPDLOCK, ROWLOCK) WHERE "status" = N'Pending'`,
@@ -153,87 +181,104 @@ func TestMSSQLClaim(t *testing.T) {
 	if strings.Count(sql, "READPAST, UPDLOCK, ROWLOCK") != len(claimParts) {
 		t.Errorf("claim: every part must carry the hints:\n%s", sql)
 	}
-	// The OUTPUT columns are the ones scanNotification reads, in order.
-	if !strings.Contains(sql, allColsIns) {
-		t.Errorf("claim: OUTPUT is not %s", allColsIns)
+	// The OUTPUT columns are the model's, which the rows scan into.
+	if !strings.Contains(sql, quoted("inserted.", notificationColumns)) {
+		t.Errorf("claim: OUTPUT is not %s", quoted("inserted.", notificationColumns))
 	}
 }
 
 func TestMSSQLInsert(t *testing.T) {
-	g := mssqlGen(t)
+	s := mssqlNotifications(t)
 	n := storetest.NewNotification(storetest.BaseTime)
 	n.Subject = "it's ünïcödé"
 	n.TypeData = json.RawMessage(`{"k":"v's"}`)
 	n.ResolvedTargets = []string{"a@example.test"}
 	bare := storetest.NewNotification(storetest.BaseTime)
-	q, err := g.insert([]ports.Notification{n, bare})
-	sql := buildT(t, "insert", q, err)
+	rows := mustRows(t, n, bare)
+	cols := quoted("", notificationColumns)
+	sql := render(t, "insert", mssqlDialect{}.insertQuery(s.w, rows))
 	mustContain(t, "insert", sql,
-		`INSERT INTO "notifications" (`+allCols+`) OUTPUT inserted."id" SELECT `+allColsV+` FROM ( VALUES (N'`+n.ID+`'`,
+		`INSERT INTO "notifications" (`+cols+`) OUTPUT inserted."id" SELECT `+quoted("v.", notificationColumns)+` FROM (VALUES (N'`+n.ID+`'`,
 		`N'it''s ünïcödé'`, `N'{"k":"v''s"}'`, `N'["a@example.test"]'`,
 		`CAST(NULL AS nvarchar(max))`, `CAST(NULL AS datetime2(6))`,
 		`CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`,
-		`) AS v (`+allCols+`) WHERE NOT EXISTS (SELECT 1 FROM "notifications" AS n WITH (UPDLOCK, HOLDLOCK) WHERE n."id" = v."id")`,
+		`) AS v (`+cols+`) WHERE NOT EXISTS (SELECT 1 FROM "notifications" AS n WITH (UPDLOCK, HOLDLOCK) WHERE n."id" = v."id")`,
 	)
-	// A large batch stays one statement without parameters (a derived
-	// VALUES table has no 1,000-row cap).
-	big := make([]ports.Notification, 1500)
+	// A batch of insertChunk rows stays one statement without parameters
+	// (a derived VALUES table has no 1,000-row cap).
+	big := make([]ports.Notification, insertChunk)
 	for i := range big {
 		big[i] = storetest.NewNotification(storetest.BaseTime)
 	}
-	q, err = g.insert(big)
-	buildT(t, "insert 1500", q, err)
+	render(t, "insert big", mssqlDialect{}.insertQuery(s.w, mustRows(t, big...)))
+}
+
+func mustRows(t *testing.T, ns ...ports.Notification) []notificationRow {
+	t.Helper()
+	rows := make([]notificationRow, len(ns))
+	for i := range ns {
+		var err error
+		if rows[i], err = toRow(&ns[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rows
 }
 
 func TestMSSQLRecordAndRelease(t *testing.T) {
-	g := mssqlGen(t)
-	q, err := g.record("node-a", []ports.Update{
+	s := mssqlNotifications(t)
+	var rows []recordRow
+	for _, u := range []ports.Update{
 		{ID: storetest.NewID(), Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
 			LastAttemptAt: storetest.BaseTime, DeliveredAt: storetest.BaseTime, UpdatedAt: storetest.BaseTime},
 		{ID: storetest.NewID(), Status: ports.StatusRetrying, RetryCount: 2, LastError: "smtp: 451 try later",
 			NextAttemptAt: storetest.BaseTime.Add(time.Minute), UpdatedAt: storetest.BaseTime},
-	})
+	} {
+		r, err := toRecordRow(&u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	q, err := s.d.recordQuery(s.handle, "node-a", rows)
 	sql := buildT(t, "record", q, err)
 	mustContain(t, "record", sql,
 		`UPDATE n SET "status" = v."status", "retry_count" = v."retry_count"`,
-		`"claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6))`,
+		`"claimed_by" = NULL, "claimed_until" = NULL`,
 		`OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (VALUES (N'`,
-		`N'smtp: 451 try later'`,
+		`N'smtp: 451 try later'`, `CAST(NULL AS nvarchar(max))`, `CAST(NULL AS datetime2(6))`,
 		`) AS v ("id", "status", "retry_count", "last_error", "resolved_targets", "last_attempt_at", "next_attempt_at", "delivered_at", "updated_at") ON n."id" = v."id" WHERE n."claimed_by" = N'node-a'`,
 	)
-	q, err = g.release("node-a", []string{"a", "b"})
-	sql = buildT(t, "release", q, err)
+	sql = render(t, "release", s.releaseQuery("node-a", []string{"a", "b"}))
 	mustContain(t, "release", sql,
-		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6)) WHERE "id" IN (N'a', N'b') AND "claimed_by" = N'node-a'`)
+		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = NULL WHERE ("id" IN (N'a', N'b')) AND ("claimed_by" = N'node-a')`)
 }
 
 // TestMSSQLReleaseNode: the owners of a node are found by a LIKE prefix in
 // the binary collation (the column's own may ignore case), with the node's
 // wildcards, brackets and escape character escaped.
 func TestMSSQLReleaseNode(t *testing.T) {
-	g := mssqlGen(t)
-	q, err := g.releaseNode(`c_1%[x]\'`, `c_1%[x]\'/run`)
-	sql := buildT(t, "releaseNode", q, err)
+	s := mssqlNotifications(t)
+	sql := render(t, "releaseNode", s.releaseNodeQuery(`c_1%[x]\'`, `c_1%[x]\'/run`))
 	mustContain(t, "releaseNode", sql,
-		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = CAST(NULL AS datetime2(6)) WHERE "status" IN (N'Pending', N'Retrying')`,
-		` AND "claimed_by" COLLATE Latin1_General_100_BIN2 LIKE N'c\_1\%\[x]\\''/%' ESCAPE '\'`,
-		` AND "claimed_by" <> N'c_1%[x]\''/run'`,
+		`UPDATE "notifications" SET "claimed_by" = NULL, "claimed_until" = NULL WHERE ("status" IN (N'Pending', N'Retrying'))`,
+		` AND ("claimed_by" COLLATE Latin1_General_100_BIN2 LIKE N'c\_1\%\[x]\\''/%' ESCAPE '\')`,
+		` AND ("claimed_by" <> N'c_1%[x]\''/run')`,
 	)
-	q, err = g.releaseNode("c", "")
-	if sql := buildT(t, "releaseNode without keep", q, err); strings.Contains(sql, "<>") {
+	if sql := render(t, "releaseNode without keep", s.releaseNodeQuery("c", "")); strings.Contains(sql, "<>") {
 		t.Errorf("releaseNode without an owner to keep excludes one:\n%s", sql)
 	}
 }
 
 func TestMSSQLReads(t *testing.T) {
-	g := mssqlGen(t)
-	q, err := g.get("x'y")
-	mustContain(t, "get", buildT(t, "get", q, err), `SELECT `+allCols+` FROM "notifications" WHERE "id" = N'x''y'`)
-	q, err = g.statuses("", []string{"a", "b"})
-	mustContain(t, "statuses", buildT(t, "statuses", q, err), `SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a', N'b')`)
-	q, err = g.statuses("site-'a", []string{"a"})
-	mustContain(t, "statuses of a site", buildT(t, "statuses of a site", q, err),
-		`SELECT "id", "status" FROM "notifications" WHERE "id" IN (N'a') AND "source_site" = N'site-''a'`)
+	s := mssqlNotifications(t)
+	cols := quoted(`"n".`, notificationColumns)
+	mustContain(t, "get", render(t, "get", s.getQuery(new(notificationRow), "x'y")),
+		`SELECT `+cols+` FROM "notifications" AS "n" WHERE ("id" = N'x''y')`)
+	mustContain(t, "statuses", render(t, "statuses", s.statusesQuery("", []string{"a", "b"})),
+		`SELECT "n"."id", "n"."status" FROM "notifications" AS "n" WHERE ("id" IN (N'a', N'b'))`)
+	mustContain(t, "statuses of a site", render(t, "statuses of a site", s.statusesQuery("site-'a", []string{"a"})),
+		`WHERE ("id" IN (N'a')) AND ("source_site" = N'site-''a')`)
 
 	at := storetest.BaseTime
 	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`
@@ -242,80 +287,75 @@ func TestMSSQLReads(t *testing.T) {
 		f    ports.Filter
 		want string
 	}{
-		{"none", ports.Filter{}, `WHERE 1 = 1 ORDER BY`},
-		{"statuses", ports.Filter{Statuses: []ports.Status{ports.StatusParked, ports.StatusRetrying}}, `AND "status" IN (N'Parked', N'Retrying')`},
-		{"type", ports.Filter{Type: "email"}, `AND "type" = N'email'`},
-		{"site", ports.Filter{SourceSite: "site-1"}, `AND "source_site" = N'site-1'`},
-		{"list", ports.Filter{List: "ops"}, `AND "list" = N'ops'`},
-		{"created from", ports.Filter{CreatedFrom: at}, `AND "created_at" >= ` + ts},
-		{"created to", ports.Filter{CreatedTo: at}, `AND "created_at" < ` + ts},
-		{"updated from", ports.Filter{UpdatedFrom: at}, `AND "updated_at" >= ` + ts},
-		{"stuck", ports.Filter{StuckBefore: at}, `AND "status" IN (N'Pending', N'Retrying') AND "created_at" < ` + ts},
+		{"none", ports.Filter{}, `FROM "notifications" AS "n" ORDER BY`},
+		{"statuses", ports.Filter{Statuses: []ports.Status{ports.StatusParked, ports.StatusRetrying}}, `("status" IN (N'Parked', N'Retrying'))`},
+		{"type", ports.Filter{Type: "email"}, `("type" = N'email')`},
+		{"site", ports.Filter{SourceSite: "site-1"}, `("source_site" = N'site-1')`},
+		{"list", ports.Filter{List: "ops"}, `("list" = N'ops')`},
+		{"created from", ports.Filter{CreatedFrom: at}, `("created_at" >= ` + ts + `)`},
+		{"created to", ports.Filter{CreatedTo: at}, `("created_at" < ` + ts + `)`},
+		{"updated from", ports.Filter{UpdatedFrom: at}, `("updated_at" >= ` + ts + `)`},
+		{"stuck", ports.Filter{StuckBefore: at}, `("status" IN (N'Pending', N'Retrying')) AND ("created_at" < ` + ts + `)`},
 		// A binary collation, and each ASCII letter in both cases: É and é differ.
-		{"subject", ports.Filter{Subject: `50%_Off [x] it's É`}, `AND "subject" COLLATE Latin1_General_100_BIN2 LIKE N'%50\%\_[oO][fF][fF] \[[xX]] [iI][tT]''[sS] É%' ESCAPE '\'`},
+		{"subject", ports.Filter{Subject: `50%_Off [x] it's É`}, `("subject" COLLATE Latin1_General_100_BIN2 LIKE N'%50\%\_[oO][fF][fF] \[[xX]] [iI][tT]''[sS] É%' ESCAPE '\')`},
 	}
 	for _, tc := range filters {
-		q, err := g.query(tc.f, nil, 51, nil)
-		sql := buildT(t, "query "+tc.name, q, err)
-		mustContain(t, "query "+tc.name, sql, `SELECT TOP (51) `+allCols+` FROM "notifications" WHERE 1 = 1`, tc.want,
-			`ORDER BY "created_at" DESC, "id" DESC`)
-		q, err = g.count(tc.f, nil)
-		sql = buildT(t, "count "+tc.name, q, err)
-		mustContain(t, "count "+tc.name, sql, `SELECT COUNT_BIG(*) FROM "notifications" WHERE 1 = 1`)
+		sql := render(t, "query "+tc.name, s.listQuery(tc.f, nil, 51, nil))
+		mustContain(t, "query "+tc.name, sql, `SELECT `+cols+` FROM "notifications" AS "n"`, tc.want,
+			`ORDER BY "created_at" DESC, "id" DESC OFFSET 0 ROWS FETCH NEXT 51 ROWS ONLY`)
+		sql = render(t, "count "+tc.name, s.countQuery(tc.f, nil))
+		mustContain(t, "count "+tc.name, sql, `SELECT COUNT_BIG(*) FROM "notifications" AS "n"`)
 		if tc.name != "none" {
 			mustContain(t, "count "+tc.name, sql, tc.want)
 		}
 	}
-	q, err = g.query(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil)
-	mustContain(t, "query after", buildT(t, "query after", q, err),
-		`AND ("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc'))`)
+	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil)),
+		`WHERE (("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc')))`)
 
-	q, err = g.kpis(ports.KPIRequest{StuckBefore: at, DeliveredSince: at})
-	mustContain(t, "kpis", buildT(t, "kpis", q, err),
-		`SELECT 0 AS kind, "source_site", "status", COUNT_BIG(*) AS n, SUM(CASE WHEN "created_at" < `+ts+` THEN 1 ELSE 0 END) AS stuck`,
-		`WHERE "status" IN (N'Pending', N'Retrying', N'Parked') GROUP BY "status", "source_site"`,
-		`UNION ALL SELECT 1, "source_site", N'', COUNT_BIG(*), 0, CAST(NULL AS datetime2(6)) FROM "notifications" WHERE "delivered_at" IS NOT NULL AND "delivered_at" >= `+ts)
-	q, err = g.kpis(ports.KPIRequest{})
-	buildT(t, "kpis without instants", q, err)
+	mustContain(t, "kpis", render(t, "kpis", s.kpisQuery(ports.KPIRequest{StuckBefore: at, DeliveredSince: at})),
+		`SELECT 0 AS "kind", "source_site", "status", COUNT_BIG(*) AS "n", SUM(CASE WHEN "created_at" < `+ts+` THEN 1 ELSE 0 END) AS "stuck"`,
+		`WHERE ("status" IN (N'Pending', N'Retrying', N'Parked')) GROUP BY "status", "source_site"`,
+		`UNION ALL (SELECT 1, "source_site", N'', COUNT_BIG(*), 0, CAST(NULL AS datetime2(6)) FROM "notifications" WHERE ("delivered_at" IS NOT NULL) AND ("delivered_at" >= `+ts)
+	render(t, "kpis without instants", s.kpisQuery(ports.KPIRequest{}))
 }
 
 func TestMSSQLWrites(t *testing.T) {
-	g := mssqlGen(t)
+	s := mssqlNotifications(t)
 	at := storetest.BaseTime
-	q, err := g.transition(ports.TransitionRequest{
+	mustContain(t, "transition ids", render(t, "transition ids", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{IDs: []string{"a", "b"}},
 		From:      ports.StatusParked, To: ports.StatusPending, Now: at, Reset: true,
-	})
-	mustContain(t, "transition ids", buildT(t, "transition ids", q, err),
+	})),
 		`UPDATE "notifications" SET "status" = N'Pending', "updated_at" = CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), "claimed_by" = NULL`,
-		`"retry_count" = 0, "next_attempt_at" = CAST(NULL AS datetime2(6)), "last_error" = N''`,
-		` OUTPUT inserted."id" WHERE "status" = N'Parked' AND "id" IN (N'a', N'b')`)
-	q, err = g.transition(ports.TransitionRequest{
+		`"retry_count" = 0, "next_attempt_at" = NULL, "last_error" = N''`,
+		` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
+	sql := render(t, "transition filter", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
 		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,
-	})
-	sql := buildT(t, "transition filter", q, err)
-	mustContain(t, "transition filter", sql, ` OUTPUT inserted."id" WHERE "status" = N'Parked' AND "list" = N'ops' AND "updated_at" >= `)
+	}))
+	mustContain(t, "transition filter", sql, ` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("list" = N'ops') AND ("updated_at" >= `)
 	if strings.Contains(sql, "retry_count") {
 		t.Errorf("transition without Reset touches retry_count:\n%s", sql)
 	}
 
-	q, err = g.purge(at, 500)
-	mustContain(t, "purge", buildT(t, "purge", q, err),
+	mustContain(t, "purge", render(t, "purge", s.d.purge(s.w, at, 500)),
 		`DELETE TOP (500) FROM "notifications" OUTPUT deleted."id" WHERE "status" IN (N'Delivered', N'Parked', N'Discarded') AND ("updated_at" < CAST(`, `OR "updated_at" IS NULL)`)
 
-	q, err = g.appendAudit([]ports.AuditRecord{
-		{NotificationID: "a", At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: ports.OutcomeTransient,
-			Status: ports.StatusRetrying, Duration: 1500 * time.Microsecond, Error: "smtp: 451"},
-	})
+	rec := ports.AuditRecord{NotificationID: "a", At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: ports.OutcomeTransient,
+		Status: ports.StatusRetrying, Duration: 1500 * time.Microsecond, Error: "smtp: 451"}
+	row, err := toAuditRow(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.d.appendQuery(s.handle, []auditRow{row})
 	mustContain(t, "append", buildT(t, "append", q, err),
-		`INSERT INTO "notification_audit" (`+auditCols+`) SELECT * FROM ( VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451')) AS v (`+auditCols+`)`)
-	q, err = g.history("a")
-	mustContain(t, "history", buildT(t, "history", q, err),
-		`SELECT `+auditCols+` FROM "notification_audit" WHERE "notification_id" = N'a' ORDER BY "at", "id"`)
-	q, err = g.forget([]string{"a"})
-	mustContain(t, "forget", buildT(t, "forget", q, err), `DELETE FROM "notification_audit" WHERE "notification_id" IN (N'a')`)
+		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451')`)
+	var rows []auditRow
+	mustContain(t, "history", render(t, "history", s.historyQuery(&rows, "a")),
+		`SELECT `+quoted(`"a".`, auditColumns)+` FROM "notification_audit" AS "a" WHERE ("notification_id" = N'a') ORDER BY "at", "id"`)
+	mustContain(t, "forget", render(t, "forget", s.forgetQuery([]string{"a"})), `DELETE FROM "notification_audit" WHERE ("notification_id" IN (N'a'))`)
 
+	g := mssqlGen(t)
 	q, err = g.markMigration("0001_init")
 	buildT(t, "mark migration", q, err)
 	for name, sql := range map[string]string{
@@ -328,17 +368,21 @@ func TestMSSQLWrites(t *testing.T) {
 	mustContain(t, "migration lock", g.migrationLock(), `sp_getapplock`, `@LockOwner = N'Transaction'`)
 }
 
+// TestNULIsInvalid: no dialect stores a NUL byte; the store refuses it
+// before any statement.
 func TestNULIsInvalid(t *testing.T) {
-	for _, driver := range []string{DriverSQLite, DriverPostgres, DriverMSSQL} {
-		g, err := newSQLGen(driver)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := storetest.NewNotification(storetest.BaseTime)
-		n.Body = "a\x00b"
-		if _, err := g.insert([]ports.Notification{n}); err == nil || !strings.Contains(err.Error(), "NUL") {
-			t.Errorf("%s: insert of a NUL byte = %v, want an error", driver, err)
-		}
+	s := newSQLiteStore(t).Notifications()
+	ctx := context.Background()
+	n := storetest.NewNotification(storetest.BaseTime)
+	n.Body = "a\x00b"
+	if _, err := s.Insert(ctx, []ports.Notification{n}); !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("insert of a NUL byte = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Query(ctx, ports.Filter{List: "a\x00"}, ports.PageRequest{Limit: 1}); !errors.Is(err, ports.ErrInvalid) {
+		t.Errorf("query of a NUL byte = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Record(ctx, "a\x00", []ports.Update{{ID: n.ID, Status: ports.StatusDelivered}}); !errors.Is(err, ports.ErrInvalid) {
+		t.Errorf("record of a NUL byte = %v, want ErrInvalid", err)
 	}
 }
 

@@ -5,8 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/schema"
 )
 
 // SQLite has one writer at a time, and each commit appends every page it
@@ -251,4 +260,295 @@ func (x *subjectIndexer) inserted() {
 func (x *subjectIndexer) close() {
 	x.stop()
 	x.wg.Wait()
+}
+
+// --- the SQLite dialect ------------------------------------------------------
+
+// sqliteDialect is SQLite's part of the statements (see dialect).
+type sqliteDialect struct{}
+
+func (sqliteDialect) newBun() schema.Dialect { return sqlitedialect.New() }
+func (sqliteDialect) validID(string) bool    { return true }
+
+// appendTime writes integer Unix microseconds.
+func (sqliteDialect) appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, "NULL"...)
+	}
+	return strconv.AppendInt(b, t.UnixMicro(), 10)
+}
+
+func (sqliteDialect) appendNullText(b []byte) []byte { return append(b, "NULL"...) }
+func (sqliteDialect) countAll() string               { return "COUNT(*)" }
+func (sqliteDialect) returned(col string) string     { return `"` + col + `"` }
+
+// from names the index: SQLite, which has no statistics, otherwise prefers
+// an equality index on status and sorts (the claim), or reads the whole
+// table through the site index to have its groups in order (the KPIs).
+func (sqliteDialect) from(index string) schema.QueryAppender {
+	return bun.Safe(`"notifications" INDEXED BY "` + index + `"`)
+}
+
+func (sqliteDialect) after(q *bun.SelectQuery, c cursor) *bun.SelectQuery {
+	return q.Where(`("created_at", "id") < (?, ?)`, at(c.createdAt), c.id)
+}
+
+// subjectContains: SQLite's LIKE ignores the case of ASCII letters only.
+func (sqliteDialect) subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder {
+	return q.Where(`"subject" LIKE ? ESCAPE '\'`, "%"+likeEscape(keyword)+"%")
+}
+
+// ownerHasPrefix compares the first bytes as a BLOB: SQLite's LIKE ignores
+// the case of ASCII letters.
+func (sqliteDialect) ownerHasPrefix(q *bun.UpdateQuery, prefix string) *bun.UpdateQuery {
+	return q.Where(`substr(CAST("claimed_by" AS BLOB), 1, ?) = CAST(? AS BLOB)`, len(prefix), prefix)
+}
+
+func (sqliteDialect) purge(db *bun.DB, cutoff time.Time, limit int) idQuery {
+	return purgeReturning(db, cutoff, limit)
+}
+
+// claim is UPDATE ... WHERE id IN (the first Limit of the parts' union)
+// RETURNING, on the single writer connection, which serialises claims.
+// Each part names its partial index.
+func (d sqliteDialect) claim(db *bun.DB, req ports.ClaimRequest) *bun.RawQuery {
+	var r rawSQL
+	r.sql(`UPDATE "notifications" SET "claimed_by" = `).arg(req.Owner).
+		sql(`, "claimed_until" = `).arg(at(req.Now.Add(req.Lease))).
+		sql(` WHERE "id" IN (SELECT "id" FROM (`)
+	for i, p := range claimParts {
+		if i > 0 {
+			r.sql(" UNION ALL ")
+		}
+		r.sql("SELECT * FROM (")
+		claimSelect(&r, p, req.Now, req.Limit, false, ` INDEXED BY "`+p.index+`"`, "")
+		r.sql(")")
+	}
+	r.sql(`) ORDER BY "priority" DESC, "created_at", "id" LIMIT `).arg(req.Limit).
+		sql(`) RETURNING ` + quoted("", notificationColumns))
+	return r.query(db)
+}
+
+// sqliteInsertSizes are the row counts of SQLite's prepared inserts: a batch
+// is cut into pieces of these sizes (100 = 64 + 32 + 4).
+var sqliteInsertSizes = []int{128, 64, 32, 16, 8, 4, 2, 1}
+
+// sqliteInsertText is SQLite's insert-if-not-exists of rows rows with ?
+// parameters (the driver's, not bun's: the statement is prepared once per
+// size and bound; see sqliteDialect.insert).
+func sqliteInsertText(rows int) string {
+	row := "(?" + strings.Repeat(", ?", len(notificationColumns)-1) + ")"
+	var b strings.Builder
+	b.WriteString(`INSERT INTO "notifications" (` + quoted("", notificationColumns) + `) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(` ON CONFLICT ("id") DO NOTHING RETURNING "id"`)
+	return b.String()
+}
+
+// appendSQLiteArgs appends the parameters of r for sqliteInsertText, one per
+// column of the model in its order: instants as integer Unix microseconds,
+// the empty text of a nullable column and the zero instant as NULL.
+func appendSQLiteArgs(args []any, r *notificationRow) []any {
+	base := unsafe.Pointer(r)
+	for _, c := range notificationModel {
+		p := unsafe.Add(base, c.off)
+		switch c.kind {
+		case textColumn:
+			args = append(args, *(*string)(p))
+		case intColumn:
+			args = append(args, *(*int64)(p))
+		case nullTextColumn:
+			if v := *(*nullText)(p); v != "" {
+				args = append(args, string(v))
+			} else {
+				args = append(args, nil)
+			}
+		case instantColumn:
+			if t := (*instant)(p).t; !t.IsZero() {
+				args = append(args, t.UnixMicro())
+			} else {
+				args = append(args, nil)
+			}
+		}
+	}
+	return args
+}
+
+// insert inserts rows through statements prepared once per size on the
+// single writer connection. SQLite's one writer then never parses a
+// statement of hundreds of literals: that parsing cost it about a third of
+// an insert.
+func (sqliteDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
+	n := len(notificationColumns)
+	args := make([]any, 0, len(rows)*n)
+	for i := range rows {
+		args = appendSQLiteArgs(args, &rows[i])
+	}
+	type piece struct {
+		st   *sql.Stmt
+		args []any
+	}
+	var pieces []piece
+	for rest, off := len(rows), 0; rest > 0; {
+		for _, k := range sqliteInsertSizes {
+			if k > rest {
+				continue
+			}
+			st, err := h.sqliteInsertStmt(ctx, k)
+			if err != nil {
+				return nil, fmt.Errorf("prepare: %w", err)
+			}
+			pieces = append(pieces, piece{st, args[off*n : (off+k)*n]})
+			off, rest = off+k, rest-k
+			break
+		}
+	}
+	var inserted []string
+	err := h.write(ctx, len(pieces) > 1, func(ctx context.Context, c conn) error {
+		inserted = make([]string, 0, len(rows))
+		tx, _ := c.(*sql.Tx)
+		for _, p := range pieces {
+			st := p.st
+			if tx != nil {
+				st = tx.StmtContext(ctx, p.st) // prepared on the one writer connection: reused
+			}
+			rs, err := st.QueryContext(ctx, p.args...)
+			if err != nil {
+				return err
+			}
+			for rs.Next() {
+				var id string
+				if err := rs.Scan(&id); err != nil {
+					rs.Close()
+					return err
+				}
+				inserted = append(inserted, id)
+			}
+			if err := errors.Join(rs.Err(), rs.Close()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if len(inserted) > 0 {
+		h.subjects.inserted()
+	}
+	return inserted, err
+}
+
+// recordQuery is UPDATE ... FROM a VALUES list joined on id, guarded by
+// claimed_by = owner.
+func (sqliteDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
+	var r rawSQL
+	r.sql(`WITH v (` + quoted("", recordColumns) + `) AS (`).arg(h.w.NewValues(&rows)).
+		sql(`) UPDATE "notifications" SET ` + recordSet + `, "claimed_by" = NULL, "claimed_until" = NULL FROM v WHERE "notifications"."id" = v."id" AND "notifications"."claimed_by" = `).
+		arg(owner).sql(` RETURNING "id"`)
+	return sqlText(h, r.query(h.w), 512+len(rows)*256)
+}
+
+func (sqliteDialect) appendQuery(h *handle, rows []auditRow) (query, error) {
+	return insertAudit(h, rows)
+}
+
+// --- keyword search (SQLite) -------------------------------------------------
+
+// SQLite finds the rows whose subject may hold a keyword through an FTS5
+// trigram index of the subjects (migration 0004; DESIGN.md, "Keyword
+// search"). The index holds the rows up to a mark (the one row of
+// notifications_subject_state); the store's background indexer adds the rows
+// above it, and keyword searches read those rows themselves.
+const (
+	// sqliteSubjectIndexTail indexes the subjects of the rows above the mark.
+	sqliteSubjectIndexTail = `INSERT INTO "notifications_subject" (rowid, "subject") SELECT rowid, "subject" FROM "notifications" WHERE rowid > (SELECT "indexed" FROM "notifications_subject_state")`
+	// sqliteSubjectIndexMark moves the mark to the last row.
+	sqliteSubjectIndexMark = `UPDATE "notifications_subject_state" SET "indexed" = (SELECT coalesce(max(rowid), 0) FROM "notifications") WHERE "indexed" <> (SELECT coalesce(max(rowid), 0) FROM "notifications")`
+	// sqliteSubjectTail selects the rows above the mark.
+	sqliteSubjectTail = `SELECT rowid FROM "notifications" WHERE rowid > (SELECT "indexed" FROM "notifications_subject_state")`
+)
+
+// subjectMatch returns the FTS5 query that finds, in the trigram index, every
+// row whose subject contains text ignoring ASCII case (and more: the
+// tokenizer folds the case of every letter, and a row holding each trigram
+// somewhere need not hold them in a row): each distinct trigram of text as a
+// quoted string, ANDed. ok is false when the index cannot answer: text has
+// fewer than three characters, so no trigram, or is not valid UTF-8, which
+// the tokenizer would read otherwise than LIKE does.
+func subjectMatch(text string) (match string, ok bool) {
+	if !utf8.ValidString(text) || utf8.RuneCountInString(text) < 3 {
+		return "", false
+	}
+	// Byte offsets of the characters, and of the end.
+	var at []int
+	for i := range text {
+		at = append(at, i)
+	}
+	at = append(at, len(text))
+	var b strings.Builder
+	seen := make(map[string]bool, len(at))
+	for i := 0; i+3 < len(at); i++ {
+		tri := text[at[i]:at[i+3]]
+		// A trigram dropped is a condition dropped: the set stays a superset
+		// whatever the tokenizer's folding makes of these.
+		key := strings.ToLower(tri)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if b.Len() > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.ReplaceAll(tri, `"`, `""`))
+		b.WriteByte('"')
+	}
+	return b.String(), true
+}
+
+// subjectCandidates selects the rowids of up to limit rows whose subject
+// may contain keyword: the rows the trigram index finds for match (its
+// subjectMatch), and the rows above its mark whose subject does contain it.
+func subjectCandidates(db *bun.DB, keyword, match string, limit int) *bun.RawQuery {
+	return db.NewRaw(`SELECT rowid FROM "notifications_subject" WHERE "notifications_subject" MATCH ? UNION ALL `+
+		sqliteSubjectTail+` AND "subject" LIKE ? ESCAPE '\' LIMIT ?`, match, "%"+likeEscape(keyword)+"%", limit)
+}
+
+// subjectCandidateCount counts, up to limit, subjectCandidates.
+func subjectCandidateCount(db *bun.DB, keyword, match string, limit int) *bun.RawQuery {
+	return db.NewRaw(`SELECT COUNT(*) FROM (?)`, subjectCandidates(db, keyword, match, limit))
+}
+
+// fromCandidates makes q read the candidates only, by rowid (NOT INDEXED
+// leaves SQLite no other way in).
+func fromCandidates(q *bun.SelectQuery, c *candidates) *bun.SelectQuery {
+	q = q.ModelTableExpr(`"notifications" AS "n" NOT INDEXED`)
+	if c.rowids != nil {
+		return q.Where("rowid IN (?)", bun.List(c.rowids))
+	}
+	return q.Where(`rowid IN (SELECT rowid FROM "notifications_subject" WHERE "notifications_subject" MATCH ? UNION ALL `+
+		sqliteSubjectTail+`)`, c.match)
+}
+
+// sqliteInsertStmt returns the prepared insert of k rows, preparing it on the
+// writer pool at first use (outside any transaction: it waits for the
+// writer connection to be free, once per size).
+func (s *handle) sqliteInsertStmt(ctx context.Context, k int) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.insertStmts[k]; ok {
+		return st, nil
+	}
+	st, err := s.writer().PrepareContext(ctx, sqliteInsertText(k))
+	if err != nil {
+		return nil, err
+	}
+	if s.insertStmts == nil {
+		s.insertStmts = make(map[int]*sql.Stmt)
+	}
+	s.insertStmts[k] = st
+	return st, nil
 }

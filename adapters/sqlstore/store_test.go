@@ -350,11 +350,7 @@ func TestGroupWriterIsolatesFailures(t *testing.T) {
 	<-started
 	wg.Go(func() {
 		badErr = s.group.do(ctx, func(ctx context.Context, c conn) error {
-			q, err := s.g.insert([]ports.Notification{bad})
-			if err != nil {
-				return err
-			}
-			if _, err := queryIDs(ctx, c, q, nil); err != nil {
+			if err := insertRows(ctx, s, c, []ports.Notification{bad}); err != nil {
 				return err
 			}
 			return errBoom
@@ -405,7 +401,7 @@ func TestPostgresDSNExecMode(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s.g.pgPrepare {
+	if s.pgPrepare {
 		t.Error("a DSN with its own default_query_exec_mode still prepares the batch statements")
 	}
 	n := storetest.NewNotification(storetest.BaseTime)
@@ -454,16 +450,10 @@ func TestSQLitePlansUseIndexes(t *testing.T) {
 	s := newSQLiteStore(t)
 	ctx := context.Background()
 	now := storetest.BaseTime
-	kpis, err := s.g.kpis(ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim, err := s.g.claim(ports.ClaimRequest{Owner: "node", Now: now, Lease: time.Minute, Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, q := range map[string]query{"kpis": kpis, "claim": claim} {
-		rows, err := s.reader().QueryContext(ctx, "EXPLAIN QUERY PLAN "+q.text, q.args...)
+	kpis := s.Notifications().kpisQuery(ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)}).String()
+	claim := s.d.claim(s.w, ports.ClaimRequest{Owner: "node", Now: now, Lease: time.Minute, Limit: 100}).String()
+	for name, q := range map[string]string{"kpis": kpis, "claim": claim} {
+		rows, err := s.reader().QueryContext(ctx, "EXPLAIN QUERY PLAN "+q)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -551,4 +541,18 @@ func TestPostgresPurgeSparesARowMovedMeanwhile(t *testing.T) {
 	if err != nil || got.Status != ports.StatusPending {
 		t.Fatalf("the row moved to Pending is gone or changed: %+v, %v", got.Status, err)
 	}
+}
+
+// insertRows inserts ns on c with bun's plain INSERT (a write inside a
+// group transaction).
+func insertRows(ctx context.Context, s *DB, c conn, ns []ports.Notification) error {
+	rows := make([]notificationRow, len(ns))
+	for i := range ns {
+		var err error
+		if rows[i], err = toRow(&ns[i]); err != nil {
+			return err
+		}
+	}
+	_, err := s.w.NewInsert().Model(&rows).Conn(c).Exec(ctx)
+	return err
 }

@@ -209,11 +209,7 @@ func TestSubjectIndexFollowsWritesSQLite(t *testing.T) {
 	// Rows a failed group inserted leave no trace.
 	errBoom := errors.New("boom")
 	err := s.group.do(ctx, func(ctx context.Context, c conn) error {
-		q, err := s.g.insert(ns[600:700])
-		if err != nil {
-			return err
-		}
-		if _, err := queryIDs(ctx, c, q, nil); err != nil {
+		if err := insertRows(ctx, s, c, ns[600:700]); err != nil {
 			return err
 		}
 		if _, err := c.ExecContext(ctx, sqliteSubjectIndexTail); err != nil {
@@ -376,25 +372,25 @@ func TestSubjectPlansAgreeSQLite(t *testing.T) {
 
 	// The caps choose the path: "flooded" has 140 candidates.
 	s.subjectQueryCap, s.subjectCountCap = 140, 140
-	if c, err := s.subjectRowids(ctx, "flooded"); err != nil || c == nil || len(c.rowids) != 140 {
+	if c, err := s.Notifications().subjectRowids(ctx, "flooded"); err != nil || c == nil || len(c.rowids) != 140 {
 		t.Errorf("subjectRowids(flooded) under a cap of 140 = %v, %v; want 140 candidates", c, err)
 	}
-	if c, n, err := s.subjectCount(ctx, "flooded"); err != nil || c == nil || n != 140 {
+	if c, n, err := s.Notifications().subjectCount(ctx, "flooded"); err != nil || c == nil || n != 140 {
 		t.Errorf("subjectCount(flooded) under a cap of 140 = %v, %d, %v; want the index query and 140", c, n, err)
 	}
 	s.subjectQueryCap, s.subjectCountCap = 139, 139
-	if c, err := s.subjectRowids(ctx, "flooded"); err != nil || c != nil {
+	if c, err := s.Notifications().subjectRowids(ctx, "flooded"); err != nil || c != nil {
 		t.Errorf("subjectRowids(flooded) over a cap of 139 = %v, %v; want the scan (nil)", c, err)
 	}
-	if c, _, err := s.subjectCount(ctx, "flooded"); err != nil || c != nil {
+	if c, _, err := s.Notifications().subjectCount(ctx, "flooded"); err != nil || c != nil {
 		t.Errorf("subjectCount(flooded) over a cap of 139 = %v, %v; want the scan (nil)", c, err)
 	}
 	for _, short := range []string{"fl", "é", "éé"} {
-		if c, err := s.subjectRowids(ctx, short); err != nil || c != nil {
+		if c, err := s.Notifications().subjectRowids(ctx, short); err != nil || c != nil {
 			t.Errorf("subjectRowids(%q) = %v, %v; want the scan (nil): no trigram", short, c, err)
 		}
 	}
-	if c, err := s.subjectRowids(ctx, "zzz"); err != nil || c == nil || len(c.rowids) != 0 {
+	if c, err := s.Notifications().subjectRowids(ctx, "zzz"); err != nil || c == nil || len(c.rowids) != 0 {
 		t.Errorf("subjectRowids(zzz) = %v, %v; want no candidate", c, err)
 	}
 }
@@ -448,10 +444,7 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 // table is cheaper to scan).
 func explainUsesTrigram(t *testing.T, s *DB, keyword string) bool {
 	t.Helper()
-	q, err := s.g.query(ports.Filter{Subject: keyword}, nil, 51, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := s.Notifications().listQuery(ports.Filter{Subject: keyword}, nil, 51, nil).String()
 	ctx := context.Background()
 	conn, err := s.reader().Conn(ctx)
 	if err != nil {
@@ -466,7 +459,7 @@ func explainUsesTrigram(t *testing.T, s *DB, keyword string) bool {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = conn.ExecContext(ctx, "RESET enable_indexscan") }()
-	rows, err := conn.QueryContext(ctx, "EXPLAIN "+q.text)
+	rows, err := conn.QueryContext(ctx, "EXPLAIN "+q)
 	if err != nil {
 		t.Fatalf("explain: %v", err)
 	}

@@ -1,0 +1,778 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/siteline/outbox/ports"
+)
+
+// This file is ports.Store and ports.AuditLog. The statements are bun
+// queries built by the methods named ...Query (sqlgen_test.go renders them
+// for MS SQL); what differs between the databases comes from the dialect
+// (h.d), and the claim and the batch writes are the dialect's own.
+
+var (
+	_ ports.Store    = (*Notifications)(nil)
+	_ ports.AuditLog = (*Notifications)(nil)
+)
+
+// Batch sizes: the rows one INSERT carries, the updates one Record
+// statement carries, the records one audit INSERT carries (MS SQL caps an
+// INSERT VALUES at 1,000 rows), the ids of one IN list.
+const (
+	insertChunk = 500
+	recordChunk = 500
+	auditChunk  = 1000
+	idChunk     = 1000
+)
+
+// validIDs returns the ids that can name a row (ids itself when all can),
+// or ErrInvalid when one holds a NUL byte.
+func (h *handle) validIDs(ids []string) ([]string, error) {
+	if err := noNUL(ids...); err != nil {
+		return nil, err
+	}
+	for i, id := range ids {
+		if !h.d.validID(id) {
+			out := append([]string(nil), ids[:i]...)
+			for _, id := range ids[i+1:] {
+				if h.d.validID(id) {
+					out = append(out, id)
+				}
+			}
+			return out, nil
+		}
+	}
+	return ids, nil
+}
+
+// --- ports.Store --------------------------------------------------------------
+
+// Insert implements ports.Store: insert-if-not-exists of each notification,
+// all or nothing, returning the ids it inserted.
+func (s *Notifications) Insert(ctx context.Context, ns []ports.Notification) ([]string, error) {
+	if len(ns) == 0 {
+		return nil, nil
+	}
+	seen := make(map[string]struct{}, len(ns))
+	rows := make([]notificationRow, 0, len(ns))
+	for i := range ns {
+		n := &ns[i]
+		if err := s.checkNotification(n); err != nil {
+			return nil, err
+		}
+		if _, dup := seen[n.ID]; dup {
+			continue
+		}
+		seen[n.ID] = struct{}{}
+		r, err := toRow(n)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	inserted, err := s.d.insert(ctx, s.handle, rows)
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("insert %d notifications", len(rows)), err)
+	}
+	return inserted, nil
+}
+
+func (s *Notifications) checkNotification(n *ports.Notification) error {
+	switch {
+	case n.ID == "":
+		return fmt.Errorf("sqlstore: insert: notification without an id: %w", ports.ErrInvalid)
+	case !s.d.validID(n.ID):
+		return fmt.Errorf("sqlstore: insert: id %.40q is not a UUID: %w", n.ID, ports.ErrInvalid)
+	case !n.Status.Valid():
+		return fmt.Errorf("sqlstore: insert %s: status %q is not a central status: %w", n.ID, n.Status, ports.ErrInvalid)
+	case n.CreatedAt.IsZero():
+		return fmt.Errorf("sqlstore: insert %s: CreatedAt is unset: %w", n.ID, ports.ErrInvalid)
+	case len(n.TypeData) > 0 && !json.Valid(n.TypeData):
+		return fmt.Errorf("sqlstore: insert %s: TypeData is not valid JSON: %w", n.ID, ports.ErrInvalid)
+	}
+	return nil
+}
+
+// Claim implements ports.Store.
+func (s *Notifications) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+	switch {
+	case req.Limit <= 0:
+		return nil, fmt.Errorf("sqlstore: claim: Limit %d must be positive: %w", req.Limit, ports.ErrInvalid)
+	case req.Owner == "":
+		return nil, fmt.Errorf("sqlstore: claim: empty Owner: %w", ports.ErrInvalid)
+	case req.Lease <= 0:
+		return nil, fmt.Errorf("sqlstore: claim: Lease %s must be positive: %w", req.Lease, ports.ErrInvalid)
+	case req.Now.IsZero():
+		return nil, fmt.Errorf("sqlstore: claim: Now is unset: %w", ports.ErrInvalid)
+	}
+	if err := noNUL(req.Owner); err != nil {
+		return nil, err
+	}
+	rows, err := s.claimRows(ctx, req)
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("claim %d for %s", req.Limit, req.Owner), err)
+	}
+	ns, err := notifications(rows)
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("claim %d for %s", req.Limit, req.Owner), err)
+	}
+	slices.SortFunc(ns, claimOrder)
+	return ns, nil
+}
+
+// claimRows runs the dialect's claim, which returns the model's columns in
+// their order, and scans them by offset (scanModel).
+func (s *Notifications) claimRows(ctx context.Context, req ports.ClaimRequest) ([]notificationRow, error) {
+	rs, err := s.writer().QueryContext(ctx, s.d.claim(s.w, req).String())
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	return scanModel(rs, notificationModel, make([]notificationRow, 0, req.Limit))
+}
+
+// claimOrder orders by Priority descending, then CreatedAt, then ID.
+func claimOrder(a, b ports.Notification) int {
+	switch {
+	case a.Priority != b.Priority:
+		if a.Priority > b.Priority {
+			return -1
+		}
+		return 1
+	case !a.CreatedAt.Equal(b.CreatedAt):
+		return a.CreatedAt.Compare(b.CreatedAt)
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// Record implements ports.Store: one statement (one transaction beyond
+// recordChunk updates) writes every update whose row owner still holds.
+func (s *Notifications) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
+	if len(updates) == 0 {
+		return nil, nil
+	}
+	if owner == "" {
+		return nil, fmt.Errorf("sqlstore: record: empty owner: %w", ports.ErrInvalid)
+	}
+	if err := noNUL(owner); err != nil {
+		return nil, err
+	}
+	// The last update of an id wins. An id that cannot name a row (see
+	// validID) names no row owner holds: it is lost without a statement.
+	last := make(map[string]int, len(updates))
+	for i := range updates {
+		u := &updates[i]
+		if u.ID == "" {
+			return nil, fmt.Errorf("sqlstore: record: update without an id: %w", ports.ErrInvalid)
+		}
+		if !u.Status.Valid() {
+			return nil, fmt.Errorf("sqlstore: record %s: status %q is not a central status: %w", u.ID, u.Status, ports.ErrInvalid)
+		}
+		last[u.ID] = i
+	}
+	var lost []string
+	rows := make([]recordRow, 0, len(last))
+	for i := range updates {
+		switch id := updates[i].ID; {
+		case last[id] != i:
+		case !s.d.validID(id):
+			lost = append(lost, id)
+		default:
+			r, err := toRecordRow(&updates[i])
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return lost, nil
+	}
+	qs, err := build(rows, recordChunk, func(part []recordRow) (query, error) { return s.d.recordQuery(s.handle, owner, part) })
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.writeIDs(ctx, qs, len(rows))
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("record %d updates for %s", len(rows), owner), err)
+	}
+	if len(applied) == len(rows) {
+		return lost, nil
+	}
+	// PostgreSQL returns uuids in lower case; compare ids without case.
+	done := make(map[string]struct{}, len(applied))
+	for _, id := range applied {
+		done[strings.ToLower(id)] = struct{}{}
+	}
+	for i := range rows {
+		if _, ok := done[strings.ToLower(rows[i].ID)]; !ok {
+			lost = append(lost, rows[i].ID)
+		}
+	}
+	return lost, nil
+}
+
+// releaseQuery drops owner's leases on ids.
+func (s *Notifications) releaseQuery(owner string, ids []string) *bun.UpdateQuery {
+	return s.w.NewUpdate().Table("notifications").Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`).
+		Where(`"id" IN (?)`, bun.List(ids)).Where(`"claimed_by" = ?`, owner)
+}
+
+// Release implements ports.Store.
+func (s *Notifications) Release(ctx context.Context, owner string, ids []string) error {
+	ids, err := s.validIDs(ids)
+	if err == nil {
+		err = noNUL(owner)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: release: %w", err)
+	}
+	err = chunks(ids, idChunk, func(part []string) error {
+		_, err := s.releaseQuery(owner, part).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return s.fail(fmt.Sprintf("release %d rows of %s", len(ids), owner), err)
+	}
+	return nil
+}
+
+// releaseNodeQuery drops the leases that the owners of node other than
+// keep hold on Pending and Retrying rows (see ports.Store.ReleaseNode): an
+// owner of node begins with ports.LeaseOwnerPrefix(node), compared byte for
+// byte (see the dialect's ownerHasPrefix).
+func (s *Notifications) releaseNodeQuery(node, keep string) *bun.UpdateQuery {
+	q := s.w.NewUpdate().Table("notifications").Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`).
+		Where(`"status" IN (?)`, bun.List(dueStatuses))
+	q = s.d.ownerHasPrefix(q, ports.LeaseOwnerPrefix(node))
+	if keep != "" {
+		q = q.Where(`"claimed_by" <> ?`, keep)
+	}
+	return q
+}
+
+// ReleaseNode implements ports.Store: one statement.
+func (s *Notifications) ReleaseNode(ctx context.Context, node, keep string) (int, error) {
+	if node == "" || strings.Contains(node, "/") {
+		return 0, fmt.Errorf("sqlstore: release the leases of node %q: a node id is not empty and holds no '/': %w", node, ports.ErrInvalid)
+	}
+	if err := noNUL(node, keep); err != nil {
+		return 0, err
+	}
+	res, err := s.releaseNodeQuery(node, keep).Exec(ctx)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return 0, s.fail(fmt.Sprintf("release the leases of node %q", node), err)
+	}
+	return int(n), nil
+}
+
+// getQuery selects the row of id into row.
+func (s *Notifications) getQuery(row *notificationRow, id string) *bun.SelectQuery {
+	return s.r.NewSelect().Model(row).Where(`"id" = ?`, id)
+}
+
+// Get implements ports.Store.
+func (s *Notifications) Get(ctx context.Context, id string) (ports.Notification, error) {
+	if noNUL(id) != nil || !s.d.validID(id) {
+		return ports.Notification{}, fmt.Errorf("sqlstore: get %.40q: %w", id, ports.ErrNotFound)
+	}
+	var row notificationRow
+	err := s.getQuery(&row, id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ports.Notification{}, fmt.Errorf("sqlstore: notification %s: %w", id, ports.ErrNotFound)
+	}
+	if err != nil {
+		return ports.Notification{}, s.fail("get "+id, err)
+	}
+	n, err := row.notification()
+	if err != nil {
+		return ports.Notification{}, s.fail("get "+id, err)
+	}
+	return n, nil
+}
+
+// statusesQuery selects the id and status of the known rows among ids,
+// only of source site site when it is not empty.
+func (s *Notifications) statusesQuery(site string, ids []string) *bun.SelectQuery {
+	q := s.r.NewSelect().Model((*notificationRow)(nil)).Column("id", "status").Where(`"id" IN (?)`, bun.List(ids))
+	if site != "" {
+		q = q.Where(`"source_site" = ?`, site)
+	}
+	return q
+}
+
+// Statuses implements ports.Store.
+func (s *Notifications) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
+	out := make(map[string]ports.Status, len(ids))
+	ids, err := s.validIDs(ids)
+	if err == nil {
+		err = noNUL(site)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: statuses: %w", err)
+	}
+	err = chunks(ids, idChunk, func(part []string) error {
+		var found, statuses []string
+		if err := s.statusesQuery(site, part).Scan(ctx, &found, &statuses); err != nil {
+			return err
+		}
+		for i, id := range found {
+			out[id] = ports.Status(statuses[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("statuses of %d ids", len(ids)), err)
+	}
+	return out, nil
+}
+
+// checkFilter reports a filter no statement can carry: a status that is
+// not a central one, a text with a NUL byte.
+func checkFilter(f ports.Filter) error {
+	for _, st := range f.Statuses {
+		if !st.Valid() {
+			return fmt.Errorf("sqlstore: filter status %q is not a central status: %w", st, ports.ErrInvalid)
+		}
+	}
+	return noNUL(f.Type, f.SourceSite, f.List, f.Subject)
+}
+
+// where adds the conditions of f (checked by checkFilter) to q.
+func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter) bun.QueryBuilder {
+	if len(f.Statuses) > 0 {
+		q = q.Where(`"status" IN (?)`, bun.List(f.Statuses))
+	}
+	if f.Type != "" {
+		q = q.Where(`"type" = ?`, f.Type)
+	}
+	if f.SourceSite != "" {
+		q = q.Where(`"source_site" = ?`, f.SourceSite)
+	}
+	if f.List != "" {
+		q = q.Where(`"list" = ?`, f.List)
+	}
+	if !f.CreatedFrom.IsZero() {
+		q = q.Where(`"created_at" >= ?`, at(f.CreatedFrom))
+	}
+	if !f.CreatedTo.IsZero() {
+		q = q.Where(`"created_at" < ?`, at(f.CreatedTo))
+	}
+	if !f.UpdatedFrom.IsZero() {
+		q = q.Where(`"updated_at" >= ?`, at(f.UpdatedFrom))
+	}
+	if !f.UpdatedTo.IsZero() {
+		q = q.Where(`"updated_at" < ?`, at(f.UpdatedTo))
+	}
+	if !f.StuckBefore.IsZero() {
+		q = q.Where(`"status" IN (?)`, bun.List(dueStatuses)).Where(`"created_at" < ?`, at(f.StuckBefore))
+	}
+	if f.Subject != "" {
+		q = s.d.subjectContains(q, f.Subject)
+	}
+	return q
+}
+
+// filtered selects from the notifications the rows of f; among the
+// candidates only, when not nil (SQLite's keyword path).
+func (s *Notifications) filtered(f ports.Filter, c *candidates) *bun.SelectQuery {
+	q := s.r.NewSelect().Model((*notificationRow)(nil))
+	if c != nil {
+		q = fromCandidates(q, c)
+	}
+	return q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, f) })
+}
+
+// listQuery selects up to limit rows of f after the cursor, newest first
+// (created_at DESC, id DESC), by keyset.
+func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *candidates) *bun.SelectQuery {
+	q := s.filtered(f, c)
+	if after != nil {
+		q = s.d.after(q, *after)
+	}
+	return q.OrderExpr(`"created_at" DESC, "id" DESC`).Limit(int64(limit))
+}
+
+// Query implements ports.Store.
+func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.PageRequest) (ports.Page, error) {
+	if page.Limit <= 0 {
+		return ports.Page{}, fmt.Errorf("sqlstore: query: page Limit %d must be positive: %w", page.Limit, ports.ErrInvalid)
+	}
+	if err := checkFilter(f); err != nil {
+		return ports.Page{}, err
+	}
+	var after *cursor
+	if page.After != "" {
+		c, err := decodeCursor(page.After)
+		if err != nil {
+			return ports.Page{}, err
+		}
+		if !s.d.validID(c.id) {
+			return ports.Page{}, fmt.Errorf("sqlstore: page cursor %.40q names no row: %w", page.After, ports.ErrInvalid)
+		}
+		after = &c
+	}
+	c, err := s.subjectRowids(ctx, f.Subject)
+	if err != nil {
+		return ports.Page{}, err
+	}
+	if c != nil && len(c.rowids) == 0 {
+		return ports.Page{Items: []ports.Notification{}}, nil // no subject holds the keyword
+	}
+	rows := make([]notificationRow, 0, page.Limit+1)
+	if err := s.listQuery(f, after, page.Limit+1, c).Scan(ctx, &rows); err != nil {
+		return ports.Page{}, s.fail("query", err)
+	}
+	ns, err := notifications(rows)
+	if err != nil {
+		return ports.Page{}, s.fail("query", err)
+	}
+	var p ports.Page
+	if len(ns) > page.Limit {
+		ns = ns[:page.Limit]
+		lastRow := ns[len(ns)-1]
+		p.Next = encodeCursor(cursor{createdAt: lastRow.CreatedAt, id: lastRow.ID})
+	}
+	p.Items = ns
+	return p, nil
+}
+
+// countQuery counts the rows of f.
+func (s *Notifications) countQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
+	return s.filtered(f, c).ColumnExpr(s.d.countAll())
+}
+
+// Count implements ports.Store.
+func (s *Notifications) Count(ctx context.Context, f ports.Filter) (int64, error) {
+	if err := checkFilter(f); err != nil {
+		return 0, err
+	}
+	c, found, err := s.subjectCount(ctx, f.Subject)
+	if err != nil {
+		return 0, err
+	}
+	if c != nil && found == 0 {
+		return 0, nil // no subject holds the keyword
+	}
+	var n int64
+	if err := s.countQuery(f, c).Scan(ctx, &n); err != nil {
+		return 0, s.fail("count", err)
+	}
+	return n, nil
+}
+
+// The most keyword candidates that Query and Count read by rowid on SQLite
+// (see subjectRowids); beyond them they scan. Reading a candidate costs
+// about 4 µs at 1,000,000 rows, and a keyword with n matches fills a
+// newest-first page of 50 after reading about 50/n of the table (the whole
+// of it: 0.4 s): past 2,000 matches the scan is as fast. A count reads
+// every matching row either way, so its candidates pay up to a tenth of the
+// table.
+const (
+	subjectQueryCap = 2_000
+	subjectCountCap = 100_000
+)
+
+// subjectRowids returns the candidates of a list filtered by keyword, on
+// SQLite: the rowids of the rows whose subject may contain keyword, found
+// through the trigram index of migration 0004, and of the rows not yet
+// indexed whose subject does (see subjectIndexer). They are a superset of
+// the matching rows, which the list filters with the same LIKE as without
+// them.
+// It returns nil, and the list scans as before, when the index cannot
+// answer (not SQLite; no keyword, or one shorter than three characters or
+// not valid UTF-8: see subjectMatch) or
+// when more than the store's cap may match: a common keyword fills a
+// newest-first page sooner than its candidates are read and sorted. No
+// candidate at all means that no row matches.
+func (s *Notifications) subjectRowids(ctx context.Context, keyword string) (*candidates, error) {
+	match, ok := s.subjectIndexed(keyword)
+	if !ok {
+		return nil, nil
+	}
+	ids := make([]int64, 0, 64)
+	if err := subjectCandidates(s.r, keyword, match, s.subjectQueryCap+1).Scan(ctx, &ids); err != nil {
+		return nil, s.fail("keyword candidates", err)
+	}
+	if len(ids) > s.subjectQueryCap {
+		return nil, nil
+	}
+	return &candidates{rowids: ids}, nil
+}
+
+// subjectCount is subjectRowids for a count: it counts the candidates (up
+// to the store's count cap) and returns, when they are within it, the index
+// query that finds them again in the count, and their number.
+func (s *Notifications) subjectCount(ctx context.Context, keyword string) (*candidates, int64, error) {
+	match, ok := s.subjectIndexed(keyword)
+	if !ok {
+		return nil, 0, nil
+	}
+	var n int64
+	if err := subjectCandidateCount(s.r, keyword, match, s.subjectCountCap+1).Scan(ctx, &n); err != nil {
+		return nil, 0, s.fail("count keyword candidates", err)
+	}
+	if n > int64(s.subjectCountCap) {
+		return nil, 0, nil
+	}
+	return &candidates{match: match}, n, nil
+}
+
+// subjectIndexed returns the trigram index query of keyword, and whether the
+// store may use it: on SQLite, for a keyword of three characters or more.
+func (s *Notifications) subjectIndexed(keyword string) (string, bool) {
+	if s.driver != DriverSQLite || keyword == "" {
+		return "", false
+	}
+	return subjectMatch(keyword)
+}
+
+// kpiRow is a row of kpisQuery.
+type kpiRow struct {
+	Kind   int     `bun:"kind"`
+	Site   string  `bun:"source_site"`
+	Status string  `bun:"status"`
+	N      int64   `bun:"n"`
+	Stuck  int64   `bun:"stuck"`
+	Oldest instant `bun:"oldest"`
+}
+
+// kpisQuery selects, per source site, two kinds of rows (kpiRow):
+//
+//   - kind 0, one per (status, site) among Pending, Retrying and Parked: the
+//     row count, the count created before StuckBefore, the oldest created_at
+//     (served by the (status, created_at, id) index, which carries
+//     source_site, on PostgreSQL and MS SQL; by a partial (status,
+//     source_site, created_at) index on SQLite, which groups by sorting
+//     unless an index yields the groups in order);
+//   - kind 1, one per site: the count delivered since DeliveredSince (served
+//     by the delivered_at index, which SQLite must be told of).
+func (s *Notifications) kpisQuery(req ports.KPIRequest) *bun.SelectQuery {
+	count := bun.Safe(s.d.countAll())
+	queue := s.r.NewSelect().TableExpr("?", s.d.from("notifications_kpi_idx")).
+		ColumnExpr(`0 AS "kind", "source_site", "status", ? AS "n"`, count)
+	if req.StuckBefore.IsZero() {
+		queue = queue.ColumnExpr(`0 AS "stuck"`)
+	} else {
+		queue = queue.ColumnExpr(`SUM(CASE WHEN "created_at" < ? THEN 1 ELSE 0 END) AS "stuck"`, at(req.StuckBefore))
+	}
+	queue = queue.ColumnExpr(`MIN("created_at") AS "oldest"`).
+		Where(`"status" IN (?)`, bun.List(kpiStatuses)).GroupExpr(`"status", "source_site"`)
+	delivered := s.r.NewSelect().TableExpr("?", s.d.from("notifications_delivered_idx")).
+		ColumnExpr(`1, "source_site", ?, ?, 0, ?`, "", count, at(time.Time{})).
+		Where(`"delivered_at" IS NOT NULL`)
+	if req.DeliveredSince.IsZero() {
+		delivered = delivered.Where(`"delivered_at" >= "delivered_at"`) // every delivered row has it set
+	} else {
+		delivered = delivered.Where(`"delivered_at" >= ?`, at(req.DeliveredSince))
+	}
+	return queue.UnionAll(delivered.GroupExpr(`"source_site"`))
+}
+
+// KPIs implements ports.Store.
+func (s *Notifications) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, error) {
+	var rows []kpiRow
+	if err := s.kpisQuery(req).Scan(ctx, &rows); err != nil {
+		return ports.KPIs{}, s.fail("kpis", err)
+	}
+	sites := map[string]*ports.KPICounts{}
+	var out ports.KPIs
+	for _, r := range rows {
+		siteCounts := sites[r.Site]
+		if siteCounts == nil {
+			siteCounts = &ports.KPICounts{}
+			sites[r.Site] = siteCounts
+		}
+		for _, c := range []*ports.KPICounts{&out.Global, siteCounts} {
+			if r.Kind == 1 {
+				c.Delivered += r.N
+				continue
+			}
+			switch ports.Status(r.Status) {
+			case ports.StatusParked:
+				c.Parked += r.N
+			case ports.StatusPending, ports.StatusRetrying:
+				c.QueueDepth += r.N
+				c.Stuck += r.Stuck
+				if t := r.Oldest.t; !t.IsZero() && (c.OldestPendingAt.IsZero() || t.Before(c.OldestPendingAt)) {
+					c.OldestPendingAt = t
+				}
+			}
+		}
+	}
+	out.Sites = make([]ports.SiteKPICounts, 0, len(sites))
+	for site, c := range sites {
+		out.Sites = append(out.Sites, ports.SiteKPICounts{Site: site, KPICounts: *c})
+	}
+	slices.SortFunc(out.Sites, func(a, b ports.SiteKPICounts) int { return strings.Compare(a.Site, b.Site) })
+	return out, nil
+}
+
+// transitionQuery moves the selected rows from req.From to req.To and
+// returns their ids.
+func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.UpdateQuery {
+	q := s.w.NewUpdate().Table("notifications").Set(`"status" = ?`, req.To).Set(`"updated_at" = ?`, at(req.Now)).
+		Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`)
+	if req.Reset {
+		q = q.Set(`"retry_count" = 0`).Set(`"next_attempt_at" = NULL`).Set(`"last_error" = ?`, "")
+	}
+	q = q.Where(`"status" = ?`, req.From)
+	if len(req.Selection.IDs) > 0 {
+		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
+	} else {
+		q = q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, req.Selection.Filter) })
+	}
+	return q.Returning(s.d.returned("id"))
+}
+
+// Transition implements ports.Store.
+func (s *Notifications) Transition(ctx context.Context, req ports.TransitionRequest) ([]string, error) {
+	if !req.From.Valid() || !req.To.Valid() {
+		return nil, fmt.Errorf("sqlstore: transition %q to %q: not central statuses: %w", req.From, req.To, ports.ErrInvalid)
+	}
+	if req.Now.IsZero() {
+		return nil, fmt.Errorf("sqlstore: transition: Now is unset: %w", ports.ErrInvalid)
+	}
+	if err := checkFilter(req.Selection.Filter); err != nil {
+		return nil, err
+	}
+	if len(req.Selection.IDs) > 0 {
+		ids, err := s.validIDs(req.Selection.IDs)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: transition: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil, nil // no row has those ids
+		}
+		req.Selection.IDs = ids
+	}
+	var moved []string
+	var err error
+	if ids := req.Selection.IDs; len(ids) > idChunk {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			moved = nil
+			return chunks(ids, idChunk, func(part []string) error {
+				r := req
+				r.Selection = ports.Selection{IDs: part}
+				var got []string
+				err := s.transitionQuery(r).Conn(tx).Scan(ctx, &got)
+				moved = append(moved, got...)
+				return err
+			})
+		})
+	} else {
+		err = s.transitionQuery(req).Scan(ctx, &moved)
+	}
+	if err != nil {
+		return nil, s.fail(fmt.Sprintf("transition %s to %s", req.From, req.To), err)
+	}
+	return moved, nil
+}
+
+// Purge implements ports.Store.
+func (s *Notifications) Purge(ctx context.Context, cutoff time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("sqlstore: purge: limit %d must be positive: %w", limit, ports.ErrInvalid)
+	}
+	var deleted []string
+	if err := s.d.purge(s.w, cutoff, limit).Scan(ctx, &deleted); err != nil {
+		return nil, s.fail("purge", err)
+	}
+	return deleted, nil
+}
+
+// --- ports.AuditLog -----------------------------------------------------------
+
+// Append implements ports.AuditLog: all records or none.
+func (s *Notifications) Append(ctx context.Context, records []ports.AuditRecord) error {
+	if len(records) == 0 {
+		return nil
+	}
+	rows := make([]auditRow, len(records))
+	for i := range records {
+		r := &records[i]
+		if r.NotificationID == "" || r.Kind == "" || r.At.IsZero() {
+			return fmt.Errorf("sqlstore: append audit: record %d lacks a notification id, kind or time: %w", i, ports.ErrInvalid)
+		}
+		if !s.d.validID(r.NotificationID) {
+			return fmt.Errorf("sqlstore: append audit: notification id %.40q is not a UUID: %w", r.NotificationID, ports.ErrInvalid)
+		}
+		var err error
+		if rows[i], err = toAuditRow(r); err != nil {
+			return err
+		}
+	}
+	qs, err := build(rows, auditChunk, func(part []auditRow) (query, error) { return s.d.appendQuery(s.handle, part) })
+	if err != nil {
+		return err
+	}
+	err = s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) error {
+		for _, q := range qs {
+			if err := exec(ctx, c, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.fail(fmt.Sprintf("append %d audit records", len(records)), err)
+	}
+	return nil
+}
+
+// historyQuery selects the records of one notification into rows, oldest
+// first, then in append order.
+func (s *Notifications) historyQuery(rows *[]auditRow, id string) *bun.SelectQuery {
+	return s.r.NewSelect().Model(rows).Where(`"notification_id" = ?`, id).OrderExpr(`"at", "id"`)
+}
+
+// History implements ports.AuditLog.
+func (s *Notifications) History(ctx context.Context, notificationID string) ([]ports.AuditRecord, error) {
+	out := []ports.AuditRecord{}
+	if noNUL(notificationID) != nil || !s.d.validID(notificationID) {
+		return out, nil // no stored id is like that
+	}
+	var rows []auditRow
+	if err := s.historyQuery(&rows, notificationID).Scan(ctx); err != nil {
+		return nil, s.fail("history of "+notificationID, err)
+	}
+	for i := range rows {
+		out = append(out, rows[i].record())
+	}
+	return out, nil
+}
+
+// forgetQuery deletes the records of ids.
+func (s *Notifications) forgetQuery(ids []string) *bun.DeleteQuery {
+	return s.w.NewDelete().TableExpr(`"notification_audit"`).Where(`"notification_id" IN (?)`, bun.List(ids))
+}
+
+// Forget implements ports.AuditLog.
+func (s *Notifications) Forget(ctx context.Context, notificationIDs []string) error {
+	ids, err := s.validIDs(notificationIDs)
+	if err != nil {
+		return fmt.Errorf("sqlstore: forget: %w", err)
+	}
+	err = chunks(ids, idChunk, func(part []string) error {
+		_, err := s.forgetQuery(part).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return s.fail(fmt.Sprintf("forget %d notifications", len(ids)), err)
+	}
+	return nil
+}
