@@ -120,7 +120,7 @@ func checkAccountsDown(t *testing.T, s *DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := fs.ReadFile(fsys, "0003_accounts.down.sql")
+	b, err := fs.ReadFile(fsys, "0003_accounts.tx.down.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func checkAdminAuditDown(t *testing.T, s *DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := fs.ReadFile(fsys, "0005_admin_audit.down.sql")
+	b, err := fs.ReadFile(fsys, "0005_admin_audit.tx.down.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func checkDirectoryDown(t *testing.T, s *DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := fs.ReadFile(fsys, "0002_directory.down.sql")
+	b, err := fs.ReadFile(fsys, "0002_directory.tx.down.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,17 +315,6 @@ func TestMSSQLWrites(t *testing.T) {
 		`SELECT `+auditCols+` FROM "notification_audit" WHERE "notification_id" = N'a' ORDER BY "at", "id"`)
 	q, err = g.forget([]string{"a"})
 	mustContain(t, "forget", buildT(t, "forget", q, err), `DELETE FROM "notification_audit" WHERE "notification_id" IN (N'a')`)
-
-	q, err = g.markMigration("0001_init")
-	buildT(t, "mark migration", q, err)
-	for name, sql := range map[string]string{
-		"migration lock":   g.migrationLock(),
-		"migrations table": g.createMigrationsTable(),
-		"applied":          g.appliedMigrations(),
-	} {
-		checkTSQL(t, name, query{text: sql})
-	}
-	mustContain(t, "migration lock", g.migrationLock(), `sp_getapplock`, `@LockOwner = N'Transaction'`)
 }
 
 func TestNULIsInvalid(t *testing.T) {
