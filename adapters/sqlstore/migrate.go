@@ -281,6 +281,12 @@ func (r *migrationRunner) up(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.upFrom(ctx, ms)
+}
+
+// upFrom applies the migrations that ms, the status read before, says are
+// missing, skipping those another node applied since.
+func (r *migrationRunner) upFrom(ctx context.Context, ms migrate.MigrationSlice) ([]string, error) {
 	group := ms.LastGroupID() + 1
 	ctx = context.WithValue(ctx, migrationDirectionKey{}, migratingUp)
 	var applied []string

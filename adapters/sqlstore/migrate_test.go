@@ -355,6 +355,30 @@ func TestMigrationGroupsPostgres(t *testing.T) {
 	checkGroups(t, postgresOpener(t))
 }
 
+// TestMigrateSkipsWhatAnotherNodeApplied: a node that read the status
+// before another node applied the migrations skips each of them once it
+// holds the lock, instead of applying it again.
+func TestMigrateSkipsWhatAnotherNodeApplied(t *testing.T) {
+	open := sqliteOpener(t)
+	a, b := open(), open()
+	r, err := b.newMigrationRunner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := r.status(t.Context())
+	if err != nil || len(stale.Unapplied()) != len(stale) {
+		t.Fatalf("status of an empty database = %v, %v; want every migration to do", stale, err)
+	}
+	if err := a.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := r.upFrom(t.Context(), stale)
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("up after another node migrated = %q, %v; want nothing applied, no error", applied, err)
+	}
+	wantStatus(t, b, 1, 1, 1, 1, 1)
+}
+
 // TestMigrateDownEmpty: with nothing applied, MigrateDown rolls back
 // nothing.
 func TestMigrateDownEmpty(t *testing.T) {
