@@ -460,3 +460,57 @@ func (noServer) Connect(context.Context) (driver.Conn, error) { return nil, erro
 func (noServer) Driver() driver.Driver                        { return nil }
 
 func mssqldialectForTest() schema.Dialect { return builderDialect{mssqldialect.New()} }
+
+// TestMigrateWaitsForTheLockPostgres: while another session holds the
+// migration lock of the schema, Migrate waits (it neither fails nor goes
+// ahead); once the lock is released it applies the migrations.
+func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
+	t.Parallel()
+	db := postgresOpener(t)()
+	holder, err := db.writer().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	if _, err := holder.ExecContext(t.Context(), migrationSQL(DriverPostgres).lock); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := holder.QueryRowContext(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- db.Migrate(t.Context()) }()
+
+	// Wait (bounded) until a session waits for the lock the holder holds.
+	waiting := `SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory' AND h.granted
+		AND h.pid = $1 AND w.classid = h.classid AND w.objid = h.objid AND w.objsubid = h.objsubid
+		WHERE w.locktype = 'advisory' AND NOT w.granted`
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := db.reader().QueryRowContext(t.Context(), waiting, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Migrate returned %v while another session held the lock", err)
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Migrate did not wait for the migration lock")
+		}
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Migrate after the lock was released: %v", err)
+	}
+	wantStatus(t, db, 1, 1, 1, 1, 1)
+}
