@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
+	bundialect "github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/schema"
 )
 
@@ -45,14 +45,14 @@ type colTime time.Time
 func (t colTime) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error) {
 	tm := time.Time(t).UTC().Truncate(time.Microsecond)
 	switch gen.Dialect().Name() {
-	case dialect.PG:
+	case bundialect.PG:
 		if tm.IsZero() {
 			return append(b, "NULL::timestamptz"...), nil
 		}
 		b = append(b, '\'')
 		b = tm.AppendFormat(b, "2006-01-02 15:04:05.000000")
 		return append(b, "+00'::timestamptz"...), nil
-	case dialect.MSSQL:
+	case bundialect.MSSQL:
 		if tm.IsZero() {
 			return append(b, "CAST(NULL AS datetime2(6))"...), nil
 		}
@@ -109,7 +109,7 @@ func (s *handle) writes() writeDialect { return writesOf(s.g.d) }
 
 // writesOf returns the writes of dialect d.
 func writesOf(d schema.Dialect) writeDialect {
-	if d.Name() == dialect.MSSQL {
+	if d.Name() == bundialect.MSSQL {
 		return mssqlWrites{}
 	}
 	return conflictWrites{}

@@ -16,12 +16,12 @@ import (
 
 // renderDB is a bun.DB with no server behind it: it renders statements.
 func renderDB(d schema.Dialect) *bun.DB {
-	return bun.NewDB(sql.OpenDB(noServer{}), builderDialect{d})
+	return bun.NewDB(sql.OpenDB(noServerConn{}), builderDialect{d})
 }
 
-// modelColumns returns the columns of model, a pointer to a row struct,
+// rowColumns returns the columns of model, a pointer to a row struct,
 // in their order.
-func modelColumns(model any) []string {
+func rowColumns(model any) []string {
 	var out []string
 	for _, f := range modelTable(renderDB(sqlitedialect.New()), model).Fields {
 		out = append(out, f.Name)
@@ -32,12 +32,12 @@ func modelColumns(model any) []string {
 // The columns of the directory's and the accounts' models, which
 // TestMigrationFiles compares with the tables the migrations create.
 var (
-	listColumns    = modelColumns((*listRow)(nil))
-	channelColumns = modelColumns((*channelRow)(nil))
-	accountColumns = modelColumns((*accountRow)(nil))
-	tokenColumns   = modelColumns((*tokenRow)(nil))
-	sessionColumns = modelColumns((*sessionRow)(nil))
-	adminColumns   = modelColumns((*adminRow)(nil))[1:] // after the id
+	listColumns    = rowColumns((*listRow)(nil))
+	channelColumns = rowColumns((*channelRow)(nil))
+	accountColumns = rowColumns((*accountRow)(nil))
+	tokenColumns   = rowColumns((*tokenRow)(nil))
+	sessionColumns = rowColumns((*sessionRow)(nil))
+	adminColumns   = rowColumns((*adminRow)(nil))[1:] // after the id
 )
 
 // TestMSSQLDirectoryAccounts renders the directory's, the accounts' and the

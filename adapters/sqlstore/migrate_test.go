@@ -439,7 +439,7 @@ func TestMigrationSQLMSSQL(t *testing.T) {
 	ms := migrationSQL(DriverMSSQL)
 	mustContain(t, "migration lock", ms.lock, `sp_getapplock @Resource = N'outbox_schema_migrations'`, `@LockOwner = N'Transaction'`, `@LockTimeout = -1`)
 	checkTSQL(t, "migration lock", query{text: ms.lock})
-	db := bun.NewDB(sql.OpenDB(noServer{}), mssqldialectForTest())
+	db := bun.NewDB(sql.OpenDB(noServerConn{}), mssqldialectForTest())
 	q := db.NewRaw(ms.tableExists, migrationsTable).String()
 	mustContain(t, "table exists", q, `OBJECT_ID(N'outbox_migrations', N'U')`)
 	q = db.NewCreateTable().Model((*migrate.Migration)(nil)).ModelTableExpr("?", bun.Ident(migrationsTable)).String()
@@ -452,12 +452,14 @@ func TestMigrationSQLMSSQL(t *testing.T) {
 	mustContain(t, "forget", q, `DELETE FROM "outbox_migrations" WHERE ("name" = N'0001')`)
 }
 
-// noServer is a connector with no server behind it: a bun.DB over it
+// noServerConn is a connector with no server behind it: a bun.DB over it
 // renders statements.
-type noServer struct{}
+type noServerConn struct{}
 
-func (noServer) Connect(context.Context) (driver.Conn, error) { return nil, errors.New("no server") }
-func (noServer) Driver() driver.Driver                        { return nil }
+func (noServerConn) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("no server")
+}
+func (noServerConn) Driver() driver.Driver { return nil }
 
 func mssqldialectForTest() schema.Dialect { return builderDialect{mssqldialect.New()} }
 
