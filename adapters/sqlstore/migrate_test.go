@@ -301,14 +301,19 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 	fresh.check(t, db)
 }
 
-func TestUpgradeFromLegacyRunnerSQLite(t *testing.T) {
-	t.Parallel()
-	checkUpgrade(t, sqliteOpener(t))
-}
+func TestUpgradeFromLegacyRunner(t *testing.T) { onEachDatabase(t, checkUpgrade) }
 
-func TestUpgradeFromLegacyRunnerPostgres(t *testing.T) {
-	t.Parallel()
-	checkUpgrade(t, postgresOpener(t))
+// onEachDatabase runs check on SQLite and on PostgreSQL (when a server is
+// given), each on a database of its own.
+func onEachDatabase(t *testing.T, check func(t *testing.T, open func() *DB)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		check(t, sqliteOpener(t))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		check(t, postgresOpener(t))
+	})
 }
 
 // checkGroups: a database the former runner left at 0003 gets 0004 and
@@ -345,15 +350,7 @@ func checkGroups(t *testing.T, open func() *DB) {
 	}
 }
 
-func TestMigrationGroupsSQLite(t *testing.T) {
-	t.Parallel()
-	checkGroups(t, sqliteOpener(t))
-}
-
-func TestMigrationGroupsPostgres(t *testing.T) {
-	t.Parallel()
-	checkGroups(t, postgresOpener(t))
-}
+func TestMigrationGroups(t *testing.T) { onEachDatabase(t, checkGroups) }
 
 // TestMigrateSkipsWhatAnotherNodeApplied: a node that read the status
 // before another node applied the migrations skips each of them once it
