@@ -18,6 +18,7 @@ import (
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // blipProxy is a TCP proxy on loopback between a store and its PostgreSQL
@@ -253,21 +254,13 @@ func TestAPostgresBlipCostsNoDuplicate(t *testing.T) {
 	blips.Wait()
 
 	// Wait for every row to be Delivered, reading past the proxy.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	waittest.For(t, 2*time.Minute, fmt.Sprintf("all %d rows Delivered", len(ids)), func() (bool, string) {
 		n, err := direct.Notifications().Count(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int(n) >= len(ids) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("only %d of %d rows Delivered after 2 minutes", n, len(ids))
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return int(n) >= len(ids), fmt.Sprintf("%d Delivered", n)
+	})
 	stop()
 
 	ch.mu.Lock()

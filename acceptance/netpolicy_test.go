@@ -17,6 +17,7 @@ import (
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // internalSecret is what an internal service on central's machine answers:
@@ -229,7 +230,7 @@ func TestAdminListToLoopbackParks(t *testing.T) {
 		[]ports.ChannelSettings{{Type: "webhook",
 			Retry: ports.RetrySettings{Backoff: ports.BackoffFixed, MaxRetries: 5, Interval: 20 * time.Millisecond}}})
 	ids := o.submitN("internal", 1)
-	eventually(t, "the notification Parked", func() bool { return o.count(ports.StatusParked) == 1 })
+	waittest.For(t, 2*time.Minute, "the notification Parked", waittest.Holds(func() bool { return o.count(ports.StatusParked) == 1 }))
 	d, err := o.svc.Notification(context.Background(), ids[0])
 	if err != nil {
 		t.Fatal(err)

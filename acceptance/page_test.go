@@ -24,6 +24,7 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // This file drives the operator page in a real browser: the page of the real central
@@ -317,7 +318,7 @@ link:
 	}()
 	t.Cleanup(c.stop)
 
-	waitFor(t, nodeStartTimeout, "central's page answers /readyz", func() (bool, string) {
+	waittest.For(t, nodeStartTimeout, "central's page answers /readyz", func() (bool, string) {
 		if isClosed(c.exited) {
 			t.Fatalf("central ended while starting (%v):\n%s", c.waitErr, c.tail(60))
 		}
@@ -402,7 +403,7 @@ func (c *pageCentral) submit(list string, subjects ...string) []string {
 // the site link.
 func (c *pageCentral) waitStatus(want ports.Status, ids ...string) {
 	c.t.Helper()
-	waitFor(c.t, settleTimeout, fmt.Sprintf("%d notifications %s", len(ids), want), func() (bool, string) {
+	waittest.For(c.t, settleTimeout, fmt.Sprintf("%d notifications %s", len(ids), want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		st, err := c.client.Status(ctx, ports.StatusRequest{IDs: ids})
@@ -526,7 +527,7 @@ func newBrowser(t *testing.T, exe, base string) *browser {
 	// The watches work: a dialog and an exception the test causes are seen.
 	b.do("open a probe dialog and throw", chromedp.Evaluate[chromedp.Void](
 		`alert("probe"); setTimeout(() => { throw new Error("probe") }, 0)`))
-	waitFor(t, stepTimeout, "the probe dialog and exception seen", func() (bool, string) {
+	waittest.For(t, stepTimeout, "the probe dialog and exception seen", func() (bool, string) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.dialogs) == 1 && len(b.exceptions) == 1, fmt.Sprint(b.dialogs, b.exceptions)
@@ -657,7 +658,7 @@ func (b *browser) history() []historyRow {
 // waitFor opens path again until cond, read from the page, holds.
 func (b *browser) waitFor(what, path string, cond func() (bool, string)) {
 	b.t.Helper()
-	waitFor(b.t, settleTimeout, what, func() (bool, string) {
+	waittest.For(b.t, settleTimeout, what, func() (bool, string) {
 		b.open(path)
 		return cond()
 	})

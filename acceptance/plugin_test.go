@@ -24,6 +24,7 @@ import (
 	"github.com/siteline/outbox/plugins/email"
 	"github.com/siteline/outbox/plugins/webhook"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // TestMain lets this test binary serve as the channel plugins of these
@@ -152,18 +153,6 @@ func (o *liveOutbox) count(s ports.Status) int64 {
 	return n
 }
 
-// eventually polls cond every 10 ms until it holds, for at most two minutes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within two minutes: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // hookReceiver is an HTTP server counting the webhook deliveries per
 // notification id. Once holdAfter requests have arrived, it holds every
 // further request until release is closed, so that deliveries are certainly
@@ -231,14 +220,14 @@ func TestPluginKilledMidBurst(t *testing.T) {
 				Retry: ports.RetrySettings{Backoff: ports.BackoffFixed, MaxRetries: 1000, Interval: 20 * time.Millisecond}}})
 		ids := o.submitN("hooks", n)
 
-		eventually(t, "a fifth of the burst delivered and more in flight", func() bool { return rcv.holding.Load() > 0 })
+		waittest.For(t, 2*time.Minute, "a fifth of the burst delivered and more in flight", waittest.Holds(func() bool { return rcv.holding.Load() > 0 }))
 		inFlight := rcv.holding.Load()
 		pid := host.Status()[0].PID
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		rcv.open()
-		eventually(t, "every notification Delivered", func() bool { return o.count(ports.StatusDelivered) == n })
+		waittest.For(t, 2*time.Minute, "every notification Delivered", waittest.Holds(func() bool { return o.count(ports.StatusDelivered) == n }))
 
 		st := host.Status()[0]
 		if st.Restarts < 1 || st.PID == pid {
@@ -305,7 +294,7 @@ func TestSMTPServerDownThenBack(t *testing.T) {
 				Retry:    ports.RetrySettings{Backoff: ports.BackoffFixed, MaxRetries: 1000, Interval: 50 * time.Millisecond}}})
 		o.submitN("ops", n)
 
-		eventually(t, "every notification Retrying", func() bool { return o.count(ports.StatusRetrying) == n })
+		waittest.For(t, 2*time.Minute, "every notification Retrying", waittest.Holds(func() bool { return o.count(ports.StatusRetrying) == n }))
 		if d := o.count(ports.StatusDelivered); d != 0 {
 			t.Fatalf("%d delivered with the server down", d)
 		}
@@ -315,7 +304,7 @@ func TestSMTPServerDownThenBack(t *testing.T) {
 			t.Fatalf("restart the SMTP server on %s: %v", addr, err)
 		}
 		t.Cleanup(func() { _ = srv.Close() })
-		eventually(t, "every notification Delivered", func() bool { return o.count(ports.StatusDelivered) == n })
+		waittest.For(t, 2*time.Minute, "every notification Delivered", waittest.Holds(func() bool { return o.count(ports.StatusDelivered) == n }))
 		msgs := srv.Messages()
 		if len(msgs) != n {
 			t.Fatalf("server got %d messages, want %d", len(msgs), n)

@@ -25,6 +25,7 @@ import (
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // This file is the harness of the site tests and benchmarks: real site nodes
@@ -182,27 +183,6 @@ func ephemeralLow() int {
 		return n
 	}
 	return fallback
-}
-
-// waitFor polls cond every pollEvery until it holds, or fails the test after
-// timeout with what and cond's last explanation.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("not reached within %s: %s (last: %s)", timeout, what, why)
-		case <-tick.C:
-		}
-	}
 }
 
 // siteNode is one `outbox site` process, started and stopped at will with
@@ -368,7 +348,7 @@ func (n *siteNode) health() (ports.SiteHealth, error) {
 func (n *siteNode) waitHealth(timeout time.Duration, what string, cond func(ports.SiteHealth) bool) ports.SiteHealth {
 	n.t.Helper()
 	var last ports.SiteHealth
-	waitFor(n.t, timeout, "node "+n.id+": "+what, func() (bool, string) {
+	waittest.For(n.t, timeout, "node "+n.id+": "+what, func() (bool, string) {
 		h, err := n.health()
 		if err != nil {
 			return false, err.Error()
@@ -440,7 +420,7 @@ func (n *siteNode) waitReady() error {
 // waitPortsFree waits until the node's addresses can be listened on.
 func (n *siteNode) waitPortsFree() {
 	n.t.Helper()
-	waitFor(n.t, 30*time.Second, "node "+n.id+"'s ports free", func() (bool, string) {
+	waittest.For(n.t, 30*time.Second, "node "+n.id+"'s ports free", func() (bool, string) {
 		for _, a := range []string{n.raft, n.api} {
 			l, err := net.Listen("tcp", a)
 			if err != nil {
@@ -636,7 +616,7 @@ func (g *siteGroup) stopAll() {
 func (g *siteGroup) leader(except ...*siteNode) *siteNode {
 	g.t.Helper()
 	var found *siteNode
-	waitFor(g.t, leaderTimeout, "a leader among the running nodes", func() (bool, string) {
+	waittest.For(g.t, leaderTimeout, "a leader among the running nodes", func() (bool, string) {
 		var seen []string
 		for _, n := range g.nodes {
 			if !n.running() || containsNode(except, n) {
@@ -779,7 +759,7 @@ func (c *centralLink) up() {
 		return
 	}
 	var lis net.Listener
-	waitFor(c.t, 30*time.Second, "central's address "+c.addr+" free", func() (bool, string) {
+	waittest.For(c.t, 30*time.Second, "central's address "+c.addr+" free", func() (bool, string) {
 		l, err := net.Listen("tcp", c.addr)
 		if err != nil {
 			return false, err.Error()
@@ -841,7 +821,7 @@ func (c *centralLink) missing(ids []string) ([]string, error) {
 // awaitAll waits until central holds every id.
 func (c *centralLink) awaitAll(ids []string, timeout time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, timeout, fmt.Sprintf("all %d notifications at central", len(ids)), func() (bool, string) {
+	waittest.For(c.t, timeout, fmt.Sprintf("all %d notifications at central", len(ids)), func() (bool, string) {
 		m, err := c.missing(ids)
 		if err != nil {
 			return false, err.Error()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,7 @@ import (
 	"github.com/siteline/outbox/adapters/membuffer"
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // errBlip is what a store reports while its database restarts.
@@ -299,23 +301,25 @@ func (e *blipEnv) delivered(ids []string) {
 // written when the store comes back within the lease, so that nothing is
 // delivered again when the lease runs out.
 func TestRecordIsRetriedThroughABlip(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchBatchSize: 100})
-	ids := e.submit(50)
-	e.store.failRecord = 3
-	e.dispatchAll()
-	e.afterTheLease()
-	e.delivered(ids)
-	if got := e.store.called("Record"); got != 4 {
-		t.Errorf("%d Record calls, want 4 (3 failed, then the one that worked)", got)
-	}
-	for try := 1; try <= 3; try++ {
-		if n := e.lines("WARN", fmt.Sprintf("try=%d ", try)); n != 1 {
-			t.Errorf("%d WARN lines of try %d, want 1:\n%s", n, try, e.log)
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchBatchSize: 100})
+		ids := e.submit(50)
+		e.store.failRecord = 3
+		e.dispatchAll()
+		e.afterTheLease()
+		e.delivered(ids)
+		if got := e.store.called("Record"); got != 4 {
+			t.Errorf("%d Record calls, want 4 (3 failed, then the one that worked)", got)
 		}
-	}
-	if n := e.lines("ERROR", ""); n != 0 {
-		t.Errorf("%d ERROR lines, want none:\n%s", n, e.log)
-	}
+		for try := 1; try <= 3; try++ {
+			if n := e.lines("WARN", fmt.Sprintf("try=%d ", try)); n != 1 {
+				t.Errorf("%d WARN lines of try %d, want 1:\n%s", n, try, e.log)
+			}
+		}
+		if n := e.lines("ERROR", ""); n != 0 {
+			t.Errorf("%d ERROR lines, want none:\n%s", n, e.log)
+		}
+	})
 }
 
 // TestAnAmbiguousRecordKeepsTheHistory: a Record that committed but whose
@@ -323,18 +327,20 @@ func TestRecordIsRetriedThroughABlip(t *testing.T) {
 // gone). They are recorded after all: no delivery repeats, and their
 // audit records are written.
 func TestAnAmbiguousRecordKeepsTheHistory(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchBatchSize: 100})
-	ids := e.submit(20)
-	e.store.lostRecord = 1
-	e.dispatchAll()
-	e.afterTheLease()
-	e.delivered(ids)
-	if n := e.lines("WARN", "lease lost"); n != 0 {
-		t.Errorf("the rows the lost answer had recorded were reported as taken by another node:\n%s", e.log)
-	}
-	if n := e.lines("INFO", "recorded these rows after all"); n != 1 {
-		t.Errorf("%d lines say the earlier try had recorded the rows, want 1:\n%s", n, e.log)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchBatchSize: 100})
+		ids := e.submit(20)
+		e.store.lostRecord = 1
+		e.dispatchAll()
+		e.afterTheLease()
+		e.delivered(ids)
+		if n := e.lines("WARN", "lease lost"); n != 0 {
+			t.Errorf("the rows the lost answer had recorded were reported as taken by another node:\n%s", e.log)
+		}
+		if n := e.lines("INFO", "recorded these rows after all"); n != 1 {
+			t.Errorf("%d lines say the earlier try had recorded the rows, want 1:\n%s", n, e.log)
+		}
+	})
 }
 
 // TestAnotherOwnersRowStaysLost: a row another node took over while this one
@@ -381,24 +387,26 @@ func TestAnotherOwnersRowStaysLost(t *testing.T) {
 // outcomes are still written when it is back (within ClaimLease of the
 // failure), and nothing is delivered again.
 func TestRecordOutlastsTheBatchLease(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute})
-	// Each delivery takes all but 400 ms of the lease (by the test's
-	// clock): 400 ms of real time are left before the lease runs out.
-	e.ch.clock, e.ch.advance = e.clock, 2*time.Minute-400*time.Millisecond
-	ids := e.submit(1)
-	back := time.Now().Add(1500 * time.Millisecond) // the database is away for 1.5 s
-	e.store.mu.Lock()
-	e.store.failRecordWhile = func() bool { return time.Now().Before(back) }
-	e.store.mu.Unlock()
-	if _, err := e.svc.DispatchOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if tries := e.store.called("Record"); tries < 2 {
-		t.Errorf("%d Record calls, want retries past the batch's lease", tries)
-	}
-	e.ch.advance = 0
-	e.afterTheLease()
-	e.delivered(ids)
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute})
+		// Each delivery takes all but 400 ms of the lease (by the test's
+		// clock): 400 ms of the bubble's clock are left before the lease runs out.
+		e.ch.clock, e.ch.advance = e.clock, 2*time.Minute-400*time.Millisecond
+		ids := e.submit(1)
+		back := time.Now().Add(1500 * time.Millisecond) // the database is away for 1.5 s
+		e.store.mu.Lock()
+		e.store.failRecordWhile = func() bool { return time.Now().Before(back) }
+		e.store.mu.Unlock()
+		if _, err := e.svc.DispatchOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if tries := e.store.called("Record"); tries < 2 {
+			t.Errorf("%d Record calls, want retries past the batch's lease", tries)
+		}
+		e.ch.advance = 0
+		e.afterTheLease()
+		e.delivered(ids)
+	})
 }
 
 // TestRecordGivesUpAfterTheClaimLease: a database that stays away for
@@ -406,38 +414,40 @@ func TestRecordOutlastsTheBatchLease(t *testing.T) {
 // ERROR line, and the row is delivered again once its lease ran out (the
 // accepted at-least-once cost).
 func TestRecordGivesUpAfterTheClaimLease(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: 100 * time.Millisecond, ClaimLease: 800 * time.Millisecond})
-	ids := e.submit(1)
-	e.store.mu.Lock()
-	e.store.failRecordWhile = func() bool { return true }
-	e.store.mu.Unlock()
-	start := time.Now()
-	if _, err := e.svc.DispatchOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	if took > 30*time.Second {
-		t.Errorf("recording took %s, far past the 800 ms claim lease", took)
-	}
-	tries := e.store.called("Record")
-	if tries < 2 {
-		t.Errorf("%d Record calls, want some retries", tries)
-	}
-	if n := e.lines("ERROR", "record outcomes failed; giving up"); n != 1 {
-		t.Errorf("%d ERROR lines of giving up, want 1:\n%s", n, e.log)
-	}
-	e.store.mu.Lock()
-	e.store.failRecordWhile = nil
-	e.store.mu.Unlock()
-	e.afterTheLease()
-	once, dup, total := e.ch.tally()
-	t.Logf("sent 1, Record tries %d in %s, then deliveries %d (once %d, more than once %d)", tries, took.Round(time.Millisecond), total, once, dup)
-	if total != 2 || dup != 1 {
-		t.Errorf("%d deliveries, want 2: the row is delivered again once its lease ran out", total)
-	}
-	if n, err := e.store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
-		t.Errorf("row: %+v, %v", n, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: 100 * time.Millisecond, ClaimLease: 800 * time.Millisecond})
+		ids := e.submit(1)
+		e.store.mu.Lock()
+		e.store.failRecordWhile = func() bool { return true }
+		e.store.mu.Unlock()
+		start := time.Now()
+		if _, err := e.svc.DispatchOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if took > 30*time.Second {
+			t.Errorf("recording took %s, far past the 800 ms claim lease", took)
+		}
+		tries := e.store.called("Record")
+		if tries < 2 {
+			t.Errorf("%d Record calls, want some retries", tries)
+		}
+		if n := e.lines("ERROR", "record outcomes failed; giving up"); n != 1 {
+			t.Errorf("%d ERROR lines of giving up, want 1:\n%s", n, e.log)
+		}
+		e.store.mu.Lock()
+		e.store.failRecordWhile = nil
+		e.store.mu.Unlock()
+		e.afterTheLease()
+		once, dup, total := e.ch.tally()
+		t.Logf("sent 1, Record tries %d in %s, then deliveries %d (once %d, more than once %d)", tries, took.Round(time.Millisecond), total, once, dup)
+		if total != 2 || dup != 1 {
+			t.Errorf("%d deliveries, want 2: the row is delivered again once its lease ran out", total)
+		}
+		if n, err := e.store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
+			t.Errorf("row: %+v, %v", n, err)
+		}
+	})
 }
 
 // TestTheReadBackGivesUpWithTheLease: after a Record whose answer was lost,
@@ -446,36 +456,38 @@ func TestRecordGivesUpAfterTheClaimLease(t *testing.T) {
 // stops the Record's own retries, instead of holding the batch (and the
 // node's sweep, which waits for it) for as long as the reads fail.
 func TestTheReadBackGivesUpWithTheLease(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute})
-	e.ch.clock, e.ch.advance = e.clock, 2*time.Minute-400*time.Millisecond
-	ids := e.submit(1)
-	var down atomic.Bool
-	down.Store(true)
-	e.store.mu.Lock()
-	e.store.lostRecord = 1
-	e.store.failGetWhile = down.Load
-	e.store.mu.Unlock()
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() {
-		_, err := e.svc.DispatchOnce(context.Background())
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchBatchSize: 10, DeliveryTimeout: time.Minute, ClaimLease: 2 * time.Minute})
+		e.ch.clock, e.ch.advance = e.clock, 2*time.Minute-400*time.Millisecond
+		ids := e.submit(1)
+		var down atomic.Bool
+		down.Store(true)
+		e.store.mu.Lock()
+		e.store.lostRecord = 1
+		e.store.failGetWhile = down.Load
+		e.store.mu.Unlock()
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := e.svc.DispatchOnce(context.Background())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(15 * time.Second):
+			down.Store(false) // let the batch end
+			<-done
+			t.Fatalf("the batch was still reading back its rows %s after the 400 ms of lease left (%d Get calls)",
+				time.Since(start).Round(time.Millisecond), e.store.called("Get"))
 		}
-	case <-time.After(15 * time.Second):
-		down.Store(false) // let the batch end
-		<-done
-		t.Fatalf("the batch was still reading back its rows %s after the 400 ms of lease left (%d Get calls)",
-			time.Since(start).Round(time.Millisecond), e.store.called("Get"))
-	}
-	t.Logf("read-back ended after %s, %d Get calls", time.Since(start).Round(time.Millisecond), e.store.called("Get"))
-	if n, err := e.store.Store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
-		t.Errorf("row: %+v, %v", n, err)
-	}
+		t.Logf("read-back ended after %s, %d Get calls", time.Since(start).Round(time.Millisecond), e.store.called("Get"))
+		if n, err := e.store.Store.Get(context.Background(), ids[0]); err != nil || n.Status != ports.StatusDelivered {
+			t.Errorf("row: %+v, %v", n, err)
+		}
+	})
 }
 
 // TestAnUnfixableRecordIsNotRetried: an error no retry can fix (invalid
@@ -500,41 +512,47 @@ func TestAnUnfixableRecordIsNotRetried(t *testing.T) {
 // are tried again; an Append whose answer was lost is not written twice.
 func TestReleaseAndAuditAreRetried(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
-		e := newBlipEnv(t, Config{})
-		e.ch.roomless = true
-		ids := e.submit(3)
-		e.store.failRelease = 2
-		if _, err := e.svc.DispatchOnce(context.Background()); err == nil {
-			t.Fatal("dispatch through a channel without room reported no untouched rows")
-		}
-		for _, id := range ids {
-			if n, err := e.store.Get(context.Background(), id); err != nil || n.ClaimedBy != "" {
-				t.Errorf("%s is still leased (%q, %v): the release was not tried again", id, n.ClaimedBy, err)
+		synctest.Test(t, func(t *testing.T) {
+			e := newBlipEnv(t, Config{})
+			e.ch.roomless = true
+			ids := e.submit(3)
+			e.store.failRelease = 2
+			if _, err := e.svc.DispatchOnce(context.Background()); err == nil {
+				t.Fatal("dispatch through a channel without room reported no untouched rows")
 			}
-		}
-		if got := e.store.called("Release"); got != 3 {
-			t.Errorf("%d Release calls, want 3", got)
-		}
+			for _, id := range ids {
+				if n, err := e.store.Get(context.Background(), id); err != nil || n.ClaimedBy != "" {
+					t.Errorf("%s is still leased (%q, %v): the release was not tried again", id, n.ClaimedBy, err)
+				}
+			}
+			if got := e.store.called("Release"); got != 3 {
+				t.Errorf("%d Release calls, want 3", got)
+			}
+		})
 	})
 	t.Run("audit", func(t *testing.T) {
-		e := newBlipEnv(t, Config{})
-		ids := e.submit(10)
-		e.store.failAppend = 2
-		e.dispatchAll()
-		e.delivered(ids)
-		if got := e.store.called("Append"); got != 3 {
-			t.Errorf("%d Append calls, want 3", got)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			e := newBlipEnv(t, Config{})
+			ids := e.submit(10)
+			e.store.failAppend = 2
+			e.dispatchAll()
+			e.delivered(ids)
+			if got := e.store.called("Append"); got != 3 {
+				t.Errorf("%d Append calls, want 3", got)
+			}
+		})
 	})
 	t.Run("ambiguous audit", func(t *testing.T) {
-		e := newBlipEnv(t, Config{})
-		ids := e.submit(10)
-		e.store.lostAppend = 1
-		e.dispatchAll()
-		e.delivered(ids) // each record once
-		if got := e.store.called("Append"); got != 1 {
-			t.Errorf("%d Append calls, want 1: the records were found written", got)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			e := newBlipEnv(t, Config{})
+			ids := e.submit(10)
+			e.store.lostAppend = 1
+			e.dispatchAll()
+			e.delivered(ids) // each record once
+			if got := e.store.called("Append"); got != 1 {
+				t.Errorf("%d Append calls, want 1: the records were found written", got)
+			}
+		})
 	})
 }
 
@@ -551,85 +569,91 @@ func TestIngestIsRetriedThroughABlip(t *testing.T) {
 		{"lookup fails", func(f *faultStore) { f.lostInsert, f.failStatuses = 1, 2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newBlipEnv(t, Config{})
-			tc.fault(e.store)
-			subs := []ports.Submission{
-				{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"},
-				{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "t"},
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a", Notifications: subs})
-			if err != nil || len(res.Accepted) != 2 || len(res.Rejected) != 0 {
-				t.Fatalf("submit: %+v, %v; want both acknowledged", res, err)
-			}
-			e.dispatchAll()
-			e.delivered(res.Accepted)
+			synctest.Test(t, func(t *testing.T) {
+				e := newBlipEnv(t, Config{})
+				tc.fault(e.store)
+				subs := []ports.Submission{
+					{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"},
+					{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "t"},
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				res, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a", Notifications: subs})
+				if err != nil || len(res.Accepted) != 2 || len(res.Rejected) != 0 {
+					t.Fatalf("submit: %+v, %v; want both acknowledged", res, err)
+				}
+				e.dispatchAll()
+				e.delivered(res.Accepted)
+			})
 		})
 	}
 	t.Run("gives up before the deadline", func(t *testing.T) {
-		e := newBlipEnv(t, Config{})
-		e.store.failInsert = 1 << 30
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		_, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a", Notifications: []ports.Submission{
-			{ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}}})
-		if !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Errorf("submit while the store is down: %v, want the store's error", err)
-		}
-		if ctx.Err() != nil {
-			t.Errorf("the answer came after the caller's deadline")
-		}
-		if e.store.called("Insert") < 2 {
-			t.Errorf("%d Insert calls, want retries", e.store.called("Insert"))
-		}
+		synctest.Test(t, func(t *testing.T) {
+			e := newBlipEnv(t, Config{})
+			e.store.failInsert = 1 << 30
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a", Notifications: []ports.Submission{
+				{ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}}})
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("submit while the store is down: %v, want the store's error", err)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("the answer came after the caller's deadline")
+			}
+			if e.store.called("Insert") < 2 {
+				t.Errorf("%d Insert calls, want retries", e.store.called("Insert"))
+			}
+		})
 	})
 }
 
 // TestRetryBlipBounds: retryBlip stops at an unfixable error, at until, and
 // when ctx ends; and a graceContext outlives its parent by its grace only.
 func TestRetryBlipBounds(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx := context.Background()
-	calls := 0
-	tries, err := retryBlip(ctx, log, time.Time{}, "x", "y", func(context.Context) error {
-		calls++
-		return fmt.Errorf("bad: %w", ports.ErrInvalid)
-	})
-	if tries != 1 || calls != 1 || !errors.Is(err, ports.ErrInvalid) {
-		t.Errorf("unfixable: %d tries, %d calls, %v", tries, calls, err)
-	}
-
-	start := time.Now()
-	tries, err = retryBlip(ctx, log, start.Add(500*time.Millisecond), "x", "y", func(context.Context) error { return errBlip })
-	if took := time.Since(start); err == nil || took > 5*time.Second || tries < 3 {
-		t.Errorf("until 500 ms: %d tries in %s, %v", tries, took, err)
-	}
-
-	cctx, cancel := context.WithCancel(ctx)
-	tries, err = retryBlip(cctx, log, time.Time{}, "x", "y", func(context.Context) error {
-		cancel()
-		return errBlip
-	})
-	if tries != 1 || err == nil {
-		t.Errorf("cancelled: %d tries, %v", tries, err)
-	}
-
-	parent, stopParent := context.WithCancel(ctx)
-	gctx, stop := graceContext(parent, 100*time.Millisecond)
-	defer stop()
-	stopParent()
-	if gctx.Err() != nil {
-		t.Error("the grace context ended with its parent")
-	}
-	select {
-	case <-gctx.Done():
-		if !errors.Is(context.Cause(gctx), errGraceOver) {
-			t.Errorf("cause %v", context.Cause(gctx))
+	synctest.Test(t, func(t *testing.T) {
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		ctx := context.Background()
+		calls := 0
+		tries, err := retryBlip(ctx, log, time.Time{}, "x", "y", func(context.Context) error {
+			calls++
+			return fmt.Errorf("bad: %w", ports.ErrInvalid)
+		})
+		if tries != 1 || calls != 1 || !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("unfixable: %d tries, %d calls, %v", tries, calls, err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Error("the grace context outlived its grace")
-	}
+
+		start := time.Now()
+		tries, err = retryBlip(ctx, log, start.Add(500*time.Millisecond), "x", "y", func(context.Context) error { return errBlip })
+		if took := time.Since(start); err == nil || took > 5*time.Second || tries < 3 {
+			t.Errorf("until 500 ms: %d tries in %s, %v", tries, took, err)
+		}
+
+		cctx, cancel := context.WithCancel(ctx)
+		tries, err = retryBlip(cctx, log, time.Time{}, "x", "y", func(context.Context) error {
+			cancel()
+			return errBlip
+		})
+		if tries != 1 || err == nil {
+			t.Errorf("cancelled: %d tries, %v", tries, err)
+		}
+
+		parent, stopParent := context.WithCancel(ctx)
+		gctx, stop := graceContext(parent, 100*time.Millisecond)
+		defer stop()
+		stopParent()
+		if gctx.Err() != nil {
+			t.Error("the grace context ended with its parent")
+		}
+		select {
+		case <-gctx.Done():
+			if !errors.Is(context.Cause(gctx), errGraceOver) {
+				t.Errorf("cause %v", context.Cause(gctx))
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the grace context outlived its grace")
+		}
+	})
 }
 
 // flakyRemove is a site buffer whose Remove fails while fail is positive,
@@ -651,29 +675,28 @@ func (b *flakyRemove) Remove(ctx context.Context, ids []string) error {
 // that fails is tried again at once instead of sending the batch to central
 // again.
 func TestForwarderRetriesTheRemoval(t *testing.T) {
-	buf := &flakyRemove{Buffer: membuffer.New("a")}
-	buf.fail.Store(2)
-	central := newFlakyCentral(t, "plant-1")
-	site, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: 5 * time.Second}, SiteDeps{Buffer: buf, Central: central})
-	if err != nil {
-		t.Fatal(err)
-	}
-	(&siteEnv{site: site}).forward(t)
-	id, err := site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := buf.Stats(context.Background())
-		return st.Count == 0
+	synctest.Test(t, func(t *testing.T) {
+		buf := &flakyRemove{Buffer: membuffer.New("a")}
+		buf.fail.Store(2)
+		central := newFlakyCentral(t, "plant-1")
+		site, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: 5 * time.Second}, SiteDeps{Buffer: buf, Central: central})
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&siteEnv{site: site}).forward(t)
+		id, err := site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waittest.For(t, time.Minute, "an empty buffer", drained(buf))
+		if !central.stored(t, id) {
+			t.Fatal("the notification never reached central")
+		}
+		t.Logf("submits %d, removes %d", central.submits.Load(), buf.removes.Load())
+		if got := central.submits.Load(); got != 1 {
+			t.Errorf("%d Submits, want 1: the failed removal was not tried again before sending again", got)
+		}
 	})
-	if !central.stored(t, id) {
-		t.Fatal("the notification never reached central")
-	}
-	t.Logf("submits %d, removes %d", central.submits.Load(), buf.removes.Load())
-	if got := central.submits.Load(); got != 1 {
-		t.Errorf("%d Submits, want 1: the failed removal was not tried again before sending again", got)
-	}
 }
 
 // TestALostClaimAnswerIsReleased: a claim that committed but whose answer
@@ -682,30 +705,27 @@ func TestForwarderRetriesTheRemoval(t *testing.T) {
 // delivered at once (the clock never moves: the leases would never run
 // out), each exactly once.
 func TestALostClaimAnswerIsReleased(t *testing.T) {
-	e := newBlipEnv(t, Config{DispatchInterval: 20 * time.Millisecond})
-	ids := e.submit(30)
-	e.store.lostClaim = 1
-	first := e.svc.Owner()
-	runService(t, e.svc)
-	waitUntil(t, "every notification delivered", func() bool {
-		_, _, total := e.ch.tally()
-		return total >= len(ids)
-	})
-	e.svc.Wake()
-	waitUntil(t, "the dispatcher idle", func() bool { return e.lines("INFO", "released the leases of a claim") == 1 })
-	if n := e.lines("INFO", "rows=30"); n != 1 {
-		t.Errorf("%d lines releasing rows=30, want 1:\n%s", n, e.log)
-	}
-	if e.svc.Owner() == first {
-		t.Errorf("the owner name is still %s after the lost claim", first)
-	}
-	waitUntil(t, "every row recorded", func() bool {
-		for _, id := range ids {
-			if n, err := e.store.Get(context.Background(), id); err != nil || n.Status != ports.StatusDelivered {
-				return false
-			}
+	synctest.Test(t, func(t *testing.T) {
+		e := newBlipEnv(t, Config{DispatchInterval: 20 * time.Millisecond})
+		ids := e.submit(30)
+		e.store.lostClaim = 1
+		first := e.svc.Owner()
+		runService(t, e.svc)
+		waittest.For(t, time.Minute, "every notification delivered", func() (bool, string) {
+			_, _, total := e.ch.tally()
+			return total >= len(ids), fmt.Sprintf("%d of %d delivered", total, len(ids))
+		})
+		e.svc.Wake()
+		waittest.For(t, time.Minute, "the leases of the lost claim released", waittest.Holds(func() bool {
+			return e.lines("INFO", "released the leases of a claim") == 1
+		}))
+		if n := e.lines("INFO", "rows=30"); n != 1 {
+			t.Errorf("%d lines releasing rows=30, want 1:\n%s", n, e.log)
 		}
-		return true
+		if e.svc.Owner() == first {
+			t.Errorf("the owner name is still %s after the lost claim", first)
+		}
+		waittest.For(t, time.Minute, "every row recorded", allDelivered(e.store, ids))
+		e.delivered(ids)
 	})
-	e.delivered(ids)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -175,39 +176,41 @@ func (r *roomless) Deliver(context.Context, ports.Delivery) ports.Result {
 // attempt counts no retry and writes no audit record; the row goes back
 // Pending and unclaimed, and the sweep stops and comes back after RetryAfter.
 func TestNotAttemptedLeavesTheRowUntouched(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	ch := &roomless{}
-	svc, err := New(Config{}, Deps{Store: store, Audit: store, Channels: ports.ChannelMap{"email": ch},
-		Directory: okDirectory{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
-		ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"}}})
-	if err != nil || len(res.Accepted) != 1 {
-		t.Fatalf("submit: %+v, %v", res, err)
-	}
-	id := res.Accepted[0]
-	before := time.Now()
-	next := svc.sweep(ctx)
-	if ch.calls.Load() != 1 {
-		t.Fatalf("%d deliveries, want 1 (the sweep must stop, not claim the row again)", ch.calls.Load())
-	}
-	if next.Before(before.Add(3*time.Second)) || next.After(time.Now().Add(3*time.Second)) {
-		t.Errorf("next sweep at %v, want about 3 s from now", next)
-	}
-	n, err := store.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.Status != ports.StatusPending || n.RetryCount != 0 || n.ClaimedBy != "" || !n.LastAttemptAt.IsZero() {
-		t.Errorf("row after a delivery not attempted: %+v", n)
-	}
-	h, err := store.History(ctx, id)
-	if err != nil || len(h) != 0 {
-		t.Errorf("audit records %+v, %v; want none", h, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memstore.New()
+		ch := &roomless{}
+		svc, err := New(Config{}, Deps{Store: store, Audit: store, Channels: ports.ChannelMap{"email": ch},
+			Directory: okDirectory{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
+			ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"}}})
+		if err != nil || len(res.Accepted) != 1 {
+			t.Fatalf("submit: %+v, %v", res, err)
+		}
+		id := res.Accepted[0]
+		before := time.Now()
+		next := svc.sweep(ctx)
+		if ch.calls.Load() != 1 {
+			t.Fatalf("%d deliveries, want 1 (the sweep must stop, not claim the row again)", ch.calls.Load())
+		}
+		if next.Before(before.Add(3*time.Second)) || next.After(time.Now().Add(3*time.Second)) {
+			t.Errorf("next sweep at %v, want about 3 s from now", next)
+		}
+		n, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status != ports.StatusPending || n.RetryCount != 0 || n.ClaimedBy != "" || !n.LastAttemptAt.IsZero() {
+			t.Errorf("row after a delivery not attempted: %+v", n)
+		}
+		h, err := store.History(ctx, id)
+		if err != nil || len(h) != 0 {
+			t.Errorf("audit records %+v, %v; want none", h, err)
+		}
+	})
 }
 
 // orderChannel records the order in which deliveries start, by priority.
@@ -220,7 +223,7 @@ func (c *orderChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result
 	c.mu.Lock()
 	c.started = append(c.started, d.Notification.Priority)
 	c.mu.Unlock()
-	time.Sleep(time.Millisecond) // long enough for the other batches' launchers to want a slot
+	time.Sleep(time.Millisecond) // in the bubble: until every other goroutine waits (for a slot, say)
 	return ports.Result{Outcome: ports.OutcomeSuccess}
 }
 
@@ -231,34 +234,36 @@ func (c *orderChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result
 // more rows delivered and not yet recorded, each of which is then
 // delivered again.
 func TestBatchesGoOutInClaimOrder(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	ch := &orderChannel{}
-	svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store,
-		Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 60 // six batches: the pipeline holds them all at once
-	subs := make([]ports.Submission, n)
-	for i := range subs {
-		subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i}
-	}
-	if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
-		t.Fatalf("submit: %+v, %v", res, err)
-	}
-	svc.sweep(ctx)
-	if len(ch.started) != n {
-		t.Fatalf("%d deliveries, want %d", len(ch.started), n)
-	}
-	// Within a batch two deliveries run at once and may start in either
-	// order; across batches, every delivery of a batch starts before any
-	// of the next.
-	batchOf := func(priority int) int { return (n - priority) / 10 }
-	for i := 1; i < n; i++ {
-		if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
-			t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
-				batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memstore.New()
+		ch := &orderChannel{}
+		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store,
+			Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		const n = 60 // six batches: the pipeline holds them all at once
+		subs := make([]ports.Submission, n)
+		for i := range subs {
+			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i}
+		}
+		if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
+			t.Fatalf("submit: %+v, %v", res, err)
+		}
+		svc.sweep(ctx)
+		if len(ch.started) != n {
+			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
+		}
+		// Within a batch two deliveries run at once and may start in either
+		// order; across batches, every delivery of a batch starts before any
+		// of the next.
+		batchOf := func(priority int) int { return (n - priority) / 10 }
+		for i := 1; i < n; i++ {
+			if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
+				t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
+					batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
+			}
+		}
+	})
 }

@@ -3,11 +3,13 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +17,7 @@ import (
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/clocktest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // deliveriesOf returns how many times c delivered id.
@@ -85,16 +88,20 @@ func runService(t *testing.T, svc *Service) {
 	})
 }
 
-// waitUntil polls cond until it holds, failing the test after a generous
-// deadline.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
+// allDelivered is the condition of a dispatcher that delivered and
+// recorded every one of ids.
+func allDelivered(store ports.Store, ids []string) func() (bool, string) {
+	return func() (bool, string) {
+		for _, id := range ids {
+			n, err := store.Get(context.Background(), id)
+			if err != nil {
+				return false, err.Error()
+			}
+			if n.Status != ports.StatusDelivered {
+				return false, fmt.Sprintf("%s is %s", id, n.Status)
+			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		return true, ""
 	}
 }
 
@@ -103,69 +110,64 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // are delivered at once, not after the lease (the clock never moves), each
 // exactly once by the new run, and the leases of another node stay put.
 func TestRestartReleasesTheLeasesOfEarlierRuns(t *testing.T) {
-	ctx := t.Context()
-	store := memstore.New()
-	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	deps := func(ch ports.Channel, log *slog.Logger) Deps {
-		return Deps{Store: store, Audit: store, Directory: okDirectory{}, Clock: clock,
-			Channels: ports.ChannelMap{"email": ch}, Logger: log}
-	}
-	cfg := Config{NodeID: "central-x", DispatchBatchSize: 3}
-	dead, err := New(cfg, deps(&countingChannel{}, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := New(Config{NodeID: "central-y", DispatchBatchSize: 2}, deps(&countingChannel{}, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The dead run claims three rows and never records them; another node
-	// holds two more.
-	inFlight := submitN(t, dead, 3)
-	rows, err := dead.claim(ctx, dead.Owner())
-	if err != nil || len(rows) != 3 {
-		t.Fatalf("the first run claimed %d rows (%v), want 3", len(rows), err)
-	}
-	held := submitN(t, other, 2)
-	if rows, err := other.claim(ctx, other.Owner()); err != nil || len(rows) != 2 {
-		t.Fatalf("the other node claimed %d rows (%v), want 2", len(rows), err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		store := memstore.New()
+		clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		deps := func(ch ports.Channel, log *slog.Logger) Deps {
+			return Deps{Store: store, Audit: store, Directory: okDirectory{}, Clock: clock,
+				Channels: ports.ChannelMap{"email": ch}, Logger: log}
+		}
+		cfg := Config{NodeID: "central-x", DispatchBatchSize: 3}
+		dead, err := New(cfg, deps(&countingChannel{}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := New(Config{NodeID: "central-y", DispatchBatchSize: 2}, deps(&countingChannel{}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The dead run claims three rows and never records them; another node
+		// holds two more.
+		inFlight := submitN(t, dead, 3)
+		rows, err := dead.claim(ctx, dead.Owner())
+		if err != nil || len(rows) != 3 {
+			t.Fatalf("the first run claimed %d rows (%v), want 3", len(rows), err)
+		}
+		held := submitN(t, other, 2)
+		if rows, err := other.claim(ctx, other.Owner()); err != nil || len(rows) != 2 {
+			t.Fatalf("the other node claimed %d rows (%v), want 2", len(rows), err)
+		}
 
-	ch := &countingChannel{}
-	var log syncLog
-	restarted, err := New(cfg, deps(ch, log.logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if restarted.Owner() == dead.Owner() {
-		t.Fatalf("two runs share the owner %s", dead.Owner())
-	}
-	runService(t, restarted)
-	waitUntil(t, "the dead run's rows delivered by the new run", func() bool {
+		ch := &countingChannel{}
+		var log syncLog
+		restarted, err := New(cfg, deps(ch, log.logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if restarted.Owner() == dead.Owner() {
+			t.Fatalf("two runs share the owner %s", dead.Owner())
+		}
+		runService(t, restarted)
+		waittest.For(t, time.Minute, "the dead run's rows delivered by the new run", allDelivered(store, inFlight))
 		for _, id := range inFlight {
-			if n, err := store.Get(ctx, id); err != nil || n.Status != ports.StatusDelivered {
-				return false
+			if got := deliveriesOf(ch, id); got != 1 {
+				t.Errorf("row %s delivered %d times by the new run, want 1", id, got)
 			}
 		}
-		return true
+		for _, id := range held {
+			n, err := store.Get(ctx, id)
+			if err != nil || n.Status != ports.StatusPending || n.ClaimedBy != other.Owner() || deliveriesOf(ch, id) != 0 {
+				t.Errorf("row of the other node: %s, claimed by %q, %d deliveries (%v); want Pending, still %s's, none",
+					n.Status, n.ClaimedBy, deliveriesOf(ch, id), err, other.Owner())
+			}
+		}
+		if out := log.String(); !strings.Contains(out, `msg="released the leases of an earlier run of this node" node_id=central-x rows=3`) {
+			t.Errorf("no release line with the count in the log:\n%s", out)
+		}
+		t.Logf("rows leased by the dead run: %d, delivered by the new run: %d (repeats %d), other node's rows left leased: %d",
+			len(inFlight), deliveries(ch), deliveries(ch)-len(inFlight), len(held))
 	})
-	for _, id := range inFlight {
-		if got := deliveriesOf(ch, id); got != 1 {
-			t.Errorf("row %s delivered %d times by the new run, want 1", id, got)
-		}
-	}
-	for _, id := range held {
-		n, err := store.Get(ctx, id)
-		if err != nil || n.Status != ports.StatusPending || n.ClaimedBy != other.Owner() || deliveriesOf(ch, id) != 0 {
-			t.Errorf("row of the other node: %s, claimed by %q, %d deliveries (%v); want Pending, still %s's, none",
-				n.Status, n.ClaimedBy, deliveriesOf(ch, id), err, other.Owner())
-		}
-	}
-	if out := log.String(); !strings.Contains(out, `msg="released the leases of an earlier run of this node" node_id=central-x rows=3`) {
-		t.Errorf("no release line with the count in the log:\n%s", out)
-	}
-	t.Logf("rows leased by the dead run: %d, delivered by the new run: %d (repeats %d), other node's rows left leased: %d",
-		len(inFlight), deliveries(ch), deliveries(ch)-len(inFlight), len(held))
 }
 
 // releaseSpy counts ReleaseNode calls and fails them with err when set.
@@ -200,28 +202,32 @@ func TestRunReleasesOnlyANamedNodeAndSurvivesAFailure(t *testing.T) {
 		{name: "nothing to release", node: "central-x", wantCalls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memstore.New()
-			store := &releaseSpy{Store: mem, err: tc.err}
-			ch := &countingChannel{}
-			var log syncLog
-			svc, err := New(Config{NodeID: tc.node}, Deps{Store: store, Audit: mem, Directory: okDirectory{},
-				Channels: ports.ChannelMap{"email": ch}, Logger: log.logger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := submitN(t, svc, 2)
-			runService(t, svc)
-			waitUntil(t, "fresh rows delivered", func() bool { return deliveries(ch) == len(ids) })
-			if got := store.calls.Load(); got != tc.wantCalls {
-				t.Errorf("%d ReleaseNode calls, want %d", got, tc.wantCalls)
-			}
-			out := log.String()
-			if tc.wantLog != "" && !strings.Contains(out, tc.wantLog) {
-				t.Errorf("log lacks %s:\n%s", tc.wantLog, out)
-			}
-			if tc.err == nil && strings.Contains(out, "released the leases") {
-				t.Errorf("a release line with nothing released:\n%s", out)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				store := &releaseSpy{Store: mem, err: tc.err}
+				ch := &countingChannel{}
+				var log syncLog
+				svc, err := New(Config{NodeID: tc.node}, Deps{Store: store, Audit: mem, Directory: okDirectory{},
+					Channels: ports.ChannelMap{"email": ch}, Logger: log.logger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := submitN(t, svc, 2)
+				runService(t, svc)
+				waittest.For(t, time.Minute, "fresh rows delivered", func() (bool, string) {
+					return deliveries(ch) == len(ids), fmt.Sprintf("%d of %d delivered", deliveries(ch), len(ids))
+				})
+				if got := store.calls.Load(); got != tc.wantCalls {
+					t.Errorf("%d ReleaseNode calls, want %d", got, tc.wantCalls)
+				}
+				out := log.String()
+				if tc.wantLog != "" && !strings.Contains(out, tc.wantLog) {
+					t.Errorf("log lacks %s:\n%s", tc.wantLog, out)
+				}
+				if tc.err == nil && strings.Contains(out, "released the leases") {
+					t.Errorf("a release line with nothing released:\n%s", out)
+				}
+			})
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +17,7 @@ import (
 	"github.com/siteline/outbox/adapters/membuffer"
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // flakyCentral is central in process (a Service on memstore) behind a switch
@@ -119,15 +121,15 @@ func sendCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually waits up to 30 s for cond, checking every few milliseconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// drained is the condition of a forwarder that sent everything: an empty
+// buffer.
+func drained(b ports.Buffer) func() (bool, string) {
+	return func() (bool, string) {
+		st, err := b.Stats(context.Background())
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(2 * time.Millisecond)
+		return st.Count == 0, fmt.Sprintf("%d notifications buffered", st.Count)
 	}
 }
 
@@ -220,147 +222,152 @@ func TestSendOffTheLeaderIsUnavailable(t *testing.T) {
 }
 
 func TestForwarderDeliversAndEmptiesTheBuffer(t *testing.T) {
-	e := newSiteEnv(t, SiteConfig{ForwardBatch: 7})
-	e.forward(t)
-	var ids []string
-	for i := range 50 {
-		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: fmt.Sprint(i)})
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		e := newSiteEnv(t, SiteConfig{ForwardBatch: 7})
+		e.forward(t)
+		var ids []string
+		for i := range 50 {
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
-	}
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := e.buf.Stats(context.Background())
-		return st.Count == 0
+		waittest.For(t, time.Minute, "an empty buffer", drained(e.buf))
+		for _, id := range ids {
+			if !e.central.stored(t, id) {
+				t.Fatalf("%s never reached central", id)
+			}
+		}
+		h, err := e.site.Health(context.Background())
+		if err != nil || h.LastCentralContact.IsZero() || h.LastCentralError != "" || h.Backlog != 0 {
+			t.Errorf("health %+v, %v", h, err)
+		}
 	})
-	for _, id := range ids {
-		if !e.central.stored(t, id) {
-			t.Fatalf("%s never reached central", id)
-		}
-	}
-	h, err := e.site.Health(context.Background())
-	if err != nil || h.LastCentralContact.IsZero() || h.LastCentralError != "" || h.Backlog != 0 {
-		t.Errorf("health %+v, %v", h, err)
-	}
 }
 
 func TestForwarderBatchesByBytes(t *testing.T) {
-	e := newSiteEnv(t, SiteConfig{ForwardBatch: 100, ForwardBatchBytes: 1000})
-	var mu sync.Mutex
-	var sizes []int
-	e.central.onSubmit = func(r ports.SubmitRequest) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSiteEnv(t, SiteConfig{ForwardBatch: 100, ForwardBatchBytes: 1000})
+		var mu sync.Mutex
+		var sizes []int
+		e.central.onSubmit = func(r ports.SubmitRequest) {
+			mu.Lock()
+			sizes = append(sizes, len(r.Notifications))
+			mu.Unlock()
+		}
+		for range 10 {
+			if _, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Body: strings.Repeat("b", 300)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.forward(t)
+		waittest.For(t, time.Minute, "an empty buffer", drained(e.buf))
 		mu.Lock()
-		sizes = append(sizes, len(r.Notifications))
-		mu.Unlock()
-	}
-	for range 10 {
-		if _, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Body: strings.Repeat("b", 300)}); err != nil {
-			t.Fatal(err)
+		defer mu.Unlock()
+		for _, n := range sizes {
+			if n > 3 {
+				t.Errorf("a batch of %d notifications of 300 bytes; ForwardBatchBytes 1000 allows 3", n)
+			}
 		}
-	}
-	e.forward(t)
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := e.buf.Stats(context.Background())
-		return st.Count == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	for _, n := range sizes {
-		if n > 3 {
-			t.Errorf("a batch of %d notifications of 300 bytes; ForwardBatchBytes 1000 allows 3", n)
-		}
-	}
 }
 
 // TestForwarderKeepsEverythingWhileCentralIsDown, in miniature: Sends
 // go on, the backlog grows and Health says why, and all of it arrives once
 // central is back.
 func TestForwarderKeepsEverythingWhileCentralIsDown(t *testing.T) {
-	e := newSiteEnv(t, SiteConfig{})
-	e.central.down.Store(true)
-	e.forward(t)
-	var ids []string
-	for range 20 {
-		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		e := newSiteEnv(t, SiteConfig{})
+		e.central.down.Store(true)
+		e.forward(t)
+		var ids []string
+		for range 20 {
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
-	}
-	eventually(t, "several failed submits", func() bool { return e.central.submits.Load() >= 3 })
-	h, err := e.site.Health(context.Background())
-	if err != nil || h.Backlog != 20 || h.OldestEnqueuedAt.IsZero() || !strings.Contains(h.LastCentralError, "connection refused") {
-		t.Fatalf("health while central is down: %+v, %v", h, err)
-	}
-	st, err := e.site.Status(sendCtx(t), ids[:1])
-	if err != nil || st[ids[0]] != ports.StatusForwarding {
-		t.Errorf("status of a buffered id = %v, %v; want Forwarding", st, err)
-	}
-	if _, err := e.site.Status(sendCtx(t), []string{uuid.NewString()}); !errors.Is(err, ports.ErrUnavailable) {
-		t.Errorf("status of an unbuffered id with central down: %v, want ErrUnavailable", err)
-	}
-	e.central.down.Store(false)
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := e.buf.Stats(context.Background())
-		return st.Count == 0
+		waittest.For(t, time.Minute, "several failed submits", func() (bool, string) {
+			n := e.central.submits.Load()
+			return n >= 3, fmt.Sprintf("%d submits", n)
+		})
+		h, err := e.site.Health(context.Background())
+		if err != nil || h.Backlog != 20 || h.OldestEnqueuedAt.IsZero() || !strings.Contains(h.LastCentralError, "connection refused") {
+			t.Fatalf("health while central is down: %+v, %v", h, err)
+		}
+		st, err := e.site.Status(sendCtx(t), ids[:1])
+		if err != nil || st[ids[0]] != ports.StatusForwarding {
+			t.Errorf("status of a buffered id = %v, %v; want Forwarding", st, err)
+		}
+		if _, err := e.site.Status(sendCtx(t), []string{uuid.NewString()}); !errors.Is(err, ports.ErrUnavailable) {
+			t.Errorf("status of an unbuffered id with central down: %v, want ErrUnavailable", err)
+		}
+		e.central.down.Store(false)
+		waittest.For(t, time.Minute, "an empty buffer", drained(e.buf))
+		for _, id := range ids {
+			if !e.central.stored(t, id) {
+				t.Fatalf("%s never reached central", id)
+			}
+		}
+		st, err = e.site.Status(sendCtx(t), ids[:1])
+		if err != nil || st[ids[0]] != ports.StatusPending {
+			t.Errorf("status after forwarding = %v, %v; want central's Pending", st, err)
+		}
 	})
-	for _, id := range ids {
-		if !e.central.stored(t, id) {
-			t.Fatalf("%s never reached central", id)
-		}
-	}
-	st, err = e.site.Status(sendCtx(t), ids[:1])
-	if err != nil || st[ids[0]] != ports.StatusPending {
-		t.Errorf("status after forwarding = %v, %v; want central's Pending", st, err)
-	}
 }
 
 // TestRejectedNotificationsStayAndDoNotBlock: rows central refuses (here a
 // subject over central's limit, the site's being higher) stay in the buffer,
 // never dropped nor parked, while the rows behind them go on to central.
 func TestRejectedNotificationsStayAndDoNotBlock(t *testing.T) {
-	e := newSiteEnv(t, SiteConfig{ForwardBatch: 2, MaxSubjectBytes: 1000})
-	var rejected []string
-	for range 3 {
-		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: strings.Repeat("s", 300)})
+	synctest.Test(t, func(t *testing.T) {
+		e := newSiteEnv(t, SiteConfig{ForwardBatch: 2, MaxSubjectBytes: 1000})
+		var rejected []string
+		for range 3 {
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: strings.Repeat("s", 300)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rejected = append(rejected, id)
+		}
+		var good []string
+		for range 5 {
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "fine"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			good = append(good, id)
+		}
+		e.forward(t)
+		waittest.For(t, time.Minute, "the good rows at central", func() (bool, string) {
+			for _, id := range good {
+				if !e.central.stored(t, id) {
+					return false, id + " is not at central"
+				}
+			}
+			return true, ""
+		})
+		after := e.central.submits.Load()
+		waittest.For(t, time.Minute, "the rejected rows offered again", func() (bool, string) {
+			n := e.central.submits.Load()
+			return n >= after+2, fmt.Sprintf("%d submits since the good rows arrived", n-after)
+		})
+		st, err := e.buf.Stats(context.Background())
+		if err != nil || st.Count != 3 {
+			t.Fatalf("buffer holds %d, %v; want the 3 rejected rows", st.Count, err)
+		}
+		got, err := e.site.Status(sendCtx(t), rejected)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rejected = append(rejected, id)
-	}
-	var good []string
-	for range 5 {
-		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "fine"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		good = append(good, id)
-	}
-	e.forward(t)
-	eventually(t, "the good rows at central", func() bool {
-		for _, id := range good {
-			if !e.central.stored(t, id) {
-				return false
+		for _, id := range rejected {
+			if got[id] != ports.StatusForwarding || e.central.stored(t, id) {
+				t.Errorf("rejected %s: status %s, stored %v", id, got[id], e.central.stored(t, id))
 			}
 		}
-		return true
 	})
-	after := e.central.submits.Load()
-	eventually(t, "the rejected rows offered again", func() bool { return e.central.submits.Load() >= after+2 })
-	st, err := e.buf.Stats(context.Background())
-	if err != nil || st.Count != 3 {
-		t.Fatalf("buffer holds %d, %v; want the 3 rejected rows", st.Count, err)
-	}
-	got, err := e.site.Status(sendCtx(t), rejected)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range rejected {
-		if got[id] != ports.StatusForwarding || e.central.stored(t, id) {
-			t.Errorf("rejected %s: status %s, stored %v", id, got[id], e.central.stored(t, id))
-		}
-	}
 }
 
 func TestStatusAnswersUnknownAndRefusesBadIDs(t *testing.T) {
@@ -393,31 +400,30 @@ func TestSiteConfigValidate(t *testing.T) {
 // TestForwarderShrinksBatchesCentralRefuses: a central taking at most 4 rows
 // a Submit still gets everything from a site configured for 50.
 func TestForwarderShrinksBatchesCentralRefuses(t *testing.T) {
-	e := newSiteEnv(t, SiteConfig{ForwardBatch: 50})
-	e.central = newFlakyCentralWith(t, "plant-1", Config{MaxBatch: 4})
-	s, err := NewSite(e.site.cfg, SiteDeps{Buffer: e.buf, Central: e.central})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.site = s
-	var ids []string
-	for range 30 {
-		id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+	synctest.Test(t, func(t *testing.T) {
+		e := newSiteEnv(t, SiteConfig{ForwardBatch: 50})
+		e.central = newFlakyCentralWith(t, "plant-1", Config{MaxBatch: 4})
+		s, err := NewSite(e.site.cfg, SiteDeps{Buffer: e.buf, Central: e.central})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
-	}
-	e.forward(t)
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := e.buf.Stats(context.Background())
-		return st.Count == 0
-	})
-	for _, id := range ids {
-		if !e.central.stored(t, id) {
-			t.Fatalf("%s never reached central", id)
+		e.site = s
+		var ids []string
+		for range 30 {
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
 		}
-	}
+		e.forward(t)
+		waittest.For(t, time.Minute, "an empty buffer", drained(e.buf))
+		for _, id := range ids {
+			if !e.central.stored(t, id) {
+				t.Fatalf("%s never reached central", id)
+			}
+		}
+	})
 }
 
 // TestForwarderWaitsAsCentralAsks: a central that refuses batches for now
@@ -426,54 +432,58 @@ func TestForwarderShrinksBatchesCentralRefuses(t *testing.T) {
 // are neither errors nor warnings in the site's log (one info line for the
 // run of them).
 func TestForwarderWaitsAsCentralAsks(t *testing.T) {
-	var logs strings.Builder
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	buf := membuffer.New("a")
-	central := newFlakyCentral(t, "plant-1")
-	central.throttle.Store(20)
-	central.throttleAfter = 5 * time.Millisecond
-	// A retry interval no test waits for: only honouring central's hint
-	// gets the rows through in time.
-	s, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: time.Hour}, SiteDeps{Buffer: buf, Central: central, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for range 10 {
-		id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+	synctest.Test(t, func(t *testing.T) {
+		var logs strings.Builder
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		buf := membuffer.New("a")
+		central := newFlakyCentral(t, "plant-1")
+		central.throttle.Store(20)
+		central.throttleAfter = 5 * time.Millisecond
+		// A retry interval no test waits for: only honouring central's hint
+		// gets the rows through in time.
+		s, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: time.Hour}, SiteDeps{Buffer: buf, Central: central, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
-	}
-	e := &siteEnv{site: s, buf: buf, central: central}
-	e.forward(t)
-	eventually(t, "an empty buffer", func() bool {
-		st, _ := buf.Stats(context.Background())
-		return st.Count == 0
-	})
-	for _, id := range ids {
-		if !central.stored(t, id) {
-			t.Fatalf("%s never reached central", id)
+		var ids []string
+		for range 10 {
+			id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
 		}
-	}
-	if n := central.submits.Load(); n < 21 {
-		t.Errorf("%d Submits, want the 20 refused ones and one more", n)
-	}
-	mu.Lock()
-	log := logs.String()
-	mu.Unlock()
-	if strings.Contains(log, "level=ERROR") || strings.Contains(log, "level=WARN") {
-		t.Errorf("central's requests to slow down were logged as failures:\n%s", log)
-	}
-	if n := strings.Count(log, "asks this site to slow down"); n != 1 {
-		t.Errorf("%d lines about slowing down for 20 refusals, want 1:\n%s", n, log)
-	}
+		e := &siteEnv{site: s, buf: buf, central: central}
+		start := time.Now()
+		e.forward(t)
+		waittest.For(t, time.Minute, "an empty buffer", drained(buf))
+		// The bubble's clock: 20 waits of 5 ms and the linger, nothing else.
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the buffer took %s to drain; central asked for 20 waits of 5 ms", took)
+		}
+		for _, id := range ids {
+			if !central.stored(t, id) {
+				t.Fatalf("%s never reached central", id)
+			}
+		}
+		if n := central.submits.Load(); n < 21 {
+			t.Errorf("%d Submits, want the 20 refused ones and one more", n)
+		}
+		mu.Lock()
+		log := logs.String()
+		mu.Unlock()
+		if strings.Contains(log, "level=ERROR") || strings.Contains(log, "level=WARN") {
+			t.Errorf("central's requests to slow down were logged as failures:\n%s", log)
+		}
+		if n := strings.Count(log, "asks this site to slow down"); n != 1 {
+			t.Errorf("%d lines about slowing down for 20 refusals, want 1:\n%s", n, log)
+		}
+	})
 }
 
 // writerFunc is an io.Writer made of a function.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // wait bounds every wait on a condition: generous, for loaded machines.
@@ -51,13 +53,10 @@ func startGRPC(t *testing.T, l GRPCLimits, creds credentials.TransportCredential
 // waitCount waits until r counted n refusals for reason.
 func waitCount(t *testing.T, r *Refusals, reason string, n int) {
 	t.Helper()
-	end := time.Now().Add(wait)
-	for r.Count(reason) < n {
-		if time.Now().After(end) {
-			t.Fatalf("%d refusals %q counted, want %d", r.Count(reason), reason, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.For(t, wait, fmt.Sprintf("%d refusals %q counted", n, reason), func() (bool, string) {
+		got := r.Count(reason)
+		return got >= n, fmt.Sprintf("%d counted", got)
+	})
 }
 
 // check calls the health service with one header of size bytes.
@@ -102,13 +101,10 @@ func TestHeaderBlockOverTheBoundClosesTheConnection(t *testing.T) {
 	}
 	// Refused here on its size on the wire, or by gRPC on its decoded size
 	// when gRPC decoded the first frame before this parser saw the second.
-	end := time.Now().Add(wait)
-	for r.Count(reasonHeaderTooLarge)+r.Count(reasonHeaderRefused) != 1 {
-		if time.Now().After(end) {
-			t.Fatalf("refusals counted: %d too large, %d refused; want one", r.Count(reasonHeaderTooLarge), r.Count(reasonHeaderRefused))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.For(t, wait, "one refusal counted", func() (bool, string) {
+		large, refused := r.Count(reasonHeaderTooLarge), r.Count(reasonHeaderRefused)
+		return large+refused == 1, fmt.Sprintf("%d too large, %d refused", large, refused)
+	})
 
 	// gRPC's own clients read the bound from the server's SETTINGS and do
 	// not send such a call.

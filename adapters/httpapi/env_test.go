@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,6 +22,7 @@ import (
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // env is central's HTTP surface over the real core (memory store, a real
@@ -134,26 +136,18 @@ func (e *env) submit(list string, subjects ...string) []string {
 // waitStatus waits until every id has status want.
 func (e *env) waitStatus(want ports.Status, ids ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.For(e.t, 10*time.Second, fmt.Sprintf("%d notifications %s", len(ids), want), func() (bool, string) {
 		st, err := e.svc.Status(context.Background(), ports.StatusRequest{IDs: ids})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		done := true
 		for _, id := range ids {
 			if st[id] != want {
-				done = false
+				return false, fmt.Sprintf("statuses %v", st)
 			}
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("statuses %v, want all %s", st, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true, ""
+	})
 }
 
 // do makes a request with the token of role ("" for none) and returns the

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // auditLog reads the whole admin audit log through the API, newest first.
@@ -279,14 +281,10 @@ func TestTokenExpiryThroughTheAPI(t *testing.T) {
 		t.Fatalf("before its expiry: %d %s", code, body)
 	}
 	// Wait for the expiry (the server's clock is the real one).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.For(t, 10*time.Second, "the token to expire", func() (bool, string) {
 		code, body = e.withToken(tok.Secret, http.MethodGet, "/api/v1/me", nil)
-		if code != http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code != http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
 	if code != http.StatusUnauthorized || !strings.Contains(string(body), "token expired") {
 		t.Fatalf("after its expiry: %d %s, want 401 token expired", code, body)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/clocktest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -283,19 +284,13 @@ func TestScrapesShareOneKPIRead(t *testing.T) {
 		go func() { errs <- scrapeURL(url) }()
 	}
 	// Wait until one read is in flight and every other scrape waits for it.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waittest.For(t, 20*time.Second, "one read in flight, every other scrape joined to it", func() (bool, string) {
 		c.kpis.mu.Lock()
 		joined := c.kpis.joined
 		c.kpis.mu.Unlock()
-		if joined == scrapers-1 && kpis.reads.Load() == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d scrapes joined the read in flight, %d reads", joined, kpis.reads.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return joined == scrapers-1 && kpis.reads.Load() == 1,
+			fmt.Sprintf("%d scrapes joined the read in flight, %d reads", joined, kpis.reads.Load())
+	})
 	close(kpis.gate)
 	for range scrapers {
 		if err := <-errs; err != nil {

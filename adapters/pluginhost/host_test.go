@@ -28,6 +28,7 @@ import (
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestMain(m *testing.M) {
@@ -647,7 +648,7 @@ func TestCrashedPluginIsRestarted(t *testing.T) {
 	// A delivery made between the crash and the moment go-plugin sees the
 	// process gone may fail too (Transient, harmless); once the host has
 	// restarted it, deliveries succeed.
-	waitFor(t, func() bool { return h.Status()[0].Restarts == 1 })
+	waittest.For(t, 30*time.Second, "the plugin restarted once", waittest.Holds(func() bool { return h.Status()[0].Restarts == 1 }))
 	if res := deliver(t, ch, delivery(map[string]string{"url": url}, "t")); res.Outcome != ports.OutcomeSuccess {
 		t.Fatalf("after restart: %+v", res)
 	}
@@ -667,17 +668,5 @@ func TestCloseStopsEveryProcess(t *testing.T) {
 	// process was reaped.
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("plugin process %d still exists after Close: %v", pid, err)
-	}
-}
-
-// waitFor polls cond until it holds, for at most 30 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

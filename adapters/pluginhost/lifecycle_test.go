@@ -20,6 +20,7 @@ import (
 	"github.com/siteline/outbox/adapters/pluginhost"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // Helper modes of the test binary, chosen by environment variables (see
@@ -159,10 +160,10 @@ func TestPluginOutlivesTheThreadThatStartedTheHost(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	pid := h.Status()[0].PID
-	waitFor(t, func() bool {
+	waittest.For(t, 30*time.Second, "the starting thread to end", waittest.Holds(func() bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
 		return os.IsNotExist(err)
-	})
+	}))
 	// The thread is gone; a parent-death signal tied to it would have been
 	// sent as it ended. The plugin still runs, and answers.
 	if res := deliver(t, mustChannel(t, h, "test"), delivery(nil, "t")); res.Outcome != ports.OutcomeSuccess {
@@ -200,7 +201,7 @@ func TestHungPluginIsRestarted(t *testing.T) {
 	if res.Outcome != ports.OutcomeTransient || res.NotAttempted {
 		t.Fatalf("the delivery held by the hung plugin ended %+v, want Transient (outcome unknown)\n%s", res, logs.String())
 	}
-	waitFor(t, func() bool { st := h.Status()[0]; return st.Running && st.PID != pid })
+	waittest.For(t, 30*time.Second, "the plugin running again in a new process", waittest.Holds(func() bool { st := h.Status()[0]; return st.Running && st.PID != pid }))
 	restarted := time.Since(start)
 	if res := deliver(t, ch, delivery(nil, "t")); res.Outcome != ports.OutcomeSuccess {
 		t.Fatalf("delivery after the restart: %+v", res)
@@ -305,7 +306,7 @@ func TestSIGTERMDrainsThePlugin(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "SIGTERM: refusing new deliveries") })
+	waittest.For(t, 30*time.Second, "the plugin's line about SIGTERM", waittest.Holds(func() bool { return strings.Contains(logs.String(), "SIGTERM: refusing new deliveries") }))
 	second := make(chan ports.Result, 1)
 	go func() { second <- deliver(t, ch, delivery(map[string]string{"url": url}, "t")) }()
 	close(g.release)

@@ -14,6 +14,7 @@ import (
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // TestCentralRecordsTheListsTargetsNotThePlugins plays a plugin that
@@ -54,10 +55,10 @@ func TestCentralRecordsTheListsTargetsNotThePlugins(t *testing.T) {
 		t.Fatalf("submit: %v %+v", err, res)
 	}
 	var d ports.Detail
-	waitFor(t, func() bool {
+	waittest.For(t, 30*time.Second, "the notification Delivered", waittest.Holds(func() bool {
 		d, err = svc.Notification(t.Context(), id)
 		return err == nil && d.Status == ports.StatusDelivered
-	})
+	}))
 	if !slices.Equal(d.ResolvedTargets, targets) {
 		t.Errorf("recorded targets %q, want the list's as written %q", d.ResolvedTargets, targets)
 	}

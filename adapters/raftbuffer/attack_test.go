@@ -15,6 +15,7 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // The tests here play an outsider who reaches a node's Raft port and speaks
@@ -119,7 +120,7 @@ func TestRaftInClearAppliesAnOutsidersAppend(t *testing.T) {
 	evil := buffertest.NewSubmissions(buffertest.BaseTime.Add(time.Hour), 1)
 	a := newAttacker(t, tcpDial)
 
-	eventually(t, "the crafted AppendEntries to be accepted", func() bool {
+	waittest.For(t, waitFor, "the crafted AppendEntries to be accepted", waittest.Holds(func() bool {
 		p, err := a.probe(target)
 		if err != nil {
 			t.Fatalf("probe: %v", err)
@@ -131,11 +132,11 @@ func TestRaftInClearAppliesAnOutsidersAppend(t *testing.T) {
 			t.Fatalf("inject: %v", err)
 		}
 		return resp.Success
-	})
-	eventually(t, "the outsider's notification in the follower's buffer", func() bool {
+	}))
+	waittest.For(t, waitFor, "the outsider's notification in the follower's buffer", waittest.Holds(func() bool {
 		got, err := target.Contains(t.Context(), ids(evil))
 		return err == nil && got[evil[0].ID]
-	})
+	}))
 	if err := a.timeoutNow(target); err != nil {
 		t.Fatalf("TimeoutNow in clear refused: %v", err)
 	}
@@ -212,9 +213,9 @@ func TestRaftOverTLSRefusesOutsiders(t *testing.T) {
 			t.Errorf("%s: TimeoutNow was answered", tc.name)
 		}
 	}
-	eventually(t, "the 9 failed handshakes counted", func() bool {
+	waittest.For(t, waitFor, "the 9 failed handshakes counted", waittest.Holds(func() bool {
 		return targetRefusals.Count("tls handshake failed") >= 9
-	})
+	}))
 
 	// The group goes on as before: a Send of its own leader reaches the
 	// target, and nothing else does.

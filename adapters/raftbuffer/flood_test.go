@@ -17,6 +17,7 @@ import (
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // The tests here play outsiders who flood a node's Raft port over TLS: with
@@ -73,9 +74,9 @@ func TestGarbageHandshakesLogBoundedLines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	eventually(t, "every garbage handshake refused", func() bool {
+	waittest.For(t, waitFor, "every garbage handshake refused", waittest.Holds(func() bool {
 		return int64(refusals.Count("tls handshake failed")+refusals.Count("too many connections")) >= sent.Load()
-	})
+	}))
 
 	out := logs.String()
 	lines := strings.Split(out, "\n")[before:]
@@ -143,9 +144,9 @@ func TestMemberConnectsWhileOutsidersHoldTheSlots(t *testing.T) {
 			})
 		}
 	}
-	eventually(t, "the outsiders to fill the slots", func() bool {
+	waittest.For(t, waitFor, "the outsiders to fill the slots", waittest.Holds(func() bool {
 		return targetRefusals.Count("too many connections") > 0
-	})
+	}))
 
 	member := newAttacker(t, tlsDial(&tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, leader.id)}}))
 	for i := range 3 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestFollowersReplicate(t *testing.T) {
@@ -276,12 +277,12 @@ func TestLeadStopsWhenLeadershipEnds(t *testing.T) {
 	recvLed(t, started)
 
 	// Hand leadership to another node: fn's context ends.
-	eventually(t, "leadership to move away from "+l.id, func() bool {
+	waittest.For(t, waitFor, "leadership to move away from "+l.id, waittest.Holds(func() bool {
 		if l.raft.State() == raft.Leader {
 			_ = l.raft.LeadershipTransfer().Error() // retried until it takes
 		}
 		return l.raft.State() != raft.Leader
-	})
+	}))
 	recvLed(t, ended)
 	cancel()
 	recvLed(t, returned)
@@ -297,7 +298,7 @@ func TestWaitLeaderEndsWithContext(t *testing.T) {
 	// It may still believe in the old leader for a moment; wait until it
 	// knows it has none.
 	n := c.nodes[0]
-	eventually(t, "the lone node to lose its leader", func() bool { id, _ := n.Leader(); return id == "" })
+	waittest.For(t, waitFor, "the lone node to lose its leader", waittest.Holds(func() bool { id, _ := n.Leader(); return id == "" }))
 	if _, err := n.WaitLeader(ctx); !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("WaitLeader without a quorum: err = %v, want ErrUnavailable", err)
 	}

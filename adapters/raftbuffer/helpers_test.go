@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // waitFor is the deadline of every wait on a condition: generous, for two
@@ -134,13 +137,15 @@ func (c *cluster) running() []*Node {
 func (c *cluster) leader() *Node {
 	c.t.Helper()
 	var found *Node
-	eventually(c.t, "a leader every running node agrees on", func() bool {
+	waittest.For(c.t, waitFor, "a leader every running node agrees on", func() (bool, string) {
 		found = nil
 		var id string
+		var views []string
 		for _, n := range c.running() {
 			l, _ := n.Leader()
+			views = append(views, fmt.Sprintf("%s (%s) follows %q", n.id, n.raft.State(), l))
 			if l == "" || (id != "" && l != id) {
-				return false
+				return false, strings.Join(views, ", ")
 			}
 			id = l
 		}
@@ -149,9 +154,37 @@ func (c *cluster) leader() *Node {
 				found = n
 			}
 		}
-		return found != nil
+		return found != nil, strings.Join(views, ", ")
 	})
 	return found
+}
+
+// awaitLeader waits, up to waitFor, for a running node that leads and
+// passes a Raft barrier (so that its copy holds everything committed
+// before), and returns it with its term. Every node's change of role or
+// leader wakes it. Unlike leader it fails with an error, not the test, so
+// that any goroutine of a test may call it.
+func (c *cluster) awaitLeader(ctx context.Context) (*Node, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+		for _, n := range c.running() {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.changes())})
+		}
+		for _, n := range c.running() {
+			if n.raft.State() != raft.Leader {
+				continue
+			}
+			term := n.raft.CurrentTerm()
+			if err := n.barrier(ctx); err == nil && n.leads(term) {
+				return n, term, nil
+			}
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return nil, 0, fmt.Errorf("no node of the group led within %s: %w", waitFor, ctx.Err())
+		}
+	}
 }
 
 // followers returns the running nodes other than l.
@@ -163,21 +196,6 @@ func (c *cluster) followers(l *Node) []*Node {
 		}
 	}
 	return out
-}
-
-// eventually polls cond every 10 ms until it holds, failing the test after
-// waitFor.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitFor, what)
-		}
-		<-tick.C
-	}
 }
 
 // scanner is the part of a buffer contents reads.
@@ -238,14 +256,14 @@ func requireContents(t testing.TB, who string, b ports.Buffer, want []ports.Subm
 func (c *cluster) waitReplicated(l *Node) []ports.Buffered {
 	c.t.Helper()
 	var want []ports.Buffered
-	eventually(c.t, "every node to hold the leader's contents", func() bool {
+	waittest.For(c.t, waitFor, "every node to hold the leader's contents", func() (bool, string) {
 		want = contents(c.t, l)
 		for _, n := range c.followers(l) {
-			if !sameContents(contents(c.t, n), want) {
-				return false
+			if got := contents(c.t, n); !sameContents(got, want) {
+				return false, fmt.Sprintf("%s holds %d notifications, the leader %s %d", n.id, len(got), l.id, len(want))
 			}
 		}
-		return true
+		return true, ""
 	})
 	return want
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestTLSGroupReplicates(t *testing.T) {
@@ -39,7 +40,7 @@ func TestTLSRefusesAForeignCertificate(t *testing.T) {
 
 	// n1 and n2 are a quorum: they elect one of them.
 	var l *Node
-	eventually(t, "n1 or n2 to lead", func() bool {
+	waittest.For(t, waitFor, "n1 or n2 to lead", waittest.Holds(func() bool {
 		for _, n := range c.nodes[:2] {
 			if n.raft.State() == raft.Leader {
 				l = n
@@ -47,7 +48,7 @@ func TestTLSRefusesAForeignCertificate(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
 	obs := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		f, ok := o.Data.(raft.FailedHeartbeatObservation)
@@ -62,9 +63,9 @@ func TestTLSRefusesAForeignCertificate(t *testing.T) {
 	if follower == outsider {
 		follower = c.followers(l)[1]
 	}
-	eventually(t, "the trusted follower to replicate", func() bool {
+	waittest.For(t, waitFor, "the trusted follower to replicate", waittest.Holds(func() bool {
 		return sameContents(contents(t, follower), contents(t, l))
-	})
+	}))
 	// The leader tried the outsider and failed, twice.
 	for range 2 {
 		recvLed(t, obs)

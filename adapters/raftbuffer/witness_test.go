@@ -3,6 +3,7 @@ package raftbuffer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestWitnessHandsLeadershipOver(t *testing.T) {
@@ -36,7 +38,7 @@ func TestWitnessHandsLeadershipOver(t *testing.T) {
 	// A data node leads (a witness elected first hands over), and the
 	// witness replicates like any node.
 	var l *Node
-	eventually(t, "a data node to lead", func() bool { l = c.leader(); return l != w })
+	waittest.For(t, waitFor, "a data node to lead", waittest.Holds(func() bool { l = c.leader(); return l != w }))
 	ns := buffertest.NewSubmissions(buffertest.BaseTime, 10)
 	mustAppend(t, l, ns...)
 	c.waitReplicated(l)
@@ -51,7 +53,7 @@ func TestWitnessHandsLeadershipOver(t *testing.T) {
 
 	// Force leadership onto the witness, retrying until it takes.
 	became := false
-	eventually(t, "the witness to become leader", func() bool {
+	waittest.For(t, waitFor, "the witness to become leader", waittest.Holds(func() bool {
 		select {
 		case <-obs:
 			became = true
@@ -62,15 +64,15 @@ func TestWitnessHandsLeadershipOver(t *testing.T) {
 			_ = cur.raft.LeadershipTransferToServer(raft.ServerID(w.id), raft.ServerAddress(w.cfg.Peers[2].Address)).Error()
 		}
 		return false
-	})
+	}))
 	if !became {
 		t.Fatal("the witness never led")
 	}
 	// It hands leadership on to a data node.
-	eventually(t, "a data node to lead again", func() bool {
+	waittest.For(t, waitFor, "a data node to lead again", waittest.Holds(func() bool {
 		id, _ := c.nodes[0].Leader()
 		return (id == "n1" || id == "n2") && w.raft.State() != raft.Leader
-	})
+	}))
 	nl := c.leader()
 	if nl == w {
 		t.Fatalf("the witness still leads")
@@ -99,7 +101,7 @@ func TestRecoverLonePairSurvivor(t *testing.T) {
 	// n2 is lost for good; n1 alone has no quorum.
 	c.stop(1)
 	n1 := c.nodes[0]
-	eventually(t, "n1 to stop leading without a quorum", func() bool { return n1.raft.State() != raft.Leader })
+	waittest.For(t, waitFor, "n1 to stop leading without a quorum", waittest.Holds(func() bool { return n1.raft.State() != raft.Leader }))
 	if err := n1.Append(t.Context(), buffertest.NewSubmissions(buffertest.BaseTime, 1)); !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("Append without a quorum: err = %v, want ErrUnavailable", err)
 	}
@@ -115,7 +117,7 @@ func TestRecoverLonePairSurvivor(t *testing.T) {
 	if err != nil || id != "n1" {
 		t.Fatalf("WaitLeader after Recover = %q, %v; want n1", id, err)
 	}
-	eventually(t, "n1 to know it leads", func() bool { return n1.raft.State() == raft.Leader })
+	waittest.For(t, waitFor, "n1 to know it leads", waittest.Holds(func() bool { return n1.raft.State() == raft.Leader }))
 	d := buffertest.NewSubmissions(buffertest.BaseTime.Add(2), 3)
 	mustAppend(t, n1, d...)
 	requireContents(t, "n1", n1, append(append(append([]ports.Submission{}, a...), b...), d...))
@@ -140,18 +142,18 @@ func TestWitnessHandsOverToTheLiveDataNode(t *testing.T) {
 	})
 	w := c.nodes[2]
 	var l *Node
-	eventually(t, "a data node to lead", func() bool { l = c.leader(); return l != w })
+	waittest.For(t, waitFor, "a data node to lead", waittest.Holds(func() bool { l = c.leader(); return l != w }))
 	// Make n2 the leader, then lose n1 for good.
 	if l == c.nodes[0] {
 		if err := l.raft.LeadershipTransferToServer("n2", raft.ServerAddress(c.cfgs[1].Peers[1].Address)).Error(); err != nil {
 			t.Fatalf("transfer to n2: %v", err)
 		}
 	}
-	eventually(t, "n2 to lead", func() bool { return c.nodes[1].raft.State() == raft.Leader })
+	waittest.For(t, waitFor, "n2 to lead", waittest.Holds(func() bool { return c.nodes[1].raft.State() == raft.Leader }))
 	mustAppend(t, c.nodes[1], buffertest.NewSubmissions(buffertest.BaseTime, 5)...)
 	c.stop(0)
 	n2 := c.nodes[1]
-	eventually(t, "the witness to take leadership", func() bool {
+	waittest.For(t, waitFor, "the witness to take leadership", waittest.Holds(func() bool {
 		if w.raft.State() == raft.Leader {
 			return true
 		}
@@ -159,16 +161,11 @@ func TestWitnessHandsOverToTheLiveDataNode(t *testing.T) {
 			_ = n2.raft.LeadershipTransferToServer(raft.ServerID(w.id), raft.ServerAddress(w.cfg.Peers[2].Address)).Error()
 		}
 		return false
-	})
+	}))
 	// In the witness's first hand-over round (each dead candidate costs an
 	// election timeout), not after a retry, n2 leads.
-	const bound = 10 * time.Second
-	deadline := time.Now().Add(bound)
-	for n2.raft.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatalf("n2 does not lead %s after the witness took over; the witness is %s", bound, w.raft.State())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.For(t, 10*time.Second, "n2 to lead after the witness took over", func() (bool, string) {
+		return n2.raft.State() == raft.Leader, fmt.Sprintf("n2 is %s, the witness %s", n2.raft.State(), w.raft.State())
+	})
 	mustAppend(t, n2, buffertest.NewSubmissions(buffertest.BaseTime.Add(1), 2)...)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -29,6 +30,7 @@ import (
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // The tests here play callers the site API must refuse, or bound: without
@@ -311,13 +313,10 @@ func TestRefusalsAreCountedAndLoggedOncePerCaller(t *testing.T) {
 // waitCount waits until r counted n refusals for reason.
 func waitCount(t *testing.T, r *guard.Refusals, reason string, n int) {
 	t.Helper()
-	end := time.Now().Add(wait)
-	for r.Count(reason) < n {
-		if time.Now().After(end) {
-			t.Fatalf("%d refusals %q counted, want %d", r.Count(reason), reason, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.For(t, wait, fmt.Sprintf("%d refusals %q counted", n, reason), func() (bool, string) {
+		got := r.Count(reason)
+		return got >= n, fmt.Sprintf("%d counted", got)
+	})
 }
 
 // TestIdleAndSilentConnectionsAreClosed: a connection that finished its
@@ -459,13 +458,10 @@ func TestHugeHeaderBlocksAreRefused(t *testing.T) {
 		}
 	}
 	r := leader.Server.Refusals()
-	end := time.Now().Add(wait)
-	for r.Count("header block too large")+r.Count("header block refused") < conns {
-		if time.Now().After(end) {
-			t.Fatalf("refusals counted: %d too large, %d refused by gRPC; want %d", r.Count("header block too large"), r.Count("header block refused"), conns)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.For(t, wait, fmt.Sprintf("%d refusals counted", conns), func() (bool, string) {
+		large, refused := r.Count("header block too large"), r.Count("header block refused")
+		return large+refused >= conns, fmt.Sprintf("%d too large, %d refused by gRPC", large, refused)
+	})
 	// A script with the token is served as before.
 	c := client(t, leader.Addr, &tls.Config{RootCAs: p.api.Pool, ServerName: "localhost"})
 	if _, err := c.Send(withToken(deadline(t), "s3cret"), sendReq()); err != nil {

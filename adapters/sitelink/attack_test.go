@@ -22,6 +22,7 @@ import (
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/centraltest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // These tests play the attacker against a real server on loopback.
@@ -209,17 +210,13 @@ func TestCallsPerSiteBounded(t *testing.T) {
 	}
 	// Slots are given back as the calls end (on the server's side, just
 	// after the answer): a call goes through again soon.
-	deadline := time.Now().Add(waitLimit)
-	for {
+	waittest.For(t, waitLimit, "a call to go through after the others ended", func() (bool, string) {
 		_, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})
-		if err == nil {
-			break
-		}
-		if _, ok := ports.RetryAfter(err); !ok || time.Now().After(deadline) {
+		if _, ok := ports.RetryAfter(err); err != nil && !ok {
 			t.Fatalf("a call after the others ended: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // TestSilentConnectionsClosed: a connection that never completes the
@@ -288,20 +285,13 @@ func TestForwarderOverQuotaCatchesUp(t *testing.T) {
 	wg.Go(func() { site.Forward(fctx) })
 	defer func() { cancel(); wg.Wait() }()
 
-	deadline := time.Now().Add(waitLimit)
-	for {
+	waittest.For(t, waitLimit, "an empty buffer", func() (bool, string) {
 		st, err := buf.Stats(ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Count == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d notifications still buffered; site log:\n%s", st.Count, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.Count == 0, fmt.Sprintf("%d notifications still buffered; site log:\n%s", st.Count, logs.String())
+	})
 	for _, id := range ids {
 		if _, ok := centraltest.FromStore(store)(t, id); !ok {
 			t.Fatalf("%s never reached central", id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/centraltest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // failoverLimit bounds how long a client may take to reach the next central
@@ -123,22 +125,20 @@ func untilAnswered(t *testing.T, what string, call func(ctx context.Context) err
 	t.Helper()
 	start := time.Now()
 	failed := 0
-	for {
+	waittest.For(t, failoverLimit, what+" answered after the central died", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
 		err := call(cctx)
 		cancel()
 		if err == nil {
-			return time.Since(start), failed
+			return true, ""
 		}
 		if !errors.Is(err, ports.ErrUnavailable) {
 			t.Fatalf("%s: %v, want success or ErrUnavailable", what, err)
 		}
 		failed++
-		if time.Since(start) > failoverLimit {
-			t.Fatalf("%s: still failing %s after the central died (%d calls): %v", what, failoverLimit, failed, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d calls failed, the last: %v", failed, err)
+	})
+	return time.Since(start), failed
 }
 
 // TestFailover: a client of three centrals sharing one store sends every

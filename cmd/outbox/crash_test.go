@@ -23,6 +23,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // The failure tests of central: real outbox central processes on one
@@ -73,7 +74,7 @@ func (h *hookReceiver) deliveries() int {
 // waitDeliveries waits until at least n posts arrived.
 func (h *hookReceiver) waitDeliveries(t *testing.T, n int) {
 	t.Helper()
-	waitCondition(t, fmt.Sprintf("%d deliveries", n), func() bool { return h.deliveries() >= n })
+	waittest.For(t, runTimeout, fmt.Sprintf("%d deliveries", n), waittest.Holds(func() bool { return h.deliveries() >= n }))
 }
 
 // count compares what arrived with ids: the ids never delivered (lost) and
@@ -214,23 +215,19 @@ func statusCounts(t *testing.T, db *sql.DB) map[string]int {
 // every id, and returns how long that took from since.
 func waitAllDelivered(t *testing.T, db *sql.DB, hook *hookReceiver, ids []string, since time.Time, nodes ...*proc) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(runTimeout)
-	for {
+	waittest.For(t, runTimeout, fmt.Sprintf("all %d delivered", len(ids)), func() (bool, string) {
 		lost, _ := hook.count(ids)
 		counts := statusCounts(t, db)
 		if len(lost) == 0 && counts[string(ports.StatusDelivered)] == len(ids) {
-			return time.Since(since)
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			var out strings.Builder
-			for _, p := range nodes {
-				out.WriteString(tail(p.Output(), 40))
-			}
-			t.Fatalf("not all delivered within %s: %d never reached the receiver; statuses %v\n%s",
-				runTimeout, len(lost), counts, out.String())
+		var out strings.Builder
+		for _, p := range nodes {
+			out.WriteString(tail(p.Output(), 40))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d never reached the receiver; statuses %v\n%s", len(lost), counts, out.String())
+	})
+	return time.Since(since)
 }
 
 // tail returns the last n lines of s.
@@ -452,7 +449,7 @@ func startOwnPostgres(t *testing.T) *ownPostgres {
 			})
 			return pg
 		}
-		lastErr = fmt.Errorf("%w\n%s", err, out)
+		lastErr = fmt.Errorf("pg_ctl start, output:\n%s\n: %w", out, err)
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
 	t.Fatalf("start PostgreSQL: %v\n%s", lastErr, log)

@@ -25,6 +25,7 @@ import (
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/plugins/builtin"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // Bounds of the end-to-end tests. They are deadlines, not waits: each test
@@ -608,15 +609,10 @@ func insertAndWait(t *testing.T, p *proc, dir string, n ports.Notification, stat
 	if _, err := store.Notifications().Insert(ctx, []ports.Notification{n}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(runTimeout)
-	for {
-		got, err := store.Notifications().Get(ctx, n.ID)
-		if err == nil && got.Status == status {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s in time: %+v, %v\n%s", status, got, err, p.Output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var got ports.Notification
+	waittest.For(t, runTimeout, fmt.Sprintf("the notification %s", status), func() (bool, string) {
+		got, err = store.Notifications().Get(ctx, n.ID)
+		return err == nil && got.Status == status, fmt.Sprintf("%+v, %v\n%s", got, err, p.Output())
+	})
+	return got
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/siteline/outbox/adapters/siteapi/notify"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // TestSiteFailsOverToAnotherCentral runs two `outbox central` processes on
@@ -226,16 +227,11 @@ log: {format: json}
 
 	// Every one is delivered, by either central, at most twice.
 	for id := range sent {
-		for {
+		waittest.For(t, time.Until(deadline.Add(runTimeout)), id+" delivered", func() (bool, string) {
 			n, err := store.Notifications().Get(ctx, id)
-			if err == nil && n.Status == ports.StatusDelivered {
-				break
-			}
-			if time.Now().After(deadline.Add(runTimeout)) {
-				t.Fatalf("%s not delivered: %+v, %v\nsurvivor:\n%s", id, n, err, centrals[survivor].Output())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err == nil && n.Status == ports.StatusDelivered,
+				fmt.Sprintf("%+v, %v\nsurvivor:\n%s", n, err, centrals[survivor].Output())
+		})
 	}
 	count := map[string]int{}
 	for _, m := range capture.Messages() {

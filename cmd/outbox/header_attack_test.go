@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/guard/guardtest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // These tests play the outsider that sends gRPC header blocks too large to
@@ -133,17 +134,10 @@ func TestPageRefusesHugeHeaders(t *testing.T) {
 // waitRefused waits until count() reaches n.
 func waitRefused(t *testing.T, count func() int, n int) {
 	t.Helper()
-	end := time.Now().Add(runTimeout)
-	for {
+	waittest.For(t, runTimeout, fmt.Sprintf("%d header block refusals in /metrics", n), func() (bool, string) {
 		got := count()
-		if got >= n {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d header block refusals in /metrics, want %d", got, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got >= n, fmt.Sprintf("%d counted", got)
+	})
 }
 
 // metricValue is the value of a metric line, 0 for none.

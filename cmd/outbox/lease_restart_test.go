@@ -17,6 +17,7 @@ import (
 	"github.com/siteline/outbox/plugins/webhook"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/storetest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // holdingReceiver is a webhook receiver that counts the POSTs of each
@@ -145,10 +146,10 @@ channels:
 
 	// concurrency POSTs held at the receiver; every row leased by the
 	// first run.
-	waitCondition(t, "the first run's deliveries in flight", func() bool {
+	waittest.For(t, runTimeout, "the first run's deliveries in flight", waittest.Holds(func() bool {
 		total, _ := recv.counts()
 		return total >= concurrency && leasedByPrefix(t, store, ids, node+"/") == sent
-	})
+	}))
 
 	killCentral(t, first)
 	inFlight, _ := recv.counts() // POSTs made by the killed run, none answered
@@ -163,7 +164,7 @@ channels:
 	// The lease runs for an hour: without the release, this fails at its
 	// deadline.
 	var delivered int
-	waitCondition(t, "every row delivered after the restart", func() bool {
+	waittest.For(t, runTimeout, "every row delivered after the restart", waittest.Holds(func() bool {
 		delivered = 0
 		for _, id := range ids {
 			if n, err := store.Notifications().Get(t.Context(), id); err == nil && n.Status == ports.StatusDelivered {
@@ -171,7 +172,7 @@ channels:
 			}
 		}
 		return delivered == sent
-	})
+	}))
 	took := time.Since(restarted)
 	line := second.waitFor(t, `"msg":"released the leases of an earlier run of this node"`, stopTimeout)
 	if rec := jsonLine(t, line); rec["rows"] != float64(sent) || rec["node_id"] != node {
@@ -195,19 +196,6 @@ channels:
 	}
 	if code := second.exitCode(t, stopTimeout); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, second.Output())
-	}
-}
-
-// waitCondition polls cond until it holds, failing the test after
-// runTimeout.
-func waitCondition(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(runTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, runTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // These tests play the attacker against the site link of the real `outbox
@@ -293,18 +295,12 @@ func TestLinkPrefaceOnlySocketsBounded(t *testing.T) {
 
 	// The held ones close after the handshake timeout, the idle ones after
 	// the idle timeout (and gRPC's 5 s goodbye).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		n := openFDs(t, c.pid)
-		if n <= base+slack/4 {
-			t.Logf("central: %d descriptors once the timeouts passed", n)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("central still holds %d descriptors (%d before the attack) 60 s later", n, base)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var n int
+	waittest.For(t, 60*time.Second, "central to close the attack's descriptors", func() (bool, string) {
+		n = openFDs(t, c.pid)
+		return n <= base+slack/4, fmt.Sprintf("central holds %d descriptors (%d before the attack)", n, base)
+	})
+	t.Logf("central: %d descriptors once the timeouts passed", n)
 	for i, conn := range idle {
 		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if _, err := io.Copy(io.Discard, conn); err != nil {

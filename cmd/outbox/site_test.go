@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // writePEM writes a certificate authority's certificate, or a certificate
@@ -114,12 +116,9 @@ func TestSiteNodesOverTLS(t *testing.T) {
 
 	// A follower, once the group has a leader.
 	follower := -1
-	deadline := time.Now().Add(30 * time.Second)
-	for follower < 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader within 30 s")
-		}
+	waittest.For(t, 30*time.Second, "a follower of an elected leader", waittest.Holds(func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		for i, n := range nodes {
 			if n == nil {
 				continue
@@ -128,9 +127,8 @@ func TestSiteNodesOverTLS(t *testing.T) {
 				follower = i
 			}
 		}
-		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
+		return follower >= 0
+	}))
 
 	trust := &tls.Config{RootCAs: siteCA.Pool, MinVersion: tls.VersionTLS12}
 	script := trust.Clone()
@@ -160,16 +158,10 @@ func TestSiteNodesOverTLS(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for i, n := range nodes {
-		for {
+		waittest.For(t, 30*time.Second, fmt.Sprintf("node %s to hold %s", ids[i], id), func() (bool, string) {
 			got, err := n.Contains(sctx, []string{id})
-			if err == nil && got[id] {
-				break
-			}
-			if sctx.Err() != nil {
-				t.Fatalf("node %s does not hold %s (%v)", ids[i], id, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && got[id], fmt.Sprint(err)
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // countingServer counts the Deliver calls (batches) reaching the plugin side.
@@ -101,20 +103,21 @@ func deliverN(t *testing.T, c *Client, n int) []Result {
 func TestClientBatchesConcurrentDeliveries(t *testing.T) {
 	g := newGated()
 	c, cs, _ := serve(t, g)
+	// The first deliveries take the sender slots and wait at the gate; the
+	// rest queue behind them. Open the gate once every one has queued.
+	// The senders hold on to their calls until the gate opens, however
+	// slowly the deliveries arrive: the count of calls is then the senders'
+	// first calls plus the batches of what queued.
+	c.hold = time.Minute
 	const n = 400
 	done := make(chan []Result)
 	go func() { done <- deliverN(t, c, n) }()
-	// The first deliveries take the sender slots and wait at the gate; the
-	// rest queue behind them. Open the gate once every one has queued.
-	for {
+	waittest.For(t, 30*time.Second, fmt.Sprintf("all %d deliveries queued or at the gate", n), func() (bool, string) {
 		c.mu.Lock()
 		queued := len(c.queue)
 		c.mu.Unlock()
-		if queued+int(cs.items.Load()) >= n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return queued+int(cs.items.Load()) >= n, fmt.Sprintf("%d queued, %d at the gate", queued, cs.items.Load())
+	})
 	close(g.gate)
 	results := <-done
 	for i, r := range results {
@@ -123,8 +126,9 @@ func TestClientBatchesConcurrentDeliveries(t *testing.T) {
 			t.Fatalf("delivery %d got %+v: another caller's result", i, r)
 		}
 	}
-	// One call per delivery would be 400.
-	if calls := cs.calls.Load(); calls > n/10 {
+	// One call per delivery would be 400; maxSenders first calls and the
+	// queue in batches of up to maxBatch make at most 6.
+	if calls := cs.calls.Load(); calls > maxSenders+(n+maxBatch-1)/maxBatch {
 		t.Fatalf("%d deliveries took %d calls: not batched", n, calls)
 	}
 }
@@ -155,9 +159,7 @@ func TestClientCallFailureIsTransient(t *testing.T) {
 	c.onCallError = func(error) { reported.Add(1) }
 	done := make(chan []Result)
 	go func() { done <- deliverN(t, c, 8) }()
-	for cs.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waittest.For(t, 30*time.Second, "a call in flight", waittest.Holds(func() bool { return cs.calls.Load() > 0 }))
 	srv.Stop() // closes the connections with the calls in flight
 	for i, r := range <-done {
 		if r.Outcome != Transient || !strings.Contains(r.Error, "outcome unknown") {
@@ -245,9 +247,9 @@ func TestClientSlowDeliveryDoesNotHoldBatch(t *testing.T) {
 	}
 	defer wg.Wait()
 	defer cancelSlow()
-	for cs.items.Load() < maxSenders {
-		time.Sleep(time.Millisecond)
-	}
+	waittest.For(t, 30*time.Second, "every sender busy", func() (bool, string) {
+		return cs.items.Load() >= maxSenders, fmt.Sprintf("%d of %d senders busy", cs.items.Load(), maxSenders)
+	})
 	r := c.Deliver(t.Context(), Request{Notification: Notification{ID: "fast"}})
 	if r.Outcome != Success {
 		t.Fatalf("a fast delivery batched with a slow one: %+v", r)
@@ -279,20 +281,17 @@ func (b *blockingRPC) Deliver(ctx context.Context, req *pb.DeliverRequest, _ ...
 // never sent, and says so.
 func TestClientAbandonedDeliveryIsNeverSent(t *testing.T) {
 	rpc := &blockingRPC{release: make(chan struct{}), seen: map[string]bool{}}
-	c := &Client{rpc: rpc}
+	c := &Client{rpc: rpc, hold: holdSender}
 	// One blocker at a time, so that each takes a sender of its own.
 	var wg sync.WaitGroup
 	for i := range maxSenders {
 		wg.Go(func() { c.Deliver(t.Context(), Request{Notification: Notification{ID: "blocker"}}) })
-		for {
+		waittest.For(t, 30*time.Second, fmt.Sprintf("blocker %d in its call", i+1), func() (bool, string) {
 			rpc.mu.Lock()
 			n := rpc.calls
 			rpc.mu.Unlock()
-			if n == i+1 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return n == i+1, fmt.Sprintf("%d calls", n)
+		})
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan bool)
@@ -300,15 +299,12 @@ func TestClientAbandonedDeliveryIsNeverSent(t *testing.T) {
 		res, sent := c.Send(ctx, Request{Notification: Notification{ID: "abandoned"}})
 		got <- sent && res.Outcome == Transient
 	}()
-	for {
+	waittest.For(t, 30*time.Second, "the delivery queued", func() (bool, string) {
 		c.mu.Lock()
 		n := len(c.queue)
 		c.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return n == 1, fmt.Sprintf("%d queued", n)
+	})
 	cancel()
 	if sent := <-got; sent {
 		t.Fatal("an abandoned queued delivery reports it may have been sent")

@@ -66,6 +66,10 @@ type Client struct {
 	rpc         pb.ChannelClient
 	health      grpc_health_v1.HealthClient
 	onCallError func(error)
+	// hold is how long a sender waits for its batch's results before it
+	// takes the next batch: holdSender, longer in a test that must see
+	// every delivery queue behind the first calls.
+	hold time.Duration
 
 	mu      sync.Mutex
 	queue   []*call
@@ -93,7 +97,8 @@ type call struct {
 // NewClient returns a Client over conn. onCallError, when not nil, is told of
 // every failed call (the plugin process may have died).
 func NewClient(conn grpc.ClientConnInterface, onCallError func(error)) *Client {
-	return &Client{rpc: pb.NewChannelClient(conn), health: grpc_health_v1.NewHealthClient(conn), onCallError: onCallError}
+	return &Client{rpc: pb.NewChannelClient(conn), health: grpc_health_v1.NewHealthClient(conn), onCallError: onCallError,
+		hold: holdSender}
 }
 
 // Ping asks the plugin process whether it answers, through the gRPC health
@@ -249,7 +254,7 @@ func (c *Client) flush(batch []*call) {
 		defer cancel()
 		c.receive(stream, batch)
 	})
-	hold := time.NewTimer(holdSender)
+	hold := time.NewTimer(c.hold)
 	defer hold.Stop()
 	select {
 	case <-received:

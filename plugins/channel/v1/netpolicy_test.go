@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func mustPolicy(t testing.TB, allow, deny []string) *NetworkPolicy {
@@ -206,7 +208,7 @@ func TestDialerRefusesThisMachinesAddress(t *testing.T) {
 	}
 	local := c.LocalAddr().String()
 	_ = c.Close()
-	waitFor(t, "the allowed connection accepted", func() bool { return slices.Contains(rec.accepted(), local) })
+	waittest.For(t, 10*time.Second, "the allowed connection accepted", waittest.Holds(func() bool { return slices.Contains(rec.accepted(), local) }))
 	if got := rec.accepted(); len(got) != 1 {
 		t.Errorf("connections accepted from %v, want only the allowed one (%s)", got, local)
 	}
@@ -400,7 +402,7 @@ func TestDialerRefusesDeniedAddresses(t *testing.T) {
 	}
 	local := c.LocalAddr().String()
 	_ = c.Close()
-	waitFor(t, "the allowed connection accepted", func() bool { return slices.Contains(rec.accepted(), local) })
+	waittest.For(t, 10*time.Second, "the allowed connection accepted", waittest.Holds(func() bool { return slices.Contains(rec.accepted(), local) }))
 	if got := rec.accepted(); len(got) != 1 {
 		t.Errorf("connections accepted from %v, want only the allowed one (%s)", got, local)
 	}
@@ -418,17 +420,6 @@ func errorText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // countingServer starts an HTTP server on host that counts its requests.

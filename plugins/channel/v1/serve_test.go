@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/siteline/outbox/plugins/channel/v1/internal/pb"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // roleEnv gives the test binary a role other than running the tests, for the
@@ -271,14 +272,14 @@ func TestStoppingPluginRefusesNewDeliveries(t *testing.T) {
 		res, sent := c.Send(ctx, Request{Notification: Notification{ID: "first"}})
 		first <- sendResult{res, sent}
 	}()
-	eventually(t, func() bool { return impl.saw("first") })
+	waittest.For(t, 30*time.Second, "the plugin to see the first delivery", waittest.Holds(func() bool { return impl.saw("first") }))
 	drained := make(chan bool, 1)
 	go func() { drained <- g.drain(30 * time.Second) }()
-	eventually(t, func() bool { // until the drain has closed the gate
+	waittest.For(t, 30*time.Second, "the drain to close the gate", waittest.Holds(func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.closed
-	})
+	}))
 
 	res, sent := c.Send(ctx, Request{Notification: Notification{ID: "second"}})
 	if sent || res.Outcome != Transient {
@@ -309,18 +310,6 @@ func (g gated) saw(id string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.seen[id]
-}
-
-// eventually polls cond until it holds, for at most 30 s.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 30 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestDrainWaitsForTheDeliveriesDeadlines: a plugin told to stop waits for
