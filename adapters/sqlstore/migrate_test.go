@@ -22,6 +22,7 @@ import (
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/accountstest"
 	"github.com/siteline/outbox/ports/storetest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // migration is one embedded up migration split into its statements, as
@@ -481,30 +482,22 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- db.Migrate(t.Context()) }()
 
-	// Wait (bounded) until a session waits for the lock the holder holds.
+	// Wait until a session waits for the lock the holder holds.
 	waiting := `SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory' AND h.granted
 		AND h.pid = $1 AND w.classid = h.classid AND w.objid = h.objid AND w.objsubid = h.objsubid
 		WHERE w.locktype = 'advisory' AND NOT w.granted`
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	waittest.For(t, 30*time.Second, "Migrate to wait for the migration lock", func() (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("Migrate returned %v while another session held the lock", err)
+		default:
+		}
 		var n int
 		if err := db.reader().QueryRowContext(t.Context(), waiting, pid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("Migrate returned %v while another session held the lock", err)
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Migrate did not wait for the migration lock")
-		}
-	}
+		return n > 0, fmt.Sprintf("%d sessions waiting", n)
+	})
 	if err := holder.Commit(); err != nil {
 		t.Fatal(err)
 	}
