@@ -1,5 +1,9 @@
 // Package migrations embeds the SQL schema of the store, one directory per
-// dialect (sqlite, postgres, mssql).
+// dialect (sqlite, postgres, mssql), in the form github.com/uptrace/bun/migrate
+// discovers: NNNN_name.tx.up.sql and NNNN_name.tx.down.sql, statements
+// separated by "--bun:split" lines. ".tx" makes bun/migrate run each file in
+// a transaction, in which the store also takes its lock and records the
+// migration (adapters/sqlstore, migrate.go).
 package migrations
 
 import (

@@ -13,7 +13,7 @@ func TestFS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("FS(%q): %v", d, err)
 		}
-		ups, err := fs.Glob(fsys, "*.up.sql")
+		ups, err := fs.Glob(fsys, "*.tx.up.sql")
 		if err != nil || len(ups) == 0 {
 			t.Fatalf("FS(%q) holds no up migration (%v)", d, err)
 		}
@@ -37,13 +37,17 @@ func TestSameVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ups, err := fs.Glob(fsys, "*.up.sql")
+		all, err := fs.Glob(fsys, "*.sql")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]string, len(ups))
-		for i, up := range ups {
-			got[i] = strings.TrimSuffix(up, ".up.sql")
+		var got []string
+		for _, name := range all {
+			if up, ok := strings.CutSuffix(name, ".tx.up.sql"); ok {
+				got = append(got, up)
+			} else if !strings.HasSuffix(name, ".tx.down.sql") {
+				t.Errorf("%s: %s is neither a .tx.up.sql nor a .tx.down.sql file", d, name)
+			}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s migrations = %q, want %q", d, got, want)

@@ -3,10 +3,11 @@ package sqlstore
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -16,95 +17,60 @@ import (
 // operator_tokens (keyed by id, the name unique; since 0005_admin_audit with
 // the account a token is bound to, indexed, and its expiry) and
 // operator_sessions (keyed by the hex SHA-256 of the session's secret,
-// indexed by account and by expiry). Hashes are binary columns written as binary literals. Reads are
-// primary-key lookups or whole-table reads sorted in Go, as the directory's
-// are; the core asks once per authenticated request, and sessions must be
-// valid on every node, so there is no cache.
+// indexed by account and by expiry). Hashes are binary columns. The rows
+// are bun models, as the directory's; PutAccount is the directory's upsert,
+// PutToken and PutSession the dialect's insert of a new row (writeDialect in
+// bunquery.go). Reads are primary-key lookups or whole-table reads sorted in
+// Go, as the directory's are; the core asks once per authenticated request,
+// and sessions must be valid on every node, so there is no cache.
 //
 // Errors name token IDs (the public part of a token) but never account
 // names, which may be e-mail addresses, nor session IDs.
 
 var _ ports.AccountStore = (*Accounts)(nil)
 
-// The account tables' columns, in the order the statements write and scan
-// them; the first is the key.
-var (
-	accountColumns = []string{"name", "role", "password_hash", "created_at", "updated_at"}
-	tokenColumns   = []string{"id", "name", "role", "hash", "created_at", "account", "expires_at"}
-	sessionColumns = []string{"id", "account", "created_at", "expires_at"}
-)
+// accountRow is a row of operator_accounts.
+type accountRow struct {
+	bun.BaseModel `bun:"table:operator_accounts,alias:operator_accounts"`
 
-// bytes appends a binary literal quoted by the dialect: X'..' on SQLite,
-// '\x..' (bytea input) on PostgreSQL, 0x.. on MS SQL. nil is written as
-// empty: the hash columns are NOT NULL, and the port holds nil and empty
-// alike.
-func (s *stmt) bytes(v []byte) *stmt {
+	Name         string  `bun:"name,pk"`
+	Role         string  `bun:"role"`
+	PasswordHash []byte  `bun:"password_hash"`
+	CreatedAt    instant `bun:"created_at"`
+	UpdatedAt    instant `bun:"updated_at"`
+}
+
+// tokenRow is a row of operator_tokens; Account is "" for a token with a
+// role of its own.
+type tokenRow struct {
+	bun.BaseModel `bun:"table:operator_tokens,alias:operator_tokens"`
+
+	ID        string  `bun:"id,pk"`
+	Name      string  `bun:"name"`
+	Role      string  `bun:"role"`
+	Hash      []byte  `bun:"hash"`
+	CreatedAt instant `bun:"created_at"`
+	Account   string  `bun:"account"`
+	ExpiresAt instant `bun:"expires_at"`
+}
+
+// sessionRow is a row of operator_sessions.
+type sessionRow struct {
+	bun.BaseModel `bun:"table:operator_sessions,alias:operator_sessions"`
+
+	ID        string  `bun:"id,pk"`
+	Account   string  `bun:"account"`
+	CreatedAt instant `bun:"created_at"`
+	ExpiresAt instant `bun:"expires_at"`
+}
+
+// hash returns v, or an empty slice for nil: the hash columns are NOT NULL
+// and bun writes a nil slice as NULL; the port holds nil and empty alike.
+func hash(v []byte) []byte {
 	if v == nil {
-		v = []byte{}
+		return []byte{}
 	}
-	s.b = s.g.d.AppendBytes(s.b, v)
-	return s
-}
-
-// insertNew inserts one row of table unless a row with the same value in
-// one of the unique columns exists: INSERT ... ON CONFLICT DO NOTHING (any
-// unique constraint) on SQLite and PostgreSQL, INSERT ... SELECT ... WHERE
-// NOT EXISTS with UPDLOCK, HOLDLOCK on MS SQL (the hints make the check and
-// the insert one step against concurrent inserts of the same values). The
-// statement affects no row when the row exists. values appends the
-// parenthesised row.
-func (g *sqlgen) insertNew(table string, cols, unique []string, values func(s *stmt)) (query, error) {
-	s := g.stmt(256)
-	all := colList("", cols)
-	s.sql(`INSERT INTO "` + table + `" (` + all + `) `)
-	if g.kind == kindMSSQL {
-		s.sql(`SELECT ` + colList("v.", cols) + ` FROM (VALUES `)
-		values(s)
-		s.sql(`) AS v (` + all + `) WHERE NOT EXISTS (SELECT 1 FROM "` + table + `" AS t WITH (UPDLOCK, HOLDLOCK) WHERE `)
-		for i, c := range unique {
-			if i > 0 {
-				s.sql(" OR ")
-			}
-			s.sql(`t."` + c + `" = v."` + c + `"`)
-		}
-		s.sql(")")
-		return s.done()
-	}
-	s.sql("VALUES ")
-	values(s)
-	s.sql(" ON CONFLICT DO NOTHING")
-	return s.done()
-}
-
-// putAccount creates or replaces the account a.
-func (g *sqlgen) putAccount(a ports.Account) (query, error) {
-	return g.upsert("operator_accounts", accountColumns, func(s *stmt) {
-		s.sql("(").str(a.Name).sql(", ").str(string(a.Role)).sql(", ").bytes(a.PasswordHash).
-			sql(", ").time(a.CreatedAt).sql(", ").time(a.UpdatedAt).sql(")")
-	})
-}
-
-// putToken inserts the token t unless its id or name is taken.
-func (g *sqlgen) putToken(t ports.StoredToken) (query, error) {
-	return g.insertNew("operator_tokens", tokenColumns, []string{"id", "name"}, func(s *stmt) {
-		s.sql("(").str(t.ID).sql(", ").str(t.Name).sql(", ").str(string(t.Role)).sql(", ").bytes(t.Hash).
-			sql(", ").time(t.CreatedAt).sql(", ").str(t.Account).sql(", ").time(t.ExpiresAt).sql(")")
-	})
-}
-
-// putSession inserts the session x unless its id is taken.
-func (g *sqlgen) putSession(x ports.StoredSession) (query, error) {
-	return g.insertNew("operator_sessions", sessionColumns, []string{"id"}, func(s *stmt) {
-		s.sql("(").str(x.ID).sql(", ").str(x.Account).sql(", ").time(x.CreatedAt).sql(", ").time(x.ExpiresAt).sql(")")
-	})
-}
-
-// deleteExpiredSessions deletes the sessions whose expiry is at or before
-// now.
-func (g *sqlgen) deleteExpiredSessions(now time.Time) (query, error) {
-	s := g.stmt(128)
-	s.sql(`DELETE FROM "operator_sessions" WHERE "expires_at" <= `).time(now)
-	return s.done()
+	return v
 }
 
 // --- accounts ----------------------------------------------------------------
@@ -114,11 +80,9 @@ func (s *Accounts) PutAccount(ctx context.Context, a ports.Account) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put account: %w", err)
 	}
-	q, err := s.g.putAccount(a)
-	if err != nil {
-		return fmt.Errorf("sqlstore: put account: %w", err)
-	}
-	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return exec(ctx, c, q) }); err != nil {
+	row := &accountRow{Name: a.Name, Role: string(a.Role), PasswordHash: hash(a.PasswordHash),
+		CreatedAt: at(a.CreatedAt), UpdatedAt: at(a.UpdatedAt)}
+	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return s.upsert(ctx, c, row) }); err != nil {
 		return s.fail("put account", err)
 	}
 	return nil
@@ -155,23 +119,16 @@ func (s *handle) accounts(ctx context.Context, name *string) ([]ports.Account, e
 			return nil, nil
 		}
 	}
-	q, err := s.g.selectRows("operator_accounts", accountColumns, name)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+	var rows []accountRow
+	if err := s.selectRows(ctx, &rows, "name", name); err != nil {
+		return nil, s.fail(what, err)
 	}
-	return queryRows(ctx, s, what, q, func(rows *sql.Rows) (ports.Account, error) {
-		var (
-			a                ports.Account
-			role             string
-			created, updated dbTime
-		)
-		// database/sql copies the hash into a slice of a's own.
-		if err := rows.Scan(&a.Name, &role, &a.PasswordHash, &created, &updated); err != nil {
-			return a, err
-		}
-		a.Role, a.CreatedAt, a.UpdatedAt = ports.OperatorRole(role), created.t, updated.t
-		return a, nil
-	})
+	out := make([]ports.Account, len(rows))
+	for i, r := range rows {
+		out[i] = ports.Account{Name: r.Name, Role: ports.OperatorRole(r.Role), PasswordHash: r.PasswordHash,
+			CreatedAt: r.CreatedAt.t, UpdatedAt: r.UpdatedAt.t}
+	}
+	return out, nil
 }
 
 // DeleteAccount implements ports.AccountStore: the account's row, then its
@@ -181,31 +138,17 @@ func (s *Accounts) DeleteAccount(ctx context.Context, name string) error {
 	if !storable(name) {
 		return notFound
 	}
-	delAccount, err := s.g.deleteRow("operator_accounts", "name", name)
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete account: %w", err)
-	}
-	delSessions, err := s.g.deleteRow("operator_sessions", "account", name)
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete account: %w", err)
-	}
-	delTokens, err := s.g.deleteRow("operator_tokens", "account", name)
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete account: %w", err)
-	}
 	var deleted int64
-	err = s.write(ctx, true, func(ctx context.Context, c conn) error {
-		res, err := c.ExecContext(ctx, delAccount.text, delAccount.args...)
-		if err != nil {
+	err := s.write(ctx, true, func(ctx context.Context, c conn) (err error) {
+		// afresh: a group writer may run this twice
+		if deleted, err = s.deleteRows(ctx, c, "operator_accounts", "name", name); err != nil || deleted == 0 {
 			return err
 		}
-		if deleted, err = res.RowsAffected(); err != nil || deleted == 0 { // afresh: a group writer may run this twice
+		if _, err := s.deleteRows(ctx, c, "operator_sessions", "account", name); err != nil {
 			return err
 		}
-		if err := exec(ctx, c, delSessions); err != nil {
-			return err
-		}
-		return exec(ctx, c, delTokens)
+		_, err = s.deleteRows(ctx, c, "operator_tokens", "account", name)
+		return err
 	})
 	if err != nil {
 		return s.fail("delete account", err)
@@ -225,11 +168,9 @@ func (s *Accounts) PutToken(ctx context.Context, t ports.StoredToken) error {
 		return fmt.Errorf("sqlstore: put token: %w", err)
 	}
 	what := fmt.Sprintf("put token %q", t.ID)
-	q, err := s.g.putToken(t)
-	if err != nil {
-		return fmt.Errorf("sqlstore: %s: %w", what, err)
-	}
-	inserted, err := s.insertOne(ctx, q)
+	row := &tokenRow{ID: t.ID, Name: t.Name, Role: string(t.Role), Hash: hash(t.Hash),
+		CreatedAt: at(t.CreatedAt), Account: t.Account, ExpiresAt: at(t.ExpiresAt)}
+	inserted, err := s.insertNew(ctx, row, "id", "name")
 	if err != nil {
 		return s.fail(what, err)
 	}
@@ -270,22 +211,16 @@ func (s *handle) tokens(ctx context.Context, id *string) ([]ports.StoredToken, e
 			return nil, nil
 		}
 	}
-	q, err := s.g.selectRows("operator_tokens", tokenColumns, id)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
+	var rows []tokenRow
+	if err := s.selectRows(ctx, &rows, "id", id); err != nil {
+		return nil, s.fail(what, err)
 	}
-	return queryRows(ctx, s, what, q, func(rows *sql.Rows) (ports.StoredToken, error) {
-		var (
-			t                ports.StoredToken
-			role             string
-			created, expires dbTime
-		)
-		if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &t.Account, &expires); err != nil {
-			return t, err
-		}
-		t.Role, t.CreatedAt, t.ExpiresAt = ports.OperatorRole(role), created.t, expires.t
-		return t, nil
-	})
+	out := make([]ports.StoredToken, len(rows))
+	for i, r := range rows {
+		out[i] = ports.StoredToken{ID: r.ID, Name: r.Name, Role: ports.OperatorRole(r.Role), Hash: r.Hash,
+			CreatedAt: r.CreatedAt.t, Account: r.Account, ExpiresAt: r.ExpiresAt.t}
+	}
+	return out, nil
 }
 
 // DeleteToken implements ports.AccountStore.
@@ -301,11 +236,8 @@ func (s *Accounts) PutSession(ctx context.Context, x ports.StoredSession) error 
 	if err := x.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put session: %w", err)
 	}
-	q, err := s.g.putSession(x)
-	if err != nil {
-		return fmt.Errorf("sqlstore: put session: %w", err)
-	}
-	inserted, err := s.insertOne(ctx, q)
+	row := &sessionRow{ID: x.ID, Account: x.Account, CreatedAt: at(x.CreatedAt), ExpiresAt: at(x.ExpiresAt)}
+	inserted, err := s.insertNew(ctx, row, "id")
 	if err != nil {
 		return s.fail("put session", err)
 	}
@@ -321,28 +253,15 @@ func (s *Accounts) Session(ctx context.Context, id string) (ports.StoredSession,
 	if !storable(id) {
 		return ports.StoredSession{}, notFound
 	}
-	q, err := s.g.selectRows("operator_sessions", sessionColumns, &id)
-	if err != nil {
-		return ports.StoredSession{}, fmt.Errorf("sqlstore: read session: %w", err)
+	var rows []sessionRow
+	if err := s.selectRows(ctx, &rows, "id", &id); err != nil {
+		return ports.StoredSession{}, s.fail("read session", err)
 	}
-	xs, err := queryRows(ctx, s.handle, "read session", q, func(rows *sql.Rows) (ports.StoredSession, error) {
-		var (
-			x                ports.StoredSession
-			created, expires dbTime
-		)
-		if err := rows.Scan(&x.ID, &x.Account, &created, &expires); err != nil {
-			return x, err
-		}
-		x.CreatedAt, x.ExpiresAt = created.t, expires.t
-		return x, nil
-	})
-	if err != nil {
-		return ports.StoredSession{}, err
-	}
-	if len(xs) == 0 {
+	if len(rows) == 0 {
 		return ports.StoredSession{}, notFound
 	}
-	return xs[0], nil
+	r := rows[0]
+	return ports.StoredSession{ID: r.ID, Account: r.Account, CreatedAt: r.CreatedAt.t, ExpiresAt: r.ExpiresAt.t}, nil
 }
 
 // DeleteSession implements ports.AccountStore.
@@ -350,11 +269,11 @@ func (s *Accounts) DeleteSession(ctx context.Context, id string) error {
 	if !storable(id) {
 		return nil
 	}
-	q, err := s.g.deleteRow("operator_sessions", "id", id)
+	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
+		_, err := s.deleteRows(ctx, c, "operator_sessions", "id", id)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("sqlstore: delete session: %w", err)
-	}
-	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return exec(ctx, c, q) }); err != nil {
 		return s.fail("delete session", err)
 	}
 	return nil
@@ -365,11 +284,11 @@ func (s *Accounts) DeleteSessions(ctx context.Context, account string) error {
 	if !storable(account) {
 		return nil
 	}
-	q, err := s.g.deleteRow("operator_sessions", "account", account)
+	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
+		_, err := s.deleteRows(ctx, c, "operator_sessions", "account", account)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("sqlstore: delete the sessions of an account: %w", err)
-	}
-	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return exec(ctx, c, q) }); err != nil {
 		return s.fail("delete the sessions of an account", err)
 	}
 	return nil
@@ -378,13 +297,9 @@ func (s *Accounts) DeleteSessions(ctx context.Context, account string) error {
 // DeleteExpiredSessions implements ports.AccountStore: through the expiry
 // index.
 func (s *Accounts) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
-	q, err := s.g.deleteExpiredSessions(now)
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: delete expired sessions: %w", err)
-	}
 	var deleted int64
-	err = s.write(ctx, false, func(ctx context.Context, c conn) error {
-		res, err := c.ExecContext(ctx, q.text, q.args...)
+	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
+		res, err := expiredSessionsQuery(s.w, now).Conn(c).Exec(ctx)
 		if err != nil {
 			return err
 		}
@@ -397,12 +312,20 @@ func (s *Accounts) DeleteExpiredSessions(ctx context.Context, now time.Time) (in
 	return deleted, nil
 }
 
-// insertOne runs q, an insertNew statement, and reports whether it inserted
-// its row.
-func (s *handle) insertOne(ctx context.Context, q query) (bool, error) {
+// expiredSessionsQuery deletes the sessions whose expiry is at or before
+// now.
+func expiredSessionsQuery(db *bun.DB, now time.Time) *bun.DeleteQuery {
+	return db.NewDelete().TableExpr("?", bun.Ident("operator_sessions")).
+		Where("? <= ?", bun.Ident("expires_at"), at(now))
+}
+
+// insertNew inserts the row model (a pointer to a row struct) unless a row
+// has the same value in one of the unique columns, and reports whether it
+// did.
+func (s *handle) insertNew(ctx context.Context, model any, unique ...string) (bool, error) {
 	var n int64
 	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
-		res, err := c.ExecContext(ctx, q.text, q.args...)
+		res, err := s.writes().insertNew(s.w, c, model, unique...).Exec(ctx)
 		if err != nil {
 			return err
 		}

@@ -2,9 +2,9 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
+
+	"github.com/uptrace/bun"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -17,76 +17,35 @@ import (
 
 var _ ports.AdminAudit = (*Accounts)(nil)
 
-// adminColumns are admin_audit's columns as written, in order; reads add
-// the id first.
-var adminColumns = []string{"at", "actor", "kind", "name", "action", "summary"}
+// adminRow is a row of admin_audit; the database gives the id.
+type adminRow struct {
+	bun.BaseModel `bun:"table:admin_audit,alias:admin_audit"`
 
-// appendAdmin inserts r and returns its id: RETURNING on SQLite and
-// PostgreSQL, OUTPUT on MS SQL.
-func (g *sqlgen) appendAdmin(r ports.AdminRecord) (query, error) {
-	s := g.stmt(256)
-	s.sql(`INSERT INTO "admin_audit" (` + colList("", adminColumns) + `) `)
-	if g.kind == kindMSSQL {
-		s.sql(`OUTPUT inserted."id" `)
-	}
-	s.sql("VALUES (").time(r.At).sql(", ").str(r.Actor).sql(", ").str(string(r.Kind)).sql(", ").str(r.Name).
-		sql(", ").str(string(r.Action)).sql(", ").str(r.Summary).sql(")")
-	if g.kind != kindMSSQL {
-		s.sql(` RETURNING "id"`)
-	}
-	return s.done()
+	ID      int64   `bun:"id,pk,autoincrement"`
+	At      instant `bun:"at"`
+	Actor   string  `bun:"actor"`
+	Kind    string  `bun:"kind"`
+	Name    string  `bun:"name"`
+	Action  string  `bun:"action"`
+	Summary string  `bun:"summary"`
 }
 
-// adminRecords selects the records q asks for, newest first.
-func (g *sqlgen) adminRecords(q ports.AdminQuery) (query, error) {
-	s := g.stmt(256)
-	s.sql("SELECT ").top(q.Limit).sql(`"id", ` + colList("", adminColumns) + ` FROM "admin_audit"`)
-	where := " WHERE "
-	and := func() {
-		s.sql(where)
-		where = " AND "
-	}
-	if q.Before > 0 {
-		and()
-		s.sql(`"id" < `).int(q.Before)
-	}
-	if q.Kind != "" {
-		and()
-		s.sql(`"kind" = `).str(string(q.Kind))
-	}
-	if q.Name != "" {
-		and()
-		s.sql(`"name" = `).str(q.Name)
-	}
-	s.sql(` ORDER BY "id" DESC`).limit(q.Limit)
-	return s.done()
-}
-
-// AppendAdmin implements ports.AdminAudit.
+// AppendAdmin implements ports.AdminAudit: an insert that returns the id
+// (RETURNING; OUTPUT on MS SQL).
 func (s *Accounts) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.AdminRecord, error) {
 	if err := r.Validate(); err != nil {
 		return ports.AdminRecord{}, fmt.Errorf("sqlstore: append admin record: %w", err)
 	}
-	q, err := s.g.appendAdmin(r)
-	if err != nil {
-		return ports.AdminRecord{}, fmt.Errorf("sqlstore: append admin record: %w", err)
-	}
-	err = s.write(ctx, false, func(ctx context.Context, c conn) error {
-		rows, err := c.QueryContext(ctx, q.text, q.args...)
-		if err != nil {
+	row := &adminRow{At: at(r.At), Actor: r.Actor, Kind: string(r.Kind), Name: r.Name,
+		Action: string(r.Action), Summary: r.Summary}
+	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
+		q := appendAdminQuery(s.w, row).Conn(c)
+		var id int64
+		if err := q.Scan(ctx, &id); err != nil {
 			return err
 		}
-		defer rows.Close()
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return errors.New("the insert returned no id")
-		}
-		if err := rows.Scan(&r.ID); err != nil { // afresh: a group writer may run this twice
-			return err
-		}
-		return rows.Close()
+		r.ID = id // afresh: a group writer may run this twice
+		return nil
 	})
 	if err != nil {
 		return ports.AdminRecord{}, s.fail("append admin record", err)
@@ -95,7 +54,7 @@ func (s *Accounts) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.
 	return r, nil
 }
 
-// AdminRecords implements ports.AdminAudit.
+// AdminRecords implements ports.AdminAudit: newest first, by id.
 func (s *Accounts) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]ports.AdminRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlstore: read admin records: %w", err)
@@ -103,20 +62,34 @@ func (s *Accounts) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]port
 	if q.Name != "" && !storable(q.Name) {
 		return []ports.AdminRecord{}, nil
 	}
-	sq, err := s.g.adminRecords(q)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: read admin records: %w", err)
+	var rows []adminRow
+	if err := adminRecordsQuery(s.r, &rows, q).Scan(ctx); err != nil {
+		return nil, s.fail("read admin records", err)
 	}
-	return queryRows(ctx, s.handle, "read admin records", sq, func(rows *sql.Rows) (ports.AdminRecord, error) {
-		var (
-			r            ports.AdminRecord
-			at           dbTime
-			kind, action string
-		)
-		if err := rows.Scan(&r.ID, &at, &r.Actor, &kind, &r.Name, &action, &r.Summary); err != nil {
-			return r, err
-		}
-		r.At, r.Kind, r.Action = at.t, ports.AdminKind(kind), ports.AdminAction(action)
-		return r, nil
-	})
+	out := make([]ports.AdminRecord, len(rows))
+	for i, r := range rows {
+		out[i] = ports.AdminRecord{ID: r.ID, At: r.At.t, Actor: r.Actor, Kind: ports.AdminKind(r.Kind),
+			Name: r.Name, Action: ports.AdminAction(r.Action), Summary: r.Summary}
+	}
+	return out, nil
+}
+
+// appendAdminQuery inserts row and returns its id.
+func appendAdminQuery(db *bun.DB, row *adminRow) *bun.InsertQuery {
+	return writesOf(db.Dialect()).returningID(db.NewInsert().Model(row).ExcludeColumn("id"))
+}
+
+// adminRecordsQuery selects into rows the records q asks for, newest first.
+func adminRecordsQuery(db *bun.DB, rows *[]adminRow, q ports.AdminQuery) *bun.SelectQuery {
+	sq := db.NewSelect().Model(rows)
+	if q.Before > 0 {
+		sq = sq.Where("? < ?", bun.Ident("id"), q.Before)
+	}
+	if q.Kind != "" {
+		sq = sq.Where("? = ?", bun.Ident("kind"), string(q.Kind))
+	}
+	if q.Name != "" {
+		sq = sq.Where("? = ?", bun.Ident("name"), q.Name)
+	}
+	return sq.OrderExpr("? DESC", bun.Ident("id")).Limit(int64(q.Limit))
 }

@@ -3,14 +3,14 @@ package sqlstore
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/uptrace/bun"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -22,112 +22,70 @@ import (
 // ChannelSettings read one row by primary key: the core calls them once per
 // claimed batch and once per list of an ingested batch, and a primary-key
 // lookup is cheaper than keeping a cache coherent across central nodes.
+//
+// The rows are bun models; statements are bun's query builders, and the
+// upsert is the dialect's (writeDialect in bunquery.go).
 
 var _ ports.DirectoryAdmin = (*Directory)(nil)
 
-// The directory tables' columns, in the order the statements write and scan
-// them.
-var (
-	listColumns = []string{"name", "type", "targets", "updated_at"}
-	// channelColumns: the retry intervals are whole milliseconds.
-	channelColumns = []string{
-		"type", "settings", "retry_backoff", "retry_max_retries",
-		"retry_interval_ms", "retry_max_interval_ms", "rate_limit", "updated_at",
-	}
-	// The columns List and ChannelSettings read: all but updated_at.
-	listReadColumns    = listColumns[:3]
-	channelReadColumns = channelColumns[:7]
-)
+// listRow is a row of notification_lists: targets a JSON array of strings.
+type listRow struct {
+	bun.BaseModel `bun:"table:notification_lists,alias:notification_lists"`
 
-// float appends a float64 literal that reads back as the same value: the
-// shortest decimal that round-trips, in E notation (an approximate-number
-// literal in every dialect). NaN and infinities are refused before.
-func (s *stmt) float(v float64) *stmt {
-	s.b = strconv.AppendFloat(s.b, v, 'e', -1, 64)
-	return s
+	Name      string  `bun:"name,pk"`
+	Type      string  `bun:"type"`
+	Targets   string  `bun:"targets"`
+	UpdatedAt instant `bun:"updated_at"`
 }
 
-// upsert writes one row of table, inserting it or replacing the row with the
-// same key (the first column): INSERT ... ON CONFLICT DO UPDATE on SQLite and
-// PostgreSQL, MERGE ... WITH (HOLDLOCK) on MS SQL (the hint makes the match
-// and the insert one atomic step against concurrent upserts of the key).
-// values appends the parenthesised row.
-func (g *sqlgen) upsert(table string, cols []string, values func(s *stmt)) (query, error) {
-	s := g.stmt(256)
-	all := colList("", cols)
-	set := func(from string) {
-		for i, c := range cols[1:] {
-			if i > 0 {
-				s.sql(", ")
-			}
-			s.sql(`"` + c + `" = ` + from + `."` + c + `"`)
-		}
-	}
-	if g.kind == kindMSSQL {
-		s.sql(`MERGE INTO "` + table + `" WITH (HOLDLOCK) AS t USING (VALUES `)
-		values(s)
-		s.sql(`) AS v (` + all + `) ON t."` + cols[0] + `" = v."` + cols[0] + `" WHEN MATCHED THEN UPDATE SET `)
-		set("v")
-		s.sql(` WHEN NOT MATCHED THEN INSERT (` + all + `) VALUES (` + colList("v.", cols) + `);`)
-		return s.done()
-	}
-	s.sql(`INSERT INTO "` + table + `" (` + all + `) VALUES `)
-	values(s)
-	s.sql(` ON CONFLICT ("` + cols[0] + `") DO UPDATE SET `)
-	set("excluded")
-	return s.done()
+// channelRow is a row of notification_channels: settings a JSON object of
+// strings; the retry intervals are whole milliseconds.
+type channelRow struct {
+	bun.BaseModel `bun:"table:notification_channels,alias:notification_channels"`
+
+	Type               string  `bun:"type,pk"`
+	Settings           string  `bun:"settings"`
+	RetryBackoff       string  `bun:"retry_backoff"`
+	RetryMaxRetries    int64   `bun:"retry_max_retries"`
+	RetryIntervalMS    int64   `bun:"retry_interval_ms"`
+	RetryMaxIntervalMS int64   `bun:"retry_max_interval_ms"`
+	RateLimit          eFloat  `bun:"rate_limit"`
+	UpdatedAt          instant `bun:"updated_at"`
 }
 
-// putList creates or replaces the list l, stamped with now.
-func (g *sqlgen) putList(l ports.List, now time.Time) (query, error) {
-	targets := l.Targets
-	if targets == nil {
-		targets = []string{}
-	}
-	enc, err := json.Marshal(targets)
-	if err != nil {
-		return query{}, fmt.Errorf("sqlstore: encode the targets of list %q: %w", l.Name, err)
-	}
-	return g.upsert("notification_lists", listColumns, func(s *stmt) {
-		s.sql("(").str(l.Name).sql(", ").str(l.Type).sql(", ").str(string(enc)).sql(", ").time(now).sql(")")
-	})
+// selectRows reads the rows of model's table (a pointer to a slice of
+// rows) into it, only the row whose key column is key when one is given.
+func (s *handle) selectRows(ctx context.Context, model any, keyColumn string, key *string) error {
+	return selectRowsQuery(s.r, model, keyColumn, key).Scan(ctx)
 }
 
-// putChannel creates or replaces the settings c, stamped with now.
-func (g *sqlgen) putChannel(c ports.ChannelSettings, now time.Time) (query, error) {
-	settings := c.Settings
-	if settings == nil {
-		settings = map[string]string{}
-	}
-	enc, err := json.Marshal(settings)
-	if err != nil {
-		return query{}, fmt.Errorf("sqlstore: encode the settings of channel %q: %w", c.Type, err)
-	}
-	r := c.Retry
-	return g.upsert("notification_channels", channelColumns, func(s *stmt) {
-		s.sql("(").str(c.Type).sql(", ").str(string(enc)).sql(", ").str(string(r.Backoff)).
-			sql(", ").int(int64(r.MaxRetries)).sql(", ").int(r.Interval.Milliseconds()).
-			sql(", ").int(r.MaxInterval.Milliseconds()).sql(", ").float(c.RateLimit).
-			sql(", ").time(now).sql(")")
-	})
-}
-
-// selectRows selects cols of table, only the row whose key (the first
-// column) is key when one is given.
-func (g *sqlgen) selectRows(table string, cols []string, key *string) (query, error) {
-	s := g.stmt(256)
-	s.sql(`SELECT ` + colList("", cols) + ` FROM "` + table + `"`)
+func selectRowsQuery(db *bun.DB, model any, keyColumn string, key *string) *bun.SelectQuery {
+	q := db.NewSelect().Model(model)
 	if key != nil {
-		s.sql(` WHERE "` + cols[0] + `" = `).str(*key)
+		q = q.Where("? = ?", bun.Ident(keyColumn), *key)
 	}
-	return s.done()
+	return q
 }
 
-// deleteRow deletes the row of table whose key column is key.
-func (g *sqlgen) deleteRow(table, keyColumn, key string) (query, error) {
-	s := g.stmt(128)
-	s.sql(`DELETE FROM "` + table + `" WHERE "` + keyColumn + `" = `).str(key)
-	return s.done()
+// deleteRows deletes the rows of table whose column is value, on c, and
+// returns how many.
+func (s *handle) deleteRows(ctx context.Context, c conn, table, column, value string) (int64, error) {
+	res, err := deleteRowsQuery(s.w, table, column, value).Conn(c).Exec(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func deleteRowsQuery(db *bun.DB, table, column, value string) *bun.DeleteQuery {
+	return db.NewDelete().TableExpr("?", bun.Ident(table)).Where("? = ?", bun.Ident(column), value)
+}
+
+// upsert writes the row model (a pointer to a row struct) on c, inserting
+// it or replacing the row with the same key.
+func (s *handle) upsert(ctx context.Context, c conn, model any) error {
+	_, err := s.writes().upsert(s.w, c, model).Exec(ctx)
+	return err
 }
 
 // storable reports whether key can name a row. Stored names and types are
@@ -172,42 +130,16 @@ func (s *handle) lists(ctx context.Context, name *string) ([]ports.List, error) 
 			return nil, nil
 		}
 	}
-	q, err := s.g.selectRows("notification_lists", listReadColumns, name)
-	if err != nil {
-		return nil, err
-	}
-	return queryRows(ctx, s, what, q, func(rows *sql.Rows) (ports.List, error) {
-		var (
-			l       ports.List
-			targets []byte
-		)
-		if err := rows.Scan(&l.Name, &l.Type, &targets); err != nil {
-			return l, err
-		}
-		if err := json.Unmarshal(targets, &l.Targets); err != nil {
-			return l, fmt.Errorf("decode the targets of list %q: %w", l.Name, err)
-		}
-		return l, nil
-	})
-}
-
-// queryRows runs q on the reader and scans every row it answers with scan.
-func queryRows[T any](ctx context.Context, s *handle, what string, q query, scan func(*sql.Rows) (T, error)) ([]T, error) {
-	rows, err := s.reader().QueryContext(ctx, q.text, q.args...)
-	if err != nil {
+	var rows []listRow
+	if err := s.selectRows(ctx, &rows, "name", name); err != nil {
 		return nil, s.fail(what, err)
 	}
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, s.fail(what, err)
+	out := make([]ports.List, len(rows))
+	for i, r := range rows {
+		out[i] = ports.List{Name: r.Name, Type: r.Type}
+		if err := json.Unmarshal([]byte(r.Targets), &out[i].Targets); err != nil {
+			return nil, s.fail(what, fmt.Errorf("decode the targets of list %q: %w", r.Name, err))
 		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail(what, err)
 	}
 	return out, nil
 }
@@ -218,11 +150,16 @@ func (s *Directory) PutList(ctx context.Context, l ports.List) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put list %q: %w", l.Name, err)
 	}
-	q, err := s.g.putList(l, time.Now())
-	if err != nil {
-		return err
+	targets := l.Targets
+	if targets == nil {
+		targets = []string{}
 	}
-	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return exec(ctx, c, q) }); err != nil {
+	enc, err := json.Marshal(targets)
+	if err != nil {
+		return fmt.Errorf("sqlstore: encode the targets of list %q: %w", l.Name, err)
+	}
+	row := &listRow{Name: l.Name, Type: l.Type, Targets: string(enc), UpdatedAt: at(time.Now())}
+	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return s.upsert(ctx, c, row) }); err != nil {
 		return s.fail(fmt.Sprintf("put list %q", l.Name), err)
 	}
 	return nil
@@ -267,31 +204,28 @@ func (s *handle) channels(ctx context.Context, typ *string) ([]ports.ChannelSett
 			return nil, nil
 		}
 	}
-	q, err := s.g.selectRows("notification_channels", channelReadColumns, typ)
-	if err != nil {
-		return nil, err
+	var rows []channelRow
+	if err := s.selectRows(ctx, &rows, "type", typ); err != nil {
+		return nil, s.fail(what, err)
 	}
-	return queryRows(ctx, s, what, q, func(rows *sql.Rows) (ports.ChannelSettings, error) {
-		var (
-			c                             ports.ChannelSettings
-			settings                      []byte
-			backoff                       string
-			maxRetries, interval, maxIntv int64
-		)
-		if err := rows.Scan(&c.Type, &settings, &backoff, &maxRetries, &interval, &maxIntv, &c.RateLimit); err != nil {
-			return c, err
+	out := make([]ports.ChannelSettings, len(rows))
+	for i, r := range rows {
+		c := ports.ChannelSettings{
+			Type: r.Type,
+			Retry: ports.RetrySettings{
+				Backoff:     ports.Backoff(r.RetryBackoff),
+				MaxRetries:  int(r.RetryMaxRetries),
+				Interval:    time.Duration(r.RetryIntervalMS) * time.Millisecond,
+				MaxInterval: time.Duration(r.RetryMaxIntervalMS) * time.Millisecond,
+			},
+			RateLimit: float64(r.RateLimit),
 		}
-		if err := json.Unmarshal(settings, &c.Settings); err != nil {
-			return c, fmt.Errorf("decode the settings of channel %q: %w", c.Type, err)
+		if err := json.Unmarshal([]byte(r.Settings), &c.Settings); err != nil {
+			return nil, s.fail(what, fmt.Errorf("decode the settings of channel %q: %w", r.Type, err))
 		}
-		c.Retry = ports.RetrySettings{
-			Backoff:     ports.Backoff(backoff),
-			MaxRetries:  int(maxRetries),
-			Interval:    time.Duration(interval) * time.Millisecond,
-			MaxInterval: time.Duration(maxIntv) * time.Millisecond,
-		}
-		return c, nil
-	})
+		out[i] = c
+	}
+	return out, nil
 }
 
 // PutChannel implements ports.DirectoryAdmin: an upsert, after c passed
@@ -300,11 +234,21 @@ func (s *Directory) PutChannel(ctx context.Context, c ports.ChannelSettings) err
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put channel settings for type %q: %w", c.Type, err)
 	}
-	q, err := s.g.putChannel(c, time.Now())
-	if err != nil {
-		return err
+	settings := c.Settings
+	if settings == nil {
+		settings = map[string]string{}
 	}
-	if err := s.write(ctx, false, func(ctx context.Context, cn conn) error { return exec(ctx, cn, q) }); err != nil {
+	enc, err := json.Marshal(settings)
+	if err != nil {
+		return fmt.Errorf("sqlstore: encode the settings of channel %q: %w", c.Type, err)
+	}
+	row := &channelRow{
+		Type: c.Type, Settings: string(enc), RetryBackoff: string(c.Retry.Backoff),
+		RetryMaxRetries: int64(c.Retry.MaxRetries), RetryIntervalMS: c.Retry.Interval.Milliseconds(),
+		RetryMaxIntervalMS: c.Retry.MaxInterval.Milliseconds(), RateLimit: eFloat(c.RateLimit),
+		UpdatedAt: at(time.Now()),
+	}
+	if err := s.write(ctx, false, func(ctx context.Context, cn conn) error { return s.upsert(ctx, cn, row) }); err != nil {
 		return s.fail(fmt.Sprintf("put channel settings for type %q", c.Type), err)
 	}
 	return nil
@@ -322,17 +266,9 @@ func (s *handle) deleteKey(ctx context.Context, table, keyColumn, key, what stri
 	if !storable(key) {
 		return notFound
 	}
-	q, err := s.g.deleteRow(table, keyColumn, key)
-	if err != nil {
-		return err
-	}
 	var deleted int64
-	err = s.write(ctx, false, func(ctx context.Context, c conn) error {
-		res, err := c.ExecContext(ctx, q.text, q.args...)
-		if err != nil {
-			return err
-		}
-		deleted, err = res.RowsAffected() // afresh: a group writer may run this twice
+	err := s.write(ctx, false, func(ctx context.Context, c conn) (err error) {
+		deleted, err = s.deleteRows(ctx, c, table, keyColumn, key) // afresh: a group writer may run this twice
 		return err
 	})
 	if err != nil {

@@ -109,10 +109,6 @@ func (v *nullText) Scan(src any) error {
 	return nil
 }
 
-// dbTime is the instant scanner of directory.go, accounts.go and
-// adminaudit.go.
-type dbTime = instant
-
 // scanModel scans rows whose columns are cols, in their order, appending
 // one T per row to into. The destinations are the fields of a T at the
 // columns' offsets (see modelColumns): the claim, the one hot read, scans

@@ -48,15 +48,6 @@ func render(t *testing.T, name string, q interface{ String() string }) string {
 	return checkTSQL(t, name, query{text: q.String()})
 }
 
-func mssqlGen(t *testing.T) *sqlgen {
-	t.Helper()
-	g, err := newSQLGen(DriverMSSQL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // stripLiterals removes the string literals of a T-SQL statement, so that
 // checks on its syntax ignore the data.
 func stripLiterals(sql string) string {
@@ -355,17 +346,6 @@ func TestMSSQLWrites(t *testing.T) {
 		`SELECT `+quoted(`"a".`, auditColumns)+` FROM "notification_audit" AS "a" WHERE ("notification_id" = N'a') ORDER BY "at", "id"`)
 	mustContain(t, "forget", render(t, "forget", s.forgetQuery([]string{"a"})), `DELETE FROM "notification_audit" WHERE ("notification_id" IN (N'a'))`)
 
-	g := mssqlGen(t)
-	q, err = g.markMigration("0001_init")
-	buildT(t, "mark migration", q, err)
-	for name, sql := range map[string]string{
-		"migration lock":   g.migrationLock(),
-		"migrations table": g.createMigrationsTable(),
-		"applied":          g.appliedMigrations(),
-	} {
-		checkTSQL(t, name, query{text: sql})
-	}
-	mustContain(t, "migration lock", g.migrationLock(), `sp_getapplock`, `@LockOwner = N'Transaction'`)
 }
 
 // TestNULIsInvalid: no dialect stores a NUL byte; the store refuses it

@@ -112,9 +112,6 @@ type handle struct {
 	// database/sql pools (r.DB, w.DB) or a transaction of w.DB, past bun's
 	// formatter (see conn).
 	r, w *bun.DB
-	// g builds the statements of directory.go, accounts.go, adminaudit.go
-	// and migrate.go (sqlgen.go).
-	g *sqlgen
 	// pgPrepare has pgx prepare and cache PostgreSQL's batch statements
 	// (off when the DSN chose its own exec mode, e.g. for a pooler that
 	// cannot keep prepared statements).
@@ -145,15 +142,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g, err := newSQLGen(cfg.Driver)
-	if err != nil {
-		return nil, err
-	}
 	d, err := dialectFor(cfg.Driver)
 	if err != nil {
 		return nil, err
 	}
-	s := &handle{driver: cfg.Driver, d: d, g: g, pgPrepare: cfg.Driver == DriverPostgres, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
+	s := &handle{driver: cfg.Driver, d: d, pgPrepare: cfg.Driver == DriverPostgres, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
 		logger: logger, secrets: dsnSecrets(cfg.DSN)}
 	if err := s.open(cfg); err != nil {
 		return nil, s.redact(fmt.Errorf("sqlstore: open %s %s: %w", cfg.Driver, redactDSN(cfg.DSN), err))

@@ -409,11 +409,11 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	down, err := fs.ReadFile(fsys, "0004_subject_search.down.sql")
+	down, err := fs.ReadFile(fsys, "0004_subject_search.tx.down.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range append(splitStatements(string(down)), `DELETE FROM `+migrationsTable+` WHERE version = '0004_subject_search'`) {
+	for _, stmt := range append(splitStatements(string(down)), `DELETE FROM `+migrationsTable+` WHERE name = '0004'`) {
 		if _, err := s.writer().ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("undo 0004: %s: %v", stmt, err)
 		}

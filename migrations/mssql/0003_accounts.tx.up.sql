@@ -1,5 +1,5 @@
--- Operator accounts, API tokens and sessions (MS SQL Server 2016 or later),
--- U5. The hashes are computed by the core and kept as varbinary(max):
+-- Operator accounts, API tokens and sessions (MS SQL Server 2016 or later).
+-- The hashes are computed by the core and kept as varbinary(max):
 -- bcrypt for passwords, SHA-256 for the secret part of a token. The id of a
 -- session is the hex SHA-256 of its secret, so the table holds nothing a
 -- thief could log in with. Times are datetime2(6) in UTC. Names and ids

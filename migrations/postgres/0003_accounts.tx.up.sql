@@ -1,4 +1,4 @@
--- Operator accounts, API tokens and sessions (PostgreSQL), U5. The hashes
+-- Operator accounts, API tokens and sessions (PostgreSQL). The hashes
 -- are computed by the core and kept as bytea: bcrypt for passwords, SHA-256
 -- for the secret part of a token. The id of a session is the hex SHA-256 of
 -- its secret, so the table holds nothing a thief could log in with. Names

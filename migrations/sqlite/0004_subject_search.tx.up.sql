@@ -1,4 +1,4 @@
--- Keyword search in the subject (SQLite), F7: Filter.Subject is a
+-- Keyword search in the subject (SQLite): Filter.Subject is a
 -- substring match ignoring ASCII case (LIKE '%...%'), which no B-tree index
 -- serves. An FTS5 index of the subjects' trigrams finds the rows that may
 -- hold a keyword of three characters or more; the store reads only those

@@ -1,4 +1,4 @@
--- Keyword search in the subject (PostgreSQL), F7: Filter.Subject is a
+-- Keyword search in the subject (PostgreSQL): Filter.Subject is a
 -- substring match ignoring the case of ASCII letters only, which the store
 -- writes as a regular expression on the subject spelling each letter in both
 -- cases (subject ~ '[pP][uU][mM][pP]'). No B-tree index serves it; a pg_trgm

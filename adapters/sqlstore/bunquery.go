@@ -1,0 +1,81 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"reflect"
+	"strconv"
+
+	"github.com/uptrace/bun"
+	bundialect "github.com/uptrace/bun/dialect"
+	"github.com/uptrace/bun/schema"
+)
+
+// This file holds what the directory, the accounts and the admin audit
+// share on bun's query builders besides the handle's pools and instant: a
+// float column type, and the writes whose statements differ per dialect
+// (writeDialect; MS SQL's in writes_mssql.go).
+
+// eFloat is a float64 written as the shortest decimal that reads back as
+// the same value, in E notation: an approximate-number literal in every
+// dialect (bun writes plain decimals, which MS SQL reads as a decimal of at
+// most 38 digits). NaN and infinities are refused before.
+type eFloat float64
+
+// AppendQuery implements schema.QueryAppender.
+func (f eFloat) AppendQuery(_ schema.QueryGen, b []byte) ([]byte, error) {
+	return strconv.AppendFloat(b, float64(f), 'e', -1, 64), nil
+}
+
+// writeDialect is what the directory, the accounts and the admin audit
+// write differently per dialect. model is a pointer to a row struct whose
+// key field carries bun's pk tag.
+type writeDialect interface {
+	// upsert inserts the row, or replaces the row with the same key.
+	upsert(db *bun.DB, c bun.IConn, model any) executor
+	// insertNew inserts the row unless a row has the same value in one of
+	// the unique columns; it then affects no row.
+	insertNew(db *bun.DB, c bun.IConn, model any, unique ...string) executor
+	// returningID has q return the "id" column the database gave the row.
+	returningID(q *bun.InsertQuery) *bun.InsertQuery
+}
+
+// executor is a statement ready to run.
+type executor interface {
+	Exec(ctx context.Context, dest ...any) (sql.Result, error)
+	String() string
+}
+
+// writes returns the writes of the store's dialect.
+func (s *handle) writes() writeDialect { return writesOf(s.w.Dialect()) }
+
+// writesOf returns the writes of dialect d.
+func writesOf(d schema.Dialect) writeDialect {
+	if d.Name() == bundialect.MSSQL {
+		return mssqlWrites{}
+	}
+	return conflictWrites{}
+}
+
+// conflictWrites are the writes of SQLite and PostgreSQL: INSERT ... ON
+// CONFLICT and RETURNING.
+type conflictWrites struct{}
+
+func (conflictWrites) upsert(db *bun.DB, c bun.IConn, model any) executor {
+	key := modelTable(db, model).PKs[0].SQLName
+	// With no SET, bun sets every other column from EXCLUDED.
+	return db.NewInsert().Conn(c).Model(model).On("CONFLICT (?) DO UPDATE", bun.Safe(key))
+}
+
+func (conflictWrites) insertNew(db *bun.DB, c bun.IConn, model any, _ ...string) executor {
+	return db.NewInsert().Conn(c).Model(model).On("CONFLICT DO NOTHING")
+}
+
+func (conflictWrites) returningID(q *bun.InsertQuery) *bun.InsertQuery {
+	return q.Returning("?", bun.Ident("id"))
+}
+
+// modelTable returns bun's table of model, a pointer to a row struct.
+func modelTable(db *bun.DB, model any) *schema.Table {
+	return db.Table(reflect.TypeOf(model).Elem())
+}
