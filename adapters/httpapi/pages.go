@@ -276,14 +276,14 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 	}
 	b := s.newBase(w, r, p, "Health", "dashboard")
 	b.Refresh = 15
-	var plugins []PluginStatus
+	var plugins []ports.PluginStatus
 	if s.cfg.Plugins != nil {
 		plugins = s.cfg.Plugins()
 	}
 	s.render(w, r, http.StatusOK, "dashboard", struct {
 		base
 		KPI     kpiView
-		Plugins []PluginStatus
+		Plugins []ports.PluginStatus
 	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter}, plugins})
 }
 
