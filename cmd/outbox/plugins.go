@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
 	"github.com/siteline/outbox/plugins/builtin"
 )
 
@@ -382,10 +383,10 @@ func checkAncestor(path string, info fs.FileInfo) error {
 		return nil
 	}
 	if m&fs.ModeSticky != 0 {
-		if uid, ok := fileOwner(info); !ok || uid == 0 || uid == os.Geteuid() {
+		if uid, ok := fsperm.Owner(info); !ok || uid == 0 || uid == os.Geteuid() {
 			return nil
 		}
-		uid, _ := fileOwner(info)
+		uid, _ := fsperm.Owner(info)
 		return fmt.Errorf("%s has mode %s and belongs to uid %d, neither root nor central's user: it could replace a plugin central runs; refusing it", path, m, uid)
 	}
 	return writableError(path, m)
@@ -398,7 +399,7 @@ func checkEntry(dir pathEntry, path string, info fs.FileInfo) error {
 	if m&fs.ModeSticky == 0 || m.Perm()&0o022 == 0 {
 		return nil
 	}
-	uid, ok := fileOwner(info)
+	uid, ok := fsperm.Owner(info)
 	if !ok || uid == 0 || uid == os.Geteuid() {
 		return nil
 	}
