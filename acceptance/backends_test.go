@@ -36,7 +36,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 }
 
 // open opens and migrates a store with cfg, closed when the test ends.
-func open(t testing.TB, cfg sqlstore.Config) *sqlstore.Store {
+func open(t testing.TB, cfg sqlstore.Config) *sqlstore.DB {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlstore.Open(ctx, cfg, nil)

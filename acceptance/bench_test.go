@@ -27,22 +27,22 @@ func benchBackends(b *testing.B, f func(b *testing.B, be backend)) {
 
 // benchEnv is an outbox on the real clock for benchmarks, reading its lists
 // and channel settings from the database as central does.
-func benchEnv(b *testing.B, be backend, ch ports.Channel, cfg core.Config) (*core.Service, *sqlstore.Store, sqlstore.Config) {
+func benchEnv(b *testing.B, be backend, ch ports.Channel, cfg core.Config) (*core.Service, *sqlstore.DB, sqlstore.Config) {
 	b.Helper()
 	sc := be.config(b)
 	store := open(b, sc)
 	ctx := context.Background()
 	for _, l := range testLists {
-		if err := store.PutList(ctx, l); err != nil {
+		if err := store.Directory().PutList(ctx, l); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for _, c := range testChannels {
-		if err := store.PutChannel(ctx, c); err != nil {
+		if err := store.Directory().PutChannel(ctx, c); err != nil {
 			b.Fatal(err)
 		}
 	}
-	svc, err := core.New(cfg, core.Deps{Store: store, Audit: store, Directory: store,
+	svc, err := core.New(cfg, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: store.Directory(),
 		Channels: ports.ChannelMap{"email": ch}, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +152,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config) 
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
-	if n, _ := store.Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
+	if n, _ := store.Notifications().Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
 		b.Fatalf("%d rows Delivered, want %d", n, b.N)
 	}
 }
@@ -228,7 +228,7 @@ func realisticRow(now time.Time) func(i int, n *ports.Notification) {
 }
 
 // seed inserts n rows straight into the store, shaped by shape.
-func seed(b *testing.B, store *sqlstore.Store, n int, shape func(i int, n *ports.Notification)) {
+func seed(b *testing.B, store *sqlstore.DB, n int, shape func(i int, n *ports.Notification)) {
 	b.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -241,7 +241,7 @@ func seed(b *testing.B, store *sqlstore.Store, n int, shape func(i int, n *ports
 		shape(i, &row)
 		rows = append(rows, row)
 		if len(rows) == chunk || i == n-1 {
-			if _, err := store.Insert(ctx, rows); err != nil {
+			if _, err := store.Notifications().Insert(ctx, rows); err != nil {
 				b.Fatalf("seed: %v", err)
 			}
 			rows = rows[:0]

@@ -120,13 +120,13 @@ func (p *blipProxy) up() {
 
 // recordCounter counts the Record calls of a store and those that failed.
 type recordCounter struct {
-	*sqlstore.Store
+	*sqlstore.Notifications
 	calls, failed atomic.Int64
 }
 
 func (r *recordCounter) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
 	r.calls.Add(1)
-	lost, err := r.Store.Record(ctx, owner, updates)
+	lost, err := r.Notifications.Record(ctx, owner, updates)
 	if err != nil {
 		r.failed.Add(1)
 	}
@@ -178,7 +178,7 @@ func TestAPostgresBlipCostsNoDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = viaProxy.Close() })
-	store := &recordCounter{Store: viaProxy}
+	store := &recordCounter{Notifications: viaProxy.Notifications()}
 
 	// The blip: at the before/3-th delivery, in the middle of a batch, the
 	// proxy cuts every connection and refuses new ones. It takes them
@@ -255,7 +255,7 @@ func TestAPostgresBlipCostsNoDuplicate(t *testing.T) {
 	// Wait for every row to be Delivered, reading past the proxy.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		n, err := direct.Count(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}})
+		n, err := direct.Notifications().Count(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestAPostgresBlipCostsNoDuplicate(t *testing.T) {
 	// Append's was.
 	gaps := 0
 	for _, id := range ids {
-		hist, err := direct.History(ctx, id)
+		hist, err := direct.Notifications().History(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

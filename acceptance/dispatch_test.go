@@ -181,7 +181,7 @@ func TestLeaseExpiryHandsRowsOver(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, b, core.Config{})
 		id := e.send("ops")
-		dead, err := e.store.Claim(ctx, ports.ClaimRequest{Owner: "dead-node", Now: e.clock.Now(), Lease: time.Minute, Limit: 10})
+		dead, err := e.store.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "dead-node", Now: e.clock.Now(), Lease: time.Minute, Limit: 10})
 		if err != nil || len(dead) != 1 {
 			t.Fatalf("claim by the node that dies: %v, %v", dead, err)
 		}
@@ -193,7 +193,7 @@ func TestLeaseExpiryHandsRowsOver(t *testing.T) {
 			t.Fatal("the expired lease was not taken over")
 		}
 		e.status(id, ports.StatusDelivered)
-		lost, err := e.store.Record(ctx, "dead-node", []ports.Update{{ID: id, Status: ports.StatusParked, UpdatedAt: e.clock.Now()}})
+		lost, err := e.store.Notifications().Record(ctx, "dead-node", []ports.Update{{ID: id, Status: ports.StatusParked, UpdatedAt: e.clock.Now()}})
 		if err != nil || len(lost) != 1 {
 			t.Fatalf("the dead node's late record was applied: lost %v, %v", lost, err)
 		}

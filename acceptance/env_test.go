@@ -43,7 +43,7 @@ type env struct {
 	svc   *core.Service
 	ch    *ScriptedChannel
 	clock *Clock
-	store *sqlstore.Store
+	store *sqlstore.DB
 	cfg   sqlstore.Config
 	// channels defaults to the scripted channel serving "email".
 	channels ports.ChannelRegistry
@@ -62,7 +62,7 @@ func newEnv(t *testing.T, b backend, cfg core.Config) *env {
 }
 
 // service builds another Service over store sharing e's channel and clock.
-func (e *env) service(store *sqlstore.Store, cfg core.Config) *core.Service {
+func (e *env) service(store *sqlstore.DB, cfg core.Config) *core.Service {
 	e.t.Helper()
 	settings := e.settings
 	if settings == nil {
@@ -77,7 +77,7 @@ func (e *env) service(store *sqlstore.Store, cfg core.Config) *core.Service {
 		clock = e.clock
 	}
 	svc, err := core.New(cfg, core.Deps{
-		Store: store, Audit: store, Directory: dir, Clock: clock,
+		Store: store.Notifications(), Audit: store.Notifications(), Directory: dir, Clock: clock,
 		Channels: e.registry(),
 		Logger:   testLogger(),
 	})

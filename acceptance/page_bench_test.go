@@ -52,12 +52,12 @@ func BenchmarkPage(b *testing.B) {
 	}
 	store := pageBenchStore(b, rows)
 	ctx := context.Background()
-	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: store,
+	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: store.Directory(),
 		Channels: ports.ChannelMap{}, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
+	ops, err := core.NewOperators(store.Accounts(), ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func BenchmarkPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	editor, err := core.NewDirectoryEditor(store, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	editor, err := core.NewDirectoryEditor(store.Directory(), store.Accounts(), ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: store, Editor: editor, Operators: ops, Logger: testLogger()})
+	srv, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: store.Directory(), Editor: editor, Operators: ops, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func BenchmarkPage(b *testing.B) {
 
 // pageBenchStore opens the benchmark's SQLite database of n rows, seeding it
 // when the cache has none.
-func pageBenchStore(b *testing.B, n int) *sqlstore.Store {
+func pageBenchStore(b *testing.B, n int) *sqlstore.DB {
 	b.Helper()
 	dir := filepath.Join(os.TempDir(), "outbox-bench-page")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -151,7 +151,7 @@ func pageBenchStore(b *testing.B, n int) *sqlstore.Store {
 	for i := range n {
 		batch = append(batch, pageBenchRow(i, n, now))
 		if len(batch) == chunk || i == n-1 {
-			if _, err := s.Insert(ctx, batch); err != nil {
+			if _, err := s.Notifications().Insert(ctx, batch); err != nil {
 				b.Fatalf("seed: %v", err)
 			}
 			batch = batch[:0]

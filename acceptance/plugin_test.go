@@ -115,13 +115,13 @@ func newLiveOutbox(t *testing.T, b backend, channels ports.ChannelRegistry, list
 		t.Fatal(err)
 	}
 	svc, err := core.New(core.Config{DispatchInterval: 100 * time.Millisecond, DeliveryTimeout: 10 * time.Second},
-		core.Deps{Store: store, Audit: store, Directory: dir, Channels: channels, Logger: testLogger()})
+		core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: dir, Channels: channels, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t}
 	e.run(svc)
-	return &liveOutbox{t: t, svc: svc, store: store}
+	return &liveOutbox{t: t, svc: svc, store: store.Notifications()}
 }
 
 // submitN submits n notifications to list in batches of 100 and returns

@@ -743,7 +743,7 @@ func containsNode(ns []*siteNode, n *siteNode) bool {
 type centralLink struct {
 	t     testing.TB
 	addr  string
-	store *sqlstore.Store
+	store *sqlstore.DB
 	svc   *core.Service
 
 	mu     sync.Mutex
@@ -760,7 +760,7 @@ func newCentral(t testing.TB) *centralLink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir,
+	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: dir,
 		Channels: ports.ChannelMap{}, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -825,7 +825,7 @@ func (c *centralLink) missing(ids []string) ([]string, error) {
 	for len(ids) > 0 {
 		chunk := ids[:min(500, len(ids))]
 		ids = ids[len(chunk):]
-		got, err := c.store.Statuses(ctx, "", chunk)
+		got, err := c.store.Notifications().Statuses(ctx, "", chunk)
 		if err != nil {
 			return nil, fmt.Errorf("statuses at central: %w", err)
 		}
@@ -858,7 +858,7 @@ func (c *centralLink) count(site string) int64 {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := c.store.Count(ctx, ports.Filter{SourceSite: site})
+	n, err := c.store.Notifications().Count(ctx, ports.Filter{SourceSite: site})
 	if err != nil {
 		c.t.Fatalf("count at central: %v", err)
 	}
@@ -873,7 +873,7 @@ func (c *centralLink) subjects(site string) map[string]int {
 	out := make(map[string]int)
 	page := ports.PageRequest{Limit: 1000}
 	for {
-		p, err := c.store.Query(ctx, ports.Filter{SourceSite: site}, page)
+		p, err := c.store.Notifications().Query(ctx, ports.Filter{SourceSite: site}, page)
 		if err != nil {
 			c.t.Fatalf("query central: %v", err)
 		}

@@ -443,7 +443,7 @@ func TestNotifyCLI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	row, err := c.store.Get(ctx, id)
+	row, err := c.store.Notifications().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

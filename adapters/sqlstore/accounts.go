@@ -24,7 +24,7 @@ import (
 // Errors name token IDs (the public part of a token) but never account
 // names, which may be e-mail addresses, nor session IDs.
 
-var _ ports.AccountStore = (*Store)(nil)
+var _ ports.AccountStore = (*Accounts)(nil)
 
 // The account tables' columns, in the order the statements write and scan
 // them; the first is the key.
@@ -110,7 +110,7 @@ func (g *sqlgen) deleteExpiredSessions(now time.Time) (query, error) {
 // --- accounts ----------------------------------------------------------------
 
 // PutAccount implements ports.AccountStore: an upsert.
-func (s *Store) PutAccount(ctx context.Context, a ports.Account) error {
+func (s *Accounts) PutAccount(ctx context.Context, a ports.Account) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put account: %w", err)
 	}
@@ -125,7 +125,7 @@ func (s *Store) PutAccount(ctx context.Context, a ports.Account) error {
 }
 
 // Account implements ports.AccountStore: one primary-key lookup.
-func (s *Store) Account(ctx context.Context, name string) (ports.Account, error) {
+func (s *Accounts) Account(ctx context.Context, name string) (ports.Account, error) {
 	as, err := s.accounts(ctx, &name)
 	if err != nil {
 		return ports.Account{}, err
@@ -137,7 +137,7 @@ func (s *Store) Account(ctx context.Context, name string) (ports.Account, error)
 }
 
 // Accounts implements ports.AccountStore.
-func (s *Store) Accounts(ctx context.Context) ([]ports.Account, error) {
+func (s *Accounts) Accounts(ctx context.Context) ([]ports.Account, error) {
 	as, err := s.accounts(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (s *Store) Accounts(ctx context.Context) ([]ports.Account, error) {
 }
 
 // accounts reads the account named name, or every account when name is nil.
-func (s *Store) accounts(ctx context.Context, name *string) ([]ports.Account, error) {
+func (s *handle) accounts(ctx context.Context, name *string) ([]ports.Account, error) {
 	what := "read accounts"
 	if name != nil {
 		what = "read account"
@@ -176,7 +176,7 @@ func (s *Store) accounts(ctx context.Context, name *string) ([]ports.Account, er
 
 // DeleteAccount implements ports.AccountStore: the account's row, then its
 // sessions and the tokens bound to it, in one transaction.
-func (s *Store) DeleteAccount(ctx context.Context, name string) error {
+func (s *Accounts) DeleteAccount(ctx context.Context, name string) error {
 	notFound := fmt.Errorf("sqlstore: delete account: %w", ports.ErrNotFound)
 	if !storable(name) {
 		return notFound
@@ -220,7 +220,7 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 
 // PutToken implements ports.AccountStore: an insert that a taken id or name
 // turns into a no-op, reported as ErrConflict.
-func (s *Store) PutToken(ctx context.Context, t ports.StoredToken) error {
+func (s *Accounts) PutToken(ctx context.Context, t ports.StoredToken) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put token: %w", err)
 	}
@@ -240,7 +240,7 @@ func (s *Store) PutToken(ctx context.Context, t ports.StoredToken) error {
 }
 
 // Token implements ports.AccountStore: one primary-key lookup.
-func (s *Store) Token(ctx context.Context, id string) (ports.StoredToken, error) {
+func (s *Accounts) Token(ctx context.Context, id string) (ports.StoredToken, error) {
 	ts, err := s.tokens(ctx, &id)
 	if err != nil {
 		return ports.StoredToken{}, err
@@ -252,7 +252,7 @@ func (s *Store) Token(ctx context.Context, id string) (ports.StoredToken, error)
 }
 
 // Tokens implements ports.AccountStore.
-func (s *Store) Tokens(ctx context.Context) ([]ports.StoredToken, error) {
+func (s *Accounts) Tokens(ctx context.Context) ([]ports.StoredToken, error) {
 	ts, err := s.tokens(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -262,7 +262,7 @@ func (s *Store) Tokens(ctx context.Context) ([]ports.StoredToken, error) {
 }
 
 // tokens reads the token with id, or every token when id is nil.
-func (s *Store) tokens(ctx context.Context, id *string) ([]ports.StoredToken, error) {
+func (s *handle) tokens(ctx context.Context, id *string) ([]ports.StoredToken, error) {
 	what := "read tokens"
 	if id != nil {
 		what = fmt.Sprintf("read token %q", *id)
@@ -289,7 +289,7 @@ func (s *Store) tokens(ctx context.Context, id *string) ([]ports.StoredToken, er
 }
 
 // DeleteToken implements ports.AccountStore.
-func (s *Store) DeleteToken(ctx context.Context, id string) error {
+func (s *Accounts) DeleteToken(ctx context.Context, id string) error {
 	return s.deleteKey(ctx, "operator_tokens", "id", id, "token")
 }
 
@@ -297,7 +297,7 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 
 // PutSession implements ports.AccountStore: an insert that a taken id turns
 // into a no-op, reported as ErrConflict.
-func (s *Store) PutSession(ctx context.Context, x ports.StoredSession) error {
+func (s *Accounts) PutSession(ctx context.Context, x ports.StoredSession) error {
 	if err := x.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put session: %w", err)
 	}
@@ -316,7 +316,7 @@ func (s *Store) PutSession(ctx context.Context, x ports.StoredSession) error {
 }
 
 // Session implements ports.AccountStore: one primary-key lookup.
-func (s *Store) Session(ctx context.Context, id string) (ports.StoredSession, error) {
+func (s *Accounts) Session(ctx context.Context, id string) (ports.StoredSession, error) {
 	notFound := fmt.Errorf("sqlstore: read session: %w", ports.ErrNotFound)
 	if !storable(id) {
 		return ports.StoredSession{}, notFound
@@ -325,7 +325,7 @@ func (s *Store) Session(ctx context.Context, id string) (ports.StoredSession, er
 	if err != nil {
 		return ports.StoredSession{}, fmt.Errorf("sqlstore: read session: %w", err)
 	}
-	xs, err := queryRows(ctx, s, "read session", q, func(rows *sql.Rows) (ports.StoredSession, error) {
+	xs, err := queryRows(ctx, s.handle, "read session", q, func(rows *sql.Rows) (ports.StoredSession, error) {
 		var (
 			x                ports.StoredSession
 			created, expires dbTime
@@ -346,7 +346,7 @@ func (s *Store) Session(ctx context.Context, id string) (ports.StoredSession, er
 }
 
 // DeleteSession implements ports.AccountStore.
-func (s *Store) DeleteSession(ctx context.Context, id string) error {
+func (s *Accounts) DeleteSession(ctx context.Context, id string) error {
 	if !storable(id) {
 		return nil
 	}
@@ -361,7 +361,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 }
 
 // DeleteSessions implements ports.AccountStore: through the account index.
-func (s *Store) DeleteSessions(ctx context.Context, account string) error {
+func (s *Accounts) DeleteSessions(ctx context.Context, account string) error {
 	if !storable(account) {
 		return nil
 	}
@@ -377,7 +377,7 @@ func (s *Store) DeleteSessions(ctx context.Context, account string) error {
 
 // DeleteExpiredSessions implements ports.AccountStore: through the expiry
 // index.
-func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+func (s *Accounts) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	q, err := s.g.deleteExpiredSessions(now)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: delete expired sessions: %w", err)
@@ -399,7 +399,7 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64
 
 // insertOne runs q, an insertNew statement, and reports whether it inserted
 // its row.
-func (s *Store) insertOne(ctx context.Context, q query) (bool, error) {
+func (s *handle) insertOne(ctx context.Context, q query) (bool, error) {
 	var n int64
 	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
 		res, err := c.ExecContext(ctx, q.text, q.args...)

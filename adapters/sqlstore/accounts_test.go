@@ -103,7 +103,7 @@ func TestAccountStatementsSQLitePostgres(t *testing.T) {
 // checkAccountsDown runs the down migration of 0003_accounts on s, a
 // migrated store holding an account, a token and a session: it drops the
 // account tables and leaves the notifications and the directory alone.
-func checkAccountsDown(t *testing.T, s *Store) {
+func checkAccountsDown(t *testing.T, s *DB) {
 	t.Helper()
 	mustPut := func(what string, err error) {
 		t.Helper()
@@ -112,10 +112,10 @@ func checkAccountsDown(t *testing.T, s *Store) {
 		}
 	}
 	at := accountstest.BaseTime
-	mustPut("PutAccount", s.PutAccount(t.Context(), accountstest.NewAccount("alice", ports.RoleAdmin, at)))
-	mustPut("PutToken", s.PutToken(t.Context(), accountstest.NewToken("tok-1", "ci", ports.RoleViewer, at)))
-	mustPut("PutSession", s.PutSession(t.Context(), accountstest.NewSession("x", "alice", at, at.Add(time.Hour))))
-	mustPut("PutList", s.PutList(t.Context(), ports.List{Name: "ops", Type: "email"}))
+	mustPut("PutAccount", s.Accounts().PutAccount(t.Context(), accountstest.NewAccount("alice", ports.RoleAdmin, at)))
+	mustPut("PutToken", s.Accounts().PutToken(t.Context(), accountstest.NewToken("tok-1", "ci", ports.RoleViewer, at)))
+	mustPut("PutSession", s.Accounts().PutSession(t.Context(), accountstest.NewSession("x", "alice", at, at.Add(time.Hour))))
+	mustPut("PutList", s.Directory().PutList(t.Context(), ports.List{Name: "ops", Type: "email"}))
 	fsys, err := migrations.FS(s.driver)
 	if err != nil {
 		t.Fatal(err)
@@ -129,19 +129,19 @@ func checkAccountsDown(t *testing.T, s *Store) {
 			t.Fatalf("down statement %d: %v", i+1, err)
 		}
 	}
-	if _, err := s.Accounts(t.Context()); err == nil {
+	if _, err := s.Accounts().Accounts(t.Context()); err == nil {
 		t.Errorf("Accounts after the down migration: no error, want the table gone")
 	}
-	if _, err := s.Tokens(t.Context()); err == nil {
+	if _, err := s.Accounts().Tokens(t.Context()); err == nil {
 		t.Errorf("Tokens after the down migration: no error, want the table gone")
 	}
-	if _, err := s.Session(t.Context(), accountstest.SessionID("x")); err == nil {
+	if _, err := s.Accounts().Session(t.Context(), accountstest.SessionID("x")); err == nil {
 		t.Errorf("Session after the down migration: no error, want the table gone")
 	}
-	if _, err := s.Lists(t.Context()); err != nil {
+	if _, err := s.Directory().Lists(t.Context()); err != nil {
 		t.Errorf("Lists after the down migration: %v", err)
 	}
-	if _, err := s.Count(t.Context(), ports.Filter{}); err != nil {
+	if _, err := s.Notifications().Count(t.Context(), ports.Filter{}); err != nil {
 		t.Errorf("Count after the down migration: %v", err)
 	}
 }
@@ -149,13 +149,13 @@ func checkAccountsDown(t *testing.T, s *Store) {
 // checkAdminAuditDown runs the down migration of 0005_admin_audit on s, a
 // migrated store holding a token and an admin record: it drops the admin
 // audit log and the tokens' new columns, and leaves the tokens themselves.
-func checkAdminAuditDown(t *testing.T, s *Store) {
+func checkAdminAuditDown(t *testing.T, s *DB) {
 	t.Helper()
 	at := accountstest.BaseTime
-	if err := s.PutToken(t.Context(), accountstest.NewBoundToken("tok-1", "alice/cli", "alice", at, at.Add(time.Hour))); err != nil {
+	if err := s.Accounts().PutToken(t.Context(), accountstest.NewBoundToken("tok-1", "alice/cli", "alice", at, at.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendAdmin(t.Context(), ports.AdminRecord{At: at, Actor: "a", Kind: ports.AdminKindList, Name: "ops", Action: ports.AdminCreated}); err != nil {
+	if _, err := s.Accounts().AppendAdmin(t.Context(), ports.AdminRecord{At: at, Actor: "a", Kind: ports.AdminKindList, Name: "ops", Action: ports.AdminCreated}); err != nil {
 		t.Fatal(err)
 	}
 	fsys, err := migrations.FS(s.driver)
@@ -171,7 +171,7 @@ func checkAdminAuditDown(t *testing.T, s *Store) {
 			t.Fatalf("down statement %d: %v", i+1, err)
 		}
 	}
-	if _, err := s.AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err == nil {
+	if _, err := s.Accounts().AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err == nil {
 		t.Errorf("AdminRecords after the down migration: no error, want the table gone")
 	}
 	var n int

@@ -15,7 +15,7 @@ import (
 // page by id, newest first, through the primary key or the index on (kind,
 // name, id).
 
-var _ ports.AdminAudit = (*Store)(nil)
+var _ ports.AdminAudit = (*Accounts)(nil)
 
 // adminColumns are admin_audit's columns as written, in order; reads add
 // the id first.
@@ -63,7 +63,7 @@ func (g *sqlgen) adminRecords(q ports.AdminQuery) (query, error) {
 }
 
 // AppendAdmin implements ports.AdminAudit.
-func (s *Store) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.AdminRecord, error) {
+func (s *Accounts) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.AdminRecord, error) {
 	if err := r.Validate(); err != nil {
 		return ports.AdminRecord{}, fmt.Errorf("sqlstore: append admin record: %w", err)
 	}
@@ -96,7 +96,7 @@ func (s *Store) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.Adm
 }
 
 // AdminRecords implements ports.AdminAudit.
-func (s *Store) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]ports.AdminRecord, error) {
+func (s *Accounts) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]ports.AdminRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlstore: read admin records: %w", err)
 	}
@@ -107,7 +107,7 @@ func (s *Store) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]ports.A
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: read admin records: %w", err)
 	}
-	return queryRows(ctx, s, "read admin records", sq, func(rows *sql.Rows) (ports.AdminRecord, error) {
+	return queryRows(ctx, s.handle, "read admin records", sq, func(rows *sql.Rows) (ports.AdminRecord, error) {
 		var (
 			r            ports.AdminRecord
 			at           dbTime

@@ -16,13 +16,13 @@ import (
 
 // benchStores runs fn once per backend: SQLite always, PostgreSQL when
 // OUTBOX_TEST_POSTGRES_DSN is set. Each call gets a fresh store.
-func benchStores(b *testing.B, fn func(b *testing.B, newStore func(b *testing.B) *Store)) {
+func benchStores(b *testing.B, fn func(b *testing.B, newStore func(b *testing.B) *DB)) {
 	b.Run("sqlite", func(b *testing.B) {
-		fn(b, func(b *testing.B) *Store { return newSQLiteStore(b) })
+		fn(b, func(b *testing.B) *DB { return newSQLiteStore(b) })
 	})
 	b.Run("postgres", func(b *testing.B) {
 		dsn := postgresDSN(b)
-		fn(b, func(b *testing.B) *Store { return newPostgresStore(b, dsn) })
+		fn(b, func(b *testing.B) *DB { return newPostgresStore(b, dsn) })
 	})
 }
 
@@ -46,7 +46,7 @@ func benchRows(n int, base time.Time) []ports.Notification {
 // concurrent goroutines. One op is one batch.
 func BenchmarkInsert(b *testing.B) {
 	const batch, writers = 100, 4
-	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
 		s := newStore(b)
 		ctx := context.Background()
 		batches := make([][]ports.Notification, b.N)
@@ -65,7 +65,7 @@ func BenchmarkInsert(b *testing.B) {
 					if i >= len(batches) {
 						return
 					}
-					got, err := s.Insert(ctx, batches[i])
+					got, err := s.Notifications().Insert(ctx, batches[i])
 					if err != nil {
 						b.Error(err)
 						return
@@ -89,20 +89,20 @@ func BenchmarkInsert(b *testing.B) {
 func BenchmarkClaimRecord(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
-			benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+			benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
 				benchClaimRecord(b, newStore(b), batch)
 			})
 		})
 	}
 }
 
-func benchClaimRecord(b *testing.B, s *Store, batch int) {
+func benchClaimRecord(b *testing.B, s *DB, batch int) {
 	ctx := context.Background()
 	base := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
 	total := b.N * batch
 	rows := benchRows(total, base)
 	for i := 0; i < total; i += 1000 {
-		if _, err := s.Insert(ctx, rows[i:min(i+1000, total)]); err != nil {
+		if _, err := s.Notifications().Insert(ctx, rows[i:min(i+1000, total)]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func benchClaimRecord(b *testing.B, s *Store, batch int) {
 	done := 0
 	for range b.N {
 		now := time.Now().UTC()
-		got, err := s.Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Minute, Limit: batch})
+		got, err := s.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Minute, Limit: batch})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,14 +129,14 @@ func benchClaimRecord(b *testing.B, s *Store, batch int) {
 				ports.AuditRecord{NotificationID: n.ID, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
 					Status: ports.StatusDelivered})
 		}
-		lost, err := s.Record(ctx, "bench", us)
+		lost, err := s.Notifications().Record(ctx, "bench", us)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(lost) > 0 {
 			b.Fatalf("lost %d", len(lost))
 		}
-		if err := s.Append(ctx, recs); err != nil {
+		if err := s.Notifications().Append(ctx, recs); err != nil {
 			b.Fatal(err)
 		}
 		done += len(got)
@@ -157,7 +157,7 @@ func BenchmarkQueries1M(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("OUTBOX_BENCH_ROWS")); err == nil && v > 0 {
 		size = v
 	}
-	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *Store) {
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
 		s := newStore(b)
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Microsecond)
@@ -189,7 +189,7 @@ func BenchmarkQueries1M(b *testing.B) {
 				}
 				chunk = append(chunk, n)
 			}
-			if _, err := s.Insert(ctx, chunk); err != nil {
+			if _, err := s.Notifications().Insert(ctx, chunk); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -207,25 +207,31 @@ func BenchmarkQueries1M(b *testing.B) {
 			run  func() error
 		}{
 			{"KPIs", func() error {
-				_, err := s.KPIs(ctx, ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)})
+				_, err := s.Notifications().KPIs(ctx, ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)})
 				return err
 			}},
-			{"FirstPage", func() error { _, err := s.Query(ctx, ports.Filter{}, page); return err }},
+			{"FirstPage", func() error { _, err := s.Notifications().Query(ctx, ports.Filter{}, page); return err }},
 			{"FirstPageParked", func() error {
-				_, err := s.Query(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusParked}}, page)
+				_, err := s.Notifications().Query(ctx, ports.Filter{Statuses: []ports.Status{ports.StatusParked}}, page)
 				return err
 			}},
-			{"FirstPageSite", func() error { _, err := s.Query(ctx, ports.Filter{SourceSite: "site-7"}, page); return err }},
-			{"FirstPageList", func() error { _, err := s.Query(ctx, ports.Filter{List: "list-7"}, page); return err }},
-			{"FirstPageType", func() error { _, err := s.Query(ctx, ports.Filter{Type: "email"}, page); return err }},
+			{"FirstPageSite", func() error {
+				_, err := s.Notifications().Query(ctx, ports.Filter{SourceSite: "site-7"}, page)
+				return err
+			}},
+			{"FirstPageList", func() error { _, err := s.Notifications().Query(ctx, ports.Filter{List: "list-7"}, page); return err }},
+			{"FirstPageType", func() error { _, err := s.Notifications().Query(ctx, ports.Filter{Type: "email"}, page); return err }},
 			{"FirstPageStuck", func() error {
-				_, err := s.Query(ctx, ports.Filter{StuckBefore: now.Add(-10 * time.Minute)}, page)
+				_, err := s.Notifications().Query(ctx, ports.Filter{StuckBefore: now.Add(-10 * time.Minute)}, page)
 				return err
 			}},
-			{"FirstPageSubject", func() error { _, err := s.Query(ctx, ports.Filter{Subject: "PUMP 7"}, page); return err }},
+			{"FirstPageSubject", func() error {
+				_, err := s.Notifications().Query(ctx, ports.Filter{Subject: "PUMP 7"}, page)
+				return err
+			}},
 			{"Claim100", func() error {
 				// Claims nothing new after the first: leased rows are skipped.
-				_, err := s.Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Hour, Limit: 100})
+				_, err := s.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "bench", Now: now, Lease: time.Hour, Limit: 100})
 				return err
 			}},
 		}

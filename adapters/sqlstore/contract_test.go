@@ -24,7 +24,7 @@ const (
 )
 
 // newSQLiteStore opens and migrates a store on a fresh file in t's temp dir.
-func newSQLiteStore(t testing.TB) *Store {
+func newSQLiteStore(t testing.TB) *DB {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	s, err := Open(context.Background(), Config{Driver: DriverSQLite, DSN: path}, nil)
@@ -45,7 +45,7 @@ func postgresDSN(t testing.TB) string { return sqlstoretest.PostgresServer(t) }
 func newPostgresSchema(t testing.TB, dsn string) string { return sqlstoretest.PostgresSchema(t, dsn) }
 
 // newPostgresStore opens and migrates a store on a fresh schema.
-func newPostgresStore(t testing.TB, dsn string) *Store {
+func newPostgresStore(t testing.TB, dsn string) *DB {
 	t.Helper()
 	s, err := Open(context.Background(), Config{Driver: DriverPostgres, DSN: newPostgresSchema(t, dsn)}, nil)
 	if err != nil {
@@ -62,7 +62,8 @@ func TestContractSQLite(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		s := newSQLiteStore(t)
-		return storetest.Harness{Store: s, Audit: s}
+		n := s.Notifications()
+		return storetest.Harness{Store: n, Audit: n}
 	})
 }
 
@@ -71,7 +72,8 @@ func TestContractPostgres(t *testing.T) {
 	dsn := postgresDSN(t)
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		s := newPostgresStore(t, dsn)
-		return storetest.Harness{Store: s, Audit: s}
+		n := s.Notifications()
+		return storetest.Harness{Store: n, Audit: n}
 	})
 }
 
@@ -86,19 +88,20 @@ func TestContractMSSQL(t *testing.T) {
 	}
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		s := newMSSQLStore(t, dsn)
-		return storetest.Harness{Store: s, Audit: s}
+		n := s.Notifications()
+		return storetest.Harness{Store: n, Audit: n}
 	})
 }
 
 func TestDirectoryContractSQLite(t *testing.T) {
 	t.Parallel()
-	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newSQLiteStore(t) })
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newSQLiteStore(t).Directory() })
 }
 
 func TestDirectoryContractPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDSN(t)
-	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newPostgresStore(t, dsn) })
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newPostgresStore(t, dsn).Directory() })
 }
 
 // TestDirectoryContractMSSQL runs the directory suite on the MS SQL server of
@@ -109,18 +112,18 @@ func TestDirectoryContractMSSQL(t *testing.T) {
 	if dsn == "" {
 		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
 	}
-	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newMSSQLStore(t, dsn) })
+	directorytest.Exercise(t, func(t *testing.T) ports.DirectoryAdmin { return newMSSQLStore(t, dsn).Directory() })
 }
 
 func TestAccountContractSQLite(t *testing.T) {
 	t.Parallel()
-	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newSQLiteStore(t) })
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newSQLiteStore(t).Accounts() })
 }
 
 func TestAccountContractPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDSN(t)
-	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newPostgresStore(t, dsn) })
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newPostgresStore(t, dsn).Accounts() })
 }
 
 // TestAccountContractMSSQL runs the account suite on the MS SQL server of
@@ -131,18 +134,18 @@ func TestAccountContractMSSQL(t *testing.T) {
 	if dsn == "" {
 		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
 	}
-	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newMSSQLStore(t, dsn) })
+	accountstest.Exercise(t, func(t *testing.T) ports.AccountStore { return newMSSQLStore(t, dsn).Accounts() })
 }
 
 func TestAdminAuditContractSQLite(t *testing.T) {
 	t.Parallel()
-	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newSQLiteStore(t) })
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newSQLiteStore(t).Accounts() })
 }
 
 func TestAdminAuditContractPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDSN(t)
-	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newPostgresStore(t, dsn) })
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newPostgresStore(t, dsn).Accounts() })
 }
 
 // TestAdminAuditContractMSSQL runs the admin audit suite on the MS SQL
@@ -153,12 +156,12 @@ func TestAdminAuditContractMSSQL(t *testing.T) {
 	if dsn == "" {
 		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
 	}
-	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newMSSQLStore(t, dsn) })
+	adminaudittest.Exercise(t, func(t *testing.T) ports.AdminAudit { return newMSSQLStore(t, dsn).Accounts() })
 }
 
 // newMSSQLStore creates a fresh database on the server of dsn, drops it when
 // t ends, and opens and migrates a store on it.
-func newMSSQLStore(t testing.TB, dsn string) *Store {
+func newMSSQLStore(t testing.TB, dsn string) *DB {
 	t.Helper()
 	admin, err := sql.Open("sqlserver", dsn)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // claimed batch and once per list of an ingested batch, and a primary-key
 // lookup is cheaper than keeping a cache coherent across central nodes.
 
-var _ ports.DirectoryAdmin = (*Store)(nil)
+var _ ports.DirectoryAdmin = (*Directory)(nil)
 
 // The directory tables' columns, in the order the statements write and scan
 // them.
@@ -142,7 +142,7 @@ func storable(key string) bool {
 // --- lists -------------------------------------------------------------------
 
 // List implements ports.Directory: one primary-key lookup.
-func (s *Store) List(ctx context.Context, name string) (ports.List, error) {
+func (s *Directory) List(ctx context.Context, name string) (ports.List, error) {
 	ls, err := s.lists(ctx, &name)
 	if err != nil {
 		return ports.List{}, err
@@ -154,7 +154,7 @@ func (s *Store) List(ctx context.Context, name string) (ports.List, error) {
 }
 
 // Lists implements ports.DirectoryAdmin.
-func (s *Store) Lists(ctx context.Context) ([]ports.List, error) {
+func (s *Directory) Lists(ctx context.Context) ([]ports.List, error) {
 	ls, err := s.lists(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (s *Store) Lists(ctx context.Context) ([]ports.List, error) {
 }
 
 // lists reads the list named name, or every list when name is nil.
-func (s *Store) lists(ctx context.Context, name *string) ([]ports.List, error) {
+func (s *handle) lists(ctx context.Context, name *string) ([]ports.List, error) {
 	what := "read lists"
 	if name != nil {
 		what = fmt.Sprintf("read list %q", *name)
@@ -192,7 +192,7 @@ func (s *Store) lists(ctx context.Context, name *string) ([]ports.List, error) {
 }
 
 // queryRows runs q on the reader and scans every row it answers with scan.
-func queryRows[T any](ctx context.Context, s *Store, what string, q query, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func queryRows[T any](ctx context.Context, s *handle, what string, q query, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := s.reader().QueryContext(ctx, q.text, q.args...)
 	if err != nil {
 		return nil, s.fail(what, err)
@@ -214,7 +214,7 @@ func queryRows[T any](ctx context.Context, s *Store, what string, q query, scan 
 
 // PutList implements ports.DirectoryAdmin: an upsert, after l passed
 // ports.List.Validate.
-func (s *Store) PutList(ctx context.Context, l ports.List) error {
+func (s *Directory) PutList(ctx context.Context, l ports.List) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put list %q: %w", l.Name, err)
 	}
@@ -229,14 +229,14 @@ func (s *Store) PutList(ctx context.Context, l ports.List) error {
 }
 
 // DeleteList implements ports.DirectoryAdmin.
-func (s *Store) DeleteList(ctx context.Context, name string) error {
+func (s *Directory) DeleteList(ctx context.Context, name string) error {
 	return s.deleteKey(ctx, "notification_lists", "name", name, "list")
 }
 
 // --- channels ----------------------------------------------------------------
 
 // ChannelSettings implements ports.Directory: one primary-key lookup.
-func (s *Store) ChannelSettings(ctx context.Context, typ string) (ports.ChannelSettings, error) {
+func (s *Directory) ChannelSettings(ctx context.Context, typ string) (ports.ChannelSettings, error) {
 	cs, err := s.channels(ctx, &typ)
 	if err != nil {
 		return ports.ChannelSettings{}, err
@@ -248,7 +248,7 @@ func (s *Store) ChannelSettings(ctx context.Context, typ string) (ports.ChannelS
 }
 
 // Channels implements ports.DirectoryAdmin.
-func (s *Store) Channels(ctx context.Context) ([]ports.ChannelSettings, error) {
+func (s *Directory) Channels(ctx context.Context) ([]ports.ChannelSettings, error) {
 	cs, err := s.channels(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func (s *Store) Channels(ctx context.Context) ([]ports.ChannelSettings, error) {
 
 // channels reads the settings of channel type typ, or of every type when
 // typ is nil.
-func (s *Store) channels(ctx context.Context, typ *string) ([]ports.ChannelSettings, error) {
+func (s *handle) channels(ctx context.Context, typ *string) ([]ports.ChannelSettings, error) {
 	what := "read channel settings"
 	if typ != nil {
 		what = fmt.Sprintf("read channel settings for type %q", *typ)
@@ -296,7 +296,7 @@ func (s *Store) channels(ctx context.Context, typ *string) ([]ports.ChannelSetti
 
 // PutChannel implements ports.DirectoryAdmin: an upsert, after c passed
 // ports.ChannelSettings.Validate.
-func (s *Store) PutChannel(ctx context.Context, c ports.ChannelSettings) error {
+func (s *Directory) PutChannel(ctx context.Context, c ports.ChannelSettings) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("sqlstore: put channel settings for type %q: %w", c.Type, err)
 	}
@@ -311,13 +311,13 @@ func (s *Store) PutChannel(ctx context.Context, c ports.ChannelSettings) error {
 }
 
 // DeleteChannel implements ports.DirectoryAdmin.
-func (s *Store) DeleteChannel(ctx context.Context, typ string) error {
+func (s *Directory) DeleteChannel(ctx context.Context, typ string) error {
 	return s.deleteKey(ctx, "notification_channels", "type", typ, "channel settings for type")
 }
 
 // deleteKey deletes the row of table whose keyColumn is key, or reports
 // ErrNotFound naming it as what.
-func (s *Store) deleteKey(ctx context.Context, table, keyColumn, key, what string) error {
+func (s *handle) deleteKey(ctx context.Context, table, keyColumn, key, what string) error {
 	notFound := fmt.Errorf("sqlstore: delete %s %q: %w", what, key, ports.ErrNotFound)
 	if !storable(key) {
 		return notFound

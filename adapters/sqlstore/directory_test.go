@@ -75,9 +75,9 @@ func TestUpsertSQLitePostgres(t *testing.T) {
 // checkDirectoryDown runs the down migration of 0002_directory on s, a
 // migrated store holding a list: it drops the directory tables and leaves
 // the notifications alone.
-func checkDirectoryDown(t *testing.T, s *Store) {
+func checkDirectoryDown(t *testing.T, s *DB) {
 	t.Helper()
-	if err := s.PutList(t.Context(), ports.List{Name: "ops", Type: "email"}); err != nil {
+	if err := s.Directory().PutList(t.Context(), ports.List{Name: "ops", Type: "email"}); err != nil {
 		t.Fatalf("PutList: %v", err)
 	}
 	fsys, err := migrations.FS(s.driver)
@@ -93,13 +93,13 @@ func checkDirectoryDown(t *testing.T, s *Store) {
 			t.Fatalf("down statement %d: %v", i+1, err)
 		}
 	}
-	if _, err := s.Lists(t.Context()); err == nil {
+	if _, err := s.Directory().Lists(t.Context()); err == nil {
 		t.Errorf("Lists after the down migration: no error, want the table gone")
 	}
-	if _, err := s.Channels(t.Context()); err == nil {
+	if _, err := s.Directory().Channels(t.Context()); err == nil {
 		t.Errorf("Channels after the down migration: no error, want the table gone")
 	}
-	if _, err := s.Count(t.Context(), ports.Filter{}); err != nil {
+	if _, err := s.Notifications().Count(t.Context(), ports.Filter{}); err != nil {
 		t.Errorf("Count after the down migration: %v", err)
 	}
 }

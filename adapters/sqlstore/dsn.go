@@ -179,7 +179,7 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // redact removes the DSN's password from err's text.
-func (s *Store) redact(err error) error {
+func (s *handle) redact(err error) error {
 	if err == nil || len(s.secrets) == 0 {
 		return err
 	}

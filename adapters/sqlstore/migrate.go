@@ -118,7 +118,7 @@ func (g *sqlgen) markMigration(version string) (query, error) {
 // applies them and the others wait, then find nothing left to do. DDL is
 // transactional on all three databases, so a failed migration leaves no
 // trace. Running it again is a no-op.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *DB) Migrate(ctx context.Context) error {
 	steps, err := loadMigrations(s.driver)
 	if err != nil {
 		return fmt.Errorf("sqlstore: migrate: %w", err)

@@ -1,6 +1,8 @@
-// Package sqlstore implements ports.Store and ports.AuditLog over
-// github.com/uptrace/bun for SQLite (modernc.org/sqlite, pure Go), PostgreSQL
-// (pgx through database/sql) and MS SQL (go-mssqldb).
+// Package sqlstore implements the store ports over SQLite (modernc.org/sqlite,
+// pure Go), PostgreSQL (pgx through database/sql) and MS SQL (go-mssqldb):
+// Open returns a DB whose views are Notifications (ports.Store and
+// ports.AuditLog), Directory (ports.DirectoryAdmin) and Accounts
+// (ports.AccountStore and ports.AdminAudit).
 //
 // sqlgen.go builds every statement, one generator per dialect, without
 // touching a connection: values are inlined as literals quoted by the bun
@@ -9,7 +11,7 @@
 // statements. Each database claims rows with its own mechanism: FOR UPDATE
 // SKIP LOCKED on PostgreSQL, READPAST/UPDLOCK/ROWLOCK hints on MS SQL, and
 // the single writer connection on SQLite. The schema is in the migrations
-// package, applied by Store.Migrate. DESIGN.md explains the choices.
+// package, applied by DB.Migrate. DESIGN.md explains the choices.
 package sqlstore
 
 import (
@@ -65,10 +67,37 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Store is the SQL implementation of ports.Store and ports.AuditLog. It is
-// safe for concurrent use; any number of Stores (one per central node) may
-// share one PostgreSQL or MS SQL database.
-type Store struct {
+// DB is one open database: its pools, its dialect and the background work
+// they need. The port implementations are views of it that share its
+// handle: Notifications (ports.Store and ports.AuditLog), Directory
+// (ports.DirectoryAdmin) and Accounts (ports.AccountStore and
+// ports.AdminAudit). A DB is safe for concurrent use; any number of them (one
+// per central node) may share one PostgreSQL or MS SQL database.
+type DB struct{ *handle }
+
+// Notifications is the notifications table and its audit log: ports.Store
+// and ports.AuditLog.
+type Notifications struct{ *handle }
+
+// Directory is the notification lists and channel settings:
+// ports.DirectoryAdmin.
+type Directory struct{ *handle }
+
+// Accounts is the operator accounts, tokens, sessions and the admin audit
+// log: ports.AccountStore and ports.AdminAudit.
+type Accounts struct{ *handle }
+
+// Notifications returns the notifications and audit half of db.
+func (db *DB) Notifications() *Notifications { return &Notifications{db.handle} }
+
+// Directory returns the lists and channel settings of db.
+func (db *DB) Directory() *Directory { return &Directory{db.handle} }
+
+// Accounts returns the operator accounts of db.
+func (db *DB) Accounts() *Accounts { return &Accounts{db.handle} }
+
+// handle is what the views of one DB share.
+type handle struct {
 	driver string
 	g      *sqlgen
 	// rdb serves reads. wdb serves writes; on SQLite it is a separate pool
@@ -97,13 +126,13 @@ type Store struct {
 }
 
 var (
-	_ ports.Store    = (*Store)(nil)
-	_ ports.AuditLog = (*Store)(nil)
+	_ ports.Store    = (*Notifications)(nil)
+	_ ports.AuditLog = (*Notifications)(nil)
 )
 
 // Open opens the database of cfg and pings it. It does not migrate; call
 // Migrate. A nil logger discards. Errors never carry the DSN's password.
-func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -114,20 +143,20 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{driver: cfg.Driver, g: g, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
+	s := &handle{driver: cfg.Driver, g: g, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
 		logger: logger, secrets: dsnSecrets(cfg.DSN)}
 	if err := s.open(cfg); err != nil {
 		return nil, s.redact(fmt.Errorf("sqlstore: open %s %s: %w", cfg.Driver, redactDSN(cfg.DSN), err))
 	}
 	if err := s.ping(ctx); err != nil {
-		_ = s.Close()
+		_ = s.close()
 		return nil, s.redact(fmt.Errorf("sqlstore: ping %s %s: %w", cfg.Driver, redactDSN(cfg.DSN), err))
 	}
 	logger.Info("sqlstore: opened", "driver", cfg.Driver, "dsn", redactDSN(cfg.DSN))
-	return s, nil
+	return &DB{s}, nil
 }
 
-func (s *Store) open(cfg Config) error {
+func (s *handle) open(cfg Config) error {
 	switch cfg.Driver {
 	case DriverSQLite:
 		readers := cfg.MaxOpenConns
@@ -199,7 +228,7 @@ func (s *Store) open(cfg Config) error {
 
 // useServerPool sizes the one pool of a database server (PostgreSQL, MS SQL)
 // and serves both reads and writes from it.
-func (s *Store) useServerPool(db *sql.DB, cfg Config) {
+func (s *handle) useServerPool(db *sql.DB, cfg Config) {
 	conns := cfg.MaxOpenConns
 	if conns == 0 {
 		conns = max(8, 4*runtime.GOMAXPROCS(0))
@@ -212,7 +241,7 @@ func (s *Store) useServerPool(db *sql.DB, cfg Config) {
 }
 
 // startSubjectIndexer starts SQLite's background indexing of subjects.
-func (s *Store) startSubjectIndexer() {
+func (s *handle) startSubjectIndexer() {
 	s.subjects = newSubjectIndexer(s.indexSubjects, func(err error) {
 		s.logger.Warn("sqlstore: background indexing of subjects failed", "err", s.redact(err))
 	})
@@ -221,7 +250,7 @@ func (s *Store) startSubjectIndexer() {
 // indexSubjects adds the rows above the mark of SQLite's trigram index of
 // subjects to it and moves the mark to the last row, in one group
 // transaction (see subjectIndexer).
-func (s *Store) indexSubjects(ctx context.Context) error {
+func (s *handle) indexSubjects(ctx context.Context) error {
 	err := s.group.do(ctx, func(ctx context.Context, c conn) error {
 		if _, err := c.ExecContext(ctx, sqliteSubjectIndexTail); err != nil {
 			return err
@@ -236,9 +265,9 @@ func (s *Store) indexSubjects(ctx context.Context) error {
 }
 
 // Ping checks that the database answers (central's readiness check).
-func (s *Store) Ping(ctx context.Context) error { return s.ping(ctx) }
+func (s *DB) Ping(ctx context.Context) error { return s.ping(ctx) }
 
-func (s *Store) ping(ctx context.Context) error {
+func (s *handle) ping(ctx context.Context) error {
 	if err := s.wdb.PingContext(ctx); err != nil {
 		return err
 	}
@@ -248,8 +277,10 @@ func (s *Store) ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection pools.
-func (s *Store) Close() error {
+// Close stops the background work and closes the connection pools.
+func (s *DB) Close() error { return s.close() }
+
+func (s *handle) close() error {
 	var errs []error
 	if s.subjects != nil {
 		s.subjects.close() // before the group writer, which it writes through
@@ -292,11 +323,11 @@ type conn interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func (s *Store) reader() *sql.DB { return s.rdb }
-func (s *Store) writer() *sql.DB { return s.wdb }
+func (s *handle) reader() *sql.DB { return s.rdb }
+func (s *handle) writer() *sql.DB { return s.wdb }
 
 // fail wraps err with what failed, keeping the DSN's secrets out.
-func (s *Store) fail(what string, err error) error {
+func (s *handle) fail(what string, err error) error {
 	return s.redact(fmt.Errorf("sqlstore %s: %s: %w", s.driver, what, err))
 }
 
@@ -343,7 +374,7 @@ func queryNotifications(ctx context.Context, c conn, q query, sizeHint int) ([]p
 }
 
 // inTx runs fn in one write transaction (BEGIN IMMEDIATE on SQLite).
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *handle) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -361,7 +392,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // use: on SQLite in a group transaction shared with concurrent writers; on
 // the other databases in a transaction of its own when multi says fn issues
 // several statements, else on the pool (one statement is atomic).
-func (s *Store) write(ctx context.Context, multi bool, fn func(ctx context.Context, c conn) error) error {
+func (s *handle) write(ctx context.Context, multi bool, fn func(ctx context.Context, c conn) error) error {
 	switch {
 	case s.group != nil:
 		return s.group.do(ctx, fn)
@@ -373,7 +404,7 @@ func (s *Store) write(ctx context.Context, multi bool, fn func(ctx context.Conte
 
 // writeIDs runs qs, all or nothing (see write), and collects the ids they
 // return.
-func (s *Store) writeIDs(ctx context.Context, qs []query, sizeHint int) ([]string, error) {
+func (s *handle) writeIDs(ctx context.Context, qs []query, sizeHint int) ([]string, error) {
 	var ids []string
 	err := s.write(ctx, len(qs) > 1, func(ctx context.Context, c conn) (err error) {
 		ids = make([]string, 0, sizeHint) // afresh: a group writer may run this twice
@@ -418,7 +449,7 @@ const idChunk = 1000
 
 // Insert implements ports.Store: insert-if-not-exists of each notification,
 // all or nothing, returning the ids it inserted.
-func (s *Store) Insert(ctx context.Context, ns []ports.Notification) ([]string, error) {
+func (s *Notifications) Insert(ctx context.Context, ns []ports.Notification) ([]string, error) {
 	if len(ns) == 0 {
 		return nil, nil
 	}
@@ -464,7 +495,7 @@ var sqliteInsertSizes = []int{128, 64, 32, 16, 8, 4, 2, 1}
 // the single writer connection. SQLite's one writer then never parses a
 // statement of hundreds of literals: that parsing cost it about a third of
 // an insert.
-func (s *Store) insertSQLite(ctx context.Context, batch []ports.Notification) ([]string, error) {
+func (s *handle) insertSQLite(ctx context.Context, batch []ports.Notification) ([]string, error) {
 	args := make([]any, 0, len(batch)*len(notificationColumns))
 	for i := range batch {
 		var err error
@@ -528,7 +559,7 @@ func (s *Store) insertSQLite(ctx context.Context, batch []ports.Notification) ([
 // sqliteInsertStmt returns the prepared insert of k rows, preparing it on the
 // writer pool at first use (outside any transaction: it waits for the
 // writer connection to be free, once per size).
-func (s *Store) sqliteInsertStmt(ctx context.Context, k int) (*sql.Stmt, error) {
+func (s *handle) sqliteInsertStmt(ctx context.Context, k int) (*sql.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
 	if st, ok := s.insertStmts[k]; ok {
@@ -562,7 +593,7 @@ func checkNotification(g *sqlgen, n *ports.Notification) error {
 }
 
 // Claim implements ports.Store.
-func (s *Store) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+func (s *Notifications) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
 	switch {
 	case req.Limit <= 0:
 		return nil, fmt.Errorf("sqlstore: claim: Limit %d must be positive: %w", req.Limit, ports.ErrInvalid)
@@ -604,7 +635,7 @@ const recordChunk = 500
 
 // Record implements ports.Store: one statement (one transaction beyond
 // recordChunk updates) writes every update whose row owner still holds.
-func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
+func (s *Notifications) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
 	if len(updates) == 0 {
 		return nil, nil
 	}
@@ -668,7 +699,7 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 }
 
 // Release implements ports.Store.
-func (s *Store) Release(ctx context.Context, owner string, ids []string) error {
+func (s *Notifications) Release(ctx context.Context, owner string, ids []string) error {
 	ids = s.g.validIDs(ids)
 	err := chunks(ids, idChunk, func(part []string) error {
 		q, err := s.g.release(owner, part)
@@ -684,7 +715,7 @@ func (s *Store) Release(ctx context.Context, owner string, ids []string) error {
 }
 
 // ReleaseNode implements ports.Store: one statement.
-func (s *Store) ReleaseNode(ctx context.Context, node, keep string) (int, error) {
+func (s *Notifications) ReleaseNode(ctx context.Context, node, keep string) (int, error) {
 	if node == "" || strings.Contains(node, "/") {
 		return 0, fmt.Errorf("sqlstore: release the leases of node %q: a node id is not empty and holds no '/': %w", node, ports.ErrInvalid)
 	}
@@ -704,7 +735,7 @@ func (s *Store) ReleaseNode(ctx context.Context, node, keep string) (int, error)
 }
 
 // Get implements ports.Store.
-func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) {
+func (s *Notifications) Get(ctx context.Context, id string) (ports.Notification, error) {
 	q, err := s.g.get(id)
 	if err != nil || !s.g.validID(id) {
 		return ports.Notification{}, fmt.Errorf("sqlstore: get %.40q: %w", id, ports.ErrNotFound)
@@ -720,7 +751,7 @@ func (s *Store) Get(ctx context.Context, id string) (ports.Notification, error) 
 }
 
 // Statuses implements ports.Store.
-func (s *Store) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
+func (s *Notifications) Statuses(ctx context.Context, site string, ids []string) (map[string]ports.Status, error) {
 	out := make(map[string]ports.Status, len(ids))
 	ids = s.g.validIDs(ids)
 	err := chunks(ids, idChunk, func(part []string) error {
@@ -749,7 +780,7 @@ func (s *Store) Statuses(ctx context.Context, site string, ids []string) (map[st
 }
 
 // Query implements ports.Store.
-func (s *Store) Query(ctx context.Context, f ports.Filter, page ports.PageRequest) (ports.Page, error) {
+func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.PageRequest) (ports.Page, error) {
 	if page.Limit <= 0 {
 		return ports.Page{}, fmt.Errorf("sqlstore: query: page Limit %d must be positive: %w", page.Limit, ports.ErrInvalid)
 	}
@@ -790,7 +821,7 @@ func (s *Store) Query(ctx context.Context, f ports.Filter, page ports.PageReques
 }
 
 // Count implements ports.Store.
-func (s *Store) Count(ctx context.Context, f ports.Filter) (int64, error) {
+func (s *Notifications) Count(ctx context.Context, f ports.Filter) (int64, error) {
 	c, found, err := s.subjectCount(ctx, f.Subject)
 	if err != nil {
 		return 0, err
@@ -833,7 +864,7 @@ const (
 // when more than the store's cap may match: a common keyword fills a
 // newest-first page sooner than its candidates are read and sorted. No
 // candidate at all means that no row matches.
-func (s *Store) subjectRowids(ctx context.Context, keyword string) (*candidates, error) {
+func (s *handle) subjectRowids(ctx context.Context, keyword string) (*candidates, error) {
 	match, ok := s.subjectIndexed(keyword)
 	if !ok {
 		return nil, nil
@@ -867,7 +898,7 @@ func (s *Store) subjectRowids(ctx context.Context, keyword string) (*candidates,
 // subjectCount is subjectRowids for a count: it counts the candidates (up
 // to the store's count cap) and returns, when they are within it, the index
 // query that finds them again in the count, and their number.
-func (s *Store) subjectCount(ctx context.Context, keyword string) (*candidates, int64, error) {
+func (s *handle) subjectCount(ctx context.Context, keyword string) (*candidates, int64, error) {
 	match, ok := s.subjectIndexed(keyword)
 	if !ok {
 		return nil, 0, nil
@@ -888,7 +919,7 @@ func (s *Store) subjectCount(ctx context.Context, keyword string) (*candidates, 
 
 // subjectIndexed returns the trigram index query of keyword, and whether the
 // store may use it: on SQLite, for a keyword of three characters or more.
-func (s *Store) subjectIndexed(keyword string) (string, bool) {
+func (s *handle) subjectIndexed(keyword string) (string, bool) {
 	if s.g.kind != kindSQLite || keyword == "" {
 		return "", false
 	}
@@ -896,7 +927,7 @@ func (s *Store) subjectIndexed(keyword string) (string, bool) {
 }
 
 // KPIs implements ports.Store.
-func (s *Store) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, error) {
+func (s *Notifications) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, error) {
 	q, err := s.g.kpis(req)
 	if err != nil {
 		return ports.KPIs{}, err
@@ -952,7 +983,7 @@ func (s *Store) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, err
 }
 
 // Transition implements ports.Store.
-func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]string, error) {
+func (s *Notifications) Transition(ctx context.Context, req ports.TransitionRequest) ([]string, error) {
 	if !req.From.Valid() || !req.To.Valid() {
 		return nil, fmt.Errorf("sqlstore: transition %q to %q: not central statuses: %w", req.From, req.To, ports.ErrInvalid)
 	}
@@ -994,7 +1025,7 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 }
 
 // Purge implements ports.Store.
-func (s *Store) Purge(ctx context.Context, cutoff time.Time, limit int) ([]string, error) {
+func (s *Notifications) Purge(ctx context.Context, cutoff time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("sqlstore: purge: limit %d must be positive: %w", limit, ports.ErrInvalid)
 	}
@@ -1015,7 +1046,7 @@ func (s *Store) Purge(ctx context.Context, cutoff time.Time, limit int) ([]strin
 const auditChunk = 1000
 
 // Append implements ports.AuditLog: all records or none.
-func (s *Store) Append(ctx context.Context, records []ports.AuditRecord) error {
+func (s *Notifications) Append(ctx context.Context, records []ports.AuditRecord) error {
 	if len(records) == 0 {
 		return nil
 	}
@@ -1047,7 +1078,7 @@ func (s *Store) Append(ctx context.Context, records []ports.AuditRecord) error {
 }
 
 // History implements ports.AuditLog.
-func (s *Store) History(ctx context.Context, notificationID string) ([]ports.AuditRecord, error) {
+func (s *Notifications) History(ctx context.Context, notificationID string) ([]ports.AuditRecord, error) {
 	out := []ports.AuditRecord{}
 	q, err := s.g.history(notificationID)
 	if err != nil || !s.g.validID(notificationID) {
@@ -1083,7 +1114,7 @@ func (s *Store) History(ctx context.Context, notificationID string) ([]ports.Aud
 }
 
 // Forget implements ports.AuditLog.
-func (s *Store) Forget(ctx context.Context, notificationIDs []string) error {
+func (s *Notifications) Forget(ctx context.Context, notificationIDs []string) error {
 	notificationIDs = s.g.validIDs(notificationIDs)
 	err := chunks(notificationIDs, idChunk, func(part []string) error {
 		q, err := s.g.forget(part)

@@ -104,16 +104,16 @@ func TestSQLiteInMemory(t *testing.T) {
 		t.Fatalf("Migrate: %v", err)
 	}
 	n := storetest.NewNotification(storetest.BaseTime)
-	if _, err := s.Insert(context.Background(), []ports.Notification{n}); err != nil {
+	if _, err := s.Notifications().Insert(context.Background(), []ports.Notification{n}); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}
-	if _, err := s.Get(context.Background(), n.ID); err != nil {
+	if _, err := s.Notifications().Get(context.Background(), n.ID); err != nil {
 		t.Fatalf("Get after Insert on one connection: %v", err)
 	}
 }
 
 // migrationCount returns how many migrations the table records.
-func migrationCount(t *testing.T, s *Store) int {
+func migrationCount(t *testing.T, s *DB) int {
 	t.Helper()
 	var n int
 	if err := s.writer().QueryRowContext(context.Background(), `SELECT COUNT(*) FROM "`+migrationsTable+`"`).Scan(&n); err != nil {
@@ -122,7 +122,7 @@ func migrationCount(t *testing.T, s *Store) int {
 	return n
 }
 
-func wantMigrations(t *testing.T, s *Store) {
+func wantMigrations(t *testing.T, s *DB) {
 	t.Helper()
 	steps, err := loadMigrations(s.driver)
 	if err != nil {
@@ -155,7 +155,7 @@ func TestMigrateTwicePostgres(t *testing.T) {
 func TestMigrateConcurrentPostgres(t *testing.T) {
 	dsn := newPostgresSchema(t, postgresDSN(t))
 	const nodes = 4
-	stores := make([]*Store, nodes)
+	stores := make([]*DB, nodes)
 	for i := range stores {
 		s, err := Open(context.Background(), Config{Driver: DriverPostgres, DSN: dsn}, nil)
 		if err != nil {
@@ -182,7 +182,7 @@ func TestMigrateConcurrentPostgres(t *testing.T) {
 	}
 	wantMigrations(t, stores[0])
 	n := storetest.NewNotification(storetest.BaseTime)
-	if _, err := stores[1].Insert(context.Background(), []ports.Notification{n}); err != nil {
+	if _, err := stores[1].Notifications().Insert(context.Background(), []ports.Notification{n}); err != nil {
 		t.Fatalf("Insert after concurrent migrations: %v", err)
 	}
 }
@@ -190,7 +190,7 @@ func TestMigrateConcurrentPostgres(t *testing.T) {
 // TestMigrateConcurrentSQLite runs Migrate from two stores on one file.
 func TestMigrateConcurrentSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "outbox.db")
-	var stores []*Store
+	var stores []*DB
 	for range 2 {
 		s, err := Open(context.Background(), Config{Driver: DriverSQLite, DSN: path}, nil)
 		if err != nil {
@@ -214,13 +214,13 @@ func TestMigrateConcurrentSQLite(t *testing.T) {
 }
 
 // eachStore runs fn on SQLite and, when configured, PostgreSQL.
-func eachStore(t *testing.T, fn func(t *testing.T, s *Store)) {
+func eachStore(t *testing.T, fn func(t *testing.T, s *DB)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, newSQLiteStore(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, newPostgresStore(t, postgresDSN(t))) })
 }
 
 func TestInvalidInput(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *DB) {
 		ctx := context.Background()
 		nul := storetest.NewNotification(storetest.BaseTime)
 		nul.Subject = "a\x00b"
@@ -229,37 +229,37 @@ func TestInvalidInput(t *testing.T) {
 		noCreated := storetest.NewNotification(storetest.BaseTime)
 		noCreated.CreatedAt = time.Time{}
 		for name, n := range map[string]ports.Notification{"NUL byte": nul, "non-central status": noStatus, "no CreatedAt": noCreated} {
-			if _, err := s.Insert(ctx, []ports.Notification{storetest.NewNotification(storetest.BaseTime), n}); !errors.Is(err, ports.ErrInvalid) {
+			if _, err := s.Notifications().Insert(ctx, []ports.Notification{storetest.NewNotification(storetest.BaseTime), n}); !errors.Is(err, ports.ErrInvalid) {
 				t.Errorf("Insert with %s = %v, want ErrInvalid", name, err)
 			}
 		}
-		if c, err := s.Count(ctx, ports.Filter{}); err != nil || c != 0 {
+		if c, err := s.Notifications().Count(ctx, ports.Filter{}); err != nil || c != 0 {
 			t.Errorf("Count after refused inserts = %d, %v; want 0 (all or nothing)", c, err)
 		}
-		if _, err := s.Query(ctx, ports.Filter{Statuses: []ports.Status{"Bogus"}}, ports.PageRequest{Limit: 10}); !errors.Is(err, ports.ErrInvalid) {
+		if _, err := s.Notifications().Query(ctx, ports.Filter{Statuses: []ports.Status{"Bogus"}}, ports.PageRequest{Limit: 10}); !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("Query with an unknown status = %v, want ErrInvalid", err)
 		}
-		if _, err := s.Claim(ctx, ports.ClaimRequest{Owner: "a", Now: storetest.BaseTime, Lease: time.Minute}); !errors.Is(err, ports.ErrInvalid) {
+		if _, err := s.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "a", Now: storetest.BaseTime, Lease: time.Minute}); !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("Claim with Limit 0 = %v, want ErrInvalid", err)
 		}
-		if _, err := s.Purge(ctx, storetest.BaseTime, 0); !errors.Is(err, ports.ErrInvalid) {
+		if _, err := s.Notifications().Purge(ctx, storetest.BaseTime, 0); !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("Purge with limit 0 = %v, want ErrInvalid", err)
 		}
 		// Text with SQL quoting and placeholder characters round-trips.
 		odd := storetest.NewNotification(storetest.BaseTime)
 		odd.Subject = `it's ? a $1 ?0 "test" -- ;`
 		odd.Body = `\'; DROP TABLE notifications; --`
-		if _, err := s.Insert(ctx, []ports.Notification{odd}); err != nil {
+		if _, err := s.Notifications().Insert(ctx, []ports.Notification{odd}); err != nil {
 			t.Fatalf("Insert of quoting characters: %v", err)
 		}
-		got, err := s.Get(ctx, odd.ID)
+		got, err := s.Notifications().Get(ctx, odd.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Subject != odd.Subject || got.Body != odd.Body {
 			t.Errorf("round trip: subject %q body %q", got.Subject, got.Body)
 		}
-		page, err := s.Query(ctx, ports.Filter{Subject: "? A $1"}, ports.PageRequest{Limit: 10})
+		page, err := s.Notifications().Query(ctx, ports.Filter{Subject: "? A $1"}, ports.PageRequest{Limit: 10})
 		if err != nil || len(page.Items) != 1 {
 			t.Errorf("Query by subject with placeholders = %d items, %v; want 1", len(page.Items), err)
 		}
@@ -269,24 +269,24 @@ func TestInvalidInput(t *testing.T) {
 // TestNonUUIDIDs checks the ids no row can have (the id is a uuid column on
 // PostgreSQL) behave as unknown ids, not as errors.
 func TestNonUUIDIDs(t *testing.T) {
-	eachStore(t, func(t *testing.T, s *Store) {
+	eachStore(t, func(t *testing.T, s *DB) {
 		ctx := context.Background()
-		if _, err := s.Get(ctx, "not-a-uuid"); !errors.Is(err, ports.ErrNotFound) {
+		if _, err := s.Notifications().Get(ctx, "not-a-uuid"); !errors.Is(err, ports.ErrNotFound) {
 			t.Errorf("Get(not-a-uuid) = %v, want ErrNotFound", err)
 		}
-		st, err := s.Statuses(ctx, "", []string{"not-a-uuid"})
+		st, err := s.Notifications().Statuses(ctx, "", []string{"not-a-uuid"})
 		if err != nil || len(st) != 0 {
 			t.Errorf("Statuses(not-a-uuid) = %v, %v; want empty", st, err)
 		}
-		lost, err := s.Record(ctx, "a", []ports.Update{{ID: "not-a-uuid", Status: ports.StatusDelivered, UpdatedAt: storetest.BaseTime}})
+		lost, err := s.Notifications().Record(ctx, "a", []ports.Update{{ID: "not-a-uuid", Status: ports.StatusDelivered, UpdatedAt: storetest.BaseTime}})
 		if err != nil || len(lost) != 1 {
 			t.Errorf("Record(not-a-uuid) = %v, %v; want it lost", lost, err)
 		}
-		h, err := s.History(ctx, "not-a-uuid")
+		h, err := s.Notifications().History(ctx, "not-a-uuid")
 		if err != nil || h == nil || len(h) != 0 {
 			t.Errorf("History(not-a-uuid) = %v, %v; want an empty slice", h, err)
 		}
-		moved, err := s.Transition(ctx, ports.TransitionRequest{
+		moved, err := s.Notifications().Transition(ctx, ports.TransitionRequest{
 			Selection: ports.Selection{IDs: []string{"not-a-uuid"}},
 			From:      ports.StatusParked, To: ports.StatusPending, Now: storetest.BaseTime,
 		})
@@ -310,7 +310,7 @@ func TestConcurrentInsertsSQLite(t *testing.T) {
 			for i := range rows {
 				batch = append(batch, storetest.NewNotification(storetest.BaseTime.Add(time.Duration(c*rows+i)*time.Microsecond)))
 			}
-			got, err := s.Insert(ctx, batch)
+			got, err := s.Notifications().Insert(ctx, batch)
 			if err != nil {
 				t.Errorf("caller %d: %v", c, err)
 			}
@@ -322,7 +322,7 @@ func TestConcurrentInsertsSQLite(t *testing.T) {
 	for _, got := range ids {
 		total += len(got)
 	}
-	if n, err := s.Count(ctx, ports.Filter{}); err != nil || n != int64(total) || total != callers*rows {
+	if n, err := s.Notifications().Count(ctx, ports.Filter{}); err != nil || n != int64(total) || total != callers*rows {
 		t.Errorf("Count = %d, %v; inserted %d; want %d", n, err, total, callers*rows)
 	}
 }
@@ -361,7 +361,7 @@ func TestGroupWriterIsolatesFailures(t *testing.T) {
 		})
 	})
 	wg.Go(func() {
-		_, goodErr = s.Insert(ctx, []ports.Notification{good})
+		_, goodErr = s.Notifications().Insert(ctx, []ports.Notification{good})
 	})
 	// Both requests are queued behind the held one; release it. Whether they
 	// share a group or not, the outcome must be the same.
@@ -370,10 +370,10 @@ func TestGroupWriterIsolatesFailures(t *testing.T) {
 	if !errors.Is(badErr, errBoom) || goodErr != nil {
 		t.Fatalf("bad = %v (want boom), good = %v (want nil)", badErr, goodErr)
 	}
-	if _, err := s.Get(ctx, bad.ID); !errors.Is(err, ports.ErrNotFound) {
+	if _, err := s.Notifications().Get(ctx, bad.ID); !errors.Is(err, ports.ErrNotFound) {
 		t.Errorf("the failing caller's row is stored: %v", err)
 	}
-	if _, err := s.Get(ctx, good.ID); err != nil {
+	if _, err := s.Notifications().Get(ctx, good.ID); err != nil {
 		t.Errorf("the other caller's row is missing: %v", err)
 	}
 }
@@ -387,7 +387,7 @@ func TestCloseTwiceIsHarmless(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	_ = s.Close()
-	if _, err := s.Insert(context.Background(), []ports.Notification{storetest.NewNotification(storetest.BaseTime)}); err == nil {
+	if _, err := s.Notifications().Insert(context.Background(), []ports.Notification{storetest.NewNotification(storetest.BaseTime)}); err == nil {
 		t.Error("Insert after Close succeeded")
 	}
 }
@@ -410,22 +410,22 @@ func TestPostgresDSNExecMode(t *testing.T) {
 	}
 	n := storetest.NewNotification(storetest.BaseTime)
 	n.ResolvedTargets = []string{"a@example.test"}
-	if got, err := s.Insert(ctx, []ports.Notification{n}); err != nil || len(got) != 1 {
+	if got, err := s.Notifications().Insert(ctx, []ports.Notification{n}); err != nil || len(got) != 1 {
 		t.Fatalf("Insert = %v, %v", got, err)
 	}
 	now := storetest.BaseTime.Add(time.Hour)
-	claimed, err := s.Claim(ctx, ports.ClaimRequest{Owner: "a", Now: now, Lease: time.Minute, Limit: 10})
+	claimed, err := s.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "a", Now: now, Lease: time.Minute, Limit: 10})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("Claim = %d rows, %v", len(claimed), err)
 	}
-	lost, err := s.Record(ctx, "a", []ports.Update{{ID: n.ID, Status: ports.StatusDelivered, DeliveredAt: now, UpdatedAt: now}})
+	lost, err := s.Notifications().Record(ctx, "a", []ports.Update{{ID: n.ID, Status: ports.StatusDelivered, DeliveredAt: now, UpdatedAt: now}})
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("Record = %v, %v", lost, err)
 	}
-	if err := s.Append(ctx, []ports.AuditRecord{{NotificationID: n.ID, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem}}); err != nil {
+	if err := s.Notifications().Append(ctx, []ports.AuditRecord{{NotificationID: n.ID, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem}}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := s.History(ctx, n.ID); err != nil || len(h) != 1 {
+	if h, err := s.Notifications().History(ctx, n.ID); err != nil || len(h) != 1 {
 		t.Fatalf("History = %v, %v", h, err)
 	}
 }
@@ -497,7 +497,7 @@ func TestPostgresPurgeSparesARowMovedMeanwhile(t *testing.T) {
 	old := storetest.BaseTime
 	n := storetest.NewNotification(old)
 	n.Status = ports.StatusParked
-	if _, err := s.Insert(ctx, []ports.Notification{n}); err != nil {
+	if _, err := s.Notifications().Insert(ctx, []ports.Notification{n}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.writer().BeginTx(ctx, nil)
@@ -516,7 +516,7 @@ func TestPostgresPurgeSparesARowMovedMeanwhile(t *testing.T) {
 	}
 	purged := make(chan result, 1)
 	go func() {
-		ids, err := s.Purge(ctx, old.Add(24*time.Hour), 10)
+		ids, err := s.Notifications().Purge(ctx, old.Add(24*time.Hour), 10)
 		purged <- result{ids, err}
 	}()
 	// Wait until the purge waits for the row lock (a condition, not a time).
@@ -547,7 +547,7 @@ func TestPostgresPurgeSparesARowMovedMeanwhile(t *testing.T) {
 	if r.err != nil || len(r.ids) != 0 {
 		t.Fatalf("purge deleted %v (%v); the row had become Pending", r.ids, r.err)
 	}
-	got, err := s.Get(ctx, n.ID)
+	got, err := s.Notifications().Get(ctx, n.ID)
 	if err != nil || got.Status != ports.StatusPending {
 		t.Fatalf("the row moved to Pending is gone or changed: %+v, %v", got.Status, err)
 	}

@@ -31,10 +31,10 @@ import (
 // it returns, so that the suite finds rows through the trigram index: the
 // background indexer waits a quarter of a second, longer than most of the
 // suite's tests, which therefore find their rows above the index's mark.
-type indexingStore struct{ *Store }
+type indexingStore struct{ *Notifications }
 
 func (s indexingStore) Insert(ctx context.Context, ns []ports.Notification) ([]string, error) {
-	ids, err := s.Store.Insert(ctx, ns)
+	ids, err := s.Notifications.Insert(ctx, ns)
 	if err != nil {
 		return ids, err
 	}
@@ -47,7 +47,7 @@ func TestContractSQLiteIndexed(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		s := newSQLiteStore(t)
-		return storetest.Harness{Store: indexingStore{s}, Audit: s}
+		return storetest.Harness{Store: indexingStore{s.Notifications()}, Audit: s.Notifications()}
 	})
 }
 
@@ -58,7 +58,7 @@ func TestContractSQLiteKeywordScan(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		s := newSQLiteStore(t)
 		s.subjectQueryCap, s.subjectCountCap = 0, 0
-		return storetest.Harness{Store: indexingStore{s}, Audit: s}
+		return storetest.Harness{Store: indexingStore{s.Notifications()}, Audit: s.Notifications()}
 	})
 }
 
@@ -121,10 +121,10 @@ func subjectRows(n int) []ports.Notification {
 
 // stopIndexer stops the background indexer of s, so that a test decides
 // when rows enter the index (mustIndexSubjects).
-func stopIndexer(s *Store) { s.subjects.close() }
+func stopIndexer(s *DB) { s.subjects.close() }
 
 // mustIndexSubjects runs the background indexer's work now.
-func mustIndexSubjects(t *testing.T, s *Store) {
+func mustIndexSubjects(t *testing.T, s *DB) {
 	t.Helper()
 	if err := s.indexSubjects(context.Background()); err != nil {
 		t.Fatalf("index subjects: %v", err)
@@ -135,7 +135,7 @@ func mustIndexSubjects(t *testing.T, s *Store) {
 // notifications table (rank 1 compares it with the content, which the
 // index must hold entirely: index the rows above the mark first), and checks
 // that the mark is the last rowid.
-func ftsCheck(t *testing.T, s *Store) {
+func ftsCheck(t *testing.T, s *DB) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := s.writer().ExecContext(ctx,
@@ -153,7 +153,7 @@ func ftsCheck(t *testing.T, s *Store) {
 }
 
 // ftsRows counts the rows the trigram index finds for keyword.
-func ftsRows(t *testing.T, s *Store, keyword string) int {
+func ftsRows(t *testing.T, s *DB, keyword string) int {
 	t.Helper()
 	match, ok := subjectMatch(keyword)
 	if !ok {
@@ -169,9 +169,9 @@ func ftsRows(t *testing.T, s *Store, keyword string) int {
 }
 
 // mustCountSubject counts the rows whose subject holds keyword.
-func mustCountSubject(t *testing.T, s *Store, keyword string) int64 {
+func mustCountSubject(t *testing.T, s *DB, keyword string) int64 {
 	t.Helper()
-	n, err := s.Count(context.Background(), ports.Filter{Subject: keyword})
+	n, err := s.Notifications().Count(context.Background(), ports.Filter{Subject: keyword})
 	if err != nil {
 		t.Fatalf("Count(%q): %v", keyword, err)
 	}
@@ -191,10 +191,10 @@ func TestSubjectIndexFollowsWritesSQLite(t *testing.T) {
 	for c := range 6 {
 		wg.Go(func() {
 			part := ns[c*100 : (c+1)*100]
-			if _, err := s.Insert(ctx, part); err != nil {
+			if _, err := s.Notifications().Insert(ctx, part); err != nil {
 				t.Errorf("insert: %v", err)
 			}
-			if got, err := s.Insert(ctx, part[:10]); err != nil || len(got) != 0 {
+			if got, err := s.Notifications().Insert(ctx, part[:10]); err != nil || len(got) != 0 {
 				t.Errorf("insert again = %v, %v; want nothing inserted", got, err)
 			}
 		})
@@ -227,7 +227,7 @@ func TestSubjectIndexFollowsWritesSQLite(t *testing.T) {
 	ftsCheck(t, s)
 
 	// 300 rows above the mark, found all the same.
-	if _, err := s.Insert(ctx, ns[600:]); err != nil {
+	if _, err := s.Notifications().Insert(ctx, ns[600:]); err != nil {
 		t.Fatal(err)
 	}
 	if n := ftsRows(t, s, "flooded"); n != 120 {
@@ -238,7 +238,7 @@ func TestSubjectIndexFollowsWritesSQLite(t *testing.T) {
 	}
 
 	// The purge takes Delivered rows below and above the mark.
-	purged, err := s.Purge(ctx, storetest.BaseTime.Add(time.Hour), 1000)
+	purged, err := s.Notifications().Purge(ctx, storetest.BaseTime.Add(time.Hour), 1000)
 	if err != nil || len(purged) != 300 {
 		t.Fatalf("Purge = %d rows, %v; want the 300 Delivered", len(purged), err)
 	}
@@ -266,11 +266,11 @@ func TestSubjectMarkFollowsTheTopSQLite(t *testing.T) {
 			ns[i].Status, ns[i].DeliveredAt = ports.StatusDelivered, ns[i].CreatedAt
 		}
 	}
-	if _, err := s.Insert(ctx, ns[:40]); err != nil {
+	if _, err := s.Notifications().Insert(ctx, ns[:40]); err != nil {
 		t.Fatal(err)
 	}
 	mustIndexSubjects(t, s)
-	if purged, err := s.Purge(ctx, storetest.BaseTime.Add(time.Hour), 100); err != nil || len(purged) != 10 {
+	if purged, err := s.Notifications().Purge(ctx, storetest.BaseTime.Add(time.Hour), 100); err != nil || len(purged) != 10 {
 		t.Fatalf("Purge = %d rows, %v; want the newest 10", len(purged), err)
 	}
 	ftsCheck(t, s) // the mark came down to the last row left
@@ -278,7 +278,7 @@ func TestSubjectMarkFollowsTheTopSQLite(t *testing.T) {
 	for i := range later {
 		later[i].Subject = "Reactor 9 flooded"
 	}
-	if _, err := s.Insert(ctx, later); err != nil {
+	if _, err := s.Notifications().Insert(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	if n := mustCountSubject(t, s, "reactor 9"); n != 10 {
@@ -296,7 +296,7 @@ func TestSubjectMarkFollowsTheTopSQLite(t *testing.T) {
 func TestSubjectIndexerRunsSQLite(t *testing.T) {
 	s := newSQLiteStore(t)
 	ctx := context.Background()
-	if _, err := s.Insert(ctx, subjectRows(100)); err != nil {
+	if _, err := s.Notifications().Insert(ctx, subjectRows(100)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -318,7 +318,7 @@ func TestSubjectPlansAgreeSQLite(t *testing.T) {
 	s := newSQLiteStore(t)
 	stopIndexer(s)
 	ctx := context.Background()
-	if _, err := s.Insert(ctx, subjectRows(700)); err != nil {
+	if _, err := s.Notifications().Insert(ctx, subjectRows(700)); err != nil {
 		t.Fatal(err)
 	}
 	keywords := []string{"flooded", "pump 3", "VALVE 4 DOOR", "pressure", "p", "5 l", "nothing like it", "pump 3 x"}
@@ -333,11 +333,11 @@ func TestSubjectPlansAgreeSQLite(t *testing.T) {
 		if status {
 			f.Statuses = []ports.Status{ports.StatusDelivered}
 		}
-		p, err := s.Query(ctx, f, ports.PageRequest{Limit: 25})
+		p, err := s.Notifications().Query(ctx, f, ports.PageRequest{Limit: 25})
 		if err != nil {
 			t.Fatalf("Query %q: %v", keyword, err)
 		}
-		n, err := s.Count(ctx, f)
+		n, err := s.Notifications().Count(ctx, f)
 		if err != nil {
 			t.Fatalf("Count %q: %v", keyword, err)
 		}
@@ -406,7 +406,7 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 	s := newSQLiteStore(t)
 	ctx := context.Background()
 	ns := subjectRows(300)
-	if _, err := s.Insert(ctx, ns[:200]); err != nil {
+	if _, err := s.Notifications().Insert(ctx, ns[:200]); err != nil {
 		t.Fatal(err)
 	}
 	fsys, err := migrations.FS(DriverSQLite)
@@ -430,7 +430,7 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 	if n := ftsRows(t, s, "flooded"); n != 40 {
 		t.Errorf("after the backfill the index finds %d flooded rows, want 40", n)
 	}
-	if _, err := s.Insert(ctx, ns[200:]); err != nil {
+	if _, err := s.Notifications().Insert(ctx, ns[200:]); err != nil {
 		t.Fatal(err)
 	}
 	mustIndexSubjects(t, s)
@@ -446,7 +446,7 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 // explainUsesTrigram reports whether PostgreSQL would read the trigram index
 // for a keyword query of s, with sequential scans made unattractive (a small
 // table is cheaper to scan).
-func explainUsesTrigram(t *testing.T, s *Store, keyword string) bool {
+func explainUsesTrigram(t *testing.T, s *DB, keyword string) bool {
 	t.Helper()
 	q, err := s.g.query(ports.Filter{Subject: keyword}, nil, 51, nil)
 	if err != nil {
@@ -502,7 +502,7 @@ func TestSubjectIndexPostgres(t *testing.T) {
 	n.Subject = string(ascii)
 	other := storetest.NewNotification(storetest.BaseTime.Add(time.Second))
 	other.Subject = "nothing to see"
-	if _, err := s.Insert(ctx, []ports.Notification{n, other}); err != nil {
+	if _, err := s.Notifications().Insert(ctx, []ports.Notification{n, other}); err != nil {
 		t.Fatal(err)
 	}
 	swap := func(b []byte) string {
@@ -523,7 +523,7 @@ func TestSubjectIndexPostgres(t *testing.T) {
 			keywords = append(keywords, swap(ascii[i:i+3]))
 		}
 		for _, kw := range keywords {
-			p, err := s.Query(ctx, ports.Filter{Subject: kw}, ports.PageRequest{Limit: 10})
+			p, err := s.Notifications().Query(ctx, ports.Filter{Subject: kw}, ports.PageRequest{Limit: 10})
 			if err != nil {
 				t.Fatalf("Query %q: %v", kw, err)
 			}
@@ -596,7 +596,7 @@ func TestSubjectMigrationWithoutTrigramPostgres(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	open := func(user, schema string) *Store {
+	open := func(user, schema string) *DB {
 		s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn(user, schema)}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -622,10 +622,10 @@ func TestSubjectMigrationWithoutTrigramPostgres(t *testing.T) {
 		t.Errorf("a user who may not install pg_trgm got the trigram index")
 	}
 	rows := subjectRows(50)
-	if _, err := plain.Insert(ctx, rows); err != nil {
+	if _, err := plain.Notifications().Insert(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := plain.Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 10 {
+	if n, err := plain.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 10 {
 		t.Errorf("Count(FLOODED) without the index = %d, %v; want 10", n, err)
 	}
 

@@ -184,7 +184,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	// The directory is written through the audited editor, as the API
 	// writes it; the plugins' schemas say which settings it may show, and
 	// the secrets policy which references it may store.
-	editor, err := core.NewDirectoryEditor(policedDirectory{DirectoryAdmin: store, policy: cfg.SecretPolicy()}, store, ports.SystemClock{},
+	editor, err := core.NewDirectoryEditor(policedDirectory{DirectoryAdmin: store.Directory(), policy: cfg.SecretPolicy()}, store.Accounts(), ports.SystemClock{},
 		core.DirectoryEditorConfig{PublicSetting: publicSetting(host)}, logger.With("component", "directory"))
 	if err != nil {
 		return fmt.Errorf("build the directory editor: %w", err)
@@ -196,17 +196,17 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	if err := checkChannels(ctx, store, host, seeded, logger); err != nil {
 		return err
 	}
-	if err := checkReferences(ctx, store, cfg.SecretPolicy(), logger); err != nil {
+	if err := checkReferences(ctx, store.Directory(), cfg.SecretPolicy(), logger); err != nil {
 		return err
 	}
 	logger.Info("env: references of lists and channels may read these variables of central's environment",
 		"env_prefix", cfg.Secrets.EnvPrefix, "variables", envExposed(cfg.Secrets.EnvPrefix, os.Environ()))
 	delivery := metrics.NewDeliveryMetrics(host.Types()...)
 	svc, err := core.New(cfg.CoreConfig(), core.Deps{
-		Store:     store,
-		Audit:     store,
+		Store:     store.Notifications(),
+		Audit:     store.Notifications(),
 		Channels:  host,
-		Directory: store,
+		Directory: store.Directory(),
 		Clock:     ports.SystemClock{},
 		Logger:    logger,
 		Observer:  delivery,
@@ -294,7 +294,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 
 // openStore opens the configured database, creating the data directory of
 // the embedded SQLite file when needed.
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlstore.Store, error) {
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlstore.DB, error) {
 	sc := cfg.StoreSettings()
 	if cfg.Store.Driver == sqlstore.DriverSQLite && strings.TrimSpace(cfg.Store.DSN) == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -309,7 +309,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlstore.
 }
 
 // migrate applies the store's migrations.
-func migrate(ctx context.Context, store *sqlstore.Store, cfg Config, logger *slog.Logger) error {
+func migrate(ctx context.Context, store *sqlstore.DB, cfg Config, logger *slog.Logger) error {
 	if err := store.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s store: %w", cfg.Store.Driver, err)
 	}
@@ -419,8 +419,8 @@ func prefixList(ps []netip.Prefix) string {
 // configuration file stop central; invalid settings managed through the API
 // are logged, and their notifications park with the channel's reason. Lists
 // and settings of a type no plugin delivers are logged.
-func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.Host, seeded map[string]bool, logger *slog.Logger) error {
-	channels, err := store.Channels(ctx)
+func checkChannels(ctx context.Context, store *sqlstore.DB, host *pluginhost.Host, seeded map[string]bool, logger *slog.Logger) error {
+	channels, err := store.Directory().Channels(ctx)
 	if err != nil {
 		return fmt.Errorf("read channel settings: %w", err)
 	}
@@ -439,7 +439,7 @@ func checkChannels(ctx context.Context, store *sqlstore.Store, host *pluginhost.
 			logger.Error("stored channel settings are invalid", "type", c.Type, "err", err)
 		}
 	}
-	lists, err := store.Lists(ctx)
+	lists, err := store.Directory().Lists(ctx)
 	if err != nil {
 		return fmt.Errorf("read lists: %w", err)
 	}

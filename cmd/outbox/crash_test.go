@@ -142,7 +142,7 @@ func insertPending(t *testing.T, dsn string, n int) []string {
 			Subject: fmt.Sprintf("Tank %d level high", i), Body: "Level above 95 %.", Status: ports.StatusPending,
 			SourceSite: "site-a", CreatedAt: now, UpdatedAt: now})
 		if len(rows) == cap(rows) || i == n-1 {
-			if _, err := store.Insert(ctx, rows); err != nil {
+			if _, err := store.Notifications().Insert(ctx, rows); err != nil {
 				t.Fatalf("insert: %v", err)
 			}
 			rows = rows[:0]

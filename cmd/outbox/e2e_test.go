@@ -605,12 +605,12 @@ func insertAndWait(t *testing.T, p *proc, dir string, n ports.Notification, stat
 	defer store.Close()
 	now := time.Now().UTC()
 	n.Status, n.SourceSite, n.CreatedAt, n.UpdatedAt = ports.StatusPending, "site-a", now, now
-	if _, err := store.Insert(ctx, []ports.Notification{n}); err != nil {
+	if _, err := store.Notifications().Insert(ctx, []ports.Notification{n}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(runTimeout)
 	for {
-		got, err := store.Get(ctx, n.ID)
+		got, err := store.Notifications().Get(ctx, n.ID)
 		if err == nil && got.Status == status {
 			return got
 		}

@@ -193,7 +193,7 @@ log: {format: json}
 		}
 		mu.Unlock()
 		for _, id := range ids {
-			if _, err := store.Get(ctx, id); err == nil {
+			if _, err := store.Notifications().Get(ctx, id); err == nil {
 				storedAt[id] = time.Now()
 			}
 		}
@@ -227,7 +227,7 @@ log: {format: json}
 	// Every one is delivered, by either central, at most twice.
 	for id := range sent {
 		for {
-			n, err := store.Get(ctx, id)
+			n, err := store.Notifications().Get(ctx, id)
 			if err == nil && n.Status == ports.StatusDelivered {
 				break
 			}

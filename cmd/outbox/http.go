@@ -170,7 +170,7 @@ func parsePrefixes(key string, list []string) ([]netip.Prefix, rules) {
 type operatorSurface struct {
 	cfg     HTTPConfig
 	svc     *core.Service
-	store   *sqlstore.Store
+	store   *sqlstore.DB
 	editor  ports.DirectoryEditor
 	host    *pluginhost.Host
 	obs     observability
@@ -195,7 +195,7 @@ type observability struct {
 // newObservability builds /metrics (the KPIs, read at most once per
 // metrics.DefaultKPICacheFor whatever the scrapers do; collectors are more
 // metrics, such as the site link's refusals), /healthz and /readyz.
-func newObservability(svc *core.Service, store *sqlstore.Store, host *pluginhost.Host, delivery *metrics.DeliveryMetrics,
+func newObservability(svc *core.Service, store *sqlstore.DB, host *pluginhost.Host, delivery *metrics.DeliveryMetrics,
 	collectors []prometheus.Collector, logger *slog.Logger) (observability, error) {
 	o := observability{
 		httpRefusals:    guard.NewRefusals("http", logger.With("component", "http"), 0),
@@ -316,7 +316,7 @@ func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore,
 // /metrics and /readyz. In dev mode it also makes the admin token outbox
 // dev prints, which stop revokes.
 func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (stop func(), addr string, dt devToken, err error) {
-	ops, err := newOperators(ctx, o.cfg, o.store, o.dev, logger)
+	ops, err := newOperators(ctx, o.cfg, o.store.Accounts(), o.dev, logger)
 	if err != nil {
 		return nil, "", devToken{}, err
 	}
@@ -343,7 +343,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		public["GET /metrics"], public["GET /readyz"] = o.obs.metrics, o.obs.health
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store, Editor: o.editor, Operators: ops,
+		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))

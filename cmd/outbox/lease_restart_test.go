@@ -139,7 +139,7 @@ channels:
 		rows = append(rows, n)
 		ids = append(ids, n.ID)
 	}
-	if _, err := store.Insert(t.Context(), rows); err != nil {
+	if _, err := store.Notifications().Insert(t.Context(), rows); err != nil {
 		t.Fatal(err)
 	}
 
@@ -166,7 +166,7 @@ channels:
 	waitCondition(t, "every row delivered after the restart", func() bool {
 		delivered = 0
 		for _, id := range ids {
-			if n, err := store.Get(t.Context(), id); err == nil && n.Status == ports.StatusDelivered {
+			if n, err := store.Notifications().Get(t.Context(), id); err == nil && n.Status == ports.StatusDelivered {
 				delivered++
 			}
 		}
@@ -213,11 +213,11 @@ func waitCondition(t *testing.T, what string, cond func() bool) {
 
 // leasedByPrefix counts the rows of ids whose lease owner begins with
 // prefix.
-func leasedByPrefix(t *testing.T, store *sqlstore.Store, ids []string, prefix string) int {
+func leasedByPrefix(t *testing.T, store *sqlstore.DB, ids []string, prefix string) int {
 	t.Helper()
 	n := 0
 	for _, id := range ids {
-		row, err := store.Get(t.Context(), id)
+		row, err := store.Notifications().Get(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
