@@ -1,31 +1,34 @@
 // Command outbox is the notification outbox: one binary for central, the
 // site nodes, the operator's and the scripts' clients, and a one-process
 // trial of the whole. This package only parses, wires and runs: the
-// settings are loaded and checked here (config.go, load.go, siteconfig.go),
-// the logger built (logging.go, over internal/logmask), the adapters and
-// the core put together (central.go, site.go, dev.go); the client commands
-// live in internal/opscli.
+// settings are loaded and checked, the logger built (logging.go, over
+// internal/logmask), the adapters and the core put together (central.go,
+// site.go, dev.go); the client commands live in internal/opscli.
 //
-// Usage (commands is the one table of subcommands; "outbox help" prints it):
+// Usage (commands, below, is the one table of subcommands; "outbox help"
+// prints it):
 //
-//	outbox dev [flags]                      central, a three-node site and a mail capture in one process on loopback
+//	outbox dev [flags]                      central, a three-node site and a mail capture in one process, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
-//	outbox migrate [-config FILE] [flags]   apply database migrations and exit
+//	outbox migrate [-config FILE] [flags]   apply the database migrations and exit
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
 //	outbox plugin serve|list|describe|deliver ...
 //	                                        serve, list, describe or try a channel plugin
-//	outbox login|logout                     keep (or drop) a token of one's own for the operator commands
-//	outbox notifications list|show|count|retry|discard ...
-//	outbox kpi                              the delivery KPIs
-//	outbox lists|channels list|show|put|delete ...
-//	outbox users list|put|delete ...
-//	outbox tokens list|create|delete ...
-//	outbox audit                            the admin audit log
-//	                                        (login ... audit operate central through its API)
 //	outbox version                          print the version
 //	outbox help [command]                   show help
+//
+// The operator commands, against central's API (OUTBOX_SERVER, OUTBOX_TOKEN):
+//
+//	outbox login|logout                     keep (or drop) a token of one's own for these
+//	outbox notifications list|show|count|retry|discard ...
+//	outbox kpi                              the delivery KPIs, global and per site
+//	outbox lists list|show|put|delete ...
+//	outbox channels list|show|put|delete ...
+//	outbox users list|put|delete ...        operator accounts (admin)
+//	outbox tokens list|create|delete ...    API tokens (admin)
+//	outbox audit                            the admin audit log (admin)
 //
 // Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
 // configuration.
