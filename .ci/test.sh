@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The one command that sets up a fresh Debian machine and runs the whole test
-# suite: go vet, then go test with the race detector. Extra arguments are
-# passed to go test, e.g. `bash .ci/test.sh -run TestCentral ./cmd/...`
-# (package patterns given there are added to ./...).
+# suite: the source checks (gofmt, go mod tidy, go vet, staticcheck), then go
+# test with the race detector. Extra arguments are passed to go test, e.g.
+# `bash .ci/test.sh -run TestCentral ./cmd/...` (package patterns given there
+# are added to ./...).
+#
+# The source checks fail the run when a file is not gofmt-formatted, when
+# go.mod or go.sum differ from what `go mod tidy` makes of them (the diff is
+# printed), or when go vet or staticcheck report anything. staticcheck is
+# installed with go install at the version pinned below (through the Go module
+# proxy, the only network access CI has besides Debian's packages).
 #
 # PostgreSQL: when OUTBOX_TEST_POSTGRES_DSN is set, the tests use that server.
 # Otherwise this script starts a throwaway cluster (initdb in a temporary
@@ -163,8 +170,30 @@ else
 	log "using the PostgreSQL server of OUTBOX_TEST_POSTGRES_DSN"
 fi
 
+# staticcheck's version: the newest that builds with the Go of go.mod.
+staticcheck_version=v0.8.2
+
+log "gofmt -l ."
+unformatted="$(gofmt -l .)"
+if [ -n "$unformatted" ]; then
+	log "these files are not gofmt-formatted (run gofmt -w on them):"
+	printf '%s\n' "$unformatted" >&2
+	exit 1
+fi
+
+log "go mod tidy -diff"
+if ! go mod tidy -diff; then
+	log "go.mod or go.sum is not tidy: run go mod tidy and commit the result"
+	exit 1
+fi
+
 log "go vet ./..."
 go vet ./...
+
+gobin="$(go env GOPATH | cut -d: -f1)/bin"
+log "staticcheck $staticcheck_version ./..."
+GOBIN="$gobin" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+"$gobin/staticcheck" ./...
 
 log "go test -race -count=1 -timeout 20m ./... $*"
 go test -race -count=1 -timeout 20m ./... "$@"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteline/outbox/adapters/smtpcapture"
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"

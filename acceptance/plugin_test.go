@@ -15,9 +15,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/core"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"

@@ -58,7 +58,7 @@ func (a adminRecorder) record(ctx context.Context, actor string, kind ports.Admi
 // before the change is made.
 func checkActor(actor string) error {
 	if !ports.IsAccountKey(actor) || len(actor) > ports.MaxAdminName {
-		return fmt.Errorf("%w: actor: the change names no valid actor for the audit log", ports.ErrInvalid)
+		return fmt.Errorf("actor: the change names no valid actor for the audit log: %w", ports.ErrInvalid)
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func checkActor(actor string) error {
 // adminLog is one page of the admin audit log.
 func adminLog(ctx context.Context, audit ports.AdminAudit, q ports.AdminQuery) (ports.AdminPage, error) {
 	if q.Limit < 1 || q.Limit > adminLogPage {
-		return ports.AdminPage{}, fmt.Errorf("%w: limit: %d is not between 1 and %d", ports.ErrInvalid, q.Limit, adminLogPage)
+		return ports.AdminPage{}, fmt.Errorf("limit: %d is not between 1 and %d: %w", q.Limit, adminLogPage, ports.ErrInvalid)
 	}
 	want := q.Limit
 	q.Limit++

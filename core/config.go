@@ -8,8 +8,9 @@ import (
 )
 
 // Config holds the outbox's options. The zero value of a field means "use the
-// default"; Validate rejects values that are set but unusable. Defaults follow
-// the source design (spec 001), except that dispatch is also woken by ingest.
+// default"; Validate rejects values that are set but unusable. Each field
+// names its default; dispatch is also woken by ingest, so DispatchInterval is
+// only the fallback poll.
 type Config struct {
 	// NodeID names this central node in leases and logs. It must be unique
 	// among the running nodes that share a store, and the same across the

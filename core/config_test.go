@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-func TestConfigDefaultsFollowTheSourceDesign(t *testing.T) {
+func TestConfigDefaultsAreTheDocumentedOnes(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.DispatchInterval != 10*time.Second || c.DispatchBatchSize != 100 || c.StuckAgeThreshold != 10*time.Minute ||
 		c.TerminalRetention != 365*24*time.Hour || c.PurgeInterval != 24*time.Hour || c.DeliveredKpiWindow != time.Minute {
-		t.Fatalf("defaults differ from spec 001: %+v", c)
+		t.Fatalf("defaults differ from the ones the fields document: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)

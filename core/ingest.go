@@ -28,8 +28,8 @@ const (
 // acknowledgement rather than an error and a resend of the batch.
 func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
 	if len(req.Notifications) > s.cfg.MaxBatch {
-		return ports.SubmitResult{}, fmt.Errorf("%w: batch of %d notifications exceeds the limit of %d",
-			ports.ErrInvalid, len(req.Notifications), s.cfg.MaxBatch)
+		return ports.SubmitResult{}, fmt.Errorf("batch of %d notifications exceeds the limit of %d: %w",
+			len(req.Notifications), s.cfg.MaxBatch, ports.ErrInvalid)
 	}
 	now := s.clock.Now()
 	until := ingestRetryUntil(ctx)
@@ -174,7 +174,7 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 		errs.add(errors.New("type data is not valid JSON"))
 	}
 	if err := errs.err(); err != nil {
-		return "", fmt.Errorf("%w: notification %s: %s", ports.ErrInvalid, u, err)
+		return "", fmt.Errorf("notification %s: %s: %w", u, err, ports.ErrInvalid)
 	}
 	return u, nil
 }

@@ -22,5 +22,5 @@ func Move(from, to ports.Status) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: illegal move %s → %s", ports.ErrConflict, from, to)
+	return fmt.Errorf("illegal move %s → %s: %w", from, to, ports.ErrConflict)
 }

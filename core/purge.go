@@ -20,7 +20,7 @@ func (s *Service) purgeLoop(ctx context.Context) {
 				s.log.Error("purge failed", "err", err)
 			}
 		} else if n > 0 {
-			s.log.Info("purged terminal notifications", "rows", n, "retention", s.cfg.TerminalRetention)
+			s.log.Info("purged terminal notifications", "rows", n, "retention", s.cfg.TerminalRetention.String())
 		}
 		select {
 		case <-ctx.Done():

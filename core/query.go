@@ -24,7 +24,7 @@ const (
 func (s *Service) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
 	ids := req.IDs
 	if len(ids) > maxStatusIDs {
-		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), maxStatusIDs)
+		return nil, fmt.Errorf("%d ids exceed the limit of %d: %w", len(ids), maxStatusIDs, ports.ErrInvalid)
 	}
 	canon := make([]string, len(ids)) // "" for an id that is not a UUID
 	for i, id := range ids {
@@ -47,7 +47,7 @@ func (s *Service) Status(ctx context.Context, req ports.StatusRequest) (map[stri
 func (s *Service) Notification(ctx context.Context, id string) (ports.Detail, error) {
 	u, err := uuid.Parse(id)
 	if err != nil {
-		return ports.Detail{}, fmt.Errorf("%w: id %q is not a UUID", ports.ErrInvalid, truncate(id, 40))
+		return ports.Detail{}, fmt.Errorf("id %q is not a UUID: %w", truncate(id, 40), ports.ErrInvalid)
 	}
 	n, err := s.store.Get(ctx, u.String())
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *Service) Query(ctx context.Context, q ports.Query) (ports.QueryPage, er
 	case limit == 0:
 		limit = DefaultPageSize
 	case limit < 0 || limit > MaxPageSize:
-		return ports.QueryPage{}, fmt.Errorf("%w: page size %d is outside 1..%d", ports.ErrInvalid, limit, MaxPageSize)
+		return ports.QueryPage{}, fmt.Errorf("page size %d is outside 1..%d: %w", limit, MaxPageSize, ports.ErrInvalid)
 	}
 	page, err := s.store.Query(ctx, f, ports.PageRequest{Limit: limit, After: q.After})
 	if err != nil {
@@ -144,15 +144,15 @@ func (s *Service) filter(q ports.Query) (ports.Filter, error) {
 func validFilter(f ports.Filter) error {
 	for _, st := range f.Statuses {
 		if !st.Valid() {
-			return fmt.Errorf("%w: unknown status %q (want one of %s)", ports.ErrInvalid, truncate(string(st), 40), statusNames())
+			return fmt.Errorf("unknown status %q (want one of %s): %w", truncate(string(st), 40), statusNames(), ports.ErrInvalid)
 		}
 	}
 	if !f.CreatedFrom.IsZero() && !f.CreatedTo.IsZero() && !f.CreatedFrom.Before(f.CreatedTo) {
-		return fmt.Errorf("%w: the time range is empty: from %s is not before to %s", ports.ErrInvalid,
-			f.CreatedFrom.Format("2006-01-02T15:04:05Z07:00"), f.CreatedTo.Format("2006-01-02T15:04:05Z07:00"))
+		return fmt.Errorf("the time range is empty: from %s is not before to %s: %w",
+			f.CreatedFrom.Format("2006-01-02T15:04:05Z07:00"), f.CreatedTo.Format("2006-01-02T15:04:05Z07:00"), ports.ErrInvalid)
 	}
 	if len(f.Subject) > maxNameBytes {
-		return fmt.Errorf("%w: subject keyword is %d bytes, over the limit of %d", ports.ErrInvalid, len(f.Subject), maxNameBytes)
+		return fmt.Errorf("subject keyword is %d bytes, over the limit of %d: %w", len(f.Subject), maxNameBytes, ports.ErrInvalid)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func canonicalIDs(ids []string) ([]string, error) {
 	for i, id := range ids {
 		u, err := uuid.Parse(id)
 		if err != nil {
-			return nil, fmt.Errorf("%w: id %q is not a UUID", ports.ErrInvalid, truncate(id, 40))
+			return nil, fmt.Errorf("id %q is not a UUID: %w", truncate(id, 40), ports.ErrInvalid)
 		}
 		out[i] = u.String()
 	}

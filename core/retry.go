@@ -16,7 +16,7 @@ type RetryPolicy interface {
 	Next(failures int) (delay time.Duration, ok bool)
 }
 
-// Fallbacks for non-positive retry settings, as in the source design.
+// Fallbacks for non-positive retry settings: ten retries a minute apart.
 const (
 	FallbackMaxRetries = 10
 	FallbackInterval   = time.Minute
@@ -78,7 +78,7 @@ func NewRetryPolicy(s ports.RetrySettings, channel string, log *slog.Logger) Ret
 	}
 	if s.Interval <= 0 {
 		log.Warn("retry policy: interval is not positive; using the fallback",
-			"channel", channel, "interval", s.Interval, "fallback", FallbackInterval)
+			"channel", channel, "interval", s.Interval.String(), "fallback", FallbackInterval.String())
 		s.Interval = FallbackInterval
 	}
 	if s.Backoff == ports.BackoffExponential {

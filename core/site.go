@@ -162,7 +162,7 @@ func (s *Site) Config() SiteConfig { return s.cfg }
 // forever for a site in trouble is worse than one told to try later.
 func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		return "", fmt.Errorf("%w: Send needs a context with a deadline", ports.ErrInvalid)
+		return "", fmt.Errorf("Send needs a context with a deadline: %w", ports.ErrInvalid)
 	}
 	id, err := s.sendID(req.ID)
 	if err != nil {
@@ -174,7 +174,7 @@ func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) 
 	errs.text("body", req.Body, s.cfg.MaxBodyBytes, false)
 	errs.provenance(req.SourceInstance, req.SourceScript, req.ExecutionID, req.ParentExecutionID)
 	if err := errs.err(); err != nil {
-		return "", fmt.Errorf("%w: %s", ports.ErrInvalid, err)
+		return "", fmt.Errorf("%s: %w", err, ports.ErrInvalid)
 	}
 	sub := ports.Submission{
 		ID:                id,
@@ -214,7 +214,7 @@ func (s *Site) sendID(id string) (string, error) {
 // than guess.
 func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
 	if len(ids) > s.cfg.MaxStatusIDs {
-		return nil, fmt.Errorf("%w: %d ids exceed the limit of %d", ports.ErrInvalid, len(ids), s.cfg.MaxStatusIDs)
+		return nil, fmt.Errorf("%d ids exceed the limit of %d: %w", len(ids), s.cfg.MaxStatusIDs, ports.ErrInvalid)
 	}
 	canon := make([]string, len(ids))
 	for i, id := range ids {
@@ -245,7 +245,7 @@ func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Statu
 	central, err := s.central.Status(cctx, ports.StatusRequest{Site: s.cfg.Site, IDs: ask})
 	s.contact(err)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ask central the status of %d notifications: %w", ports.ErrUnavailable, len(ask), err)
+		return nil, fmt.Errorf("ask central the status of %d notifications: %w: %w", len(ask), err, ports.ErrUnavailable)
 	}
 	for i, id := range canon {
 		if _, done := out[ids[i]]; done {

@@ -55,7 +55,7 @@ func (c *flakyCentral) Submit(ctx context.Context, req ports.SubmitRequest) (por
 		c.onSubmit(req)
 	}
 	if c.down.Load() {
-		return ports.SubmitResult{}, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
+		return ports.SubmitResult{}, fmt.Errorf("connection refused: %w", ports.ErrUnavailable)
 	}
 	if c.throttle.Add(-1) >= 0 {
 		return ports.SubmitResult{}, fmt.Errorf("central: submit: %w",
@@ -67,7 +67,7 @@ func (c *flakyCentral) Submit(ctx context.Context, req ports.SubmitRequest) (por
 
 func (c *flakyCentral) Status(ctx context.Context, req ports.StatusRequest) (map[string]ports.Status, error) {
 	if c.down.Load() {
-		return nil, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
+		return nil, fmt.Errorf("connection refused: %w", ports.ErrUnavailable)
 	}
 	req.Site = c.site
 	return c.svc.Status(ctx, req)

@@ -103,11 +103,11 @@ type RetryLaterError struct {
 
 // Error implements error.
 func (e *RetryLaterError) Error() string {
-	s := ErrUnavailable.Error() + ": " + e.Reason
+	s := e.Reason
 	if e.After > 0 {
 		s += "; retry after " + e.After.String()
 	}
-	return s
+	return s + ": " + ErrUnavailable.Error()
 }
 
 // Unwrap makes errors.Is(err, ErrUnavailable) hold.

@@ -18,8 +18,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
-	"github.com/siteline/outbox/adapters/tlstest"
 )
 
 // wait bounds every wait on a condition: generous, for loaded machines.

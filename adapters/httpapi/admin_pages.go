@@ -126,7 +126,7 @@ func parseLifetime(s string) (time.Duration, error) {
 	} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("%w: expires: %q is not a lifetime such as 30d or 12h", ports.ErrInvalid, human.Clip(s, 20))
+	return 0, fmt.Errorf("expires: %q is not a lifetime such as 30d or 12h: %w", human.Clip(s, 20), ports.ErrInvalid)
 }
 
 func (s *Server) pageAudit(w http.ResponseWriter, r *http.Request, p ports.Principal) {

@@ -395,7 +395,7 @@ func (s *Server) classify(r *http.Request, err error) (code, msg string) {
 // unknown fields and trailing data.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return fmt.Errorf("%w: the body must be JSON (Content-Type: application/json), not %q", ports.ErrInvalid, ct)
+		return fmt.Errorf("the body must be JSON (Content-Type: application/json), not %q: %w", ct, ports.ErrInvalid)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
@@ -405,12 +405,12 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 			return errTooLarge
 		}
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: the request needs a JSON body", ports.ErrInvalid)
+			return fmt.Errorf("the request needs a JSON body: %w", ports.ErrInvalid)
 		}
-		return fmt.Errorf("%w: malformed JSON body: %v", ports.ErrInvalid, err)
+		return fmt.Errorf("malformed JSON body: %v: %w", err, ports.ErrInvalid)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: the body holds more than one JSON value", ports.ErrInvalid)
+		return fmt.Errorf("the body holds more than one JSON value: %w", ports.ErrInvalid)
 	}
 	return nil
 }

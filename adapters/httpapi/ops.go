@@ -34,7 +34,7 @@ func (v verb) past() string {
 }
 
 // invalid wraps a parse error of the caller's input.
-func invalid(err error) error { return fmt.Errorf("%w: %v", ports.ErrInvalid, err) }
+func invalid(err error) error { return fmt.Errorf("%v: %w", err, ports.ErrInvalid) }
 
 // listQuery is a parsed list request: the filter in wire form and the
 // paging.
@@ -89,12 +89,12 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 	if req.Filter != nil {
 		pf, stuck := req.Filter.PortsFilter()
 		if stuck {
-			return ports.ActionResult{}, fmt.Errorf("%w: filter.stuck: stuck rows are never Parked, so an action on them would do nothing", ports.ErrInvalid)
+			return ports.ActionResult{}, fmt.Errorf("filter.stuck: stuck rows are never Parked, so an action on them would do nothing: %w", ports.ErrInvalid)
 		}
 		a.Filter = pf
 	}
 	if len(req.IDs) > 0 && req.Filter != nil && !req.Filter.IsZero() {
-		return ports.ActionResult{}, fmt.Errorf("%w: give ids or a filter, not both", ports.ErrInvalid)
+		return ports.ActionResult{}, fmt.Errorf("give ids or a filter, not both: %w", ports.ErrInvalid)
 	}
 	if v == verbRetry {
 		return s.cfg.Outbox.Retry(ctx, a)
@@ -106,7 +106,7 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 // recording p as the actor.
 func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l api.List) (ports.List, error) {
 	if l.Name != "" && l.Name != name {
-		return ports.List{}, fmt.Errorf("%w: name: the body names %q but the path names %q", ports.ErrInvalid, l.Name, name)
+		return ports.List{}, fmt.Errorf("name: the body names %q but the path names %q: %w", l.Name, name, ports.ErrInvalid)
 	}
 	l.Name = name
 	return s.cfg.Editor.PutList(ctx, p.Name, l.PortsList())
@@ -167,7 +167,7 @@ func shownChannel(p ports.Principal, c ports.ChannelSettings) ports.ChannelSetti
 // the actor.
 func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, c api.Channel) (ports.ChannelSettings, error) {
 	if c.Type != "" && c.Type != typ {
-		return ports.ChannelSettings{}, fmt.Errorf("%w: type: the body names %q but the path names %q", ports.ErrInvalid, c.Type, typ)
+		return ports.ChannelSettings{}, fmt.Errorf("type: the body names %q but the path names %q: %w", c.Type, typ, ports.ErrInvalid)
 	}
 	c.Type = typ
 	pc := c.PortsChannel()
@@ -189,7 +189,7 @@ func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, 
 	if s.cfg.CheckChannel != nil {
 		if err := s.cfg.CheckChannel(ctx, pc); err != nil {
 			if !errors.Is(err, ports.ErrInvalid) {
-				err = fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+				err = fmt.Errorf("%v: %w", err, ports.ErrInvalid)
 			}
 			return ports.ChannelSettings{}, err
 		}
@@ -200,7 +200,7 @@ func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, 
 // ownTokenRequest checks the body of POST /me/tokens.
 func ownTokenRequest(in api.NewOwnToken) (ports.OwnTokenRequest, error) {
 	if in.ExpiresAt == nil {
-		return ports.OwnTokenRequest{}, fmt.Errorf("%w: expires_at: required (a token of one's own expires)", ports.ErrInvalid)
+		return ports.OwnTokenRequest{}, fmt.Errorf("expires_at: required (a token of one's own expires): %w", ports.ErrInvalid)
 	}
 	return ports.OwnTokenRequest{Label: in.Label, ExpiresAt: *in.ExpiresAt}, nil
 }

@@ -223,7 +223,7 @@ func (s *Server) pageAction(v verb) handler {
 // confirmAction shows how many parked rows match f and asks to confirm.
 func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.Principal, v verb, f api.Filter, back string) {
 	if f.Stuck {
-		s.pageError(w, r, p, fmt.Errorf("%w: stuck rows are never Parked; clear \"Stuck only\" to act on parked rows", ports.ErrInvalid))
+		s.pageError(w, r, p, fmt.Errorf("stuck rows are never Parked; clear \"Stuck only\" to act on parked rows: %w", ports.ErrInvalid))
 		return
 	}
 	// The count and the confirmed action see the same rows: those parked

@@ -89,7 +89,7 @@ func ready(ctx context.Context, timeout time.Duration, checks []Check) Readiness
 			rd.Checks[i] = CheckResult{Name: c.Name, OK: true}
 			if err := runCheck(cctx, c); err != nil {
 				if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-					err = fmt.Errorf("%w (timeout %v)", err, timeout)
+					err = fmt.Errorf("timeout %v: %w", timeout, err)
 				}
 				rd.Checks[i].OK, rd.Checks[i].Error = false, err.Error()
 			}

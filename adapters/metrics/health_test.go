@@ -84,7 +84,7 @@ func TestReadyzBoundsEachCheck(t *testing.T) {
 		t.Errorf("/readyz answered %d, want 503", rec.Code)
 	}
 	rd := readiness(t, rec)
-	if len(rd.Checks) != 2 || rd.Checks[0].OK || rd.Checks[0].Error != "context deadline exceeded (timeout 50ms)" ||
+	if len(rd.Checks) != 2 || rd.Checks[0].OK || rd.Checks[0].Error != "timeout 50ms: context deadline exceeded" ||
 		rd.Checks[1].OK || rd.Checks[1].Error != "check panicked: nil map" {
 		t.Errorf("readiness %+v", rd)
 	}

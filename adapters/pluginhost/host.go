@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
@@ -261,7 +261,7 @@ func (h *Host) Channel(typ string) (ports.Channel, bool) {
 func (h *Host) Describe(typ string) (channel.Description, error) {
 	p, ok := h.plugins[typ]
 	if !ok {
-		return channel.Description{}, fmt.Errorf("%w: %s", ErrUnknownChannel, typ)
+		return channel.Description{}, fmt.Errorf("%s: %w", typ, ErrUnknownChannel)
 	}
 	return p.description(), nil
 }
@@ -283,7 +283,7 @@ func (h *Host) ValidateSettings(typ string, settings map[string]string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
+		return fmt.Errorf("%w: %w", err, ports.ErrInvalid)
 	}
 	return nil
 }

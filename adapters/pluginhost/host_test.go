@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"

@@ -20,8 +20,8 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"golang.org/x/time/rate"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
@@ -312,7 +312,7 @@ func (p *plugin) launch(ctx context.Context) (*instance, error) {
 	}
 	// A plugin's standard error is decoded by our LineWriter, not by
 	// go-plugin (whose decoder panics on some lines a plugin may write).
-	stderr := hclogslog.NewLineWriter(p.log, "channel", "component")
+	stderr := hclogslog.NewLineWriter(p.log, "component").Carries("channel", p.cfg.Type)
 	cmd := p.command()
 	stopping := new(atomic.Bool)
 	client := goplugin.NewClient(&goplugin.ClientConfig{

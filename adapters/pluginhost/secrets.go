@@ -3,7 +3,7 @@ package pluginhost
 import (
 	"fmt"
 
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 )
 
 // resolveDelivery resolves, into fresh copies and under policy, the

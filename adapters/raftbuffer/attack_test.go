@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
-	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
 )

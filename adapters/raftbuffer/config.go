@@ -54,7 +54,7 @@ type Config struct {
 	// Address is off loopback: whoever reaches a Raft port in clear can
 	// append to and remove from the buffer (see DESIGN.md).
 	TLS *tls.Config
-	// Logger receives raft's log lines (through adapters/hclogslog);
+	// Logger receives raft's log lines (through adapters/internal/hclogslog);
 	// nil means slog.Default().
 	Logger *slog.Logger
 	// Refusals counts and logs the connections the Raft listener refuses

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 )
 
 func validConfig() Config {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/guard/guardtest"
-	"github.com/siteline/outbox/adapters/tlstest"
 )
 
 // The tests here play outsiders who flood a node's Raft port over TLS: with

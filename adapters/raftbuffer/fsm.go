@@ -165,7 +165,7 @@ func (f *fsm) fail(err error) {
 		f.failed = err
 		close(f.failedCh)
 		f.log.Error("raftbuffer: the buffer file could not be written; this node stops applying the log",
-			"error", err)
+			"err", err)
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 	"github.com/siteline/outbox/adapters/raftbuffer/internal/pb"
 	"github.com/siteline/outbox/ports"
 )
@@ -571,7 +571,7 @@ func (n *Node) await(ctx context.Context, wait func() error) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", errOutcomeUnknown, ctx.Err())
+		return fmt.Errorf("%w: %w", ctx.Err(), errOutcomeUnknown)
 	}
 }
 
@@ -625,7 +625,7 @@ func (n *Node) Lead(ctx context.Context, fn func(ctx context.Context)) {
 			if ctx.Err() != nil || n.isClosed() {
 				return
 			}
-			n.log.Debug("raftbuffer: barrier before leading failed", "term", term, "error", err)
+			n.log.Debug("raftbuffer: barrier before leading failed", "term", term, "err", err)
 			n.pause(ctx, term)
 			continue
 		}
@@ -767,7 +767,7 @@ func (n *Node) watch() {
 		case <-failed:
 			failed = nil
 			n.log.Error("raftbuffer: shutting raft down: the buffer file no longer follows the log; restart the node",
-				"error", n.fsm.failure())
+				"err", n.fsm.failure())
 			n.raft.Shutdown()
 			n.broadcast()
 		case <-n.stop:
@@ -812,7 +812,7 @@ func (n *Node) handOver(term uint64) {
 		if !n.leads(term) {
 			return
 		}
-		n.log.Warn("raftbuffer: witness keeps leading: could not hand leadership over", "term", term, "error", err)
+		n.log.Warn("raftbuffer: witness keeps leading: could not hand leadership over", "term", term, "err", err)
 		n.settle(term)
 		t := time.NewTimer(witnessRetry)
 	wait:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 )
 
 // Recover rewrites the Raft state of a STOPPED node so that it forms a group

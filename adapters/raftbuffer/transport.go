@@ -336,12 +336,12 @@ var errNotMember = errors.New("raftbuffer: the peer's certificate names no membe
 // another service) is refused: only the group's nodes speak Raft.
 func namesMember(chain []*x509.Certificate, members []string) error {
 	if len(chain) == 0 {
-		return fmt.Errorf("%w: no certificate", errNotMember)
+		return fmt.Errorf("no certificate: %w", errNotMember)
 	}
 	if guard.MemberName(chain[0], members) != "" {
 		return nil
 	}
-	return fmt.Errorf("%w (CN %.64q)", errNotMember, chain[0].Subject.CommonName)
+	return fmt.Errorf("CN %.64q: %w", chain[0].Subject.CommonName, errNotMember)
 }
 
 // Dial connects to a peer, completing the TLS handshake within timeout.

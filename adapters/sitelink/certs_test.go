@@ -4,7 +4,7 @@ import (
 	"crypto/tls"
 	"testing"
 
-	"github.com/siteline/outbox/adapters/tlstest"
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 )
 
 // testCA is a certificate authority made for one test.

@@ -317,7 +317,7 @@ func (c *Client) Status(ctx context.Context, sreq ports.StatusRequest) (map[stri
 	}
 	for _, id := range ids {
 		if _, ok := out[id]; !ok {
-			return nil, fmt.Errorf("central %s: %s: %w: the answer lacks id %q", c.name(&p), op, ports.ErrUnavailable, clip(id))
+			return nil, fmt.Errorf("central %s: %s: the answer lacks id %q: %w", c.name(&p), op, clip(id), ports.ErrUnavailable)
 		}
 	}
 	return out, nil
@@ -388,10 +388,10 @@ type remoteError struct {
 }
 
 func (e *remoteError) Error() string {
-	if strings.HasPrefix(e.msg, e.sentinel.Error()) {
+	if strings.HasSuffix(e.msg, e.sentinel.Error()) {
 		return e.msg
 	}
-	return e.sentinel.Error() + ": " + e.msg
+	return e.msg + ": " + e.sentinel.Error()
 }
 
 func (e *remoteError) Unwrap() error { return e.sentinel }

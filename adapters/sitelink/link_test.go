@@ -378,7 +378,7 @@ func TestErrorMapping(t *testing.T) {
 		detail string // a text the client's error must hold; "" for none
 		logged string // a text central's log must hold; "" for none
 	}{
-		{"Invalid", fmt.Errorf("%w: batch of 2000 notifications exceeds the limit of 1000", ports.ErrInvalid),
+		{"Invalid", fmt.Errorf("batch of 2000 notifications exceeds the limit of 1000: %w", ports.ErrInvalid),
 			ports.ErrInvalid, "batch of 2000 notifications exceeds the limit of 1000", ""},
 		{"Unauthenticated", fmt.Errorf("central says: %w", ports.ErrUnauthenticated), ports.ErrUnauthenticated,
 			"central says", ""},
@@ -399,8 +399,8 @@ func TestErrorMapping(t *testing.T) {
 					t.Errorf("%s: err = %v, want one wrapping %v", call, err, tc.want)
 					continue
 				}
-				if prefix := "central " + addr + ": " + call + ": " + tc.want.Error(); !strings.HasPrefix(err.Error(), prefix) {
-					t.Errorf("%s: err = %q, want it to start with %q", call, err, prefix)
+				if prefix, suffix := "central "+addr+": "+call+": ", ": "+tc.want.Error(); !strings.HasPrefix(err.Error(), prefix) || !strings.HasSuffix(err.Error(), suffix) {
+					t.Errorf("%s: err = %q, want it to start with %q and end with %q", call, err, prefix, suffix)
 				}
 				if tc.detail != "" && !strings.Contains(err.Error(), tc.detail) {
 					t.Errorf("%s: err = %q, want it to hold %q", call, err, tc.detail)
@@ -432,8 +432,8 @@ func TestUnreachable(t *testing.T) {
 	if !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("Submit to a closed port: err = %v, want one wrapping ports.ErrUnavailable", err)
 	}
-	if want := "central " + addr + ": submit 1 notifications: unavailable: "; !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("err = %q, want it to start with %q", err, want)
+	if prefix, suffix := "central "+addr+": submit 1 notifications: ", ": unavailable"; !strings.HasPrefix(err.Error(), prefix) || !strings.HasSuffix(err.Error(), suffix) {
+		t.Errorf("err = %q, want it to start with %q and end with %q", err, prefix, suffix)
 	}
 }
 

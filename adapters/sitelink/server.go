@@ -585,7 +585,7 @@ func (s *Server) toStatus(ctx context.Context, err error, op string, attrs ...an
 		return status.FromContextError(ctx.Err()).Err()
 	default:
 		s.log.Error("site link: "+op+" failed", append(attrs, "err", err)...)
-		return status.Error(codes.Unavailable, "unavailable: central cannot serve the request now; the cause is in central's log")
+		return status.Error(codes.Unavailable, "central cannot serve the request now; the cause is in central's log")
 	}
 }
 

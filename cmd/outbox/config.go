@@ -13,9 +13,9 @@ import (
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/memdir"
-	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/core"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
@@ -276,7 +276,7 @@ func (c DeliveryConfig) validate() rules {
 	}{{"delivery.network.allow", c.Network.Allow}, {"delivery.network.deny", c.Network.Deny}} {
 		for i, e := range l.entries {
 			if _, err := channel.ParseNetworkPrefix(e); err != nil {
-				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimPrefix(err.Error(), channel.ErrInvalidNetworkPolicy.Error()+": "))
+				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimSuffix(err.Error(), ": "+channel.ErrInvalidNetworkPolicy.Error()))
 			}
 		}
 	}

@@ -21,7 +21,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to create a throwaway database
 
-	"github.com/siteline/outbox/adapters/smtpcapture"
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/plugins/builtin"
 	"github.com/siteline/outbox/ports"

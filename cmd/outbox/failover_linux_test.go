@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
-	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
 )

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/ports"
 )
 

@@ -15,13 +15,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/adapters/secretref"
-	"github.com/siteline/outbox/adapters/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )

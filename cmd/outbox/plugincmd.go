@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/plugins/builtin"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"

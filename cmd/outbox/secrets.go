@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/sqlstore"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/ports"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/raftbuffer"
-	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/sitelink"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/core"
 )
 

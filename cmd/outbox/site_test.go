@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
-	"github.com/siteline/outbox/adapters/tlstest"
 	"github.com/siteline/outbox/ports"
 )
 

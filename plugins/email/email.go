@@ -175,7 +175,7 @@ func (c *Channel) failure(ctx context.Context, id string, m *masker, err error) 
 	}
 	text = m.mask(text)
 	c.logger.LogAttrs(ctx, slog.LevelDebug, "email: delivery failed",
-		slog.String("notification", id), slog.String("outcome", outcome.String()), slog.String("error", text))
+		slog.String("notification", id), slog.String("outcome", outcome.String()), slog.String("err", text))
 	return channel.Result{Outcome: outcome, Error: text}
 }
 

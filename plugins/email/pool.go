@@ -92,11 +92,11 @@ func newPool(cfg *config, key poolKey, tokens *tokenSource, policy *channel.Netw
 		if cfg.caFile != "" {
 			pem, err := os.ReadFile(cfg.caFile)
 			if err != nil {
-				return nil, permanent(fmt.Errorf("%w: setting %q: cannot read the file", errSettings, settingTLSCAFile))
+				return nil, permanent(fmt.Errorf("setting %q: cannot read the file: %w", settingTLSCAFile, errSettings))
 			}
 			roots := x509.NewCertPool()
 			if !roots.AppendCertsFromPEM(pem) {
-				return nil, permanent(fmt.Errorf("%w: setting %q: the file holds no PEM certificate", errSettings, settingTLSCAFile))
+				return nil, permanent(fmt.Errorf("setting %q: the file holds no PEM certificate: %w", settingTLSCAFile, errSettings))
 			}
 			p.tls.RootCAs = roots
 		}

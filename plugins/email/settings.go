@@ -187,7 +187,7 @@ func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", errSettings, strings.Join(p, "; "))
+	return fmt.Errorf("%s: %w", strings.Join(p, "; "), errSettings)
 }
 
 // parseSettings reads and checks a Request's settings. Its errors wrap

@@ -332,7 +332,7 @@ func (c *Client) log(ctx context.Context, target *url.URL, id string, a Attempt,
 		attrs = append(attrs, slog.Duration("retry_after", a.RetryAfter))
 	}
 	if a.Err != nil {
-		attrs = append(attrs, slog.String("error", a.Err.Error()))
+		attrs = append(attrs, slog.String("err", a.Err.Error()))
 	}
 	c.logger.LogAttrs(ctx, level, "HTTP delivery attempt", attrs...)
 }

@@ -51,7 +51,7 @@ func decodeSecret(secret string) ([]byte, error) {
 	rest, ok := strings.CutPrefix(secret, secretPrefix)
 	if !ok {
 		if secret == "" {
-			return nil, fmt.Errorf("setting %q: %w: empty", SecretSetting, ErrSecret)
+			return nil, fmt.Errorf("setting %q: empty: %w", SecretSetting, ErrSecret)
 		}
 		return []byte(secret), nil
 	}
@@ -60,7 +60,7 @@ func decodeSecret(secret string) ([]byte, error) {
 		key, err = base64.RawStdEncoding.DecodeString(rest)
 	}
 	if err != nil || len(key) == 0 {
-		return nil, fmt.Errorf("setting %q: %w: %s must be followed by a base64 key", SecretSetting, ErrSecret, secretPrefix)
+		return nil, fmt.Errorf("setting %q: %s must be followed by a base64 key: %w", SecretSetting, secretPrefix, ErrSecret)
 	}
 	return key, nil
 }
@@ -99,7 +99,7 @@ func Verify(secret string, header http.Header, body []byte, tolerance time.Durat
 		{HeaderID, id}, {HeaderTimestamp, timestamp}, {HeaderSignature, signatures},
 	} {
 		if h.value == "" {
-			return fmt.Errorf("verify webhook: %w: %s", ErrMissingHeader, h.name)
+			return fmt.Errorf("verify webhook: %s: %w", h.name, ErrMissingHeader)
 		}
 	}
 	if tolerance <= 0 {
@@ -107,10 +107,10 @@ func Verify(secret string, header http.Header, body []byte, tolerance time.Durat
 	}
 	sec, err := strconv.ParseInt(timestamp, 10, 64)
 	if err != nil {
-		return fmt.Errorf("verify webhook: %w: not Unix seconds", ErrTimestamp)
+		return fmt.Errorf("verify webhook: not Unix seconds: %w", ErrTimestamp)
 	}
 	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("verify webhook: %w: %s off, tolerance %s", ErrTimestamp, d.Round(time.Second), tolerance)
+		return fmt.Errorf("verify webhook: %s off, tolerance %s: %w", d.Round(time.Second), tolerance, ErrTimestamp)
 	}
 	want := mac(key, id, timestamp, body)
 	for _, s := range strings.Fields(signatures) {

@@ -98,17 +98,17 @@ func WithMaxResponseBytes(n int64) Option {
 func New(baseURL, token string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
-		return nil, fmt.Errorf("%w: server URL: %v", ports.ErrInvalid, errors.Unwrap(err))
+		return nil, fmt.Errorf("server URL: %v: %w", errors.Unwrap(err), ports.ErrInvalid)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w: server URL %q: the scheme must be http or https", ports.ErrInvalid, u.Redacted())
+		return nil, fmt.Errorf("server URL %q: the scheme must be http or https: %w", u.Redacted(), ports.ErrInvalid)
 	case u.Host == "":
-		return nil, fmt.Errorf("%w: server URL %q names no host", ports.ErrInvalid, u.Redacted())
+		return nil, fmt.Errorf("server URL %q names no host: %w", u.Redacted(), ports.ErrInvalid)
 	case u.User != nil:
-		return nil, fmt.Errorf("%w: server URL %q: give no user or password in it (use a token)", ports.ErrInvalid, u.Redacted())
+		return nil, fmt.Errorf("server URL %q: give no user or password in it (use a token): %w", u.Redacted(), ports.ErrInvalid)
 	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("%w: server URL %q: give no query or fragment", ports.ErrInvalid, u.Redacted())
+		return nil, fmt.Errorf("server URL %q: give no query or fragment: %w", u.Redacted(), ports.ErrInvalid)
 	}
 	c := &Client{
 		base:  u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/"),
@@ -197,7 +197,7 @@ func (c *Client) Me(ctx context.Context) (api.Me, error) {
 // after is the Next cursor of the previous page, "" for the first.
 func (c *Client) Notifications(ctx context.Context, f api.Filter, limit int, after string) (api.NotificationPage, error) {
 	if limit < 0 {
-		return api.NotificationPage{}, fmt.Errorf("notifications: %w: limit %d is negative", ports.ErrInvalid, limit)
+		return api.NotificationPage{}, fmt.Errorf("notifications: limit %d is negative: %w", limit, ports.ErrInvalid)
 	}
 	q := f.Values()
 	if limit > 0 {
@@ -404,7 +404,7 @@ func (c *Client) Audit(ctx context.Context, q api.AuditQuery) (api.AdminPage, er
 func (c *Client) LoginToken(ctx context.Context, name, password string, req api.NewOwnToken) (api.CreatedToken, error) {
 	var out api.CreatedToken
 	if strings.TrimSpace(name) == "" {
-		return out, fmt.Errorf("%w: the user name is empty", ports.ErrInvalid)
+		return out, fmt.Errorf("the user name is empty: %w", ports.ErrInvalid)
 	}
 	anon := *c
 	anon.token = ""
@@ -428,7 +428,7 @@ func (c *Client) LoginToken(ctx context.Context, name, password string, req api.
 // would name another route.
 func path(what, prefix, segment string) (string, error) {
 	if strings.TrimSpace(segment) == "" || segment == "." || segment == ".." {
-		return "", fmt.Errorf("%w: the %s is empty", ports.ErrInvalid, what)
+		return "", fmt.Errorf("the %s is empty: %w", what, ports.ErrInvalid)
 	}
 	return prefix + url.PathEscape(segment), nil
 }
@@ -480,7 +480,7 @@ func (c *Client) send(ctx context.Context, r *request, out any) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+		return fmt.Errorf("%v: %w", err, ports.ErrInvalid)
 	}
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
@@ -504,7 +504,7 @@ func (c *Client) send(ctx context.Context, r *request, out any) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // its text repeats the URL
 		}
-		return fmt.Errorf("%w: %w", ports.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", err, ports.ErrUnavailable)
 	}
 	defer resp.Body.Close()
 	r.respCookies = resp.Cookies()

@@ -202,15 +202,15 @@ func (d Description) Validate(settings map[string]string) error {
 		v, ok := settings[s.Name]
 		switch {
 		case s.Required && strings.TrimSpace(v) == "":
-			errs = append(errs, fmt.Errorf("%w: %s: setting %q is required", ErrInvalidSettings, d.Name, s.Name))
+			errs = append(errs, fmt.Errorf("%s: setting %q is required: %w", d.Name, s.Name, ErrInvalidSettings))
 		case ok && v != "" && len(s.Allowed) > 0 && !slices.Contains(s.Allowed, v):
-			errs = append(errs, fmt.Errorf("%w: %s: setting %q must be one of %s",
-				ErrInvalidSettings, d.Name, s.Name, strings.Join(s.Allowed, ", ")))
+			errs = append(errs, fmt.Errorf("%s: setting %q must be one of %s: %w",
+				d.Name, s.Name, strings.Join(s.Allowed, ", "), ErrInvalidSettings))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		if !known[k] {
-			errs = append(errs, fmt.Errorf("%w: %s: unknown setting %q", ErrInvalidSettings, d.Name, k))
+			errs = append(errs, fmt.Errorf("%s: unknown setting %q: %w", d.Name, k, ErrInvalidSettings))
 		}
 	}
 	return errors.Join(errs...)

@@ -308,7 +308,7 @@ func (c *Client) fail(calls []*call, err error) {
 // refuse ends calls the plugin refused before starting them: Transient,
 // and never sent.
 func (c *Client) refuse(calls []*call, err error) {
-	c.failed(fmt.Errorf("%w: %s", ErrStopping, status.Convert(err).Message()))
+	c.failed(fmt.Errorf("%s: %w", status.Convert(err).Message(), ErrStopping))
 	res := Retry(fmt.Errorf("delivery not started: %s", status.Convert(err).Message()))
 	for _, cl := range calls {
 		cl.res, cl.refused = res, true

@@ -185,7 +185,7 @@ func newPolicy(allow, deny []netip.Prefix) *NetworkPolicy {
 // and an IPv4-mapped IPv6 form (::ffff:10.0.0.1).
 func ParseNetworkPrefix(s string) (netip.Prefix, error) {
 	bad := func(format string, args ...any) (netip.Prefix, error) {
-		return netip.Prefix{}, fmt.Errorf("%w: %s", ErrInvalidNetworkPolicy, fmt.Sprintf(format, args...))
+		return netip.Prefix{}, fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalidNetworkPolicy)
 	}
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -486,16 +486,16 @@ func DecodeNetworkPolicy(s string) (*NetworkPolicy, error) {
 		return DefaultNetworkPolicy(), nil
 	}
 	if len(s) > maxEncodedPolicy {
-		return nil, fmt.Errorf("%w: %s: longer than %d bytes", ErrInvalidNetworkPolicy, NetworkPolicyEnv, maxEncodedPolicy)
+		return nil, fmt.Errorf("%s: longer than %d bytes: %w", NetworkPolicyEnv, maxEncodedPolicy, ErrInvalidNetworkPolicy)
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
 	var w wirePolicy
 	if err := dec.Decode(&w); err != nil {
-		return nil, fmt.Errorf("%w: %s: not a JSON object {\"allow\": [...], \"deny\": [...]}: %w", ErrInvalidNetworkPolicy, NetworkPolicyEnv, err)
+		return nil, fmt.Errorf("%s: not a JSON object {\"allow\": [...], \"deny\": [...]}: %w: %w", NetworkPolicyEnv, err, ErrInvalidNetworkPolicy)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: %s: text after the JSON object", ErrInvalidNetworkPolicy, NetworkPolicyEnv)
+		return nil, fmt.Errorf("%s: text after the JSON object: %w", NetworkPolicyEnv, ErrInvalidNetworkPolicy)
 	}
 	p, err := NewNetworkPolicy(w.Allow, w.Deny)
 	if err != nil {

@@ -270,7 +270,7 @@ func TestNewNetworkPolicyNamesEveryBadEntry(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`allow[1]: invalid delivery network policy: "nope"`, `deny[0]: invalid delivery network policy: "1.2.3.4/40"`} {
+	for _, want := range []string{`allow[1]: "nope" is not an IP address`, `deny[0]: "1.2.3.4/40": `, `range for IPv4 (0 to 32): invalid delivery network policy`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -300,7 +300,7 @@ func TestNetworkPolicyEncoding(t *testing.T) {
 		`{"allow":["127.0.0.1"],"extra":1}`:  `unknown field "extra"`,
 		`{"allow":["127.0.0.1"]} {}`:         "text after the JSON object",
 		`{"allow":"127.0.0.1"}`:              "not a JSON object",
-		`{"allow":["localhost"]}`:            `allow[0]: invalid delivery network policy: "localhost"`,
+		`{"allow":["localhost"]}`:            `allow[0]: "localhost" is not an IP address`,
 		`[]`:                                 "not a JSON object",
 		`{"allow":["127.0.0.1"],"deny":[1]}`: "not a JSON object",
 	} {

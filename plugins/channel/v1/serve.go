@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -68,7 +69,7 @@ const (
 // them itself.
 func Serve(ch Channel) {
 	if err := harden.Undumpable(); err != nil {
-		Logger().Warn("cannot make the plugin process unreadable to other processes of its user", "error", err.Error())
+		Logger().Warn("cannot make the plugin process unreadable to other processes of its user", "err", err.Error())
 	}
 	parent := newParentGone(stderr)
 	g := &gate{}
@@ -142,11 +143,19 @@ func stopOnSIGTERM(g *gate, terms chan os.Signal, done <-chan struct{}) {
 // them, with their level and attributes, in its own log, marked with the
 // plugin's name. Mind that central masks e-mail addresses, but a plugin
 // should never log secrets in the first place.
-func Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{
+func Logger() *slog.Logger { return newLogger(stderr) }
+
+// newLogger returns Logger's logger writing to w. A duration is written as
+// text with its unit ("took":"197.226µs"), not as JSON's bare count of
+// nanoseconds.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		// go-plugin parses JSON lines with hclog's key names.
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
 			if len(groups) > 0 {
 				return a
 			}

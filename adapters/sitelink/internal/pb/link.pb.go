@@ -1,4 +1,4 @@
-// The wire form of the site→central link (PRODUCT P1–P3). Nobody outside
+// The wire form of the site→central link. Nobody outside
 // adapters/sitelink sees these types: the package converts them to and from
 // the plain Go types of ports.Central.
 //

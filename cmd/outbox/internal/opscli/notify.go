@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siteline/outbox/adapters/secretref"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/ports"
 )
 

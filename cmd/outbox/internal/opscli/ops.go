@@ -21,7 +21,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )

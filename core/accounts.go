@@ -297,7 +297,7 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 		return ports.User{}, err
 	}
 	if !req.Role.Valid() {
-		return ports.User{}, fmt.Errorf("%w: role %q is not one of viewer, operator, admin", ports.ErrInvalid, truncate(string(req.Role), 40))
+		return ports.User{}, fmt.Errorf("role %q is not one of viewer, operator, admin: %w", truncate(string(req.Role), 40), ports.ErrInvalid)
 	}
 	old, err := o.store.Account(ctx, req.Name)
 	exists := err == nil
@@ -305,7 +305,7 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 		return ports.User{}, fmt.Errorf("put user: %w", err)
 	}
 	if !exists && req.Password == "" {
-		return ports.User{}, fmt.Errorf("%w: password: required for a new user", ports.ErrInvalid)
+		return ports.User{}, fmt.Errorf("password: required for a new user: %w", ports.ErrInvalid)
 	}
 	now := o.clock.Now().UTC()
 	a := ports.Account{Name: req.Name, Role: req.Role, CreatedAt: now, UpdatedAt: now}
@@ -401,7 +401,7 @@ func (o *Operators) CreateToken(ctx context.Context, req ports.TokenRequest) (st
 		return "", ports.Token{}, err
 	}
 	if !req.Role.Valid() {
-		return "", ports.Token{}, fmt.Errorf("%w: role %q is not one of viewer, operator, admin", ports.ErrInvalid, truncate(string(req.Role), 40))
+		return "", ports.Token{}, fmt.Errorf("role %q is not one of viewer, operator, admin: %w", truncate(string(req.Role), 40), ports.ErrInvalid)
 	}
 	now := o.clock.Now().UTC()
 	if err := checkExpiry(req.ExpiresAt, now, MaxTokenTTL, false); err != nil {
@@ -431,7 +431,7 @@ func (o *Operators) CreateOwnToken(ctx context.Context, p ports.Principal, req p
 		return "", ports.Token{}, err
 	}
 	if len(label) > maxTokenLabel {
-		return "", ports.Token{}, fmt.Errorf("%w: label: at most %d characters", ports.ErrInvalid, maxTokenLabel)
+		return "", ports.Token{}, fmt.Errorf("label: at most %d characters: %w", maxTokenLabel, ports.ErrInvalid)
 	}
 	now := o.clock.Now().UTC()
 	if err := checkExpiry(req.ExpiresAt, now, o.cfg.MaxOwnTokenTTL, true); err != nil {
@@ -545,13 +545,13 @@ func (o *Operators) putToken(ctx context.Context, t *ports.StoredToken) (string,
 func checkExpiry(at, now time.Time, longest time.Duration, required bool) error {
 	switch {
 	case at.IsZero() && required:
-		return fmt.Errorf("%w: expires_at: required", ports.ErrInvalid)
+		return fmt.Errorf("expires_at: required: %w", ports.ErrInvalid)
 	case at.IsZero():
 		return nil
 	case !at.After(now):
-		return fmt.Errorf("%w: expires_at: %s is not in the future", ports.ErrInvalid, at.UTC().Format(time.RFC3339))
+		return fmt.Errorf("expires_at: %s is not in the future: %w", at.UTC().Format(time.RFC3339), ports.ErrInvalid)
 	case at.Sub(now) > longest:
-		return fmt.Errorf("%w: expires_at: at most %s ahead", ports.ErrInvalid, formatTTL(longest))
+		return fmt.Errorf("expires_at: at most %s ahead: %w", formatTTL(longest), ports.ErrInvalid)
 	}
 	return nil
 }
@@ -646,7 +646,7 @@ func (o *Operators) DeleteToken(ctx context.Context, actor, id string) error {
 // RevokeOwnToken implements ports.Operators.
 func (o *Operators) RevokeOwnToken(ctx context.Context, p ports.Principal) error {
 	if p.TokenID == "" {
-		return fmt.Errorf("%w: the caller logged in with a session, not an API token: log out instead", ports.ErrInvalid)
+		return fmt.Errorf("the caller logged in with a session, not an API token: log out instead: %w", ports.ErrInvalid)
 	}
 	return o.DeleteToken(ctx, p.Name, p.TokenID)
 }
@@ -755,11 +755,11 @@ func (o *Operators) otherAdmin(ctx context.Context, exceptAccount, exceptToken s
 func (o *Operators) hash(password string) ([]byte, error) {
 	switch {
 	case len(password) < MinPasswordBytes:
-		return nil, fmt.Errorf("%w: password: at least %d bytes", ports.ErrInvalid, MinPasswordBytes)
+		return nil, fmt.Errorf("password: at least %d bytes: %w", MinPasswordBytes, ports.ErrInvalid)
 	case len(password) > MaxPasswordBytes:
-		return nil, fmt.Errorf("%w: password: at most %d bytes", ports.ErrInvalid, MaxPasswordBytes)
+		return nil, fmt.Errorf("password: at most %d bytes: %w", MaxPasswordBytes, ports.ErrInvalid)
 	case !utf8.ValidString(password) || strings.IndexByte(password, 0) >= 0:
-		return nil, fmt.Errorf("%w: password: must be UTF-8 text without NUL", ports.ErrInvalid)
+		return nil, fmt.Errorf("password: must be UTF-8 text without NUL: %w", ports.ErrInvalid)
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(password), o.cfg.BcryptCost)
 	if err != nil {
@@ -771,13 +771,13 @@ func (o *Operators) hash(password string) ([]byte, error) {
 // checkOperatorName accepts 1 to 64 letters, digits and . _ - @.
 func checkOperatorName(field, name string) error {
 	if name == "" || len(name) > maxOperatorName {
-		return fmt.Errorf("%w: %s: 1 to %d characters", ports.ErrInvalid, field, maxOperatorName)
+		return fmt.Errorf("%s: 1 to %d characters: %w", field, maxOperatorName, ports.ErrInvalid)
 	}
 	for _, r := range name {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == '@':
 		default:
-			return fmt.Errorf("%w: %s %q: only letters, digits and . _ - @", ports.ErrInvalid, field, truncate(name, 64))
+			return fmt.Errorf("%s %q: only letters, digits and . _ - @: %w", field, truncate(name, 64), ports.ErrInvalid)
 		}
 	}
 	return nil

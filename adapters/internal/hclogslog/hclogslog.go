@@ -9,9 +9,12 @@ package hclogslog
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -66,10 +69,63 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	if !h.l.Enabled(context.Background(), lv) {
 		return
 	}
+	args = attrs(args)
 	if h.name != "" {
 		args = append(args, "logger", h.name)
 	}
 	h.l.Log(context.Background(), lv, msg, args...)
+}
+
+// attrs turns hclog's key/value arguments into slog's: the values hclog
+// formats itself (hclog.Fmt, Hex, Octal, Binary, Quote) and durations become
+// the text hclog would write, a key that is not a string is printed, and a value without a
+// key gets hclog's key for it instead of slog's !BADKEY.
+func attrs(args []any) []any {
+	if len(args) == 0 {
+		return args
+	}
+	out := make([]any, 0, len(args)+1)
+	for i := 0; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			out = append(out, hclog.MissingKey, value(args[i]))
+			break
+		}
+		key, ok := args[i].(string)
+		if !ok {
+			key = fmt.Sprint(args[i])
+		}
+		out = append(out, key, value(args[i+1]))
+	}
+	return out
+}
+
+// value returns v as hclog would write it, for the types hclog formats
+// itself; any other value passes unchanged, for slog to write.
+func value(v any) any {
+	switch v := v.(type) {
+	case hclog.Format:
+		if len(v) == 0 {
+			return ""
+		}
+		if f, ok := v[0].(string); ok {
+			return fmt.Sprintf(f, v[1:]...)
+		}
+		return fmt.Sprint(v...)
+	case hclog.Hex:
+		return "0x" + strconv.FormatUint(uint64(v), 16)
+	case hclog.Octal:
+		return "0" + strconv.FormatUint(uint64(v), 8)
+	case hclog.Binary:
+		return "0b" + strconv.FormatUint(uint64(v), 2)
+	case hclog.Quote:
+		return string(v)
+	case hclog.CapturedStacktrace:
+		return string(v)
+	case time.Duration:
+		// As hclog's text writes it; slog's JSON would write nanoseconds.
+		return v.String()
+	}
+	return v
 }
 
 func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
@@ -91,7 +147,7 @@ func (h *hclogger) IsError() bool { return h.enabled(hclog.Error) }
 func (h *hclogger) ImpliedArgs() []any { return h.implied }
 
 func (h *hclogger) With(args ...any) hclog.Logger {
-	return &hclogger{l: h.l.With(args...), name: h.name, implied: append(append([]any(nil), h.implied...), args...), relevel: h.relevel}
+	return &hclogger{l: h.l.With(attrs(args)...), name: h.name, implied: append(append([]any(nil), h.implied...), args...), relevel: h.relevel}
 }
 
 func (h *hclogger) Name() string { return h.name }

@@ -34,11 +34,11 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 		return ports.ActionResult{}, err
 	}
 	if len(a.IDs) == 0 && !a.All && filterEmpty(a.Filter) {
-		return ports.ActionResult{}, fmt.Errorf("%w: select notifications by ids or by a filter (or ask for all explicitly)", ports.ErrInvalid)
+		return ports.ActionResult{}, fmt.Errorf("select notifications by ids or by a filter (or ask for all explicitly): %w", ports.ErrInvalid)
 	}
 	if strings.TrimSpace(a.Actor) == "" || len(a.Actor) > maxNameBytes || !utf8.ValidString(a.Actor) || strings.IndexByte(a.Actor, 0) >= 0 {
-		return ports.ActionResult{}, fmt.Errorf("%w: an operator action needs an actor for the audit log: a name of 1 to %d bytes of UTF-8 text",
-			ports.ErrInvalid, maxNameBytes)
+		return ports.ActionResult{}, fmt.Errorf("an operator action needs an actor for the audit log: a name of 1 to %d bytes of UTF-8 text: %w",
+			maxNameBytes, ports.ErrInvalid)
 	}
 	if err := validFilter(a.Filter); err != nil {
 		return ports.ActionResult{}, err

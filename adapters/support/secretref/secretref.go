@@ -56,7 +56,7 @@ type RefError struct {
 	kind  error
 }
 
-func (e *RefError) Error() string { return e.kind.Error() + ": " + e.Ref + ": " + e.Rule }
+func (e *RefError) Error() string { return e.Ref + ": " + e.Rule + ": " + e.kind.Error() }
 
 // Unwrap returns ErrNotAllowed or ErrUnresolvable.
 func (e *RefError) Unwrap() error { return e.kind }
@@ -147,7 +147,7 @@ func (p Policy) Resolve(v string) (string, error) {
 		}
 		s, ok := os.LookupEnv(name)
 		if !ok {
-			return "", fmt.Errorf("%w: environment variable %s is not set", ErrUnresolvable, name)
+			return "", fmt.Errorf("environment variable %s is not set: %w", name, ErrUnresolvable)
 		}
 		return s, nil
 	}
@@ -184,7 +184,7 @@ func (p Policy) Resolve(v string) (string, error) {
 			return "", fileError(path, err)
 		}
 		if !info.Mode().IsRegular() {
-			return "", fmt.Errorf("%w: file %s is not a regular file", ErrUnresolvable, path)
+			return "", fmt.Errorf("file %s is not a regular file: %w", path, ErrUnresolvable)
 		}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
@@ -192,7 +192,7 @@ func (p Policy) Resolve(v string) (string, error) {
 		return "", fileError(path, err)
 	}
 	if len(b) > MaxFileBytes {
-		return "", fmt.Errorf("%w: file %s is larger than %d bytes", ErrUnresolvable, path, MaxFileBytes)
+		return "", fmt.Errorf("file %s is larger than %d bytes: %w", path, MaxFileBytes, ErrUnresolvable)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
@@ -205,7 +205,7 @@ func fileError(path string, err error) error {
 		err = pe.Err
 	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("%w: read file %s: %v", ErrUnresolvable, path, err)
+		return fmt.Errorf("read file %s: %v: %w", path, err, ErrUnresolvable)
 	}
 	return fmt.Errorf("read secret file %s: %v", path, err)
 }
@@ -216,13 +216,13 @@ func (p Policy) checkEnv(v, name string) error {
 		return nil
 	}
 	if !isVarName(name) {
-		return fmt.Errorf("%w: %s: %q is not an environment variable name (letters, digits and _)", ErrNotAllowed, v, name)
+		return fmt.Errorf("%s: %q is not an environment variable name (letters, digits and _): %w", v, name, ErrNotAllowed)
 	}
 	if p.EnvPrefix == "" {
-		return fmt.Errorf("%w: %s: no env: reference is allowed here (secrets.env_prefix is empty)", ErrNotAllowed, v)
+		return fmt.Errorf("%s: no env: reference is allowed here (secrets.env_prefix is empty): %w", v, ErrNotAllowed)
 	}
 	if !strings.HasPrefix(name, p.EnvPrefix) {
-		return fmt.Errorf("%w: %s: only variables whose names start with %s may be read (secrets.env_prefix)", ErrNotAllowed, v, p.EnvPrefix)
+		return fmt.Errorf("%s: only variables whose names start with %s may be read (secrets.env_prefix): %w", v, p.EnvPrefix, ErrNotAllowed)
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func (p Policy) abs(path string) (string, error) {
 // it, or, for an unlimited policy, root "" and the absolute path.
 func (p Policy) locate(v, path string) (root, rel string, err error) {
 	if strings.IndexByte(path, 0) >= 0 || strings.TrimSpace(path) != path {
-		return "", "", fmt.Errorf("%w: %q: a file path with a NUL byte or leading or trailing spaces", ErrNotAllowed, v)
+		return "", "", fmt.Errorf("%q: a file path with a NUL byte or leading or trailing spaces: %w", v, ErrNotAllowed)
 	}
 	abs, err := p.abs(path)
 	if err != nil {
@@ -278,7 +278,7 @@ func (p Policy) locate(v, path string) (root, rel string, err error) {
 		return "", "", err
 	}
 	if len(dirs) == 0 {
-		return "", "", fmt.Errorf("%w: %s: no file: reference is allowed here (secrets.dirs is empty)", ErrNotAllowed, v)
+		return "", "", fmt.Errorf("%s: no file: reference is allowed here (secrets.dirs is empty): %w", v, ErrNotAllowed)
 	}
 	if _, ok := within(dirs, abs); !ok {
 		return "", "", &RefError{Ref: v, Rule: "outside the directories secrets.dirs allows (" + strings.Join(p.Dirs, ", ") + ")",

@@ -37,6 +37,7 @@ const (
 type LineWriter struct {
 	l        *slog.Logger
 	reserved map[string]bool
+	carried  map[string]string // reserved keys whose value l carries: a plugin's repeat of it is dropped
 	buf      []byte
 	cut      bool // the line in buf is over MaxLineBytes: the rest is dropped
 	inPanic  bool
@@ -50,7 +51,17 @@ func NewLineWriter(l *slog.Logger, reserved ...string) *LineWriter {
 	for _, k := range reserved {
 		r[k] = true
 	}
-	return &LineWriter{l: l, reserved: r}
+	return &LineWriter{l: l, reserved: r, carried: map[string]string{}}
+}
+
+// Carries tells w the value of a reserved key that its logger carries, such
+// as channel=<type>. A plugin that tags its lines with the same key and value
+// (a channel naming itself) would only repeat it, so that attribute is
+// dropped; another value still comes out as plugin.KEY. It returns w.
+func (w *LineWriter) Carries(key, value string) *LineWriter {
+	w.reserved[key] = true
+	w.carried[key] = value
+	return w
 }
 
 // Write implements io.Writer: it logs every complete line in p and keeps
@@ -150,6 +161,9 @@ func (w *LineWriter) attrs(raw map[string]any) []slog.Attr {
 			break
 		}
 		name := strings.TrimPrefix(k, "@") // @module, @caller
+		if v, ok := w.carried[name]; ok && raw[k] == v {
+			continue // the logger carries it already
+		}
 		if name == "" || w.reserved[name] {
 			name = "plugin." + name
 		}

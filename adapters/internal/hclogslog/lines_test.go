@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteline/outbox/adapters/hclogslog"
+	"github.com/siteline/outbox/adapters/internal/hclogslog"
 )
 
 // logTo returns a LineWriter logging JSON without times into buf, its
@@ -124,4 +124,25 @@ func FuzzLineWriter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLineWriterDropsARepeatOfWhatTheLoggerCarries: a plugin that tags its
+// lines with channel=<its type>, as the built-in HTTP channels do, does not
+// make the key appear twice; another value is kept, under plugin.channel.
+func TestLineWriterDropsARepeatOfWhatTheLoggerCarries(t *testing.T) {
+	var buf bytes.Buffer
+	h := slog.NewJSONHandler(&buf, nil)
+	w := hclogslog.NewLineWriter(slog.New(h).With("channel", "slack")).Carries("channel", "slack")
+	w.Write([]byte(`{"@level":"info","@message":"posted","channel":"slack","status":200}` + "\n"))
+	w.Write([]byte(`{"@level":"info","@message":"odd","channel":"teams"}` + "\n"))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines:\n%s", buf.String())
+	}
+	if n := strings.Count(lines[0], `"channel"`); n != 1 || strings.Contains(lines[0], "plugin.channel") || !strings.Contains(lines[0], `"status":200`) {
+		t.Errorf("the plugin's repeat of channel=slack is not dropped (%d channel keys): %s", n, lines[0])
+	}
+	if !strings.Contains(lines[1], `"channel":"slack"`) || !strings.Contains(lines[1], `"plugin.channel":"teams"`) {
+		t.Errorf("another value of channel is not kept as plugin.channel: %s", lines[1])
+	}
 }

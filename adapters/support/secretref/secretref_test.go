@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/siteline/outbox/adapters/secretref"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -233,7 +233,7 @@ func TestCheckListAndChannelNameTheField(t *testing.T) {
 	if !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("CheckList: %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{"targets[2]: secret reference not allowed: file:/etc/passwd", "targets[3]: secret reference not allowed: env:OUTBOX_STORE_DSN"} {
+	for _, want := range []string{"targets[2]: file:/etc/passwd: ", "targets[3]: env:OUTBOX_STORE_DSN: ", "secrets.dirs", "secrets.env_prefix): secret reference not allowed"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckList: %q lacks %q", err, want)
 		}
@@ -243,7 +243,7 @@ func TestCheckListAndChannelNameTheField(t *testing.T) {
 	}
 	err = f.policy.CheckChannel(ports.ChannelSettings{Type: "email", Settings: map[string]string{
 		"host": "smtp.example.com", "password": "env:OUTBOX_SECRET_SMTP", "client_secret": "file:/etc/shadow", "from": "env:HOME"}})
-	for _, want := range []string{"settings.client_secret: secret reference not allowed: file:/etc/shadow", "settings.from: "} {
+	for _, want := range []string{"settings.client_secret: file:/etc/shadow: ", "settings.from: ", "secret reference not allowed"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckChannel: %v lacks %q", err, want)
 		}
