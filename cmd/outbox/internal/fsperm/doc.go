@@ -1,5 +1,5 @@
-// Package fsperm answers what the file checks of cmd/outbox ask of a file
-// beyond its mode bits: which user owns it, where files have owners. The
-// login file of the operator CLI and the plugin directories are refused
-// when another user owns them.
+// Package fsperm holds the file checks of cmd/outbox: which user owns a
+// file (the operator CLI refuses a login file another user owns), and
+// whether a user other than a path's owner could change what the path
+// resolves to (central refuses to run such a plugin binary or directory).
 package fsperm
