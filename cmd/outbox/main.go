@@ -194,7 +194,7 @@ func main() {
 			}
 		}
 	}
-	code := runWith(ctx, os.Args[1:], stdio{environ: os.Environ(), stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
