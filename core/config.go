@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // Config holds the outbox's options. The zero value of a field means "use the
-// default"; Validate rejects values that are set but unusable. Each field
+// default" to New, which applies WithDefaults; Validate checks a
+// configuration as it will run, each broken rule on its field. Each field
 // names its default; dispatch is also woken by ingest, so DispatchInterval is
 // only the fallback poll.
 type Config struct {
@@ -94,25 +98,51 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate returns one precise error per broken rule, joined. It checks c as
-// given; call it on c.WithDefaults() to validate what will run.
+// Validate returns one *ports.FieldError per broken rule, joined, each on
+// the Go name of its field. It checks c as given, where a zero is no
+// default but a value: call it on c.WithDefaults() to validate what will
+// run. A configuration loader maps the field names to its own keys.
 func (c Config) Validate() error {
 	var errs []error
-	positive := func(name string, d time.Duration) {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &ports.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	// A node id names the leases of every run of one central: letters and
+	// a few marks only, and never the "/" that separates it from the run
+	// (see ports.LeaseOwner). Nothing here can check the rule that matters
+	// most, that no two running centrals share it.
+	if c.NodeID != "" {
+		if len(c.NodeID) > 64 {
+			add("NodeID", "longer than 64 characters (%d)", len(c.NodeID))
+		}
+		if i := strings.IndexFunc(c.NodeID, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r))
+		}); i >= 0 {
+			_, n := utf8.DecodeRuneInString(c.NodeID[i:])
+			add("NodeID", "%q holds %q (use letters, digits, '.', '_', '-' and ':')", c.NodeID, c.NodeID[i:i+n])
 		}
 	}
-	positiveInt := func(name string, v int) {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+	positive := func(field string, d time.Duration) {
+		if d <= 0 {
+			add(field, "must be positive, got %s (leave it out for the default)", d)
+		}
+	}
+	positiveInt := func(field string, v int) {
+		if v <= 0 {
+			add(field, "must be positive, got %d (leave it out for the default)", v)
 		}
 	}
 	positive("DispatchInterval", c.DispatchInterval)
 	positiveInt("DispatchBatchSize", c.DispatchBatchSize)
+	if c.DispatchBatchSize > 10000 {
+		add("DispatchBatchSize", "must be at most 10000, got %d", c.DispatchBatchSize)
+	}
 	positiveInt("DispatchConcurrency", c.DispatchConcurrency)
 	positive("DeliveryTimeout", c.DeliveryTimeout)
 	positive("ClaimLease", c.ClaimLease)
+	if c.ClaimLease > 0 && c.DeliveryTimeout > 0 && c.ClaimLease <= c.DeliveryTimeout {
+		add("ClaimLease", "%s must exceed DeliveryTimeout (%s), or a slow delivery could be claimed twice", c.ClaimLease, c.DeliveryTimeout)
+	}
 	positive("StuckAgeThreshold", c.StuckAgeThreshold)
 	positive("TerminalRetention", c.TerminalRetention)
 	positive("PurgeInterval", c.PurgeInterval)
@@ -120,14 +150,5 @@ func (c Config) Validate() error {
 	positiveInt("MaxBatch", c.MaxBatch)
 	positiveInt("MaxSubjectBytes", c.MaxSubjectBytes)
 	positiveInt("MaxBodyBytes", c.MaxBodyBytes)
-	if strings.Contains(c.NodeID, "/") {
-		errs = append(errs, fmt.Errorf("NodeID %q must not hold '/', the separator of its lease owners", c.NodeID))
-	}
-	if c.DispatchBatchSize > 10000 {
-		errs = append(errs, fmt.Errorf("DispatchBatchSize must be at most 10000, got %d", c.DispatchBatchSize))
-	}
-	if c.ClaimLease > 0 && c.DeliveryTimeout > 0 && c.ClaimLease <= c.DeliveryTimeout {
-		errs = append(errs, fmt.Errorf("ClaimLease (%s) must exceed DeliveryTimeout (%s), or a slow delivery could be claimed twice", c.ClaimLease, c.DeliveryTimeout))
-	}
 	return errors.Join(errs...)
 }

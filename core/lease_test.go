@@ -229,8 +229,8 @@ func TestRunReleasesOnlyANamedNodeAndSurvivesAFailure(t *testing.T) {
 // TestNodeIDWithoutSlash: "/" separates a node id from the run in a lease
 // owner, so a node id holding it could release another node's leases.
 func TestNodeIDWithoutSlash(t *testing.T) {
-	err := Config{NodeID: "central/1"}.Validate()
-	if err == nil || !strings.Contains(err.Error(), `NodeID "central/1" must not hold '/'`) {
+	err := Config{NodeID: "central/1"}.WithDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), `NodeID: "central/1" holds "/"`) {
 		t.Errorf("Validate of a node id with '/': %v", err)
 	}
 	store := memstore.New()

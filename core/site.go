@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 )
 
 // SiteConfig holds a site node's options. The zero value of a field means
-// "use the default"; Validate rejects values that are set but unusable.
+// "use the default" to NewSite, which applies WithDefaults; Validate checks a
+// configuration as it will run, each broken rule on its field.
 type SiteConfig struct {
 	// Site is the site id stamped on every notification as its source site;
 	// required. Central accepts from a site only rows stamped with its id.
@@ -70,23 +72,39 @@ func (c SiteConfig) WithDefaults() SiteConfig {
 	return c
 }
 
-// Validate returns one precise error per broken rule, joined.
+// Validate returns one *ports.FieldError per broken rule, joined, each on
+// the Go name of its field. It checks c as given, where a zero is no
+// default but a value: call it on c.WithDefaults() to validate what will
+// run. A configuration loader maps the field names to its own keys.
 func (c SiteConfig) Validate() error {
 	var errs []error
-	var f fieldErrors
-	f.text("Site", c.Site, maxNameBytes, true)
-	if err := f.err(); err != nil {
-		errs = append(errs, err)
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &ports.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	for name, v := range map[string]int{"MaxSubjectBytes": c.MaxSubjectBytes, "MaxBodyBytes": c.MaxBodyBytes,
-		"ForwardBatch": c.ForwardBatch, "ForwardBatchBytes": c.ForwardBatchBytes, "MaxStatusIDs": c.MaxStatusIDs} {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+	// The site id is stamped on every notification and names the site at
+	// central, in its certificates and its logs: a short plain name.
+	if strings.TrimSpace(c.Site) == "" {
+		add("Site", "required")
+	} else if i := strings.IndexFunc(c.Site, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r))
+	}); i >= 0 || len(c.Site) > 64 {
+		add("Site", "%q: use at most 64 letters, digits, '.', '_' and '-'", c.Site)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ForwardBatch", c.ForwardBatch}, {"ForwardBatchBytes", c.ForwardBatchBytes}, {"MaxSubjectBytes", c.MaxSubjectBytes},
+		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxStatusIDs", c.MaxStatusIDs}} {
+		if f.v <= 0 {
+			add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
 		}
 	}
-	for name, d := range map[string]time.Duration{"RetryInterval": c.RetryInterval, "CallTimeout": c.CallTimeout} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"RetryInterval", c.RetryInterval}, {"CallTimeout", c.CallTimeout}} {
+		if f.d <= 0 {
+			add(f.name, "must be positive, got %s (leave it out for the default)", f.d)
 		}
 	}
 	return errors.Join(errs...)

@@ -380,7 +380,7 @@ func TestStatusAnswersUnknownAndRefusesBadIDs(t *testing.T) {
 
 func TestSiteConfigValidate(t *testing.T) {
 	err := SiteConfig{ForwardBatch: -1, RetryInterval: -time.Second}.Validate()
-	for _, want := range []string{"Site is empty", "ForwardBatch must be positive", "RetryInterval must be positive"} {
+	for _, want := range []string{"Site: required", "ForwardBatch: must be positive", "RetryInterval: must be positive"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v; want it to say %q", err, want)
 		}

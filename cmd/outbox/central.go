@@ -13,7 +13,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,14 +59,14 @@ func setupWith[C any](sc schema[C], name, summary string, args, environ []string
 	if err != nil {
 		printConfigError(stderr, "outbox "+name, err)
 		if l != nil {
-			for _, w := range l.warnings {
+			for _, w := range l.Warnings {
 				fmt.Fprintf(stderr, "warning: %s\n", w)
 			}
 		}
 		return nil, nil, exitUsage, false
 	}
-	logger = newLogger(sc.log(l.cfg), stderr, isTerminal(stderr))
-	for _, w := range l.warnings {
+	logger = newLogger(sc.log(l.Cfg), stderr, isTerminal(stderr))
+	for _, w := range l.Warnings {
 		logger.Warn(w)
 	}
 	return l, logger, exitOK, true
@@ -102,12 +101,12 @@ func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer
 	if !ok {
 		return code
 	}
-	store, err := openStore(ctx, l.cfg, logger)
+	store, err := openStore(ctx, l.Cfg, logger)
 	if err != nil {
 		logger.Error("migrate failed", "err", err)
 		return exitFailure
 	}
-	err = migrate(ctx, store, l.cfg, logger)
+	err = migrate(ctx, store, l.Cfg, logger)
 	if cerr := store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close store: %w", cerr)
 	}
@@ -123,7 +122,7 @@ func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer
 // returns after Run has returned, the plugins are stopped and the store is
 // closed.
 func central(ctx context.Context, l *loaded[Config], logger *slog.Logger) error {
-	return runCentralNode(ctx, l.cfg, centralOptions{configFile: l.file}, logger)
+	return runCentralNode(ctx, l.Cfg, centralOptions{configFile: l.File}, logger)
 }
 
 // centralOptions are what `outbox dev` changes in a central node.
@@ -202,7 +201,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 	logger.Info("env: references of lists and channels may read these variables of central's environment",
 		"env_prefix", cfg.Secrets.EnvPrefix, "variables", envExposed(cfg.Secrets.EnvPrefix, os.Environ()))
 	delivery := metrics.NewDeliveryMetrics(host.Types()...)
-	svc, err := core.New(cfg.CoreConfig(), core.Deps{
+	svc, err := core.New(cfg.Outbox, core.Deps{
 		Store:     store.Notifications(),
 		Audit:     store.Notifications(),
 		Channels:  host,
@@ -390,7 +389,7 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
 	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
 		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup,
-		PingInterval: time.Duration(cfg.Plugins.PingInterval), PingTimeout: time.Duration(cfg.Plugins.PingTimeout),
+		PingInterval: cfg.Plugins.PingInterval, PingTimeout: cfg.Plugins.PingTimeout,
 		PingFailures: cfg.Plugins.PingFailures})
 	if err != nil {
 		return nil, err
@@ -475,8 +474,8 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log,
 		Limits: guard.GRPCLimits{
 			MaxRecvMsgBytes:  cfg.MaxMessageBytes,
-			HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
-			IdleTimeout:      time.Duration(cfg.IdleTimeout),
+			HandshakeTimeout: cfg.HandshakeTimeout,
+			IdleTimeout:      cfg.IdleTimeout,
 		},
 		Conns: guard.ConnLimits{PerAddress: cfg.Connections.PerAddress, Total: cfg.Connections.Total},
 		Quota: sitelink.Quota{RowsPerSecond: float64(cfg.Quota.RowsPerSecond),

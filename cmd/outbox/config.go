@@ -16,78 +16,83 @@ import (
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/core"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
-	"gopkg.in/yaml.v3"
 )
 
 // Config is the configuration of `outbox central` and `outbox migrate`, one
-// struct per component. Settings come, each overriding the one before, from
-// the defaults (defaultConfig), the YAML file (-config or OUTBOX_CONFIG), the
-// environment (OUTBOX_*, see the settings table) and the flags.
-// configs/README.md describes every setting.
+// struct per component, the components' own where they have one
+// (sqlstore.Config, core.Config). Settings come, each overriding the one
+// before, from the defaults (defaultConfig), the YAML file (-config or
+// OUTBOX_CONFIG), the environment (OUTBOX_*) and the flags; centralSettings
+// declares every one of them, and configs/README.md describes each.
 type Config struct {
 	// DataDir holds the embedded SQLite database (outbox.db) when store.dsn
 	// is not set. Default ".".
-	DataDir  string          `yaml:"data_dir"`
-	Store    StoreConfig     `yaml:"store"`
-	Outbox   OutboxConfig    `yaml:"outbox"`
-	Log      LogConfig       `yaml:"log"`
-	Lists    []ListConfig    `yaml:"lists"`
-	Channels []ChannelConfig `yaml:"channels"`
-	Plugins  PluginsConfig   `yaml:"plugins"`
+	DataDir string
+	// Store says which database holds the notifications; its DSN, for
+	// SQLite, defaults to DATA_DIR/outbox.db (see StoreSettings).
+	Store sqlstore.Config
+	// Outbox is the core's configuration: the dispatcher, leases,
+	// retention and size limits.
+	Outbox   core.Config
+	Log      LogConfig
+	Lists    []ListConfig
+	Channels []ChannelConfig
+	Plugins  PluginsConfig
 	// SMTPCapture runs a local SMTP server that keeps what it receives.
-	SMTPCapture SMTPCaptureConfig `yaml:"smtp_capture"`
+	SMTPCapture SMTPCaptureConfig
 	// Delivery says what the channels may connect to.
-	Delivery DeliveryConfig `yaml:"delivery"`
+	Delivery DeliveryConfig
 	// Link is the gRPC service sites forward to.
-	Link LinkConfig `yaml:"link"`
+	Link LinkConfig
 	// HTTP is the operator surface: the page, the JSON API and /metrics.
-	HTTP HTTPConfig `yaml:"http"`
+	HTTP HTTPConfig
 	// Metrics, when its listen is set, serves /metrics, /healthz and
 	// /readyz on an address of their own instead of with the page.
-	Metrics MetricsConfig `yaml:"metrics"`
+	Metrics MetricsConfig
 	// Secrets limits what the directory's secret references may read.
-	Secrets SecretsConfig `yaml:"secrets"`
+	Secrets SecretsConfig
 
 	// ConfigDir is the configuration file's directory, against which
 	// relative file: references resolve; empty (no file) is the working
 	// directory. The loader sets it.
-	ConfigDir string `yaml:"-"`
+	ConfigDir string
 }
 
 // LinkConfig configures the site link: the gRPC service sites submit their
 // notifications to and ask statuses of.
 type LinkConfig struct {
 	// Listen is the address to serve on (host:port); empty serves no link.
-	Listen string `yaml:"listen"`
+	Listen string
 	// TLS: Cert and Key are central's certificate; CA, when set, verifies
 	// site client certificates, whose CN is the site id. Required unless
 	// Listen is a loopback address.
-	TLS TLSFiles `yaml:"tls"`
+	TLS TLSFiles
 	// Sites are the sites allowed to submit.
-	Sites []LinkSiteConfig `yaml:"sites"`
+	Sites []LinkSiteConfig
 	// MaxMessageBytes bounds one request; a larger one is refused before it
 	// is read. Default sitelink.DefaultMaxRecvMsgBytes (6 MiB), which a
 	// site's largest batch (4 MiB of subjects and bodies) fits.
-	MaxMessageBytes int `yaml:"max_message_bytes"`
+	MaxMessageBytes int
 	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface; IdleTimeout closes a connection without calls for that long.
-	HandshakeTimeout Duration `yaml:"handshake_timeout"`
-	IdleTimeout      Duration `yaml:"idle_timeout"`
+	HandshakeTimeout time.Duration
+	IdleTimeout      time.Duration
 	// Connections bounds the connections open at once.
-	Connections LinkConnectionsConfig `yaml:"connections"`
+	Connections LinkConnectionsConfig
 	// Quota is each site's ingest quota.
-	Quota LinkQuotaConfig `yaml:"quota"`
+	Quota LinkQuotaConfig
 }
 
 // defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
 func defaultLinkConfig() LinkConfig {
 	return LinkConfig{
 		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
-		HandshakeTimeout: Duration(guard.DefaultHandshakeTimeout),
-		IdleTimeout:      Duration(guard.DefaultIdleTimeout),
+		HandshakeTimeout: guard.DefaultHandshakeTimeout,
+		IdleTimeout:      guard.DefaultIdleTimeout,
 		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
 		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
 			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
@@ -98,9 +103,9 @@ func defaultLinkConfig() LinkConfig {
 // bound a new connection is closed at once.
 type LinkConnectionsConfig struct {
 	// PerAddress is the most from one client address (IP).
-	PerAddress int `yaml:"per_address"`
+	PerAddress int
 	// Total is the most in all.
-	Total int `yaml:"total"`
+	Total int
 }
 
 // LinkQuotaConfig is the ingest quota of each site: past it a Submit is
@@ -109,13 +114,14 @@ type LinkConnectionsConfig struct {
 type LinkQuotaConfig struct {
 	// RowsPerSecond is the notifications (and status ids) a site may send
 	// per second on average, with bursts of two seconds' worth.
-	RowsPerSecond int `yaml:"rows_per_second"`
+	RowsPerSecond int
 	// BytesPerSecond is the request bytes a site may send per second on
 	// average, with bursts of two seconds' worth.
-	BytesPerSecond int `yaml:"bytes_per_second"`
+	BytesPerSecond int
 }
 
-// LinkSiteConfig is one site allowed on the link.
+// LinkSiteConfig is one site allowed on the link: an entry of the record
+// setting link.sites, whose keys are its yaml tags.
 type LinkSiteConfig struct {
 	// ID is the site id; rows it submits must carry it as source site.
 	ID string `yaml:"id"`
@@ -124,38 +130,38 @@ type LinkSiteConfig struct {
 	Token string `yaml:"token"`
 }
 
-func (c LinkConfig) validate(o OutboxConfig) rules {
+func (c LinkConfig) validate(o core.Config) rules {
 	var r rules
 	if c.Listen == "" {
 		if len(c.Sites) > 0 || c.TLS.set() {
-			r.add("link.listen", "empty, but link.sites or link.tls are set: no link is served")
+			r.Add("link.listen", "empty, but link.sites or link.tls are set: no link is served")
 		}
 		return r
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		r.add("link.listen", "%q is not host:port", c.Listen)
+		r.Add("link.listen", "%q is not host:port", c.Listen)
 	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
-		r.addRelated("link.tls", "link.listen", "required: %s is not a loopback address, and sites must not send in clear", c.Listen)
+		r.AddRelated("link.tls", "link.listen", "required: %s is not a loopback address, and sites must not send in clear", c.Listen)
 	}
 	r = append(r, c.TLS.validate("link.tls", c.TLS.set())...)
 	if len(c.Sites) == 0 {
-		r.add("link.sites", "empty: no site could submit")
+		r.Add("link.sites", "empty: no site could submit")
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Sites {
 		key := fmt.Sprintf("link.sites[%d]", i)
 		switch {
 		case strings.TrimSpace(s.ID) == "":
-			r.add(key+".id", "required")
+			r.Add(key+".id", "required")
 		case seen[s.ID]:
-			r.add(key+".id", "%q is listed twice", s.ID)
+			r.Add(key+".id", "%q is listed twice", s.ID)
 		}
 		seen[s.ID] = true
 		switch {
 		case s.Token == "" && c.TLS.CA == "":
-			r.add(key+".token", "required: without link.tls.ca sites authenticate by token only")
+			r.Add(key+".token", "required: without link.tls.ca sites authenticate by token only")
 		case s.Token != "" && !ports.IsSecretRef(s.Token):
-			r.add(key+".token", "must be a reference, env:NAME or file:/path, never the token itself")
+			r.Add(key+".token", "must be a reference, env:NAME or file:/path, never the token itself")
 		}
 	}
 	return append(r, c.validateBounds(o)...)
@@ -174,34 +180,34 @@ const linkRowOverhead = 72 << 10
 
 // validateBounds checks the link's limits and quota; o bounds the largest
 // notification a message must hold.
-func (c LinkConfig) validateBounds(o OutboxConfig) rules {
+func (c LinkConfig) validateBounds(o core.Config) rules {
 	var r rules
 	if c.MaxMessageBytes < minLinkMessageBytes || c.MaxMessageBytes > maxLinkMessageBytes {
-		r.add("link.max_message_bytes", "must be from %d (1 MiB) to %d (256 MiB), got %d (leave it out for the default)",
+		r.Add("link.max_message_bytes", "must be from %d (1 MiB) to %d (256 MiB), got %d (leave it out for the default)",
 			minLinkMessageBytes, maxLinkMessageBytes, c.MaxMessageBytes)
 	}
 	if one := o.MaxBodyBytes + o.MaxSubjectBytes + linkRowOverhead; o.MaxBodyBytes > 0 && c.MaxMessageBytes >= minLinkMessageBytes &&
 		c.MaxMessageBytes < one {
-		r.addRelated("link.max_message_bytes", "outbox.max_body_bytes", "%d cannot hold one notification of outbox.max_body_bytes (%d): want at least %d",
+		r.AddRelated("link.max_message_bytes", "outbox.max_body_bytes", "%d cannot hold one notification of outbox.max_body_bytes (%d): want at least %d",
 			c.MaxMessageBytes, o.MaxBodyBytes, one)
 	}
 	for _, d := range []struct {
 		key string
-		d   Duration
+		d   time.Duration
 	}{{"link.handshake_timeout", c.HandshakeTimeout}, {"link.idle_timeout", c.IdleTimeout}} {
 		if d.d <= 0 {
-			r.add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
+			r.Add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
 		}
 	}
 	positive := func(key string, v int) {
 		if v <= 0 {
-			r.add(key, "must be positive, got %d (leave it out for the default)", v)
+			r.Add(key, "must be positive, got %d (leave it out for the default)", v)
 		}
 	}
 	positive("link.connections.per_address", c.Connections.PerAddress)
 	positive("link.connections.total", c.Connections.Total)
 	if c.Connections.PerAddress > 0 && c.Connections.Total > 0 && c.Connections.Total < c.Connections.PerAddress {
-		r.addRelated("link.connections.total", "link.connections.per_address", "%d is below link.connections.per_address (%d)",
+		r.AddRelated("link.connections.total", "link.connections.per_address", "%d is below link.connections.per_address (%d)",
 			c.Connections.Total, c.Connections.PerAddress)
 	}
 	positive("link.quota.rows_per_second", c.Quota.RowsPerSecond)
@@ -216,32 +222,32 @@ func (c LinkConfig) validateBounds(o OutboxConfig) rules {
 type SMTPCaptureConfig struct {
 	// Addr is the loopback address to listen on (127.0.0.1:2525); empty
 	// runs no capture server.
-	Addr string `yaml:"addr"`
+	Addr string
 	// Dir, when set, receives every captured message as a .eml file.
-	Dir string `yaml:"dir"`
+	Dir string
 	// Reject lists recipients refused with 550 (an address, or @domain), to
 	// try a permanent failure.
-	Reject []string `yaml:"reject"`
+	Reject []string
 }
 
 func (c SMTPCaptureConfig) validate() rules {
 	var r rules
 	if c.Addr == "" {
 		if c.Dir != "" || len(c.Reject) > 0 {
-			r.add("smtp_capture.addr", "empty, but smtp_capture.dir or reject are set: no capture server runs")
+			r.Add("smtp_capture.addr", "empty, but smtp_capture.dir or reject are set: no capture server runs")
 		}
 		return r
 	}
 	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		r.add("smtp_capture.addr", "%q is not host:port", c.Addr)
+		r.Add("smtp_capture.addr", "%q is not host:port", c.Addr)
 		return r
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		r.add("smtp_capture.addr", "%q is not a loopback address: the capture server has no TLS nor authentication", host)
+		r.Add("smtp_capture.addr", "%q is not a loopback address: the capture server has no TLS nor authentication", host)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		r.add("smtp_capture.addr", "port %q is not a number from 0 to 65535", port)
+		r.Add("smtp_capture.addr", "port %q is not a number from 0 to 65535", port)
 	}
 	return r
 }
@@ -249,7 +255,7 @@ func (c SMTPCaptureConfig) validate() rules {
 // DeliveryConfig configures how the channel plugins reach receivers.
 type DeliveryConfig struct {
 	// Network is the delivery network policy.
-	Network NetworkConfig `yaml:"network"`
+	Network NetworkConfig
 }
 
 // NetworkConfig is the delivery network policy: which IP addresses the
@@ -263,9 +269,9 @@ type DeliveryConfig struct {
 // most specific rule wins, deny on a tie.
 type NetworkConfig struct {
 	// Allow lists IP addresses and CIDR prefixes the channels may reach.
-	Allow []string `yaml:"allow"`
+	Allow []string
 	// Deny lists IP addresses and CIDR prefixes they may not.
-	Deny []string `yaml:"deny"`
+	Deny []string
 }
 
 func (c DeliveryConfig) validate() rules {
@@ -276,7 +282,7 @@ func (c DeliveryConfig) validate() rules {
 	}{{"delivery.network.allow", c.Network.Allow}, {"delivery.network.deny", c.Network.Deny}} {
 		for i, e := range l.entries {
 			if _, err := channel.ParseNetworkPrefix(e); err != nil {
-				r.add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimSuffix(err.Error(), ": "+channel.ErrInvalidNetworkPolicy.Error()))
+				r.Add(fmt.Sprintf("%s[%d]", l.key, i), "%s", strings.TrimSuffix(err.Error(), ": "+channel.ErrInvalidNetworkPolicy.Error()))
 			}
 		}
 	}
@@ -293,61 +299,25 @@ func (c DeliveryConfig) NetworkPolicy() (*channel.NetworkPolicy, error) {
 	return p, nil
 }
 
-// StoreConfig says which database holds the notifications.
-type StoreConfig struct {
-	// Driver is sqlite (default), postgres or mssql.
-	Driver string `yaml:"driver"`
-	// DSN is the connection string: for sqlite a file path (default
-	// DATA_DIR/outbox.db), for postgres a postgres:// URL, for mssql a
-	// sqlserver:// URL. Give passwords through OUTBOX_STORE_DSN, never in a
-	// file.
-	DSN string `yaml:"dsn"`
-	// MaxOpenConns caps the connection pool; 0 lets the store pick.
-	MaxOpenConns int `yaml:"max_open_conns"`
-}
-
-// OutboxConfig is core.Config in YAML. The defaults are core's.
-type OutboxConfig struct {
-	// NodeID names this central in leases and logs. It must be unique among
-	// the running centrals of one database and stay the same across the
-	// node's restarts: at start central releases every lease held under its
-	// node id, so that what a crashed run was delivering goes out at once
-	// rather than after claim_lease, and a second running central with the
-	// same id would lose its leases and deliver some notifications twice.
-	// Empty: a random id, which no restart reuses (its leases are waited
-	// out).
-	NodeID              string   `yaml:"node_id"`
-	DispatchInterval    Duration `yaml:"dispatch_interval"`
-	DispatchBatchSize   int      `yaml:"dispatch_batch_size"`
-	DispatchConcurrency int      `yaml:"dispatch_concurrency"`
-	DeliveryTimeout     Duration `yaml:"delivery_timeout"`
-	ClaimLease          Duration `yaml:"claim_lease"`
-	StuckAgeThreshold   Duration `yaml:"stuck_age_threshold"`
-	TerminalRetention   Duration `yaml:"terminal_retention"`
-	PurgeInterval       Duration `yaml:"purge_interval"`
-	DeliveredKpiWindow  Duration `yaml:"delivered_kpi_window"`
-	MaxBatch            int      `yaml:"max_batch"`
-	MaxSubjectBytes     int      `yaml:"max_subject_bytes"`
-	MaxBodyBytes        int      `yaml:"max_body_bytes"`
-}
-
 // LogConfig configures the logs written to standard error.
 type LogConfig struct {
 	// Level is debug, info (default), warn or error.
-	Level string `yaml:"level"`
+	Level string
 	// Format is auto (default: colored text on a terminal, JSON otherwise),
 	// text or json.
-	Format string `yaml:"format"`
+	Format string
 }
 
-// ListConfig is one notification list (ports.List).
+// ListConfig is one notification list (ports.List): an entry of the record
+// setting lists, whose keys are its yaml tags.
 type ListConfig struct {
 	Name    string   `yaml:"name"`
 	Type    string   `yaml:"type"`
 	Targets []string `yaml:"targets"`
 }
 
-// ChannelConfig is the settings of one channel type (ports.ChannelSettings).
+// ChannelConfig is the settings of one channel type (ports.ChannelSettings):
+// an entry of the record setting channels, whose keys are its yaml tags.
 type ChannelConfig struct {
 	Type string `yaml:"type"`
 	// Settings are channel specific; secret values are references
@@ -359,40 +329,10 @@ type ChannelConfig struct {
 
 // RetryConfig is a channel's retry policy (ports.RetrySettings).
 type RetryConfig struct {
-	Backoff     string   `yaml:"backoff"`
-	MaxRetries  int      `yaml:"max_retries"`
-	Interval    Duration `yaml:"interval"`
-	MaxInterval Duration `yaml:"max_interval"`
-}
-
-// Duration is a time.Duration written as a Go duration string ("10s",
-// "8760h") in YAML, the environment and flags.
-type Duration time.Duration
-
-// String returns the duration in Go syntax.
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// UnmarshalYAML reads a duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := parseDuration(n.Value)
-	if err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
-	}
-	*d = v
-	return nil
-}
-
-// parseDuration parses a Go duration string, with an error that shows the
-// expected form.
-func parseDuration(s string) (Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (want a number with a unit, e.g. \"10s\", \"5m\", \"8760h\")", s)
-	}
-	return Duration(d), nil
+	Backoff     string        `yaml:"backoff"`
+	MaxRetries  int           `yaml:"max_retries"`
+	Interval    time.Duration `yaml:"interval"`
+	MaxInterval time.Duration `yaml:"max_interval"`
 }
 
 // storeDrivers are the accepted store.driver values.
@@ -401,77 +341,32 @@ var storeDrivers = []string{sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqls
 // defaultConfig returns the defaults: SQLite in the current directory, core's
 // dispatch defaults, info logs in the automatic format.
 func defaultConfig() Config {
-	d := core.Config{}.WithDefaults()
 	return Config{
 		DataDir: ".",
-		Store:   StoreConfig{Driver: sqlstore.DriverSQLite},
-		Outbox: OutboxConfig{
-			DispatchInterval:    Duration(d.DispatchInterval),
-			DispatchBatchSize:   d.DispatchBatchSize,
-			DispatchConcurrency: d.DispatchConcurrency,
-			DeliveryTimeout:     Duration(d.DeliveryTimeout),
-			ClaimLease:          Duration(d.ClaimLease),
-			StuckAgeThreshold:   Duration(d.StuckAgeThreshold),
-			TerminalRetention:   Duration(d.TerminalRetention),
-			PurgeInterval:       Duration(d.PurgeInterval),
-			DeliveredKpiWindow:  Duration(d.DeliveredKpiWindow),
-			MaxBatch:            d.MaxBatch,
-			MaxSubjectBytes:     d.MaxSubjectBytes,
-			MaxBodyBytes:        d.MaxBodyBytes,
-		},
+		Store:   sqlstore.Config{Driver: sqlstore.DriverSQLite},
+		Outbox:  core.Config{}.WithDefaults(),
 		Log:     LogConfig{Level: "info", Format: "auto"},
 		Link:    defaultLinkConfig(),
 		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
 		Plugins: defaultPluginsConfig(),
-		HTTP: HTTPConfig{SessionTTL: Duration(core.DefaultSessionTTL), LoginTokenMaxTTL: Duration(core.DefaultMaxOwnTokenTTL),
+		HTTP: HTTPConfig{SessionTTL: core.DefaultSessionTTL, LoginTokenMaxTTL: core.DefaultMaxOwnTokenTTL,
 			Login: defaultLoginConfig()},
 	}
 }
 
-// SettingError is one broken rule: the setting's key (its YAML path, e.g.
-// store.driver or lists[1].type), what is wrong, and where the value came
-// from when known (a file and line, an environment variable, a flag).
-type SettingError struct {
-	Key    string
-	Msg    string
-	Source string
-
-	// related is the key of another setting the rule depends on; its
-	// source is shown when Key itself was not set.
-	related string
-}
-
-// Error implements error.
-func (e *SettingError) Error() string {
-	s := e.Key + ": " + e.Msg
-	if e.Source != "" {
-		s += " [" + e.Source + "]"
-	}
-	return s
-}
-
-// rules collects SettingErrors.
-type rules []error
-
-func (r *rules) add(key, format string, args ...any) {
-	*r = append(*r, &SettingError{Key: key, Msg: fmt.Sprintf(format, args...)})
-}
-
-// addRelated adds a rule on key that another setting, related, brought in.
-func (r *rules) addRelated(key, related, format string, args ...any) {
-	*r = append(*r, &SettingError{Key: key, Msg: fmt.Sprintf(format, args...), related: related})
-}
-
-// Validate checks every component and returns one *SettingError per broken
-// rule, joined, or nil.
+// Validate checks every component and returns one error per broken rule,
+// joined, or nil: a *SettingError, or a component's *ports.FieldError that
+// settings.Fields places on its setting.
 func (c Config) Validate() error {
 	var r rules
 	dsnFromDataDir := c.Store.Driver == sqlstore.DriverSQLite && strings.TrimSpace(c.Store.DSN) == ""
 	if dsnFromDataDir && strings.TrimSpace(c.DataDir) == "" {
-		r.addRelated("data_dir", "store.dsn", "empty (it holds outbox.db when store.dsn is not set)")
+		r.AddRelated("data_dir", "store.dsn", "empty (it holds outbox.db when store.dsn is not set)")
 	}
-	r = append(r, c.Store.validate()...)
-	r = append(r, c.Outbox.validate()...)
+	r = append(r, storeRules(c.Store)...)
+	if err := settings.Fields("Outbox", c.Outbox.Validate()); err != nil {
+		r = append(r, err)
+	}
 	r = append(r, c.Log.validate()...)
 	r = append(r, c.validateDirectory()...)
 	r = append(r, c.Plugins.validate()...)
@@ -487,42 +382,39 @@ func (c Config) Validate() error {
 		r = append(r, c.validateOwnSecretsOutside()...)
 	}
 	if len(r) == 0 {
-		// Backstops: the components' own checks, should ours have missed a rule.
+		// Backstop: the store's own check, should ours have missed a rule.
 		if err := c.StoreSettings().Validate(); err != nil {
-			r.add("store", "%v", err)
-		}
-		if err := c.CoreConfig().Validate(); err != nil {
-			r.add("outbox", "%v", err)
+			r.Add("store", "%v", err)
 		}
 	}
-	return errors.Join(r...)
+	return r.Err()
 }
 
-// Validate checks the store settings.
-func (s StoreConfig) Validate() error { return errors.Join(s.validate()...) }
-
-func (s StoreConfig) validate() rules {
+// storeRules checks the store settings as an operator gives them: which
+// driver, and a DSN of its kind (for SQLite it may be left out, see
+// StoreSettings). sqlstore.Config.Validate checks what the store opens.
+func storeRules(s sqlstore.Config) rules {
 	var r rules
 	switch s.Driver {
 	case sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqlstore.DriverMSSQL:
 		if s.Driver != sqlstore.DriverSQLite && strings.TrimSpace(s.DSN) == "" {
-			r.addRelated("store.dsn", "store.driver", "required for driver %s (set OUTBOX_STORE_DSN; keep passwords out of files)", s.Driver)
+			r.AddRelated("store.dsn", "store.driver", "required for driver %s (set OUTBOX_STORE_DSN; keep passwords out of files)", s.Driver)
 		}
 	case "":
-		r.add("store.driver", "empty (want %s)", orList(storeDrivers))
+		r.Add("store.driver", "empty (want %s)", orList(storeDrivers))
 	default:
-		r.add("store.driver", "unknown driver %q (want %s)", s.Driver, orList(storeDrivers))
+		r.Add("store.driver", "unknown driver %q (want %s)", s.Driver, orList(storeDrivers))
 	}
 	if s.DSN != "" {
 		switch {
 		case s.Driver == sqlstore.DriverPostgres && strings.Contains(s.DSN, "://") && !strings.HasPrefix(s.DSN, "postgres://") && !strings.HasPrefix(s.DSN, "postgresql://"):
-			r.add("store.dsn", "driver postgres wants a postgres:// URL, got a %s URL", scheme(s.DSN))
+			r.Add("store.dsn", "driver postgres wants a postgres:// URL, got a %s URL", scheme(s.DSN))
 		case s.Driver == sqlstore.DriverMSSQL && !strings.HasPrefix(s.DSN, "sqlserver://"):
-			r.add("store.dsn", "driver mssql wants a sqlserver:// URL")
+			r.Add("store.dsn", "driver mssql wants a sqlserver:// URL")
 		}
 	}
 	if s.MaxOpenConns < 0 {
-		r.add("store.max_open_conns", "must not be negative, got %d (0 lets the store pick)", s.MaxOpenConns)
+		r.Add("store.max_open_conns", "must not be negative, got %d (0 lets the store pick)", s.MaxOpenConns)
 	}
 	return r
 }
@@ -534,72 +426,19 @@ func scheme(dsn string) string {
 	return s
 }
 
-// Validate checks the outbox settings.
-func (o OutboxConfig) Validate() error { return errors.Join(o.validate()...) }
-
-func (o OutboxConfig) validate() rules {
-	var r rules
-	// A node id names the leases of every run of one central: letters and
-	// a few marks only, and never the "/" that separates it from the run.
-	// Nothing here can check the rule that matters most, that no two
-	// running centrals share it (see OutboxConfig.NodeID).
-	if o.NodeID != "" {
-		if len(o.NodeID) > 64 {
-			r.add("outbox.node_id", "longer than 64 characters (%d)", len(o.NodeID))
-		}
-		if i := strings.IndexFunc(o.NodeID, func(c rune) bool {
-			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-:", c))
-		}); i >= 0 {
-			r.add("outbox.node_id", "%q holds %q (use letters, digits, '.', '_', '-' and ':')", o.NodeID, o.NodeID[i:i+1])
-		}
-	}
-	positive := func(key string, d Duration) {
-		if d <= 0 {
-			r.add(key, "must be positive, got %s (leave it out for the default)", d)
-		}
-	}
-	positiveInt := func(key string, v int) {
-		if v <= 0 {
-			r.add(key, "must be positive, got %d (leave it out for the default)", v)
-		}
-	}
-	positive("outbox.dispatch_interval", o.DispatchInterval)
-	positiveInt("outbox.dispatch_batch_size", o.DispatchBatchSize)
-	if o.DispatchBatchSize > 10000 {
-		r.add("outbox.dispatch_batch_size", "must be at most 10000, got %d", o.DispatchBatchSize)
-	}
-	positiveInt("outbox.dispatch_concurrency", o.DispatchConcurrency)
-	positive("outbox.delivery_timeout", o.DeliveryTimeout)
-	positive("outbox.claim_lease", o.ClaimLease)
-	if o.ClaimLease > 0 && o.DeliveryTimeout > 0 && o.ClaimLease <= o.DeliveryTimeout {
-		r.addRelated("outbox.claim_lease", "outbox.delivery_timeout", "%s must exceed outbox.delivery_timeout (%s), or a slow delivery could be claimed twice", o.ClaimLease, o.DeliveryTimeout)
-	}
-	positive("outbox.stuck_age_threshold", o.StuckAgeThreshold)
-	positive("outbox.terminal_retention", o.TerminalRetention)
-	positive("outbox.purge_interval", o.PurgeInterval)
-	positive("outbox.delivered_kpi_window", o.DeliveredKpiWindow)
-	positiveInt("outbox.max_batch", o.MaxBatch)
-	positiveInt("outbox.max_subject_bytes", o.MaxSubjectBytes)
-	positiveInt("outbox.max_body_bytes", o.MaxBodyBytes)
-	return r
-}
-
 // Log levels and formats.
 var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"auto", "text", "json"}
 )
 
-// Validate checks the log settings.
-func (l LogConfig) Validate() error { return errors.Join(l.validate()...) }
-
 func (l LogConfig) validate() rules {
 	var r rules
 	if !slices.Contains(logLevels, l.Level) {
-		r.add("log.level", "unknown level %q (want %s)", l.Level, orList(logLevels))
+		r.Add("log.level", "unknown level %q (want %s)", l.Level, orList(logLevels))
 	}
 	if !slices.Contains(logFormats, l.Format) {
-		r.add("log.format", "unknown format %q (want %s)", l.Format, orList(logFormats))
+		r.Add("log.format", "unknown format %q (want %s)", l.Format, orList(logFormats))
 	}
 	return r
 }
@@ -617,7 +456,7 @@ func (c Config) validateDirectory() rules {
 		if errors.As(e, &fe) {
 			r = append(r, &SettingError{Key: fe.Field, Msg: fe.Msg})
 		} else {
-			r.add("lists", "%v", e)
+			r.Add("lists", "%v", e)
 		}
 	}
 	return r
@@ -638,8 +477,8 @@ func (c Config) Directory() (*memdir.Directory, error) {
 			Retry: ports.RetrySettings{
 				Backoff:     ports.Backoff(ch.Retry.Backoff),
 				MaxRetries:  ch.Retry.MaxRetries,
-				Interval:    time.Duration(ch.Retry.Interval),
-				MaxInterval: time.Duration(ch.Retry.MaxInterval),
+				Interval:    ch.Retry.Interval,
+				MaxInterval: ch.Retry.MaxInterval,
 			},
 			RateLimit: ch.RateLimit,
 		}
@@ -654,31 +493,11 @@ func (c Config) Directory() (*memdir.Directory, error) {
 // StoreSettings returns the sqlstore configuration, with the SQLite file in
 // the data directory when no DSN is set.
 func (c Config) StoreSettings() sqlstore.Config {
-	s := sqlstore.Config{Driver: c.Store.Driver, DSN: c.Store.DSN, MaxOpenConns: c.Store.MaxOpenConns}
+	s := c.Store
 	if s.Driver == sqlstore.DriverSQLite && strings.TrimSpace(s.DSN) == "" {
 		s.DSN = filepath.Join(c.DataDir, "outbox.db")
 	}
 	return s
-}
-
-// CoreConfig returns the core configuration.
-func (c Config) CoreConfig() core.Config {
-	o := c.Outbox
-	return core.Config{
-		NodeID:              o.NodeID,
-		DispatchInterval:    time.Duration(o.DispatchInterval),
-		DispatchBatchSize:   o.DispatchBatchSize,
-		DispatchConcurrency: o.DispatchConcurrency,
-		DeliveryTimeout:     time.Duration(o.DeliveryTimeout),
-		ClaimLease:          time.Duration(o.ClaimLease),
-		StuckAgeThreshold:   time.Duration(o.StuckAgeThreshold),
-		TerminalRetention:   time.Duration(o.TerminalRetention),
-		PurgeInterval:       time.Duration(o.PurgeInterval),
-		DeliveredKpiWindow:  time.Duration(o.DeliveredKpiWindow),
-		MaxBatch:            o.MaxBatch,
-		MaxSubjectBytes:     o.MaxSubjectBytes,
-		MaxBodyBytes:        o.MaxBodyBytes,
-	}
 }
 
 // dsnHasPassword reports whether a DSN carries a password in clear: a URL
@@ -694,24 +513,6 @@ func dsnHasPassword(dsn string) bool {
 	}
 	l := strings.ToLower(dsn)
 	return strings.Contains(l, "password=") || strings.Contains(l, "pwd=")
-}
-
-// unjoin returns the errors joined in err, or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, unjoin(e)...)
-		}
-		return out
-	}
-	// Look through one layer of %w wrapping (as Directory adds).
-	if u := errors.Unwrap(err); u != nil {
-		if _, ok := u.(interface{ Unwrap() []error }); ok {
-			return unjoin(u)
-		}
-	}
-	return []error{err}
 }
 
 // orList writes "a, b or c".

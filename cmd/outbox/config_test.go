@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
+	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/core"
 )
 
@@ -64,7 +66,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
-	c := l.cfg
+	c := l.Cfg
 	if c.Store.Driver != "sqlite" || c.DataDir != "." || c.Log.Level != "info" || c.Log.Format != "auto" {
 		t.Fatalf("defaults = %+v", c)
 	}
@@ -72,11 +74,11 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("default SQLite DSN = %q, want outbox.db (./outbox.db)", got.DSN)
 	}
 	// The outbox defaults are core's.
-	if want := (core.Config{}).WithDefaults(); c.CoreConfig() != want {
-		t.Fatalf("CoreConfig() = %+v, want core's defaults %+v", c.CoreConfig(), want)
+	if want := (core.Config{}).WithDefaults(); c.Outbox != want {
+		t.Fatalf("outbox = %+v, want core's defaults %+v", c.Outbox, want)
 	}
-	if l.file != "" || len(l.warnings) != 0 {
-		t.Fatalf("file %q, warnings %v", l.file, l.warnings)
+	if l.File != "" || len(l.Warnings) != 0 {
+		t.Fatalf("file %q, warnings %v", l.File, l.Warnings)
 	}
 	// The plugin host's pings.
 	if p := c.Plugins; time.Duration(p.PingInterval) != pluginhost.DefaultPingInterval ||
@@ -108,7 +110,7 @@ log:
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	c := l.cfg
+	c := l.Cfg
 	checks := []struct {
 		key, got, want, source string
 	}{
@@ -123,7 +125,7 @@ log:
 		if ch.got != ch.want {
 			t.Errorf("%s = %q, want %q", ch.key, ch.got, ch.want)
 		}
-		if src := l.sources[ch.key]; !strings.HasSuffix(src, ch.source) || (ch.source == "" && src != "") {
+		if src := l.Sources[ch.key]; !strings.HasSuffix(src, ch.source) || (ch.source == "" && src != "") {
 			t.Errorf("source of %s = %q, want %q", ch.key, src, ch.source)
 		}
 	}
@@ -150,11 +152,11 @@ func TestConfigFileFromEnvironment(t *testing.T) {
 	}
 	env := map[string]string{"OUTBOX_CONFIG": envFile}
 	l, err := load(t, "", env)
-	if err != nil || l.cfg.Outbox.NodeID != "env-file" || l.file != envFile {
+	if err != nil || l.Cfg.Outbox.NodeID != "env-file" || l.File != envFile {
 		t.Fatalf("OUTBOX_CONFIG: %v, %+v", err, l)
 	}
 	l, err = load(t, "", env, "-config", flagFile)
-	if err != nil || l.cfg.Outbox.NodeID != "flag-file" || l.file != flagFile {
+	if err != nil || l.Cfg.Outbox.NodeID != "flag-file" || l.File != flagFile {
 		t.Fatalf("-config over OUTBOX_CONFIG: %v, %+v", err, l)
 	}
 	if _, err := load(t, "", nil, "-config", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
@@ -165,9 +167,12 @@ func TestConfigFileFromEnvironment(t *testing.T) {
 func TestEveryEnvironmentVariable(t *testing.T) {
 	env := map[string]string{}
 	want := map[string]string{}
-	for i, s := range settings {
+	for i, s := range centralSettings {
+		if s.Env == "" {
+			continue
+		}
 		var v string
-		switch s.field(&Config{}).(type) {
+		switch s.Bind(&Config{}).(type) {
 		case *string:
 			v = map[string]string{
 				"data_dir": "/data", "store.driver": "postgres", "store.dsn": "postgres://u@h/db",
@@ -175,44 +180,47 @@ func TestEveryEnvironmentVariable(t *testing.T) {
 				"http.listen": "127.0.0.1:8081", "http.admin.name": "root", "http.admin.password": "env:ADMIN_PW",
 				"metrics.listen":     "127.0.0.1:9091",
 				"secrets.env_prefix": "PLANT_SECRET_",
-			}[s.key]
+			}[s.Key]
 		case *int:
 			v = "3" + strings.Repeat("0", i%2)
-		case *Duration:
+		case *time.Duration:
 			v = "1h2m" + string(rune('1'+i%8)) + "s"
 		case *[]string:
-			v = map[string]string{"delivery.network.allow": "127.0.0.1, 10.0.0.0/8", "delivery.network.deny": "10.9.0.0/16"}[s.key]
+			v = map[string]string{"delivery.network.allow": "127.0.0.1, 10.0.0.0/8", "delivery.network.deny": "10.9.0.0/16"}[s.Key]
 		}
 		if v == "" {
-			t.Fatalf("no test value for %s", s.key)
+			t.Fatalf("no test value for %s", s.Key)
 		}
-		env[s.env] = v
-		want[s.key] = v
+		env[s.Env] = v
+		want[s.Key] = v
 	}
 	l, err := load(t, "", env)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	for _, s := range settings {
+	for _, s := range centralSettings {
+		if s.Env == "" {
+			continue
+		}
 		var got string
-		switch p := s.field(&l.cfg).(type) {
+		switch p := s.Bind(&l.Cfg).(type) {
 		case *string:
 			got = *p
 		case *int:
 			got = strconv.Itoa(*p)
-		case *Duration:
-			d, _ := time.ParseDuration(want[s.key])
-			if time.Duration(*p) == d {
-				got = want[s.key]
+		case *time.Duration:
+			d, _ := time.ParseDuration(want[s.Key])
+			if *p == d {
+				got = want[s.Key]
 			}
 		case *[]string:
 			got = strings.Join(*p, ", ")
 		}
-		if got != want[s.key] {
-			t.Errorf("%s from %s = %q, want %q", s.key, s.env, got, want[s.key])
+		if got != want[s.Key] {
+			t.Errorf("%s from %s = %q, want %q", s.Key, s.Env, got, want[s.Key])
 		}
-		if l.sources[s.key] != "env "+s.env {
-			t.Errorf("source of %s = %q", s.key, l.sources[s.key])
+		if l.Sources[s.Key] != "env "+s.Env {
+			t.Errorf("source of %s = %q", s.Key, l.Sources[s.Key])
 		}
 	}
 }
@@ -250,16 +258,14 @@ channels:
 	}
 }
 
-func TestKnownFieldsBackstop(t *testing.T) {
-	// Decoding refuses unknown keys by itself too (KnownFields), should the
-	// walk ever miss one.
-	l := &loaded[Config]{cfg: defaultConfig(), sources: map[string]string{}}
-	file := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(file, []byte("store: {nope: 1}\n"), 0o600); err != nil {
-		t.Fatal(err)
+func TestDuplicateKeysRefused(t *testing.T) {
+	_, err := load(t, "outbox:\n  max_batch: 5\n  max_batch: 6\nlink:\n  tls: {cert: a, cert: b}\n", nil)
+	want := []string{
+		`outbox.max_batch: set twice (also on line 2) [FILE:3]`,
+		`link.tls.cert: set twice (also on line 5) [FILE:5]`,
 	}
-	if err := l.readFile(file); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Fatalf("readFile: %v", err)
+	if got := problems(t, err); !slices.Equal(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -301,8 +307,8 @@ func TestEmptySectionsKeepDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q refused: %v", file, err)
 		}
-		if want := defaultConfig(); l.cfg.Outbox != want.Outbox || l.cfg.Store != want.Store || l.cfg.Log != want.Log || l.cfg.DataDir != want.DataDir {
-			t.Fatalf("%q: cfg = %+v, want the defaults", file, l.cfg)
+		if want := defaultConfig(); l.Cfg.Outbox != want.Outbox || l.Cfg.Store != want.Store || l.Cfg.Log != want.Log || l.Cfg.DataDir != want.DataDir {
+			t.Fatalf("%q: cfg = %+v, want the defaults", file, l.Cfg)
 		}
 	}
 	if _, err := load(t, "hello\n", nil); err == nil || !strings.Contains(err.Error(), "(top level): want a mapping of settings, got a value") {
@@ -330,8 +336,8 @@ lists:
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if l.cfg.Outbox.NodeID != "42" || l.cfg.Channels[0].Settings["port"] != "587" || l.cfg.Channels[0].Settings["starttls"] != "true" || l.cfg.Lists[0].Name != "7" {
-		t.Fatalf("cfg = %+v", l.cfg)
+	if l.Cfg.Outbox.NodeID != "42" || l.Cfg.Channels[0].Settings["port"] != "587" || l.Cfg.Channels[0].Settings["starttls"] != "true" || l.Cfg.Lists[0].Name != "7" {
+		t.Fatalf("cfg = %+v", l.Cfg)
 	}
 }
 
@@ -616,7 +622,7 @@ func TestWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	got := strings.Join(l.warnings, "\n")
+	got := strings.Join(l.Warnings, "\n")
 	if !strings.Contains(got, "unknown environment variable OUTBOX_STORE_DRVIER ignored") {
 		t.Errorf("no warning for a misspelled variable: %q", got)
 	}
@@ -628,8 +634,8 @@ func TestWarnings(t *testing.T) {
 	}
 	// The same DSN from the environment is the recommended way: no warning.
 	l, err = load(t, "", map[string]string{"OUTBOX_STORE_DRIVER": "postgres", "OUTBOX_STORE_DSN": "postgres://outbox:hunter2@db/outbox"})
-	if err != nil || len(l.warnings) != 0 {
-		t.Fatalf("DSN from env: %v, warnings %v", err, l.warnings)
+	if err != nil || len(l.Warnings) != 0 {
+		t.Fatalf("DSN from env: %v, warnings %v", err, l.Warnings)
 	}
 }
 
@@ -666,7 +672,7 @@ func TestExampleConfigs(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			cl := commandLine{file: f}
+			cl := commandLine{File: f}
 			l, err := loadConfig(cl, nil)
 			if err != nil {
 				// Only a missing DSN is allowed, and it must say so.
@@ -675,26 +681,26 @@ func TestExampleConfigs(t *testing.T) {
 						t.Fatalf("%s refused: %v", f, err)
 					}
 				}
-				l, err = loadConfig(cl, []string{"OUTBOX_STORE_DSN=" + placeholder[l.cfg.Store.Driver]})
+				l, err = loadConfig(cl, []string{"OUTBOX_STORE_DSN=" + placeholder[l.Cfg.Store.Driver]})
 				if err != nil {
 					t.Fatalf("%s with OUTBOX_STORE_DSN refused: %v", f, err)
 				}
 			}
-			if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) {
+			if l.Cfg.Store.DSN != "" && dsnHasPassword(l.Cfg.Store.DSN) {
 				t.Errorf("%s: a DSN with a password", f)
 			}
-			if len(l.warnings) != 0 {
-				t.Errorf("%s: warnings %v", f, l.warnings)
+			if len(l.Warnings) != 0 {
+				t.Errorf("%s: warnings %v", f, l.Warnings)
 			}
-			if len(l.cfg.Lists) == 0 || len(l.cfg.Channels) == 0 {
+			if len(l.Cfg.Lists) == 0 || len(l.Cfg.Channels) == 0 {
 				t.Errorf("%s: want a sample list and channel", f)
 			}
-			if _, err := l.cfg.Directory(); err != nil {
+			if _, err := l.Cfg.Directory(); err != nil {
 				t.Errorf("%s: directory: %v", f, err)
 			}
 			// The settings pass the schema of the built-in channel they
 			// configure, as central checks at start.
-			for _, c := range l.cfg.Channels {
+			for _, c := range l.Cfg.Channels {
 				newChannel, ok := builtin.Channels[c.Type]
 				if !ok {
 					t.Errorf("%s: channel type %q is not built in", f, c.Type)
@@ -712,29 +718,187 @@ func TestExampleConfigs(t *testing.T) {
 	}
 }
 
-// TestREADMENamesEverySetting keeps configs/README.md in step with the
-// settings table and the YAML keys.
-func TestREADMENamesEverySetting(t *testing.T) {
+// TestREADMEDescribesEverySetting holds configs/README.md to the settings'
+// declarations: each setting of central and of a site node has a row (a
+// record, each of its keys) with its environment variable, its flag and its
+// default, every setting row names a declared setting, and the table of
+// environment variables lists each of central's. A setting added without
+// its doc line, or renamed in one place only, fails here.
+func TestREADMEDescribesEverySetting(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	for _, s := range settings {
-		for _, name := range []string{"`" + s.key + "`", "`" + s.env + "`"} {
-			if !strings.Contains(readme, name) {
-				t.Errorf("configs/README.md does not name %s", name)
+	central, rest, ok := strings.Cut(readme, "\n## `outbox site`")
+	if !ok {
+		t.Fatal("configs/README.md has no section ## `outbox site`")
+	}
+	site, _, _ := strings.Cut(rest, "\n## Commands")
+	_, central, _ = strings.Cut(central, "\n## Settings")
+	central, envTable, ok := strings.Cut(central, "\n## Environment variables")
+	if !ok {
+		t.Fatal("configs/README.md has no section ## Environment variables")
+	}
+	checkSettingRows(t, "central", centralSettings, defaultConfig(), central)
+	checkSettingRows(t, "site", siteSettings, defaultSiteConfig(), site)
+	for _, s := range centralSettings {
+		if s.Env != "" && !strings.Contains(envTable, "| `"+s.Env+"` | `"+s.Key+"`") {
+			t.Errorf("configs/README.md's environment variables lack | `%s` | `%s` |", s.Env, s.Key)
+		}
+	}
+	for _, row := range readmeRows(envTable) {
+		if v := row.keys[0]; v != envConfigFile && !slices.ContainsFunc(centralSettings, func(s settings.Setting[Config]) bool { return s.Env == v }) {
+			t.Errorf("configs/README.md lists %s, which no setting reads", v)
+		}
+	}
+}
+
+// readmeRow is one row of a Markdown table: the backquoted names of its
+// first cell, and its cells.
+type readmeRow struct {
+	keys  []string
+	cells []string
+}
+
+// readmeRows returns the rows of the Markdown tables in text whose first
+// cell names something in backquotes.
+func readmeRows(text string) []readmeRow {
+	var rows []readmeRow
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		var keys []string
+		for _, part := range strings.Split(cells[0], ",") {
+			keys = append(keys, strings.Trim(strings.TrimSpace(part), "`"))
+		}
+		rows = append(rows, readmeRow{keys: keys, cells: cells})
+	}
+	return rows
+}
+
+// checkSettingRows checks the settings tables of one command's section of
+// configs/README.md against its declared settings.
+func checkSettingRows[C any](t *testing.T, name string, list []settings.Setting[C], defaults C, section string) {
+	t.Helper()
+	rows := map[string]readmeRow{}
+	for _, row := range readmeRows(section) {
+		for _, k := range row.keys {
+			rows[k] = row
+		}
+	}
+	declared := map[string]bool{}
+	for _, s := range list {
+		if s.Doc == "" {
+			t.Errorf("%s setting %s has no doc", name, s.Key)
+		}
+		if !s.Scalar() {
+			// A record: a row for it, or one for each of its keys.
+			var c C
+			keys := recordKeys(reflect.TypeOf(s.Bind(&c)).Elem(), s.Key)
+			if _, ok := rows[s.Key]; ok {
+				keys = []string{s.Key}
+			}
+			for _, k := range keys {
+				declared[k] = true
+				if _, ok := rows[k]; !ok {
+					t.Errorf("configs/README.md (%s) has no row for %s", name, k)
+				}
+			}
+			for k := range rows {
+				if strings.HasPrefix(k, s.Key+".") || strings.HasPrefix(k, s.Key+"[].") {
+					declared[k] = true
+				}
+			}
+			continue
+		}
+		declared[s.Key] = true
+		row, ok := rows[s.Key]
+		if !ok {
+			t.Errorf("configs/README.md (%s) has no row for %s", name, s.Key)
+			continue
+		}
+		env, flag := "", ""
+		if len(row.cells) == 5 {
+			env, flag = row.cells[2], row.cells[3]
+		}
+		if s.Env != "" && !strings.Contains(env, "`"+s.Env+"`") || s.Env == "" && strings.Contains(env, "OUTBOX_") {
+			t.Errorf("configs/README.md (%s): %s's environment is %q, want %s", name, s.Key, env, s.Env)
+		}
+		if s.Flag != "" && !strings.Contains(flag, "`-"+s.Flag+"`") || s.Flag == "" && flag != "" {
+			t.Errorf("configs/README.md (%s): %s's flag is %q, want -%s", name, s.Key, flag, s.Flag)
+		}
+		if d := s.Default(defaults); d != "" && d != "0" && !strings.Contains(row.cells[1], "`"+d+"`") {
+			t.Errorf("configs/README.md (%s): %s's default is %q, want it to say `%s`", name, s.Key, row.cells[1], d)
+		}
+	}
+	for k := range rows {
+		if !declared[k] {
+			t.Errorf("configs/README.md (%s) describes %s, which is no setting", name, k)
+		}
+	}
+}
+
+// recordKeys returns the keys of a record setting: key[].name for each
+// yaml tag of a list's entries (and of the structs within them), key
+// itself otherwise.
+func recordKeys(t reflect.Type, key string) []string {
+	if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
+		return structKeys(t.Elem(), key+"[]")
+	}
+	return []string{key}
+}
+
+func structKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if ft := t.Field(i).Type; ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Duration]() {
+			out = append(out, structKeys(ft, prefix+"."+name)...)
+			continue
+		}
+		out = append(out, prefix+"."+name)
+	}
+	return out
+}
+
+// TestSettingsDeclarations: keys, variables and flags are each declared
+// once per command, and only single values (or lists of strings) come from
+// the environment and flags.
+func TestSettingsDeclarations(t *testing.T) {
+	check := func(name string, keys, envs, flags []string, scalar []bool) {
+		for _, list := range [][]string{keys, envs, flags} {
+			seen := map[string]bool{}
+			for _, v := range list {
+				if v != "" && seen[v] {
+					t.Errorf("%s: %s declared twice", name, v)
+				}
+				seen[v] = true
 			}
 		}
-		if s.flag != "" && !strings.Contains(readme, "`-"+s.flag+"`") {
-			t.Errorf("configs/README.md does not name the flag -%s", s.flag)
+		for i := range keys {
+			if (envs[i] != "" || flags[i] != "") && !scalar[i] {
+				t.Errorf("%s: %s is a record, set in the file only, yet has a variable or a flag", name, keys[i])
+			}
 		}
 	}
-	for _, key := range []string{"lists[].name", "lists[].type", "lists[].targets", "channels[].type", "channels[].settings",
-		"channels[].retry.backoff", "channels[].retry.max_retries", "channels[].retry.interval", "channels[].retry.max_interval",
-		"channels[].rate_limit", "OUTBOX_CONFIG"} {
-		if !strings.Contains(readme, "`"+key+"`") {
-			t.Errorf("configs/README.md does not name %s", key)
-		}
+	var keys, envs, flags []string
+	var scalar []bool
+	for _, s := range centralSettings {
+		keys, envs, flags, scalar = append(keys, s.Key), append(envs, s.Env), append(flags, s.Flag), append(scalar, s.Scalar())
 	}
+	check("central", keys, envs, flags, scalar)
+	keys, envs, flags, scalar = nil, nil, nil, nil
+	for _, s := range siteSettings {
+		keys, envs, flags, scalar = append(keys, s.Key), append(envs, s.Env), append(flags, s.Flag), append(scalar, s.Scalar())
+	}
+	check("site", keys, envs, flags, scalar)
 }

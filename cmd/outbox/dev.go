@@ -124,14 +124,14 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	var r rules
 	if f.httpSet {
 		if _, _, err := net.SplitHostPort(f.http); err != nil {
-			r.add("-http", "%q is not host:port", f.http)
+			r.Add("-http", "%q is not host:port", f.http)
 		} else if !guard.OnLoopback(f.http) {
-			r.add("-http", "%q is not a loopback address: outbox dev listens on loopback only", f.http)
+			r.Add("-http", "%q is not a loopback address: outbox dev listens on loopback only", f.http)
 		}
 	}
 	r = append(r, f.log.validate()...)
 	if pw := envValue(environ, devPasswordEnv); pw != "" && (len(pw) < 10 || len(pw) > 72) {
-		r.add(devPasswordEnv, "must be 10 to 72 bytes long, got %d", len(pw))
+		r.Add(devPasswordEnv, "must be 10 to 72 bytes long, got %d", len(pw))
 	}
 	if err := errors.Join(r...); err != nil {
 		printConfigError(stderr, "outbox dev", err)
@@ -339,7 +339,7 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 	cfg.Channels = []ChannelConfig{{
 		Type:     "email",
 		Settings: map[string]string{"host": smtpHost, "port": smtpPort, "tls": "none", "from": "outbox-dev@example.com"},
-		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: Duration(10 * time.Second)},
+		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: 10 * time.Second},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
 	// Everything here is on loopback, the capture and any demo receiver.
@@ -364,7 +364,7 @@ func devSiteConfigs(run devRun, log LogConfig, raftLis, apiLis []net.Listener, t
 	out := make([]SiteConfig, len(devNodes))
 	for i, n := range devNodes {
 		sc := defaultSiteConfig()
-		sc.Site = devSite
+		sc.Core.Site = devSite
 		sc.Node = n.id
 		sc.DataDir = filepath.Join(run.dataDir, "site-"+n.id)
 		sc.Members = members

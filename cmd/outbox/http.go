@@ -30,27 +30,27 @@ import (
 // API, and the unauthenticated /metrics, /healthz and /readyz.
 type HTTPConfig struct {
 	// Listen is the address to serve on (host:port); empty serves nothing.
-	Listen string `yaml:"listen"`
+	Listen string
 	// TLS: Cert and Key are the server's certificate. Required unless
 	// Listen is a loopback address: passwords and session cookies must not
 	// travel in clear.
-	TLS TLSFiles `yaml:"tls"`
+	TLS TLSFiles
 	// SessionTTL is how long a login lasts. Default 12h.
-	SessionTTL Duration `yaml:"session_ttl"`
+	SessionTTL time.Duration
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
-	Admin AdminConfig `yaml:"admin"`
+	Admin AdminConfig
 	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
 	// makes for an account (a token of its own). Default 720h (30 days).
-	LoginTokenMaxTTL Duration `yaml:"login_token_max_ttl"`
+	LoginTokenMaxTTL time.Duration
 	// TrustedProxies are the reverse proxies in front of the page (IP
 	// addresses or CIDR ranges): from them, and only from them, the client
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
 	// would all share the proxy's address in the login throttle.
-	TrustedProxies []string `yaml:"trusted_proxies"`
+	TrustedProxies []string
 	// Login bounds password guessing (core.LoginThrottle).
-	Login LoginConfig `yaml:"login"`
+	Login LoginConfig
 }
 
 // maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
@@ -60,32 +60,32 @@ const maxLoginTokenTTL = 365 * 24 * time.Hour
 type LoginConfig struct {
 	// AddressMaxDelay caps the wait of an address after failed logins.
 	// Default 15m.
-	AddressMaxDelay Duration `yaml:"address_max_delay"`
+	AddressMaxDelay time.Duration
 	// AccountMaxDelay caps how long an address that failed for an account
 	// waits before it may try that account again. Default 1m.
-	AccountMaxDelay Duration `yaml:"account_max_delay"`
+	AccountMaxDelay time.Duration
 	// TrustedNetworks (IP addresses or CIDR ranges) are never held by an
 	// account's failures, only by their own address's.
-	TrustedNetworks []string `yaml:"trusted_networks"`
+	TrustedNetworks []string
 }
 
 // AdminConfig names an admin account central ensures at start.
 type AdminConfig struct {
-	Name string `yaml:"name"`
+	Name string
 	// Password is a reference, env:NAME or file:/path, never the password.
-	Password string `yaml:"password"`
+	Password string
 }
 
 // defaultLoginConfig is the login throttle's defaults (core's).
 func defaultLoginConfig() LoginConfig {
-	return LoginConfig{AddressMaxDelay: Duration(core.DefaultAddressMaxDelay), AccountMaxDelay: Duration(core.DefaultAccountMaxDelay)}
+	return LoginConfig{AddressMaxDelay: core.DefaultAddressMaxDelay, AccountMaxDelay: core.DefaultAccountMaxDelay}
 }
 
 func (c HTTPConfig) validate() rules {
 	var r rules
 	if c.Listen == "" {
 		if c.TLS.set() || c.Admin.Name != "" || len(c.TrustedProxies) > 0 || len(c.Login.TrustedNetworks) > 0 {
-			r.add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
+			r.Add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
 		}
 		return r
 	}
@@ -93,39 +93,39 @@ func (c HTTPConfig) validate() rules {
 	r = append(r, pr...)
 	_, pr = parsePrefixes("http.login.trusted_networks", c.Login.TrustedNetworks)
 	r = append(r, pr...)
-	if d := c.Login.AddressMaxDelay; d < Duration(time.Second) || d > Duration(24*time.Hour) {
-		r.add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
+	if d := c.Login.AddressMaxDelay; d < time.Second || d > 24*time.Hour {
+		r.Add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
 	}
-	if d := c.Login.AccountMaxDelay; d < Duration(time.Second) || d > Duration(time.Hour) {
-		r.add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
+	if d := c.Login.AccountMaxDelay; d < time.Second || d > time.Hour {
+		r.Add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		r.add("http.listen", "%q is not host:port", c.Listen)
+		r.Add("http.listen", "%q is not host:port", c.Listen)
 	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
-		r.addRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
+		r.AddRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
 	}
 	if c.TLS.set() && c.TLS.CA != "" {
-		r.add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
+		r.Add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
 	}
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
-	if c.SessionTTL < Duration(time.Minute) {
-		r.add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
+	if c.SessionTTL < time.Minute {
+		r.Add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
 	}
-	if c.LoginTokenMaxTTL < Duration(time.Minute) || c.LoginTokenMaxTTL > Duration(maxLoginTokenTTL) {
-		r.add("http.login_token_max_ttl", "must be between 1m and %s, got %s", Duration(maxLoginTokenTTL), c.LoginTokenMaxTTL)
+	if c.LoginTokenMaxTTL < time.Minute || c.LoginTokenMaxTTL > maxLoginTokenTTL {
+		r.Add("http.login_token_max_ttl", "must be between 1m and %s, got %s", maxLoginTokenTTL, c.LoginTokenMaxTTL)
 	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
-		r.add("http.admin.name", "required: http.admin.password is set")
+		r.Add("http.admin.name", "required: http.admin.password is set")
 	case c.Admin.Name != "" && c.Admin.Password == "":
-		r.add("http.admin.password", "required: a reference, env:NAME or file:/path")
+		r.Add("http.admin.password", "required: a reference, env:NAME or file:/path")
 	case c.Admin.Password != "" && !ports.IsSecretRef(c.Admin.Password):
-		r.add("http.admin.password", "must be a reference, env:NAME or file:/path, never the password itself")
+		r.Add("http.admin.password", "must be a reference, env:NAME or file:/path, never the password itself")
 	}
 	if n := c.Admin.Name; n != "" && strings.ContainsFunc(n, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r))
 	}) {
-		r.add("http.admin.name", "%q: only letters, digits and . _ - @", n)
+		r.Add("http.admin.name", "%q: only letters, digits and . _ - @", n)
 	}
 	return r
 }
@@ -138,9 +138,9 @@ func (m MetricsConfig) validateCentral(pageListen string) rules {
 		return r
 	}
 	if _, _, err := net.SplitHostPort(m.Listen); err != nil {
-		r.add("metrics.listen", "%q is not host:port", m.Listen)
+		r.Add("metrics.listen", "%q is not host:port", m.Listen)
 	} else if m.Listen == pageListen {
-		r.addRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
+		r.AddRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
 	}
 	return r
 }
@@ -161,7 +161,7 @@ func parsePrefixes(key string, list []string) ([]netip.Prefix, rules) {
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
-		r.add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
+		r.Add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
 	}
 	return out, r
 }
@@ -276,11 +276,11 @@ func serve(ctx context.Context, hs *http.Server, lis net.Listener, what string, 
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
 	trusted, _ := parsePrefixes("http.login.trusted_networks", cfg.Login.TrustedNetworks)
 	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{
-		SessionTTL:     time.Duration(cfg.SessionTTL),
-		MaxOwnTokenTTL: time.Duration(cfg.LoginTokenMaxTTL),
+		SessionTTL:     cfg.SessionTTL,
+		MaxOwnTokenTTL: cfg.LoginTokenMaxTTL,
 		Throttle: core.LoginThrottle{
-			AddressMaxDelay: time.Duration(cfg.Login.AddressMaxDelay),
-			AccountMaxDelay: time.Duration(cfg.Login.AccountMaxDelay),
+			AddressMaxDelay: cfg.Login.AddressMaxDelay,
+			AccountMaxDelay: cfg.Login.AccountMaxDelay,
 			TrustedNetworks: trusted,
 		},
 	}, logger.With("component", "operators"))

@@ -1,197 +1,46 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"maps"
-	"os"
-	"path/filepath"
-	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 )
 
-// setting is one scalar setting of a configuration C that the environment
-// (and, for the common ones, a flag) can set. Lists come from the file only,
-// but for lists of plain strings, which a variable gives comma-separated.
-type setting[C any] struct {
-	key   string // YAML path
-	env   string // environment variable
-	flag  string // flag name without the dash; "" when there is none
-	usage string
-	field func(*C) any // *string, *int, *bool, *Duration or *[]string (comma-separated)
-}
+// The loader's types, as the commands use them.
+type (
+	// SettingError is one broken rule of a configuration.
+	SettingError = settings.SettingError
+	// rules collects SettingErrors.
+	rules = settings.Rules
+	// commandLine is what a subcommand's flags gave.
+	commandLine = settings.CommandLine
+	// loaded is a configuration and where each setting came from.
+	loaded[C any] = settings.Loaded[C]
+)
 
-// schema is what the loader needs to know of one command's configuration
-// type C: its defaults, its scalar settings and its validation. central and
-// site each have one (centralSchema, siteSchema).
-type schema[C any] struct {
-	defaults func() C
-	settings []setting[C]
-	validate func(C) error
-	// log returns the log settings of a loaded configuration.
-	log func(C) LogConfig
-	// warn, when set, adds warnings about a valid configuration.
-	warn func(*loaded[C])
-	// setDir, when set, tells the configuration the directory of its
-	// file (absolute), against which relative references resolve.
-	setDir func(c *C, dir string)
-	// ownRefs, when set, returns the configuration's own secret
-	// references (tokens, passwords); the loader makes their relative
-	// file: paths absolute against the file's directory.
-	ownRefs func(c *C) []*string
-	// quietEnv, when set, says which OUTBOX_* variables that are no
-	// setting are still expected (secrets references read).
-	quietEnv func(c C, name string) bool
-}
-
-// centralSchema is the configuration of `outbox central` and `outbox migrate`.
-var centralSchema = schema[Config]{
-	defaults: defaultConfig,
-	settings: settings,
-	validate: Config.Validate,
-	log:      func(c Config) LogConfig { return c.Log },
-	setDir:   func(c *Config, dir string) { c.ConfigDir = dir },
-	ownRefs: func(c *Config) []*string {
-		refs := []*string{&c.HTTP.Admin.Password}
-		for i := range c.Link.Sites {
-			refs = append(refs, &c.Link.Sites[i].Token)
-		}
-		return refs
-	},
-	quietEnv: func(c Config, name string) bool {
-		return c.Secrets.EnvPrefix != "" && strings.HasPrefix(name, c.Secrets.EnvPrefix)
-	},
-	warn: func(l *loaded[Config]) {
-		if l.cfg.Store.DSN != "" && dsnHasPassword(l.cfg.Store.DSN) && !strings.HasPrefix(l.sources["store.dsn"], "env ") {
-			l.warnings = append(l.warnings, "store.dsn holds a password in clear outside the environment ("+l.sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
-		}
-	},
-}
-
-// settings is every setting the environment can set. Keep configs/README.md
-// in step with it (TestREADMENamesEverySetting checks).
-//
-// Environment variables:
-//
-//	OUTBOX_CONFIG                the YAML file (as -config)
-//	OUTBOX_DATA_DIR              data_dir
-//	OUTBOX_STORE_DRIVER          store.driver
-//	OUTBOX_STORE_DSN             store.dsn
-//	OUTBOX_STORE_MAX_OPEN_CONNS  store.max_open_conns
-//	OUTBOX_NODE_ID               outbox.node_id
-//	OUTBOX_DISPATCH_INTERVAL     outbox.dispatch_interval
-//	OUTBOX_DISPATCH_BATCH_SIZE   outbox.dispatch_batch_size
-//	OUTBOX_DISPATCH_CONCURRENCY  outbox.dispatch_concurrency
-//	OUTBOX_DELIVERY_TIMEOUT      outbox.delivery_timeout
-//	OUTBOX_CLAIM_LEASE           outbox.claim_lease
-//	OUTBOX_STUCK_AGE_THRESHOLD   outbox.stuck_age_threshold
-//	OUTBOX_TERMINAL_RETENTION    outbox.terminal_retention
-//	OUTBOX_PURGE_INTERVAL        outbox.purge_interval
-//	OUTBOX_DELIVERED_KPI_WINDOW  outbox.delivered_kpi_window
-//	OUTBOX_MAX_BATCH             outbox.max_batch
-//	OUTBOX_MAX_SUBJECT_BYTES     outbox.max_subject_bytes
-//	OUTBOX_MAX_BODY_BYTES        outbox.max_body_bytes
-//	OUTBOX_LOG_LEVEL             log.level
-//	OUTBOX_LOG_FORMAT            log.format
-//	OUTBOX_PLUGINS_DIR           plugins.dir
-//	OUTBOX_HTTP_LISTEN           http.listen
-//	OUTBOX_HTTP_SESSION_TTL      http.session_ttl
-//	OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL http.login_token_max_ttl
-//	OUTBOX_HTTP_ADMIN_NAME       http.admin.name
-//	OUTBOX_HTTP_ADMIN_PASSWORD   http.admin.password
-//	OUTBOX_DELIVERY_NETWORK_ALLOW  delivery.network.allow (comma-separated)
-//	OUTBOX_DELIVERY_NETWORK_DENY   delivery.network.deny (comma-separated)
-//	OUTBOX_METRICS_LISTEN          metrics.listen
-//	OUTBOX_SECRETS_ENV_PREFIX    secrets.env_prefix
-var settings = []setting[Config]{
-	{"data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }},
-	{"store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }},
-	{"store.dsn", "OUTBOX_STORE_DSN", "store-dsn", "database connection string `DSN` (prefer OUTBOX_STORE_DSN: flags show in the process list)", func(c *Config) any { return &c.Store.DSN }},
-	{"store.max_open_conns", "OUTBOX_STORE_MAX_OPEN_CONNS", "", "", func(c *Config) any { return &c.Store.MaxOpenConns }},
-	{"outbox.node_id", "OUTBOX_NODE_ID", "node-id", "`name` of this central node in leases and logs: unique per running central, the same across its restarts (default: random)", func(c *Config) any { return &c.Outbox.NodeID }},
-	{"outbox.dispatch_interval", "OUTBOX_DISPATCH_INTERVAL", "dispatch-interval", "fallback poll `interval` of the dispatcher, e.g. 10s", func(c *Config) any { return &c.Outbox.DispatchInterval }},
-	{"outbox.dispatch_batch_size", "OUTBOX_DISPATCH_BATCH_SIZE", "", "", func(c *Config) any { return &c.Outbox.DispatchBatchSize }},
-	{"outbox.dispatch_concurrency", "OUTBOX_DISPATCH_CONCURRENCY", "", "", func(c *Config) any { return &c.Outbox.DispatchConcurrency }},
-	{"outbox.delivery_timeout", "OUTBOX_DELIVERY_TIMEOUT", "", "", func(c *Config) any { return &c.Outbox.DeliveryTimeout }},
-	{"outbox.claim_lease", "OUTBOX_CLAIM_LEASE", "", "", func(c *Config) any { return &c.Outbox.ClaimLease }},
-	{"outbox.stuck_age_threshold", "OUTBOX_STUCK_AGE_THRESHOLD", "", "", func(c *Config) any { return &c.Outbox.StuckAgeThreshold }},
-	{"outbox.terminal_retention", "OUTBOX_TERMINAL_RETENTION", "", "", func(c *Config) any { return &c.Outbox.TerminalRetention }},
-	{"outbox.purge_interval", "OUTBOX_PURGE_INTERVAL", "", "", func(c *Config) any { return &c.Outbox.PurgeInterval }},
-	{"outbox.delivered_kpi_window", "OUTBOX_DELIVERED_KPI_WINDOW", "", "", func(c *Config) any { return &c.Outbox.DeliveredKpiWindow }},
-	{"outbox.max_batch", "OUTBOX_MAX_BATCH", "", "", func(c *Config) any { return &c.Outbox.MaxBatch }},
-	{"outbox.max_subject_bytes", "OUTBOX_MAX_SUBJECT_BYTES", "", "", func(c *Config) any { return &c.Outbox.MaxSubjectBytes }},
-	{"outbox.max_body_bytes", "OUTBOX_MAX_BODY_BYTES", "", "", func(c *Config) any { return &c.Outbox.MaxBodyBytes }},
-	{"log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
-	{"log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *Config) any { return &c.Log.Format }},
-	{"plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }},
-	{"http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and (unless metrics.listen is set) /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }},
-	{"http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "", func(c *Config) any { return &c.HTTP.SessionTTL }},
-	{"http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "", func(c *Config) any { return &c.HTTP.LoginTokenMaxTTL }},
-	{"http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "", func(c *Config) any { return &c.HTTP.Admin.Name }},
-	{"http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "", func(c *Config) any { return &c.HTTP.Admin.Password }},
-	{"delivery.network.allow", "OUTBOX_DELIVERY_NETWORK_ALLOW", "", "", func(c *Config) any { return &c.Delivery.Network.Allow }},
-	{"delivery.network.deny", "OUTBOX_DELIVERY_NETWORK_DENY", "", "", func(c *Config) any { return &c.Delivery.Network.Deny }},
-	{"metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` (host:port) of /metrics, /healthz and /readyz apart from the page; empty serves them with the page", func(c *Config) any { return &c.Metrics.Listen }},
-	{"secrets.env_prefix", "OUTBOX_SECRETS_ENV_PREFIX", "", "", func(c *Config) any { return &c.Secrets.EnvPrefix }},
-}
+// unjoin returns the errors joined in err, or err alone.
+var unjoin = settings.Unjoin
 
 // envConfigFile names the configuration file when -config is not given.
-const envConfigFile = "OUTBOX_CONFIG"
+const envConfigFile = settings.EnvConfigFile
 
-// envTestPrefix marks variables the test suite reads; the loader ignores them.
-const envTestPrefix = "OUTBOX_TEST_"
-
-// setValue parses raw into the field p points to.
-func setValue(p any, raw string) error {
-	switch p := p.(type) {
-	case *string:
-		*p = raw
-	case *int:
-		v, err := strconv.Atoi(strings.TrimSpace(raw))
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", raw)
-		}
-		*p = v
-	case *bool:
-		v, err := strconv.ParseBool(strings.TrimSpace(raw))
-		if err != nil {
-			return fmt.Errorf("%q is not true or false", raw)
-		}
-		*p = v
-	case *Duration:
-		d, err := parseDuration(raw)
-		if err != nil {
-			return err
-		}
-		*p = d
-	case *[]string:
-		// Comma-separated; blank items are dropped, so "" is the empty list.
-		var items []string
-		for _, item := range strings.Split(raw, ",") {
-			if item = strings.TrimSpace(item); item != "" {
-				items = append(items, item)
-			}
-		}
-		*p = items
-	default:
-		return fmt.Errorf("internal error: no parser for %T", p)
-	}
-	return nil
+// schema is a command's settings and how to read the log settings of its
+// configuration, which the command needs before anything else.
+type schema[C any] struct {
+	settings.Schema[C]
+	log func(C) LogConfig
 }
 
-// commandLine is what a subcommand's flags gave.
-type commandLine struct {
-	// file is -config (or OUTBOX_CONFIG when -config is absent).
-	file string
-	// flags maps a setting's key to the raw values of its flag, in order.
-	flags map[string][]string
+// flagSet defines -config and the settings' flags.
+func (sc schema[C]) flagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
+	return sc.FlagSet(name, cl, stderr)
+}
+
+// load builds and validates the configuration (settings.Schema.Load).
+func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
+	return sc.Load(cl, environ)
 }
 
 // newFlagSet is centralSchema.flagSet.
@@ -199,301 +48,113 @@ func newFlagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
 	return centralSchema.flagSet(name, cl, stderr)
 }
 
-// flagSet defines -config and one flag per common setting on a FlagSet that
-// records raw values into cl; they are parsed after the file and the
-// environment so that flags win.
-func (sc schema[C]) flagSet(name string, cl *commandLine, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cl.flags = map[string][]string{}
-	fs.StringVar(&cl.file, "config", "", "YAML configuration `file` (env "+envConfigFile+")")
-	for _, s := range sc.settings {
-		if s.flag == "" {
-			continue
-		}
-		fs.Func(s.flag, s.usage+" (env "+s.env+")", func(v string) error {
-			cl.flags[s.key] = append(cl.flags[s.key], v)
-			return nil
-		})
-	}
-	return fs
-}
-
-// loaded is a configuration and where each of its settings came from.
-type loaded[C any] struct {
-	cfg C
-	// file is the configuration file read, "" when none.
-	file string
-	// sources maps a setting's key (as in SettingError.Key) to where its
-	// value was last set: "FILE:LINE", "env NAME" or "flag -name".
-	sources map[string]string
-	// warnings are worth logging but do not stop the start.
-	warnings []string
-}
-
 // loadConfig is centralSchema.load.
 func loadConfig(cl commandLine, environ []string) (*loaded[Config], error) {
 	return centralSchema.load(cl, environ)
 }
 
-// load builds the configuration from the defaults, the file, the
-// environment and the flags, then validates it. Every broken rule is
-// reported, each as a *SettingError that names its source. With an invalid
-// configuration it may still return l, for its warnings.
-func (sc schema[C]) load(cl commandLine, environ []string) (*loaded[C], error) {
-	l := &loaded[C]{cfg: sc.defaults(), sources: map[string]string{}}
-	env := map[string]string{}
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-
-	l.file = cl.file
-	if l.file == "" {
-		l.file = env[envConfigFile]
-	}
-	if l.file != "" {
-		if err := l.readFile(l.file); err != nil {
-			return nil, err
-		}
-	}
-
-	var errs rules
-	known := map[string]bool{envConfigFile: true}
-	for _, s := range sc.settings {
-		known[s.env] = true
-		raw, ok := env[s.env]
-		if !ok {
-			continue
-		}
-		src := "env " + s.env
-		if err := setValue(s.field(&l.cfg), raw); err != nil {
-			errs = append(errs, &SettingError{Key: s.key, Msg: err.Error(), Source: src})
-		}
-		l.sources[s.key] = src
-	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if strings.HasPrefix(k, "OUTBOX_") && !known[k] && !strings.HasPrefix(k, envTestPrefix) &&
-			(sc.quietEnv == nil || !sc.quietEnv(l.cfg, k)) {
-			l.warnings = append(l.warnings, fmt.Sprintf("unknown environment variable %s ignored", k))
-		}
-	}
-	for _, s := range sc.settings {
-		for _, raw := range cl.flags[s.key] {
-			src := "flag -" + s.flag
-			if err := setValue(s.field(&l.cfg), raw); err != nil {
-				errs = append(errs, &SettingError{Key: s.key, Msg: err.Error(), Source: src})
+// centralSchema is the configuration of `outbox central` and `outbox migrate`.
+var centralSchema = schema[Config]{
+	Schema: settings.Schema[Config]{
+		Defaults: defaultConfig,
+		Settings: centralSettings,
+		Validate: Config.Validate,
+		Resolve: func(c *Config, dir string) {
+			c.ConfigDir = dir
+			c.HTTP.Admin.Password = absRef(c.HTTP.Admin.Password, dir)
+			for i := range c.Link.Sites {
+				c.Link.Sites[i].Token = absRef(c.Link.Sites[i].Token, dir)
 			}
-			l.sources[s.key] = src
-		}
-	}
-	// Relative references start at the file's directory, wherever
-	// outbox runs from.
-	if l.file != "" {
-		if dir, err := filepath.Abs(filepath.Dir(l.file)); err == nil {
-			if sc.setDir != nil {
-				sc.setDir(&l.cfg, dir)
+		},
+		QuietEnv: func(c Config, name string) bool {
+			return c.Secrets.EnvPrefix != "" && strings.HasPrefix(name, c.Secrets.EnvPrefix)
+		},
+		Warn: func(l *loaded[Config]) {
+			if l.Cfg.Store.DSN != "" && dsnHasPassword(l.Cfg.Store.DSN) && !strings.HasPrefix(l.Sources["store.dsn"], "env ") {
+				l.Warnings = append(l.Warnings, "store.dsn holds a password in clear outside the environment ("+l.Sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
 			}
-			if sc.ownRefs != nil {
-				for _, p := range sc.ownRefs(&l.cfg) {
-					*p = absRef(*p, dir)
-				}
-			}
-		}
-	}
-	// Report the values that did not parse together with every other
-	// broken rule, leaving out rules about a setting that did not parse.
-	unparsed := map[string]bool{}
-	for _, e := range errs {
-		unparsed[e.(*SettingError).Key] = true
-	}
-	if err := sc.validate(l.cfg); err != nil {
-		for _, e := range unjoin(err) {
-			var se *SettingError
-			if errors.As(e, &se) {
-				if unparsed[se.Key] {
-					continue
-				}
-				if se.Source == "" {
-					se.Source = l.sourceOf(se.Key)
-				}
-				if se.Source == "" && se.related != "" {
-					se.Source = l.sourceOf(se.related)
-				}
-			}
-			errs = append(errs, e)
-		}
-	}
-	if len(errs) > 0 {
-		return l, errors.Join(errs...)
-	}
-	if sc.warn != nil {
-		sc.warn(l)
-	}
-	return l, nil
+		},
+	},
+	log: func(c Config) LogConfig { return c.Log },
 }
 
-// sourceOf returns where key, or the nearest enclosing setting, was set.
-func (l *loaded[C]) sourceOf(key string) string {
-	for k := key; k != ""; {
-		if s, ok := l.sources[k]; ok {
-			return s
-		}
-		i := strings.LastIndexAny(k, ".[")
-		if i < 0 {
-			break
-		}
-		k = k[:i]
-	}
-	return ""
+// setting declares one setting of C (see settings.Setting).
+func setting[C any](key, env, flag, doc string, bind func(*C) any) settings.Setting[C] {
+	return settings.Setting[C]{Key: key, Env: env, Flag: flag, Doc: doc, Bind: bind}
 }
 
-// readFile decodes the YAML file at path into l.cfg over the defaults,
-// recording the line of each setting. Unknown keys and values of the wrong
-// kind are refused, all of them at once, each naming its key and line.
-func (l *loaded[C]) readFile(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config file: %w", err)
-	}
-	return l.readYAML(data, path)
-}
+// centralSettings is every setting of central, each declared once: its key,
+// environment variable, flag and doc, and the field it sets. Its default is
+// that field in defaultConfig. The order is the file's: sections and keys
+// are listed in it this way when a key is unknown. configs/README.md
+// describes each (TestREADMEDescribesEverySetting checks).
+var centralSettings = []settings.Setting[Config]{
+	setting("data_dir", "OUTBOX_DATA_DIR", "data-dir", "`directory` of the embedded SQLite database outbox.db", func(c *Config) any { return &c.DataDir }),
 
-// readYAML is readFile for the file's content, data.
-func (l *loaded[C]) readYAML(data []byte, path string) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil // empty file: the defaults
-	}
-	var errs rules
-	walkYAML(doc.Content[0], reflect.TypeFor[C](), "", path, l.sources, &errs)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&l.cfg); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	return nil
-}
+	setting("store.driver", "OUTBOX_STORE_DRIVER", "store-driver", "database `driver`: sqlite, postgres or mssql", func(c *Config) any { return &c.Store.Driver }),
+	setting("store.dsn", "OUTBOX_STORE_DSN", "store-dsn", "database connection string `DSN` (prefer OUTBOX_STORE_DSN: flags show in the process list)", func(c *Config) any { return &c.Store.DSN }),
+	setting("store.max_open_conns", "OUTBOX_STORE_MAX_OPEN_CONNS", "", "cap of the connection pool; 0 lets the store pick", func(c *Config) any { return &c.Store.MaxOpenConns }),
 
-// walkYAML checks node against the Go type t: every mapping key must be a
-// setting (a yaml tag of t), and every scalar must parse as its field's
-// kind. It records each key's file:line in sources.
-func walkYAML(n *yaml.Node, t reflect.Type, key, file string, sources map[string]string, errs *rules) {
-	at := fmt.Sprintf("%s:%d", file, n.Line)
-	bad := func(msg string, args ...any) {
-		k := key
-		if k == "" {
-			k = "(top level)"
-		}
-		*errs = append(*errs, &SettingError{Key: k, Msg: fmt.Sprintf(msg, args...), Source: at})
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // an empty value leaves the default
-	}
-	durationType := reflect.TypeFor[Duration]()
-	switch {
-	case t == durationType:
-		if n.Kind != yaml.ScalarNode {
-			bad("want a duration such as \"10s\", got a %s", kindName(n))
-			return
-		}
-		if _, err := parseDuration(n.Value); err != nil {
-			bad("%v", err)
-		}
-	case t.Kind() == reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			bad("want a mapping of settings, got a %s", kindName(n))
-			return
-		}
-		fields := map[string]reflect.Type{}
-		var names []string
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			fields[name] = f.Type
-			names = append(names, name)
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			child := k.Value
-			if key != "" {
-				child = key + "." + k.Value
-			}
-			ft, ok := fields[k.Value]
-			if !ok {
-				where := "at the top level"
-				if key != "" {
-					where = "in " + key
-				}
-				*errs = append(*errs, &SettingError{
-					Key:    child,
-					Msg:    fmt.Sprintf("unknown setting %q %s (known: %s)", k.Value, where, strings.Join(names, ", ")),
-					Source: fmt.Sprintf("%s:%d", file, k.Line),
-				})
-				continue
-			}
-			sources[child] = fmt.Sprintf("%s:%d", file, k.Line)
-			walkYAML(v, ft, child, file, sources, errs)
-		}
-	case t.Kind() == reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			bad("want a list, got a %s", kindName(n))
-			return
-		}
-		for i, item := range n.Content {
-			child := fmt.Sprintf("%s[%d]", key, i)
-			sources[child] = fmt.Sprintf("%s:%d", file, item.Line)
-			walkYAML(item, t.Elem(), child, file, sources, errs)
-		}
-	case t.Kind() == reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			bad("want a mapping, got a %s", kindName(n))
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			child := key + "." + k.Value
-			sources[child] = fmt.Sprintf("%s:%d", file, k.Line)
-			walkYAML(v, t.Elem(), child, file, sources, errs)
-		}
-	default:
-		if n.Kind != yaml.ScalarNode {
-			bad("want a single value, got a %s", kindName(n))
-			return
-		}
-		switch t.Kind() {
-		case reflect.Int:
-			if _, err := strconv.Atoi(n.Value); err != nil {
-				bad("%q is not a whole number", n.Value)
-			}
-		case reflect.Float64:
-			if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
-				bad("%q is not a number", n.Value)
-			}
-		}
-	}
-}
+	setting("outbox.node_id", "OUTBOX_NODE_ID", "node-id", "`name` of this central node in leases and logs: unique per running central, the same across its restarts (default: random)", func(c *Config) any { return &c.Outbox.NodeID }),
+	setting("outbox.dispatch_interval", "OUTBOX_DISPATCH_INTERVAL", "dispatch-interval", "fallback poll `interval` of the dispatcher, e.g. 10s", func(c *Config) any { return &c.Outbox.DispatchInterval }),
+	setting("outbox.dispatch_batch_size", "OUTBOX_DISPATCH_BATCH_SIZE", "", "rows claimed per sweep", func(c *Config) any { return &c.Outbox.DispatchBatchSize }),
+	setting("outbox.dispatch_concurrency", "OUTBOX_DISPATCH_CONCURRENCY", "", "deliveries in flight at once", func(c *Config) any { return &c.Outbox.DispatchConcurrency }),
+	setting("outbox.delivery_timeout", "OUTBOX_DELIVERY_TIMEOUT", "", "bound of one delivery attempt", func(c *Config) any { return &c.Outbox.DeliveryTimeout }),
+	setting("outbox.claim_lease", "OUTBOX_CLAIM_LEASE", "", "how long a claimed row stays leased to this node", func(c *Config) any { return &c.Outbox.ClaimLease }),
+	setting("outbox.stuck_age_threshold", "OUTBOX_STUCK_AGE_THRESHOLD", "", "Pending or Retrying rows older than this are shown as stuck", func(c *Config) any { return &c.Outbox.StuckAgeThreshold }),
+	setting("outbox.terminal_retention", "OUTBOX_TERMINAL_RETENTION", "", "terminal rows older than this are purged", func(c *Config) any { return &c.Outbox.TerminalRetention }),
+	setting("outbox.purge_interval", "OUTBOX_PURGE_INTERVAL", "", "cadence of the purge", func(c *Config) any { return &c.Outbox.PurgeInterval }),
+	setting("outbox.delivered_kpi_window", "OUTBOX_DELIVERED_KPI_WINDOW", "", "trailing window of the delivered KPI", func(c *Config) any { return &c.Outbox.DeliveredKpiWindow }),
+	setting("outbox.max_batch", "OUTBOX_MAX_BATCH", "", "most submissions in one site batch", func(c *Config) any { return &c.Outbox.MaxBatch }),
+	setting("outbox.max_subject_bytes", "OUTBOX_MAX_SUBJECT_BYTES", "", "longest subject", func(c *Config) any { return &c.Outbox.MaxSubjectBytes }),
+	setting("outbox.max_body_bytes", "OUTBOX_MAX_BODY_BYTES", "", "longest body", func(c *Config) any { return &c.Outbox.MaxBodyBytes }),
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	default:
-		return "value"
-	}
+	setting("log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }),
+	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *Config) any { return &c.Log.Format }),
+
+	setting("lists", "", "", "the notification lists central writes into the database at start", func(c *Config) any { return &c.Lists }),
+	setting("channels", "", "", "the settings of each channel type central writes into the database at start", func(c *Config) any { return &c.Channels }),
+
+	setting("plugins.builtin", "", "", "built-in channels to run (all by default; none runs none)", func(c *Config) any { return &c.Plugins.Builtin }),
+	setting("plugins.dir", "OUTBOX_PLUGINS_DIR", "plugins-dir", "`directory` of third-party channel plugin binaries", func(c *Config) any { return &c.Plugins.Dir }),
+	setting("plugins.external", "", "", "third-party plugins listed one by one", func(c *Config) any { return &c.Plugins.External }),
+	setting("plugins.max_concurrency", "", "", "deliveries in flight at once through each plugin", func(c *Config) any { return &c.Plugins.MaxConcurrency }),
+	setting("plugins.socket_group", "", "", "group every plugin gives the Unix socket central connects to", func(c *Config) any { return &c.Plugins.SocketGroup }),
+	setting("plugins.ping_interval", "", "", "how often central pings each plugin process", func(c *Config) any { return &c.Plugins.PingInterval }),
+	setting("plugins.ping_timeout", "", "", "how long central waits for the answer to a ping", func(c *Config) any { return &c.Plugins.PingTimeout }),
+	setting("plugins.ping_failures", "", "", "unanswered pings in a row after which a plugin is restarted", func(c *Config) any { return &c.Plugins.PingFailures }),
+
+	setting("smtp_capture.addr", "", "", "loopback address of the embedded SMTP capture server; empty runs none", func(c *Config) any { return &c.SMTPCapture.Addr }),
+	setting("smtp_capture.dir", "", "", "directory that receives every captured message as a .eml file", func(c *Config) any { return &c.SMTPCapture.Dir }),
+	setting("smtp_capture.reject", "", "", "recipients the capture refuses with 550 (an address, or @domain)", func(c *Config) any { return &c.SMTPCapture.Reject }),
+
+	setting("delivery.network.allow", "OUTBOX_DELIVERY_NETWORK_ALLOW", "", "IP addresses and CIDR prefixes the channels may reach", func(c *Config) any { return &c.Delivery.Network.Allow }),
+	setting("delivery.network.deny", "OUTBOX_DELIVERY_NETWORK_DENY", "", "IP addresses and CIDR prefixes the channels may not reach", func(c *Config) any { return &c.Delivery.Network.Deny }),
+
+	setting("link.listen", "", "", "address of the site link (gRPC); empty serves no link", func(c *Config) any { return &c.Link.Listen }),
+	setting("link.tls", "", "", "central's certificate and key, and the CA of site client certificates", func(c *Config) any { return &c.Link.TLS }),
+	setting("link.sites", "", "", "the sites allowed to submit", func(c *Config) any { return &c.Link.Sites }),
+	setting("link.max_message_bytes", "", "", "largest request the link reads", func(c *Config) any { return &c.Link.MaxMessageBytes }),
+	setting("link.handshake_timeout", "", "", "bound of a new connection's TLS and HTTP/2 handshake", func(c *Config) any { return &c.Link.HandshakeTimeout }),
+	setting("link.idle_timeout", "", "", "a connection without calls for this long is closed", func(c *Config) any { return &c.Link.IdleTimeout }),
+	setting("link.connections.per_address", "", "", "connections open at once from one client address", func(c *Config) any { return &c.Link.Connections.PerAddress }),
+	setting("link.connections.total", "", "", "connections open at once in all", func(c *Config) any { return &c.Link.Connections.Total }),
+	setting("link.quota.rows_per_second", "", "", "notifications a site may send per second on average", func(c *Config) any { return &c.Link.Quota.RowsPerSecond }),
+	setting("link.quota.bytes_per_second", "", "", "request bytes a site may send per second on average", func(c *Config) any { return &c.Link.Quota.BytesPerSecond }),
+
+	setting("http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and (unless metrics.listen is set) /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }),
+	setting("http.tls", "", "", "the page's certificate and key", func(c *Config) any { return &c.HTTP.TLS }),
+	setting("http.session_ttl", "OUTBOX_HTTP_SESSION_TTL", "", "how long a login lasts", func(c *Config) any { return &c.HTTP.SessionTTL }),
+	setting("http.admin.name", "OUTBOX_HTTP_ADMIN_NAME", "", "an admin account central keeps at every start", func(c *Config) any { return &c.HTTP.Admin.Name }),
+	setting("http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "its password, as a reference", func(c *Config) any { return &c.HTTP.Admin.Password }),
+	setting("http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "longest lifetime of the token outbox login makes", func(c *Config) any { return &c.HTTP.LoginTokenMaxTTL }),
+	setting("http.trusted_proxies", "", "", "reverse proxies whose X-Forwarded-For is read", func(c *Config) any { return &c.HTTP.TrustedProxies }),
+	setting("http.login.address_max_delay", "", "", "cap of an address's wait after failed logins", func(c *Config) any { return &c.HTTP.Login.AddressMaxDelay }),
+	setting("http.login.account_max_delay", "", "", "cap of an address's wait for an account after failed logins", func(c *Config) any { return &c.HTTP.Login.AccountMaxDelay }),
+	setting("http.login.trusted_networks", "", "", "addresses an account's failures never hold", func(c *Config) any { return &c.HTTP.Login.TrustedNetworks }),
+
+	setting("metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` (host:port) of /metrics, /healthz and /readyz apart from the page; empty serves them with the page", func(c *Config) any { return &c.Metrics.Listen }),
+
+	setting("secrets.dirs", "", "", "directories a file: reference of the directory may read", func(c *Config) any { return &c.Secrets.Dirs }),
+	setting("secrets.env_prefix", "OUTBOX_SECRETS_ENV_PREFIX", "", "prefix of the variables an env: reference of the directory may read", func(c *Config) any { return &c.Secrets.EnvPrefix }),
 }

@@ -40,22 +40,19 @@ func FuzzLoadConfig(f *testing.F) {
 // and validates it as the loader does; nothing may panic, and an error has
 // a text.
 func fuzzLoad[C any](t *testing.T, sc schema[C], data []byte, base string) {
-	l := &loaded[C]{cfg: sc.defaults(), sources: map[string]string{}}
-	if err := l.readYAML(data, "fuzz.yaml"); err != nil {
+	l := sc.New()
+	if err := sc.ReadYAML(l, data, "fuzz.yaml"); err != nil {
 		if err.Error() == "" {
 			t.Fatal("an error without a text")
 		}
 		return
 	}
-	if sc.setDir != nil {
-		sc.setDir(&l.cfg, base)
+	if sc.Resolve != nil {
+		sc.Resolve(&l.Cfg, base)
 	}
-	if sc.ownRefs != nil {
-		for _, p := range sc.ownRefs(&l.cfg) {
-			*p = absRef(*p, base)
+	for _, err := range sc.Check(l.Cfg) {
+		if err.Error() == "" {
+			t.Fatal("a validation error without a text")
 		}
-	}
-	if err := sc.validate(l.cfg); err != nil && err.Error() == "" {
-		t.Fatal("a validation error without a text")
 	}
 }

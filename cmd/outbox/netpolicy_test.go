@@ -22,7 +22,7 @@ func TestDeliveryNetworkPolicyFromTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := l.cfg.Delivery.NetworkPolicy()
+	p, err := l.Cfg.Delivery.NetworkPolicy()
 	if err != nil || len(p.Allowed())+len(p.Denied()) != 0 {
 		t.Fatalf("default policy: %v, %v; want the built-in rules alone", p, err)
 	}
@@ -30,7 +30,7 @@ func TestDeliveryNetworkPolicyFromTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err = l.cfg.Delivery.NetworkPolicy(); err != nil {
+	if p, err = l.Cfg.Delivery.NetworkPolicy(); err != nil {
 		t.Fatal(err)
 	}
 	for addr, allowed := range map[string]bool{

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
@@ -22,43 +23,44 @@ import (
 type PluginsConfig struct {
 	// Builtin lists the built-in channels to run; empty means all of them
 	// (email, slack, teams, webhook). "none" runs none.
-	Builtin []string `yaml:"builtin"`
+	Builtin []string
 	// Dir, when set, holds third-party plugin binaries: every executable
 	// file in it is run as the plugin of the channel type named like the
 	// file (a file jsonpost delivers lists of type jsonpost).
-	Dir string `yaml:"dir"`
+	Dir string
 	// External lists third-party plugins. An entry without a command names
 	// a plugin of Dir, to pin its checksum or bound its concurrency.
-	External []ExternalPlugin `yaml:"external"`
+	External []ExternalPlugin
 	// MaxConcurrency bounds the deliveries in flight through each plugin
 	// unless its entry says otherwise. Default 64.
-	MaxConcurrency int `yaml:"max_concurrency"`
+	MaxConcurrency int
 	// SocketGroup, when set, is the group every plugin gives the Unix
 	// socket central connects to (group-writable), so that a plugin run as
 	// another user through a wrapper (an external command such as sudo or
 	// setpriv) stays reachable. Central's user and the plugin's must be
 	// members.
-	SocketGroup string `yaml:"socket_group"`
+	SocketGroup string
 	// PingInterval is how often central pings each plugin process,
 	// PingTimeout how long it waits for the answer, and PingFailures how
 	// many pings in a row may go unanswered before central kills the
 	// process as hung and restarts it. Defaults 5 s, 5 s, 3.
-	PingInterval Duration `yaml:"ping_interval"`
-	PingTimeout  Duration `yaml:"ping_timeout"`
-	PingFailures int      `yaml:"ping_failures"`
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	PingFailures int
 }
 
 // defaultPluginsConfig is the plugins' defaults: every built-in, the host's
 // pings.
 func defaultPluginsConfig() PluginsConfig {
 	return PluginsConfig{
-		PingInterval: Duration(pluginhost.DefaultPingInterval),
-		PingTimeout:  Duration(pluginhost.DefaultPingTimeout),
+		PingInterval: pluginhost.DefaultPingInterval,
+		PingTimeout:  pluginhost.DefaultPingTimeout,
 		PingFailures: pluginhost.DefaultPingFailures,
 	}
 }
 
-// ExternalPlugin is one third-party channel plugin.
+// ExternalPlugin is one third-party channel plugin: an entry of the record
+// setting plugins.external, whose keys are its yaml tags.
 type ExternalPlugin struct {
 	// Type is the channel type it delivers.
 	Type string `yaml:"type"`
@@ -74,27 +76,27 @@ func (p PluginsConfig) validate() rules {
 	var r rules
 	for i, b := range p.Builtin {
 		if _, ok := builtin.Channels[b]; !ok && !(b == "none" && len(p.Builtin) == 1) {
-			r.add(fmt.Sprintf("plugins.builtin[%d]", i), "%q is not a built-in channel (want %s, or none alone)", b, orList(builtin.Types()))
+			r.Add(fmt.Sprintf("plugins.builtin[%d]", i), "%q is not a built-in channel (want %s, or none alone)", b, orList(builtin.Types()))
 		}
 	}
 	if p.MaxConcurrency < 0 {
-		r.add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
+		r.Add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
 	}
 	for _, d := range []struct {
 		key string
-		d   Duration
+		d   time.Duration
 	}{{"plugins.ping_interval", p.PingInterval}, {"plugins.ping_timeout", p.PingTimeout}} {
 		if d.d <= 0 {
-			r.add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
+			r.Add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
 		}
 	}
 	if p.PingFailures <= 0 {
-		r.add("plugins.ping_failures", "must be positive, got %d (leave it out for the default)", p.PingFailures)
+		r.Add("plugins.ping_failures", "must be positive, got %d (leave it out for the default)", p.PingFailures)
 	}
 	if g := p.SocketGroup; g != "" {
 		if _, err := user.LookupGroup(g); err != nil {
 			if _, err := user.LookupGroupId(g); err != nil {
-				r.add("plugins.socket_group", "no group %q on this machine", g)
+				r.Add("plugins.socket_group", "no group %q on this machine", g)
 			}
 		}
 	}
@@ -103,23 +105,23 @@ func (p PluginsConfig) validate() rules {
 		at := fmt.Sprintf("plugins.external[%d]", i)
 		switch {
 		case strings.TrimSpace(e.Type) == "":
-			r.add(at+".type", "empty (every plugin delivers a channel type)")
+			r.Add(at+".type", "empty (every plugin delivers a channel type)")
 		case p.builtinEnabled(e.Type):
-			r.add(at+".type", "%q is a built-in channel; give the plugin another type, or leave %q out of plugins.builtin", e.Type, e.Type)
+			r.Add(at+".type", "%q is a built-in channel; give the plugin another type, or leave %q out of plugins.builtin", e.Type, e.Type)
 		default:
 			if j, dup := seen[e.Type]; dup {
-				r.add(at+".type", "a second plugin for type %q (also plugins.external[%d])", e.Type, j)
+				r.Add(at+".type", "a second plugin for type %q (also plugins.external[%d])", e.Type, j)
 			}
 			seen[e.Type] = i
 		}
 		if strings.TrimSpace(e.Command) == "" && strings.TrimSpace(p.Dir) == "" {
-			r.add(at+".command", "empty, and no plugins.dir to find %q in", e.Type)
+			r.Add(at+".command", "empty, and no plugins.dir to find %q in", e.Type)
 		}
 		if e.SHA256 != "" && !isSHA256(e.SHA256) {
-			r.add(at+".sha256", "must be 64 hexadecimal digits")
+			r.Add(at+".sha256", "must be 64 hexadecimal digits")
 		}
 		if e.MaxConcurrency < 0 {
-			r.add(at+".max_concurrency", "must not be negative, got %d", e.MaxConcurrency)
+			r.Add(at+".max_concurrency", "must not be negative, got %d", e.MaxConcurrency)
 		}
 	}
 	return r

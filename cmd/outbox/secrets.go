@@ -24,11 +24,11 @@ type SecretsConfig struct {
 	// Dirs are the directories a file: reference may read, each with
 	// everything below it (relative ones against the configuration file's
 	// directory). None: no file: reference in the directory resolves.
-	Dirs []string `yaml:"dirs"`
+	Dirs []string
 	// EnvPrefix is the prefix of the environment variables an env:
 	// reference may read. Default OUTBOX_SECRET_. It must not match any
 	// variable outbox reads for its own settings (OUTBOX_STORE_DSN, ...).
-	EnvPrefix string `yaml:"env_prefix"`
+	EnvPrefix string
 }
 
 // ownEnv lists the variables outbox reads for itself besides its settings
@@ -39,11 +39,15 @@ var ownEnv = []string{envConfigFile, "OUTBOX_TOKEN", "OUTBOX_SERVER", "OUTBOX_SI
 // ownVariables returns every variable outbox reads for its own settings.
 func ownVariables() []string {
 	out := slices.Clone(ownEnv)
-	for _, s := range settings {
-		out = append(out, s.env)
+	for _, s := range centralSettings {
+		if s.Env != "" {
+			out = append(out, s.Env)
+		}
 	}
 	for _, s := range siteSettings {
-		out = append(out, s.env)
+		if s.Env != "" {
+			out = append(out, s.Env)
+		}
 	}
 	return out
 }
@@ -68,24 +72,24 @@ func (s SecretsConfig) validate(base string) rules {
 	p := s.EnvPrefix
 	switch {
 	case p == "":
-		r.add("secrets.env_prefix", "empty: give the prefix of the variables env: references may read (default %s); an empty prefix would allow every variable", secretref.DefaultEnvPrefix)
+		r.Add("secrets.env_prefix", "empty: give the prefix of the variables env: references may read (default %s); an empty prefix would allow every variable", secretref.DefaultEnvPrefix)
 	case strings.IndexFunc(p, func(c rune) bool {
 		return !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
 	}) >= 0:
-		r.add("secrets.env_prefix", "%q holds a character other than letters, digits and _", p)
+		r.Add("secrets.env_prefix", "%q holds a character other than letters, digits and _", p)
 	default:
 		if len(p) < minEnvPrefix || !strings.HasSuffix(p, "_") {
-			r.add("secrets.env_prefix", "%q must be at least %d characters and end with _ (such as %s), so that it names a family of variables of its own", p, minEnvPrefix, secretref.DefaultEnvPrefix)
+			r.Add("secrets.env_prefix", "%q must be at least %d characters and end with _ (such as %s), so that it names a family of variables of its own", p, minEnvPrefix, secretref.DefaultEnvPrefix)
 		}
 		for _, v := range ownVariables() {
 			if strings.HasPrefix(v, p) {
-				r.add("secrets.env_prefix", "%q would let a reference read %s, one of outbox's own settings; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
+				r.Add("secrets.env_prefix", "%q would let a reference read %s, one of outbox's own settings; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
 				break
 			}
 		}
 		for _, v := range foreignCredentials {
 			if strings.HasPrefix(v, p) {
-				r.add("secrets.env_prefix", "%q would let a reference read %s, another program's credential; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
+				r.Add("secrets.env_prefix", "%q would let a reference read %s, another program's credential; choose a prefix such as %s", p, v, secretref.DefaultEnvPrefix)
 				break
 			}
 		}
@@ -93,7 +97,7 @@ func (s SecretsConfig) validate(base string) rules {
 	for i, d := range s.Dirs {
 		key := fmt.Sprintf("secrets.dirs[%d]", i)
 		if strings.TrimSpace(d) == "" {
-			r.add(key, "empty")
+			r.Add(key, "empty")
 			continue
 		}
 		abs := d
@@ -102,17 +106,17 @@ func (s SecretsConfig) validate(base string) rules {
 		}
 		abs, err := filepath.Abs(abs)
 		if err != nil {
-			r.add(key, "%v", err)
+			r.Add(key, "%v", err)
 			continue
 		}
 		info, err := os.Stat(abs)
 		switch {
 		case err != nil:
-			r.add(key, "%s: %v", abs, unwrapPath(err))
+			r.Add(key, "%s: %v", abs, unwrapPath(err))
 		case !info.IsDir():
-			r.add(key, "%s is not a directory", abs)
+			r.Add(key, "%s is not a directory", abs)
 		case filepath.Dir(abs) == abs:
-			r.add(key, "%s is the root of the file system: every file central can read would be allowed", abs)
+			r.Add(key, "%s is the root of the file system: every file central can read would be allowed", abs)
 		}
 	}
 	return r
@@ -177,9 +181,9 @@ func (c Config) validateOwnSecretsOutside() rules {
 			continue
 		}
 		if name, ok := strings.CutPrefix(ref, "env:"); ok {
-			r.addRelated("secrets.env_prefix", key, "lets a reference of a list or channel read %s, which %s names: give central's own secrets variables without the prefix", name, key)
+			r.AddRelated("secrets.env_prefix", key, "lets a reference of a list or channel read %s, which %s names: give central's own secrets variables without the prefix", name, key)
 		} else {
-			r.addRelated("secrets.dirs", key, "lets a reference of a list or channel read %s, the file of %s: keep central's own secrets out of secrets.dirs", strings.TrimPrefix(ref, "file:"), key)
+			r.AddRelated("secrets.dirs", key, "lets a reference of a list or channel read %s, the file of %s: keep central's own secrets out of secrets.dirs", strings.TrimPrefix(ref, "file:"), key)
 		}
 	}
 	return r
@@ -195,14 +199,14 @@ func (c Config) validateReferences() rules {
 	for i, l := range c.Lists {
 		for k, t := range l.Targets {
 			if err := p.Check(t); err != nil {
-				r.add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%s", secretref.Detail(err))
+				r.Add(fmt.Sprintf("lists[%d].targets[%d]", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}
 	for i, ch := range c.Channels {
 		for _, k := range slices.Sorted(maps.Keys(ch.Settings)) {
 			if err := p.Check(ch.Settings[k]); err != nil {
-				r.add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%s", secretref.Detail(err))
+				r.Add(fmt.Sprintf("channels[%d].settings.%s", i, k), "%s", secretref.Detail(err))
 			}
 		}
 	}

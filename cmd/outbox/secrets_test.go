@@ -89,7 +89,7 @@ func TestStartRefusesReferencesOutsideThePolicy(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := loadConfig(commandLine{file: file}, nil)
+	l, err := loadConfig(commandLine{File: file}, nil)
 	if err == nil {
 		t.Fatal("a configuration reading outside secrets.dirs was accepted")
 	}
@@ -102,8 +102,8 @@ func TestStartRefusesReferencesOutsideThePolicy(t *testing.T) {
 	if strings.Contains(msg, "lists[0]") || strings.Contains(msg, stolenValue) {
 		t.Errorf("refused an allowed reference, or showed a value:\n%s", msg)
 	}
-	if l == nil || l.cfg.ConfigDir != s.dir {
-		t.Errorf("ConfigDir %q, want the file's directory %s", l.cfg.ConfigDir, s.dir)
+	if l == nil || l.Cfg.ConfigDir != s.dir {
+		t.Errorf("ConfigDir %q, want the file's directory %s", l.Cfg.ConfigDir, s.dir)
 	}
 
 	// The built binary refuses to start with the same message.
@@ -149,7 +149,7 @@ func TestSecretsSettings(t *testing.T) {
 			for k, v := range c.env {
 				env = append(env, k+"="+v)
 			}
-			_, err := loadConfig(commandLine{file: file}, env)
+			_, err := loadConfig(commandLine{File: file}, env)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -166,8 +166,8 @@ func TestSecretsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := strings.Join(l.warnings, "\n"); strings.Contains(w, "OUTBOX_SECRET_HOOK") || !strings.Contains(w, "OUTBOX_NOPE") {
-		t.Errorf("warnings %q", l.warnings)
+	if w := strings.Join(l.Warnings, "\n"); strings.Contains(w, "OUTBOX_SECRET_HOOK") || !strings.Contains(w, "OUTBOX_NOPE") {
+		t.Errorf("warnings %q", l.Warnings)
 	}
 }
 
@@ -189,7 +189,7 @@ http:
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := loadConfig(commandLine{file: file}, nil)
+	_, err := loadConfig(commandLine{File: file}, nil)
 	for _, want := range []string{
 		"secrets.dirs: lets a reference of a list or channel read " + s.outside + ", the file of link.sites[0].token",
 		"secrets.dirs: lets a reference of a list or channel read " + filepath.Join(s.dir, "outbox.db") + ", the file of store.dsn (the SQLite database)",
@@ -211,23 +211,23 @@ func TestOwnReferencesStartAtTheFilesDirectory(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := loadConfig(commandLine{file: file}, nil)
+	l, err := loadConfig(commandLine{File: file}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := l.cfg.Link.Sites[0].Token, "file:"+s.outside; got != want {
+	if got, want := l.Cfg.Link.Sites[0].Token, "file:"+s.outside; got != want {
 		t.Errorf("link token %q, want %q", got, want)
 	}
-	if got, want := l.cfg.HTTP.Admin.Password, "file:"+filepath.Join(filepath.Dir(s.dir), "elsewhere", "admin.pw"); got != want {
+	if got, want := l.Cfg.HTTP.Admin.Password, "file:"+filepath.Join(filepath.Dir(s.dir), "elsewhere", "admin.pw"); got != want {
 		t.Errorf("admin password %q, want %q", got, want)
 	}
-	sl, err := siteSchema.load(commandLine{file: filepath.Join("..", "..", "configs", "site-a.yaml")}, nil)
+	sl, err := siteSchema.load(commandLine{File: filepath.Join("..", "..", "configs", "site-a.yaml")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	abs, _ := filepath.Abs(filepath.Join("..", "..", "configs", "demo", "plant-1.token"))
-	if sl.cfg.Central.Token != "file:"+abs {
-		t.Errorf("site token %q, want %q", sl.cfg.Central.Token, "file:"+abs)
+	if sl.Cfg.Central.Token != "file:"+abs {
+		t.Errorf("site token %q, want %q", sl.Cfg.Central.Token, "file:"+abs)
 	}
 }
 

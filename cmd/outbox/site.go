@@ -55,7 +55,7 @@ func runSite(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 // site wires a site node from its loaded configuration and runs it until
 // ctx is done.
 func site(ctx context.Context, l *loaded[SiteConfig], logger *slog.Logger) error {
-	return runSiteNode(ctx, l.cfg, siteOptions{configFile: l.file}, logger)
+	return runSiteNode(ctx, l.Cfg, siteOptions{configFile: l.File}, logger)
 }
 
 // siteOptions are what `outbox dev` changes in a site node.
@@ -95,7 +95,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 	}
 	defer link.Close()
 
-	svc, err := core.NewSite(cfg.CoreConfig(), core.SiteDeps{Buffer: node, Central: link,
+	svc, err := core.NewSite(cfg.Core, core.SiteDeps{Buffer: node, Central: link,
 		Logger: logger.With("component", "forwarder")})
 	if err != nil {
 		return fmt.Errorf("build the site: %w", err)
@@ -141,7 +141,7 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 			context.AfterFunc(ctx, func() { _ = msrv.Close() })
 		}
 	}
-	logger.Info("site node started", "version", versionString(), "site", cfg.Site, "node", cfg.Node,
+	logger.Info("site node started", "version", versionString(), "site", cfg.Core.Site, "node", cfg.Node,
 		"api", lis.Addr().String(), "raft", rc.Advertise, "members", len(cfg.Members),
 		"central", strings.Join(cfg.Central.addrs(), ","), "data_dir", rc.Dir, "metrics", cfg.Metrics.Listen, "config_file", opt.configFile)
 	if opt.started != nil {
@@ -307,15 +307,15 @@ func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, "outbox site recover", err)
 		return exitUsage
 	}
-	logger := newLogger(l.cfg.Log, stderr, isTerminal(stderr))
-	rc, err := siteRaftConfig(l.cfg, logger)
+	logger := newLogger(l.Cfg.Log, stderr, isTerminal(stderr))
+	rc, err := siteRaftConfig(l.Cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox site recover: %v\n", err)
 		return exitUsage
 	}
 	if !yes {
 		fmt.Fprintf(stdout, "outbox site recover would make node %q (data in %s) the only member of site %q's group.\n\n%s\n\nRun again with -yes to do it.\n",
-			l.cfg.Node, rc.Dir, l.cfg.Site, recoverRisk)
+			l.Cfg.Node, rc.Dir, l.Cfg.Core.Site, recoverRisk)
 		return exitUsage
 	}
 	if err := raftbuffer.Recover(rc); err != nil {
@@ -324,7 +324,7 @@ func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "node %q is now the only member of its group: start it with `outbox site -config %s`.\n"+
 		"Never start the lost node with its old data. To make a pair again, wait for backlog 0, stop this node,\n"+
-		"empty both nodes' data_dir and start both.\n", l.cfg.Node, l.file)
+		"empty both nodes' data_dir and start both.\n", l.Cfg.Node, l.File)
 	return exitOK
 }
 

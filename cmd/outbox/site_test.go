@@ -95,7 +95,7 @@ func TestSiteNodesOverTLS(t *testing.T) {
 		crt, key := writePEM(t, dir, id, siteCA.Issue(t, id))
 		apiCrt, apiKey := writePEM(t, dir, id+"-api", siteCA.Issue(t, "site node "+id))
 		cfg := defaultSiteConfig()
-		cfg.Site, cfg.Node, cfg.DataDir, cfg.Members = "plant-1", id, filepath.Join(dir, id), members
+		cfg.Core.Site, cfg.Node, cfg.DataDir, cfg.Members = "plant-1", id, filepath.Join(dir, id), members
 		cfg.Raft.TLS = TLSFiles{Cert: crt, Key: key, CA: siteCAFile}
 		cfg.API.TLS = TLSFiles{Cert: apiCrt, Key: apiKey, CA: scriptsCAFile}
 		cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "file:" + tokenFile}

@@ -52,20 +52,20 @@ func TestSiteExampleConfigs(t *testing.T) {
 	}
 	nodes := map[string]bool{}
 	for _, f := range files {
-		l, err := siteSchema.load(commandLine{file: f}, nil)
+		l, err := siteSchema.load(commandLine{File: f}, nil)
 		if err != nil {
 			t.Fatalf("%s refused: %v", f, err)
 		}
-		if len(l.warnings) != 0 {
-			t.Errorf("%s: warnings %v", f, l.warnings)
+		if len(l.Warnings) != 0 {
+			t.Errorf("%s: warnings %v", f, l.Warnings)
 		}
-		c := l.cfg
+		c := l.Cfg
 		nodes[c.Node] = true
 		rc := c.RaftConfig()
 		if rc.NodeID != c.Node || len(rc.Peers) != 3 || rc.Advertise != c.member().Raft || rc.Dir != c.DataDir {
 			t.Errorf("%s: raft config %+v", f, rc)
 		}
-		if cc := c.CoreConfig(); cc.Site != "plant-1" || cc.Validate() != nil {
+		if cc := c.Core; cc.Site != "plant-1" || cc.Validate() != nil {
 			t.Errorf("%s: core config %+v", f, cc)
 		}
 	}
@@ -79,13 +79,13 @@ func TestSiteDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := l.cfg
-	if c.Node != "b" || c.dataDir() != filepath.Join("data", "site-b") || c.Forward.Batch != 500 ||
-		c.CoreConfig().RetryInterval.String() != "250ms" || c.apiAddr("w") != "127.0.0.1:7103" {
+	c := l.Cfg
+	if c.Node != "b" || c.dataDir() != filepath.Join("data", "site-b") || c.Core.ForwardBatch != 500 ||
+		c.Core.RetryInterval.String() != "250ms" || c.apiAddr("w") != "127.0.0.1:7103" {
 		t.Errorf("loaded %+v", c)
 	}
-	if l.sources["node"] != "flag -node" || l.sources["forward.retry_interval"] != "env OUTBOX_FORWARD_RETRY_INTERVAL" {
-		t.Errorf("sources %v", l.sources)
+	if l.Sources["node"] != "flag -node" || l.Sources["forward.retry_interval"] != "env OUTBOX_FORWARD_RETRY_INTERVAL" {
+		t.Errorf("sources %v", l.Sources)
 	}
 }
 
@@ -185,7 +185,7 @@ func TestSiteOffLoopbackNeedsProtection(t *testing.T) {
 			t.Errorf("%s: a protected site off loopback refused: %v", name, err)
 			continue
 		}
-		if lim := l.cfg.apiLimits(); lim.Rate != 50 || lim.Burst != 200 || lim.GRPC.MaxRecvMsgBytes != siteapi.RequestBytes(255, 65536) {
+		if lim := l.Cfg.apiLimits(); lim.Rate != 50 || lim.Burst != 200 || lim.GRPC.MaxRecvMsgBytes != siteapi.RequestBytes(255, 65536) {
 			t.Errorf("%s: default limits %+v", name, lim)
 		}
 	}
@@ -208,7 +208,7 @@ func TestSiteCentralAddrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "localhost:7444"}) {
+	if got := l.Cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "localhost:7444"}) {
 		t.Errorf("central addresses %v", got)
 	}
 	l, err = loadSite(t, strings.Replace(validSite, "  addr: 127.0.0.1:7443\n", "", 1),
@@ -216,12 +216,12 @@ func TestSiteCentralAddrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "[::1]:7444"}) ||
-		l.sources["central.addrs"] != "env OUTBOX_CENTRAL_ADDRS" {
-		t.Errorf("central addresses %v from %q", got, l.sources["central.addrs"])
+	if got := l.Cfg.Central.addrs(); !slices.Equal(got, []string{"127.0.0.1:7443", "[::1]:7444"}) ||
+		l.Sources["central.addrs"] != "env OUTBOX_CENTRAL_ADDRS" {
+		t.Errorf("central addresses %v from %q", got, l.Sources["central.addrs"])
 	}
 	t.Setenv("PLANT_TOKEN", "tok")
-	link, err := dialCentral(l.cfg, slog.New(slog.DiscardHandler))
+	link, err := dialCentral(l.Cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,36 +236,8 @@ func TestSiteWarnsOfATokenInClear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.warnings) != 1 || !strings.Contains(l.warnings[0], "central.token is a token in clear") ||
-		strings.Contains(l.warnings[0], "s3cret") {
-		t.Errorf("warnings %v", l.warnings)
-	}
-}
-
-func TestREADMENamesEverySiteSetting(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
-	for _, s := range siteSettings {
-		for _, name := range []string{"`" + s.key + "`", "`" + s.env + "`"} {
-			if !strings.Contains(readme, name) {
-				t.Errorf("configs/README.md does not name %s", name)
-			}
-		}
-		if s.flag != "" && !strings.Contains(readme, "`-"+s.flag+"`") {
-			t.Errorf("configs/README.md does not name the flag -%s", s.flag)
-		}
-	}
-	for _, key := range []string{"members[].id", "members[].raft", "members[].api", "members[].witness", "raft.bind",
-		"raft.tls", "api.listen", "api.tls", "api.tls.ca", "api.limits.rate", "api.limits.burst", "api.limits.max_request_bytes",
-		"api.limits.conns_per_address", "api.limits.conns_total", "api.limits.max_streams", "api.limits.handshake_timeout",
-		"api.limits.idle_timeout", "central.tls", "forward.batch", "forward.call_timeout",
-		"forward.max_subject_bytes", "forward.max_body_bytes", "link.listen", "link.tls", "link.sites[].id",
-		"link.sites[].token"} {
-		if !strings.Contains(readme, "`"+key+"`") {
-			t.Errorf("configs/README.md does not name %s", key)
-		}
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "central.token is a token in clear") ||
+		strings.Contains(l.Warnings[0], "s3cret") {
+		t.Errorf("warnings %v", l.Warnings)
 	}
 }

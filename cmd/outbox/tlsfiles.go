@@ -7,10 +7,11 @@ import (
 	"os"
 )
 
-// TLSFiles names the PEM files of one TLS endpoint. Cert and Key are this
-// side's certificate and private key; CA holds the certificates that sign
-// the other side's (a server checks client certificates against it, a
-// client the server's).
+// TLSFiles names the PEM files of one TLS endpoint, a record setting
+// (link.tls, http.tls, raft.tls, ...) whose keys are its yaml tags. Cert and
+// Key are this side's certificate and private key; CA holds the
+// certificates that sign the other side's (a server checks client
+// certificates against it, a client the server's).
 type TLSFiles struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
@@ -31,17 +32,17 @@ func (t TLSFiles) validate(key string, needCert bool) rules {
 		return r
 	}
 	if (t.Cert == "") != (t.Key == "") {
-		r.add(key, "cert and key go together: give both or neither")
+		r.Add(key, "cert and key go together: give both or neither")
 	}
 	if needCert && t.Cert == "" {
-		r.add(key+".cert", "required: this side presents a certificate")
+		r.Add(key+".cert", "required: this side presents a certificate")
 	}
 	for name, path := range map[string]string{"cert": t.Cert, "key": t.Key, "ca": t.CA} {
 		if path == "" {
 			continue
 		}
 		if _, err := os.Stat(path); err != nil {
-			r.add(key+"."+name, "%v", err)
+			r.Add(key+"."+name, "%v", err)
 		}
 	}
 	return r
