@@ -80,3 +80,27 @@ type Result struct {
 	// RetryAfter.
 	NotAttempted bool
 }
+
+// PluginStatus is the state of one channel plugin process: what the plugin
+// host reports, the metrics export and the operator page shows.
+type PluginStatus struct {
+	// Type is the channel type the plugin delivers ("email", "webhook", …).
+	Type string
+	// Name and Version are what the plugin describes itself with.
+	Name    string
+	Version string
+	// Command is the plugin's executable.
+	Command string
+	// Running is false while the process is down (between a crash and its
+	// restart).
+	Running bool
+	PID     int
+	// Started is when the current process started.
+	Started time.Time
+	// Restarts counts the restarts after crashes since the host started,
+	// those of a process that stopped answering included.
+	Restarts int
+	// StoppedAnswering counts the processes the host killed (and
+	// restarted) because they stopped answering its pings (hung).
+	StoppedAnswering int
+}

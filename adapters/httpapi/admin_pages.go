@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -106,7 +107,7 @@ func (s *Server) pageRevokeToken(w http.ResponseWriter, r *http.Request, p ports
 		s.renderTokens(w, r, p, statusOf[code], nil, msg)
 		return
 	}
-	s.setFlash(w, "Token "+clipText(id, 20)+" revoked.")
+	s.setFlash(w, "Token "+human.Clip(id, 20)+" revoked.")
 	http.Redirect(w, r, "/tokens", http.StatusSeeOther)
 }
 
@@ -125,7 +126,7 @@ func parseLifetime(s string) (time.Duration, error) {
 	} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("expires: %q is not a lifetime such as 30d or 12h: %w", clipText(s, 20), ports.ErrInvalid)
+	return 0, fmt.Errorf("expires: %q is not a lifetime such as 30d or 12h: %w", human.Clip(s, 20), ports.ErrInvalid)
 }
 
 func (s *Server) pageAudit(w http.ResponseWriter, r *http.Request, p ports.Principal) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -36,9 +37,9 @@ type base struct {
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"stamp":    stamp,
-		"dur":      humanDuration,
-		"num":      thousands,
-		"clip":     clipText,
+		"dur":      human.Duration,
+		"num":      human.Thousands,
+		"clip":     human.Clip,
 		"formTime": formTime,
 		"json":     prettyJSON,
 	}
@@ -245,7 +246,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 		what = "the parked notifications matching the filter"
 	}
 	title := strings.ToUpper(string(v[:1])) + string(v[1:])
-	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile, or park after this count, are left alone.", title, what, plural(n, "notification"))
+	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile, or park after this count, are left alone.", title, what, human.Count(n, "notification"))
 	if v == verbRetry {
 		msg += " They go back to Pending and are delivered again."
 	} else {
@@ -262,7 +263,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 		FilterFields                             []field
 	}{
 		base: s.newBase(w, r, p, title+" by filter", "notifications"), Heading: title + " by filter", Message: msg,
-		Button: fmt.Sprintf("%s %s", title, plural(n, "notification")), Action: "/notifications/" + string(v),
+		Button: fmt.Sprintf("%s %s", title, human.Count(n, "notification")), Action: "/notifications/" + string(v),
 		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked),
 	})
 }
@@ -275,14 +276,14 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 	}
 	b := s.newBase(w, r, p, "Health", "dashboard")
 	b.Refresh = 15
-	var plugins []PluginStatus
+	var plugins []ports.PluginStatus
 	if s.cfg.Plugins != nil {
 		plugins = s.cfg.Plugins()
 	}
 	s.render(w, r, http.StatusOK, "dashboard", struct {
 		base
 		KPI     kpiView
-		Plugins []PluginStatus
+		Plugins []ports.PluginStatus
 	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter}, plugins})
 }
 
@@ -373,7 +374,7 @@ func (s *Server) pageLoginPost(w http.ResponseWriter, r *http.Request) {
 // throttledMessage tells a person at the login form why the password was
 // not even checked, and how long to wait.
 func throttledMessage(te *ports.LoginThrottledError) string {
-	wait := plural(retryAfterSeconds(te), "second")
+	wait := human.Count(retryAfterSeconds(te), "second")
 	switch te.Reason {
 	case ports.LoginThrottledAddress:
 		return "Too many failed logins from your address. Your password was not checked; try again in " + wait + "."
@@ -444,62 +445,6 @@ func formTime(t *time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04")
 }
 
-// humanDuration shows a duration the way people say it: 850ms, 1.5s, 12s,
-// 3m12s, 10m, 4h05m, 2d3h.
-func humanDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < 10*time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < time.Hour:
-		if s := int(d.Seconds()) % 60; s != 0 {
-			return fmt.Sprintf("%dm%02ds", int(d.Minutes()), s)
-		}
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		if m := int(d.Minutes()) % 60; m != 0 {
-			return fmt.Sprintf("%dh%02dm", int(d.Hours()), m)
-		}
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-// thousands writes n with thin separators: 1 234 567.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u202f")
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-// clipText shortens s to at most n runes.
-func clipText(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j] + "…"
-		}
-		i++
-	}
-	return s
-}
-
 // prettyJSON indents raw JSON for display.
 func prettyJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
@@ -507,12 +452,4 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// plural writes "1 notification", "2 notifications".
-func plural(n int64, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return thousands(n) + " " + word + "s"
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -222,5 +223,25 @@ func TestEachCredentialInItsPlace(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "outbox_session=;") {
 		t.Fatalf("logout of a dead session: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestDashboardShowsThePlugins: the dashboard shows each channel plugin the
+// host reports, with its type and state.
+func TestDashboardShowsThePlugins(t *testing.T) {
+	e := newEnvWith(t, func(c *httpapi.Config) {
+		c.Plugins = func() []ports.PluginStatus {
+			return []ports.PluginStatus{{Type: "email", Name: "outbox-email", Running: true, Restarts: 2}, {Type: "webhook", Name: "outbox-webhook"}}
+		}
+	})
+	code, body := e.get(e.loginBrowser("viewer"), "/dashboard")
+	if code != http.StatusOK {
+		t.Fatalf("dashboard: %d", code)
+	}
+	for _, row := range []string{`<td>outbox-email</td><td>email</td><td><span class="pill Delivered">running</span></td><td class="n">2</td>`,
+		`<td>outbox-webhook</td><td>webhook</td><td><span class="pill Parked">down</span></td>`} {
+		if !strings.Contains(body, row) {
+			t.Errorf("dashboard lacks %s:\n%s", row, body)
+		}
 	}
 }

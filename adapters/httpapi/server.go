@@ -45,7 +45,7 @@ type Config struct {
 	// of the plugin that delivers them before they are stored.
 	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
 	// Plugins, when set, reports the channel plugins on the dashboard.
-	Plugins func() []PluginStatus
+	Plugins func() []ports.PluginStatus
 	// Mailbox, when set, shows the mails a local SMTP capture received on
 	// the page /mail (dev mode).
 	Mailbox func() []Mail
@@ -80,14 +80,6 @@ const (
 	DefaultOwnTokenRate  = 1.0 / 60
 	DefaultOwnTokenBurst = 5
 )
-
-// PluginStatus is one channel plugin as the dashboard shows it.
-type PluginStatus struct {
-	Name     string
-	Types    []string
-	Running  bool
-	Restarts int
-}
 
 // Mail is one captured mail as the page /mail shows it.
 type Mail struct {

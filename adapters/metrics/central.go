@@ -15,24 +15,6 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// PluginStatus is what the central collector exports of one channel plugin
-// process. cmd fills it from the plugin host's status, so this package
-// does not depend on the plugin host.
-type PluginStatus struct {
-	// Type is the channel type the plugin delivers ("email", "webhook", …);
-	// it is the value of the metrics' plugin label.
-	Type string
-	// Running is false while the process is down (between a crash and its
-	// restart).
-	Running bool
-	// Restarts counts the restarts after crashes since the host started,
-	// those of a process that stopped answering included.
-	Restarts int
-	// StoppedAnswering counts the processes the host killed and restarted
-	// because they stopped answering its pings (hung).
-	StoppedAnswering int
-}
-
 // CentralSources are what the central collector reads at each scrape.
 type CentralSources struct {
 	// KPIs returns the delivery KPIs (core.Service.KPIs). Required.
@@ -44,7 +26,7 @@ type CentralSources struct {
 	Window time.Duration
 	// Plugins returns the status of every channel plugin, one entry per
 	// type; nil when central runs no plugin host. It must not block.
-	Plugins func() []PluginStatus
+	Plugins func() []ports.PluginStatus
 	// CacheFor is how long one read of the KPIs serves every scrape. A
 	// read costs the database several queries and /metrics needs no login,
 	// so scrapes within the window, and scrapes at the same moment, share

@@ -54,8 +54,8 @@ func TestCentralCollectorExportsKPIsAndPlugins(t *testing.T) {
 				}}, nil
 		},
 		Window: time.Hour,
-		Plugins: func() []PluginStatus {
-			return []PluginStatus{{Type: "email", Running: true, Restarts: 2, StoppedAnswering: 1}, {Type: "webhook", Running: false}}
+		Plugins: func() []ports.PluginStatus {
+			return []ports.PluginStatus{{Type: "email", Running: true, Restarts: 2, StoppedAnswering: 1}, {Type: "webhook", Running: false}}
 		},
 	}
 	// The pedantic registry checks that Collect matches Describe.
@@ -115,8 +115,8 @@ func TestCentralCollectorExportsKPIsAndPlugins(t *testing.T) {
 func TestCentralCollectorReportsAFailedKPIRead(t *testing.T) {
 	body := scrapeCentral(t, CentralSources{
 		KPIs: func(context.Context) (ports.KPIReport, error) { return ports.KPIReport{}, errors.New("store down") },
-		Plugins: func() []PluginStatus {
-			return []PluginStatus{{Type: "email", Running: true, Restarts: 1}}
+		Plugins: func() []ports.PluginStatus {
+			return []ports.PluginStatus{{Type: "email", Running: true, Restarts: 1}}
 		},
 	}, NewDeliveryMetrics())
 	if !strings.Contains(body, "outbox_kpi_up 0\n") || strings.Contains(body, "outbox_queue_depth ") ||

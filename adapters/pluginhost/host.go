@@ -288,30 +288,9 @@ func (h *Host) ValidateSettings(typ string, settings map[string]string) error {
 	return nil
 }
 
-// Status describes one plugin process, for logs, metrics and the operator
-// page.
-type Status struct {
-	Type    string
-	Name    string // the name it describes itself with
-	Version string
-	Command string
-	// Running is false while the process is down (between a crash and its
-	// restart).
-	Running bool
-	PID     int
-	// Started is when the current process started.
-	Started time.Time
-	// Restarts counts the restarts after crashes since Start, those after
-	// the process stopped answering included.
-	Restarts int
-	// StoppedAnswering counts the processes the host killed (and restarted)
-	// because they stopped answering its pings.
-	StoppedAnswering int
-}
-
 // Status returns the status of every plugin, sorted by type.
-func (h *Host) Status() []Status {
-	out := make([]Status, 0, len(h.plugins))
+func (h *Host) Status() []ports.PluginStatus {
+	out := make([]ports.PluginStatus, 0, len(h.plugins))
 	for _, t := range h.Types() {
 		out = append(out, h.plugins[t].status())
 	}

@@ -611,10 +611,10 @@ func (p *plugin) description() channel.Description {
 	return p.desc
 }
 
-func (p *plugin) status() Status {
+func (p *plugin) status() ports.PluginStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Status{Type: p.cfg.Type, Name: p.desc.Name, Version: p.desc.Version, Command: p.cfg.Command,
+	s := ports.PluginStatus{Type: p.cfg.Type, Name: p.desc.Name, Version: p.desc.Version, Command: p.cfg.Command,
 		Restarts: p.restarts, StoppedAnswering: p.hangs}
 	if p.inst != nil {
 		s.Running, s.PID, s.Started = true, p.inst.pid, p.inst.started

@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -196,7 +195,7 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 	if err := os.WriteFile(passwordFile, []byte(run.password), 0o600); err != nil {
 		return fmt.Errorf("write the admin's password file: %w", err)
 	}
-	if err := os.WriteFile(tokenFile, []byte(randomHex(32)), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
 		return fmt.Errorf("write the site's token file: %w", err)
 	}
 
@@ -511,7 +510,7 @@ type devToken struct {
 // the function that revokes it. The secret goes to the terminal only: the
 // log names the token, never its secret.
 func makeDevToken(ctx context.Context, ops *core.Operators, logger *slog.Logger) (devToken, func(), error) {
-	secret, t, err := ops.CreateToken(ctx, ports.TokenRequest{Actor: ports.ActorSystem, Name: "outbox-dev-" + randomHex(3),
+	secret, t, err := ops.CreateToken(ctx, ports.TokenRequest{Actor: ports.ActorSystem, Name: "outbox-dev-" + strings.ToLower(rand.Text()[:6]),
 		Role: ports.RoleAdmin, ExpiresAt: time.Now().Add(devTokenTTL)})
 	if err != nil {
 		return devToken{}, nil, fmt.Errorf("make the dev admin token: %w", err)
@@ -524,11 +523,4 @@ func makeDevToken(ctx context.Context, ops *core.Operators, logger *slog.Logger)
 		}
 	}
 	return devToken{Secret: secret, ExpiresAt: t.ExpiresAt}, revoke, nil
-}
-
-// randomHex returns n random bytes in hexadecimal.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

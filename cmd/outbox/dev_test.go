@@ -1,9 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
-	"flag"
 	"io"
 	"io/fs"
 	"net/http"
@@ -143,7 +144,7 @@ func awaitStatus(t *testing.T, c *client.Client, id string, want ports.Status) a
 // stops everything cleanly and removes the temporary data.
 func TestDevDeliversEndToEnd(t *testing.T) {
 	p, info := startDev(t)
-	subject := "dev end to end " + randomHex(4)
+	subject := "dev end to end " + rand.Text()[:8]
 	id := devSend(t, info.sites, "demo", subject)
 
 	hc, c := devLogin(t, info.page)
@@ -228,14 +229,18 @@ func TestDevRefusesBadFlags(t *testing.T) {
 // outbox notify talks to outbox dev's site, whose first node's API is the
 // well-known 127.0.0.1:7101.
 func TestNotifyDefaultsToDevSite(t *testing.T) {
-	var nf notifyFlags
-	nf.define(flag.NewFlagSet("notify", flag.ContinueOnError), nil)
-	if want := "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"; nf.site != want || devSiteAddrs() != want {
-		t.Errorf("notify's default -site %q, outbox dev's site %q; want both %q", nf.site, devSiteAddrs(), want)
+	const devSite = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+	if got := devSiteAddrs(); got != devSite {
+		t.Errorf("outbox dev's site %q, want %q", got, devSite)
 	}
-	nf = notifyFlags{}
-	nf.define(flag.NewFlagSet("notify", flag.ContinueOnError), []string{"OUTBOX_SITE_ADDR=10.0.0.1:7101"})
-	if nf.site != "10.0.0.1:7101" {
-		t.Errorf("with OUTBOX_SITE_ADDR, -site defaults to %q", nf.site)
+	for _, tc := range []struct {
+		environ []string
+		want    string
+	}{{nil, devSite}, {[]string{"OUTBOX_SITE_ADDR=10.0.0.1:7101"}, "10.0.0.1:7101"}} {
+		var out, errw bytes.Buffer
+		code := run(t.Context(), []string{"notify", "status", "-h"}, tc.environ, &out, &errw)
+		if code != exitOK || !strings.Contains(errw.String(), `(default "`+tc.want+`")`) {
+			t.Errorf("environment %v: exit %d, -site's default not %q:\n%s", tc.environ, code, tc.want, errw.String())
+		}
 	}
 }

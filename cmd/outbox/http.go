@@ -201,17 +201,9 @@ func newObservability(svc *core.Service, store *sqlstore.DB, host *pluginhost.Ho
 		httpRefusals:    guard.NewRefusals("http", logger.With("component", "http"), 0),
 		metricsRefusals: guard.NewRefusals("metrics", logger.With("component", "metrics"), 0),
 	}
-	plugins := func() []metrics.PluginStatus {
-		var out []metrics.PluginStatus
-		for _, s := range host.Status() {
-			out = append(out, metrics.PluginStatus{Type: s.Type, Running: s.Running, Restarts: s.Restarts,
-				StoppedAnswering: s.StoppedAnswering})
-		}
-		return out
-	}
 	var err error
 	o.metrics, err = metrics.CentralHandler(metrics.CentralSources{
-		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: plugins,
+		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: host.Status,
 	}, delivery, logger.With("component", "metrics"), append([]prometheus.Collector{o.httpRefusals, o.metricsRefusals}, collectors...)...)
 	if err != nil {
 		return observability{}, err
@@ -358,13 +350,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 			}
 			return o.host.ValidateSettings(c.Type, c.Settings)
 		},
-		Plugins: func() []httpapi.PluginStatus {
-			var out []httpapi.PluginStatus
-			for _, s := range o.host.Status() {
-				out = append(out, httpapi.PluginStatus{Name: s.Name, Types: []string{s.Type}, Running: s.Running, Restarts: s.Restarts})
-			}
-			return out
-		},
+		Plugins:        o.host.Status,
 		Public:         public,
 		SecureCookies:  t != nil,
 		Banner:         o.banner,

@@ -1,22 +1,34 @@
-// Command outbox is the notification outbox: one binary whose subcommands run
-// central, apply database migrations and print the version. All wiring lives
-// in this package as plain constructor calls: the settings are loaded and
-// checked here (config.go, load.go), the logger built (logging.go), and the
-// adapters and the core put together (central.go).
+// Command outbox is the notification outbox: one binary for central, the
+// site nodes, the operator's and the scripts' clients, and a one-process
+// trial of the whole. This package only parses, wires and runs: the
+// settings are loaded and checked, the logger built (logging.go, over
+// internal/logmask), the adapters and the core put together (central.go,
+// site.go, dev.go); the client commands live in internal/opscli.
 //
-// Usage:
+// Usage (commands, below, is the one table of subcommands; "outbox help"
+// prints it):
 //
-//	outbox dev [flags]                      everything in one process on loopback, to try outbox
+//	outbox dev [flags]                      central, a three-node site and a mail capture in one process, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
-//	outbox migrate [-config FILE] [flags]   apply database migrations and exit
+//	outbox migrate [-config FILE] [flags]   apply the database migrations and exit
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
-//	outbox login|logout                     keep (or drop) a token of one's own for the CLI
-//	outbox notifications|kpi|lists|channels|users|tokens|audit ...
-//	                                        operate central through its API
+//	outbox plugin serve|list|describe|deliver ...
+//	                                        serve, list, describe or try a channel plugin
 //	outbox version                          print the version
 //	outbox help [command]                   show help
+//
+// The operator commands, against central's API (OUTBOX_SERVER, OUTBOX_TOKEN):
+//
+//	outbox login|logout                     keep (or drop) a token of one's own for these
+//	outbox notifications list|show|count|retry|discard ...
+//	outbox kpi                              the delivery KPIs, global and per site
+//	outbox lists list|show|put|delete ...
+//	outbox channels list|show|put|delete ...
+//	outbox users list|put|delete ...        operator accounts (admin)
+//	outbox tokens list|create|delete ...    API tokens (admin)
+//	outbox audit                            the admin audit log (admin)
 //
 // Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
 // configuration.
@@ -24,6 +36,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,11 +44,13 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"golang.org/x/term"
 
 	"github.com/siteline/outbox/adapters/harden"
+	"github.com/siteline/outbox/cmd/outbox/internal/opscli"
 )
 
 // Exit codes.
@@ -45,12 +60,122 @@ const (
 	exitUsage   = 2
 )
 
-// hardened are the subcommands whose process holds secrets (the database
-// DSN, tokens, passwords) in its environment and memory: they make it
-// unreadable to other processes of the same user at once
-// (harden.Undumpable). `outbox plugin serve` does the same through
-// channel.Serve, as every plugin built with the SDK does.
-var hardened = map[string]bool{"central": true, "site": true, "dev": true, "migrate": true}
+// stdio is what a command takes from its process: the environment and the
+// standard streams.
+type stdio struct {
+	environ []string
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// command is one subcommand of the binary.
+type command struct {
+	name string
+	// aliases are other spellings of the name ("--version").
+	aliases []string
+	// summary is the usage's line, wrapped at 64 columns.
+	summary string
+	// operator marks the commands that operate central through its API:
+	// the usage lists them apart.
+	operator bool
+	// hardened commands hold secrets (the database DSN, tokens,
+	// passwords) in their environment and memory: the process makes
+	// itself unreadable to other processes of the same user at once
+	// (harden.Undumpable). `outbox plugin serve` does the same through
+	// channel.Serve, as every plugin built with the SDK does.
+	hardened bool
+	// helpArgs make run print the command's help on its stdout or stderr;
+	// "outbox help NAME" sends both to stdout.
+	helpArgs []string
+	run      func(ctx context.Context, args []string, p stdio) int
+}
+
+// commands is the binary's one table of subcommands, in the order the
+// usage lists them. It is filled in init, since help and version read it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "dev", hardened: true, helpArgs: []string{"-h"}, run: wired(runDev),
+			summary: "central, a three-node site and a mail capture in one process on\nloopback, to try outbox (\"outbox help dev\")"},
+		{name: "central", hardened: true, helpArgs: []string{"-h"}, run: wired(runCentral),
+			summary: "run central (ingest, store, dispatcher) until SIGINT or SIGTERM"},
+		{name: "migrate", hardened: true, helpArgs: []string{"-h"}, run: wired(runMigrate),
+			summary: "apply the database migrations and exit"},
+		{name: "site", hardened: true, helpArgs: []string{"-h"}, run: wired(runSite),
+			summary: "run one node of a site's Raft group (\"outbox help site\")"},
+		{name: "notify", helpArgs: []string{"help"}, run: clientCmd(opscli.Notify),
+			summary: "send a notification through a site, ask a status or a node's health"},
+		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
+			return runPlugin(ctx, args, p.stdout, p.stderr)
+		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
+		{name: "version", aliases: []string{"-version", "--version"}, run: runVersion,
+			summary: "print the version"},
+		{name: "help", aliases: []string{"-h", "-help", "--help"}, run: runHelp,
+			summary: "show this help, or \"outbox help <command>\" for a command's flags"},
+
+		{name: "login", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Login),
+			summary: "log in with a name and password and keep a token for these"},
+		{name: "logout", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Logout),
+			summary: "revoke that token and forget it"},
+		{name: "notifications", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Notifications),
+			summary: "list, show, count, retry or discard notifications"},
+		{name: "kpi", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.KPI),
+			summary: "show the delivery KPIs, global and per site"},
+		{name: "lists", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Lists),
+			summary: "list, show, put or delete notification lists"},
+		{name: "channels", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Channels),
+			summary: "list, show, put or delete channel settings"},
+		{name: "users", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Users),
+			summary: "list, put or delete operator accounts (admin)"},
+		{name: "tokens", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Tokens),
+			summary: "list, create or revoke API tokens (admin)"},
+		{name: "audit", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Audit),
+			summary: "the admin audit log: who changed which list, channel, user\nor token (admin)"},
+	}
+}
+
+// wired adapts a command of this package (central, site, dev) to the table.
+func wired(run func(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int) func(context.Context, []string, stdio) int {
+	return func(ctx context.Context, args []string, p stdio) int {
+		return run(ctx, args, p.environ, p.stdout, p.stderr)
+	}
+}
+
+// clientCmd adapts a client command of internal/opscli to the table.
+func clientCmd(run func(ctx context.Context, env opscli.Env, args []string) int) func(context.Context, []string, stdio) int {
+	return func(ctx context.Context, args []string, p stdio) int {
+		return run(ctx, opscli.Env{Environ: p.environ, Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr,
+			Version: versionString(), TLS: clientTLS, SiteAddrs: devSiteAddrs()}, args)
+	}
+}
+
+// clientTLS is a client's TLS configuration from PEM files: ca verifies the
+// server, cert and key are the client's certificate.
+func clientTLS(ca, cert, key string) (*tls.Config, error) {
+	t, err := TLSFiles{CA: ca, Cert: cert, Key: key}.load()
+	if err != nil {
+		return nil, err
+	}
+	t.ClientCAs, t.ClientAuth = nil, tls.NoClientCert
+	return t, nil
+}
+
+// lookup finds a command by name or alias.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+		for _, a := range c.aliases {
+			if a == name {
+				return c, true
+			}
+		}
+	}
+	return command{}, false
+}
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
 // otherwise the module version from the build info is used.
@@ -62,9 +187,11 @@ func main() {
 	// second one ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	if len(os.Args) > 1 && hardened[os.Args[1]] {
-		if err := harden.Undumpable(); err != nil {
-			fmt.Fprintf(os.Stderr, "warning: cannot make the process unreadable to other processes of its user: %v\n", err)
+	if len(os.Args) > 1 {
+		if c, ok := lookup(os.Args[1]); ok && c.hardened {
+			if err := harden.Undumpable(); err != nil {
+				fmt.Fprintf(os.Stderr, "warning: cannot make the process unreadable to other processes of its user: %v\n", err)
+			}
 		}
 	}
 	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
@@ -72,126 +199,122 @@ func main() {
 	os.Exit(code)
 }
 
-// run dispatches to a subcommand and returns the exit code.
+// run dispatches to a subcommand, reading standard input from os.Stdin, and
+// returns the exit code.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "dev":
-		return runDev(ctx, rest, environ, stdout, stderr)
-	case "central":
-		return runCentral(ctx, rest, environ, stdout, stderr)
-	case "migrate":
-		return runMigrate(ctx, rest, environ, stdout, stderr)
-	case "plugin":
-		return runPlugin(ctx, rest, stdout, stderr)
-	case "site":
-		return runSite(ctx, rest, environ, stdout, stderr)
-	case "notify":
-		return runNotify(ctx, rest, environ, stdout, stderr)
-	case "notifications":
-		return runNotifications(ctx, rest, environ, stdout, stderr)
-	case "kpi":
-		return runKPI(ctx, rest, environ, stdout, stderr)
-	case "lists":
-		return runLists(ctx, rest, environ, stdout, stderr)
-	case "channels":
-		return runChannels(ctx, rest, environ, stdout, stderr)
-	case "users":
-		return runUsers(ctx, rest, environ, stdout, stderr)
-	case "tokens":
-		return runTokens(ctx, rest, environ, stdout, stderr)
-	case "audit":
-		return runAudit(ctx, rest, environ, stdout, stderr)
-	case "login":
-		return runLogin(ctx, rest, environ, stdout, stderr)
-	case "logout":
-		return runLogout(ctx, rest, environ, stdout, stderr)
-	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return exitOK
-	case "help", "-h", "-help", "--help":
-		if len(rest) == 0 {
-			usage(stdout)
-			return exitOK
-		}
-		switch rest[0] {
-		case "dev":
-			return runDev(ctx, []string{"-h"}, environ, stdout, stdout)
-		case "central":
-			return runCentral(ctx, []string{"-h"}, environ, stdout, stdout)
-		case "migrate":
-			return runMigrate(ctx, []string{"-h"}, environ, stdout, stdout)
-		case "plugin":
-			return runPlugin(ctx, []string{"help"}, stdout, stdout)
-		case "site":
-			return runSite(ctx, []string{"-h"}, environ, stdout, stdout)
-		case "notify":
-			return runNotify(ctx, []string{"help"}, environ, stdout, stdout)
-		case "notifications":
-			return runNotifications(ctx, []string{"help"}, environ, stdout, stdout)
-		case "kpi":
-			return runKPI(ctx, []string{"help"}, environ, stdout, stdout)
-		case "lists":
-			return runLists(ctx, []string{"help"}, environ, stdout, stdout)
-		case "channels":
-			return runChannels(ctx, []string{"help"}, environ, stdout, stdout)
-		case "users":
-			return runUsers(ctx, []string{"help"}, environ, stdout, stdout)
-		case "tokens":
-			return runTokens(ctx, []string{"help"}, environ, stdout, stdout)
-		case "audit":
-			return runAudit(ctx, []string{"help"}, environ, stdout, stdout)
-		case "login":
-			return runLogin(ctx, []string{"help"}, environ, stdout, stdout)
-		case "logout":
-			return runLogout(ctx, []string{"help"}, environ, stdout, stdout)
-		case "version", "help":
-			usage(stdout)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "outbox help: unknown command %q\n\n", rest[0])
-		usage(stderr)
-		return exitUsage
-	default:
-		fmt.Fprintf(stderr, "outbox: unknown command %q\n\n", cmd)
-		usage(stderr)
-		return exitUsage
-	}
+	return runWith(ctx, args, stdio{environ: environ, stdin: os.Stdin, stdout: stdout, stderr: stderr})
 }
 
+// runWith dispatches to a subcommand and returns the exit code.
+func runWith(ctx context.Context, args []string, p stdio) int {
+	if len(args) == 0 {
+		usage(p.stderr)
+		return exitUsage
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(p.stderr, "outbox: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
+		usage(p.stderr)
+		return exitUsage
+	}
+	return c.run(ctx, args[1:], p)
+}
+
+// runVersion is `outbox version`.
+func runVersion(_ context.Context, _ []string, p stdio) int {
+	fmt.Fprintf(p.stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
+}
+
+// runHelp is `outbox help [command]`.
+func runHelp(ctx context.Context, args []string, p stdio) int {
+	if len(args) == 0 {
+		usage(p.stdout)
+		return exitOK
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(p.stderr, "outbox help: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
+		usage(p.stderr)
+		return exitUsage
+	}
+	if c.helpArgs == nil {
+		usage(p.stdout)
+		return exitOK
+	}
+	// A command's help goes to stdout whichever stream it writes it to.
+	p.stderr = p.stdout
+	return c.run(ctx, c.helpArgs, p)
+}
+
+// didYouMean names the command closest to a mistyped one, "" when none is
+// close: within two edits, or a prefix of one command only.
+func didYouMean(name string) string {
+	best, bestDist, prefixed := "", 3, []string{}
+	for _, c := range commands {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+		if len(name) >= 2 && strings.HasPrefix(c.name, name) {
+			prefixed = append(prefixed, c.name)
+		}
+	}
+	if best == "" && len(prefixed) == 1 {
+		best = prefixed[0]
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// usage writes the binary's help: the commands of the table.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `Usage: outbox <command> [flags]
-
-Commands:
-  dev       central, a three-node site and a mail capture in one process on
-            loopback, to try outbox ("outbox help dev")
-  central   run central (ingest, store, dispatcher) until SIGINT or SIGTERM
-  migrate   apply the database migrations and exit
-  site      run one node of a site's Raft group ("outbox help site")
-  notify    send a notification through a site, ask a status or a node's health
-  plugin    serve, list, describe or try a channel plugin ("outbox help plugin")
-  version   print the version
-  help      show this help, or "outbox help <command>" for a command's flags
-
-Operator commands (against central's API; OUTBOX_SERVER, OUTBOX_TOKEN):
-  login          log in with a name and password and keep a token for these
-  logout         revoke that token and forget it
-  notifications  list, show, count, retry or discard notifications
-  kpi            show the delivery KPIs, global and per site
-  lists          list, show, put or delete notification lists
-  channels       list, show, put or delete channel settings
-  users          list, put or delete operator accounts (admin)
-  tokens         list, create or revoke API tokens (admin)
-  audit          the admin audit log: who changed which list, channel, user
-                 or token (admin)
-
+	fmt.Fprint(w, "Usage: outbox <command> [flags]\n\nCommands:\n")
+	listCommands(w, false, 10)
+	fmt.Fprint(w, "\nOperator commands (against central's API; OUTBOX_SERVER, OUTBOX_TOKEN):\n")
+	listCommands(w, true, 15)
+	fmt.Fprint(w, `
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.
 configs/README.md describes every setting.
 `)
+}
+
+// listCommands writes the operator commands, or the others, one a line
+// with its summary at column 2+width.
+func listCommands(w io.Writer, operator bool, width int) {
+	for _, c := range commands {
+		if c.operator != operator {
+			continue
+		}
+		lines := strings.Split(c.summary, "\n")
+		fmt.Fprintf(w, "  %-*s %s\n", width-1, c.name, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "  %*s%s\n", width, "", l)
+		}
+	}
 }
 
 // versionString returns the build's version.
@@ -234,4 +357,14 @@ func printConfigError(w io.Writer, cmd string, err error) {
 	for _, e := range errs {
 		fmt.Fprintf(w, "  %v\n", e)
 	}
+}
+
+// envValue returns the value of name in environ, "" when unset.
+func envValue(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }

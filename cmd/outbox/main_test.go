@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,51 @@ func TestConfigErrorListsEveryProblem(t *testing.T) {
 `
 	if code != exitUsage || stderr != want {
 		t.Fatalf("exit %d, stderr:\n%s\nwant:\n%s", code, stderr, want)
+	}
+}
+
+// TestEveryCommandHasHelpAndADoc: each command of the table is in the
+// usage, answers "outbox help NAME" on stdout with exit 0, and is in the
+// package doc.
+func TestEveryCommandHasHelpAndADoc(t *testing.T) {
+	_, usageText, _ := runOutbox("help")
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "\npackage main")
+	for _, c := range commands {
+		if !regexp.MustCompile(`(?m)^  ` + c.name + ` +\S`).MatchString(usageText) {
+			t.Errorf("the usage does not list %s:\n%s", c.name, usageText)
+		}
+		if !regexp.MustCompile(`outbox (\S+\|)?` + c.name + `\b`).MatchString(doc) {
+			t.Errorf("the package doc does not name outbox %s", c.name)
+		}
+		if c.name == "help" {
+			continue
+		}
+		code, stdout, stderr := runOutbox("help", c.name)
+		if code != exitOK || stdout == "" || stderr != "" {
+			t.Errorf("outbox help %s: exit %d, stdout %q, stderr %q", c.name, code, stdout, stderr)
+		}
+	}
+}
+
+// TestUnknownCommandSuggests: a mistyped command names the closest one.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for typed, want := range map[string]string{
+		"centrl":       `outbox: unknown command "centrl" (did you mean "central"?)`,
+		"notifcations": `outbox: unknown command "notifcations" (did you mean "notifications"?)`,
+		"token":        `outbox: unknown command "token" (did you mean "tokens"?)`,
+		"migr":         `outbox: unknown command "migr" (did you mean "migrate"?)`,
+		"zzz":          `outbox: unknown command "zzz"` + "\n",
+	} {
+		code, stdout, stderr := runOutbox(typed)
+		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, want) {
+			t.Errorf("outbox %s: exit %d, stderr %q; want it to start with %q", typed, code, stderr, want)
+		}
+	}
+	if _, _, stderr := runOutbox("help", "lgoin"); !strings.Contains(stderr, `did you mean "login"?`) {
+		t.Errorf("outbox help lgoin: %q", stderr)
 	}
 }

@@ -150,20 +150,18 @@ func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) i
 	return exitOK
 }
 
-// repeated is a flag that may be given several times.
-type repeated []string
-
-func (r *repeated) String() string     { return strings.Join(*r, ",") }
-func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
-
 func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("outbox plugin deliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var targets, settings, allow, deny repeated
-	fs.Var(&targets, "target", "a `target` of the delivery (an address, a URL); repeat for several")
-	fs.Var(&settings, "setting", "a channel setting as `name=value`; repeat for several (secrets as env:NAME or file:/path)")
-	fs.Var(&allow, "allow", "an IP address or `CIDR` prefix the plugin may connect to although the default delivery network policy denies it\n(loopback, link-local, ...), as delivery.network.allow; repeat for several")
-	fs.Var(&deny, "deny", "an IP address or `CIDR` prefix the plugin may not connect to, as delivery.network.deny; repeat for several")
+	var targets, settings, allow, deny []string
+	// each appends every value of a flag that may be given several times.
+	each := func(values *[]string) func(string) error {
+		return func(v string) error { *values = append(*values, v); return nil }
+	}
+	fs.Func("target", "a `target` of the delivery (an address, a URL); repeat for several", each(&targets))
+	fs.Func("setting", "a channel setting as `name=value`; repeat for several (secrets as env:NAME or file:/path)", each(&settings))
+	fs.Func("allow", "an IP address or `CIDR` prefix the plugin may connect to although the default delivery network policy denies it\n(loopback, link-local, ...), as delivery.network.allow; repeat for several", each(&allow))
+	fs.Func("deny", "an IP address or `CIDR` prefix the plugin may not connect to, as delivery.network.deny; repeat for several", each(&deny))
 	subject := fs.String("subject", "outbox test notification", "the `subject`")
 	body := fs.String("body", "Sent by outbox plugin deliver.", "the `body`")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound of the delivery")

@@ -1,11 +1,4 @@
-package main
-
-// outbox login and outbox logout: the operator CLI's way in. login turns a
-// name and password into an API token bound to the account (its role is the
-// account's at each request, it expires, and it dies with the account),
-// kept in the user's configuration directory; every operator command uses
-// it when no token is given otherwise; logout revokes it and deletes the
-// file.
+package opscli
 
 import (
 	"bufio"
@@ -30,6 +23,8 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
+	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
+	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -79,11 +74,6 @@ the file. When the server cannot be reached the file is kept (the token
 still works until it expires); run outbox logout again.
 `
 
-// runLogin is `outbox login`.
-func runLogin(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	return loginCmd(ctx, args, environ, os.Stdin, stdout, stderr)
-}
-
 // loginFlags are the flags of outbox login.
 type loginFlags struct {
 	server, name, passwordFile, label, ca string
@@ -92,9 +82,14 @@ type loginFlags struct {
 	timeout                               time.Duration
 }
 
-// loginCmd is runLogin reading from stdin.
-func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Login is `outbox login`, the operator CLI's way in: it turns a name and
+// password into an API token bound to the account (its role is the
+// account's at each request, it expires, and it dies with the account),
+// kept in the user's configuration directory; every operator command uses
+// it when no token is given otherwise.
+func Login(ctx context.Context, env Env, args []string) int {
 	const name = "outbox login"
+	stdin, stdout, stderr := env.Stdin, env.Stdout, env.Stderr
 	if len(args) > 0 && opsIsHelp(args[0]) {
 		fmt.Fprint(stdout, loginUsage)
 		return exitOK
@@ -102,7 +97,7 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	var f loginFlags
 	fset := flag.NewFlagSet(name, flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	fset.StringVar(&f.server, "server", envValue(environ, "OUTBOX_SERVER"), "central's API `URL` (env OUTBOX_SERVER)")
+	fset.StringVar(&f.server, "server", env.getenv("OUTBOX_SERVER"), "central's API `URL` (env OUTBOX_SERVER)")
 	fset.StringVar(&f.name, "name", "", "the account's `name`")
 	fset.BoolVar(&f.passwordStdin, "password-stdin", false, "read the password from standard input (one line)")
 	fset.StringVar(&f.passwordFile, "password-file", "", "read the password from `file` (its first line)")
@@ -131,7 +126,7 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 		return usage("--password is refused: a password on the command line shows in the process list and the shell's history; " +
 			"give it on the terminal, or with --password-stdin or --password-file")
 	case fset.NArg() > 0:
-		return usage("unexpected argument %q", opsCell(fset.Arg(0), 40))
+		return usage("unexpected argument %q", human.Cell(fset.Arg(0), 40))
 	case f.passwordStdin && f.passwordFile != "":
 		return usage("give --password-stdin or --password-file, not both")
 	case f.timeout <= 0:
@@ -139,19 +134,19 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	}
 	ttl, err := opsParseLifetime(f.expires)
 	if err != nil || ttl <= 0 {
-		return usage("--expires %q: want a lifetime such as 12h or 30d", opsCell(f.expires, 20))
+		return usage("--expires %q: want a lifetime such as 12h or 30d", human.Cell(f.expires, 20))
 	}
 	if f.server == "" {
 		f.server = opsDefaultServer
 	}
-	hc, err := opsHTTPClient(f.server, f.ca)
+	hc, err := env.httpTransport(f.server, f.ca)
 	if err != nil {
 		return usage("%v", err)
 	}
 	defer hc.CloseIdleConnections()
 	// The directory first: no password is asked for a login that could
 	// not be kept safely.
-	path, err := loginPath(environ)
+	path, err := loginPath(env)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -167,7 +162,7 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	if err != nil {
 		return usage("%v", err)
 	}
-	c, err := client.New(f.server, "", client.WithHTTPClient(&http.Client{Transport: hc}), client.WithUserAgent("outbox-cli/"+versionString()))
+	c, err := client.New(f.server, "", client.WithHTTPClient(&http.Client{Transport: hc}), client.WithUserAgent(env.userAgent()))
 	if err != nil {
 		return usage("--server: %v", err)
 	}
@@ -199,7 +194,7 @@ func loginCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 		}
 	}
 	fmt.Fprintf(stdout, "Logged in to %s as %s (%s). The token %s expires %s; it is kept in %s.\n",
-		saved.Server, opsCell(user, 64), tok.Role, tok.ID, saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
+		saved.Server, human.Cell(user, 64), tok.Role, tok.ID, saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
 	return exitOK
 }
 
@@ -274,9 +269,11 @@ func loginPassword(f loginFlags, stdin io.Reader, stderr io.Writer) (string, err
 	return pw, nil
 }
 
-// runLogout is `outbox logout`.
-func runLogout(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+// Logout is `outbox logout`: it revokes the token outbox login keeps and
+// deletes the file.
+func Logout(ctx context.Context, env Env, args []string) int {
 	const name = "outbox logout"
+	stdout, stderr := env.Stdout, env.Stderr
 	if len(args) > 0 && opsIsHelp(args[0]) {
 		fmt.Fprint(stdout, logoutUsage)
 		return exitOK
@@ -297,10 +294,10 @@ func runLogout(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return exitUsage
 	}
 	if fset.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, opsCell(fset.Arg(0), 40))
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, human.Cell(fset.Arg(0), 40))
 		return exitUsage
 	}
-	path, err := loginPath(environ)
+	path, err := loginPath(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage
@@ -315,14 +312,14 @@ func runLogout(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return exitFailure
 	}
 	if time.Now().Before(saved.ExpiresAt) {
-		hc, err := opsHTTPClient(saved.Server, ca)
+		hc, err := env.httpTransport(saved.Server, ca)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitUsage
 		}
 		defer hc.CloseIdleConnections()
 		c, err := client.New(saved.Server, saved.Token, client.WithHTTPClient(&http.Client{Transport: hc}),
-			client.WithUserAgent("outbox-cli/"+versionString()))
+			client.WithUserAgent(env.userAgent()))
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return exitFailure
@@ -356,34 +353,34 @@ type savedLogin struct {
 }
 
 // loginPath is the login file: os.UserConfigDir()/outbox/login.json, read
-// from environ.
-func loginPath(environ []string) (string, error) {
-	dir, err := userConfigDir(environ)
+// from env's environment.
+func loginPath(env Env) (string, error) {
+	dir, err := userConfigDir(env)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "outbox", loginFileName), nil
 }
 
-// userConfigDir is os.UserConfigDir as environ sets it.
-func userConfigDir(environ []string) (string, error) {
+// userConfigDir is os.UserConfigDir as env's environment sets it.
+func userConfigDir(env Env) (string, error) {
 	var dir string
 	switch runtime.GOOS {
 	case "windows":
-		dir = envValue(environ, "AppData")
+		dir = env.getenv("AppData")
 	case "darwin", "ios":
-		if home := envValue(environ, "HOME"); home != "" {
+		if home := env.getenv("HOME"); home != "" {
 			dir = filepath.Join(home, "Library", "Application Support")
 		}
 	case "plan9":
-		if home := envValue(environ, "home"); home != "" {
+		if home := env.getenv("home"); home != "" {
 			dir = filepath.Join(home, "lib")
 		}
 	default:
-		dir = envValue(environ, "XDG_CONFIG_HOME")
+		dir = env.getenv("XDG_CONFIG_HOME")
 		if !filepath.IsAbs(dir) {
 			dir = ""
-			if home := envValue(environ, "HOME"); home != "" {
+			if home := env.getenv("HOME"); home != "" {
 				dir = filepath.Join(home, ".config")
 			}
 		}
@@ -434,7 +431,7 @@ func checkPrivateFile(path string, fi fs.FileInfo) error {
 		return fmt.Errorf("%s is open to others (mode %04o): refused, since it holds a token; run chmod 600 %s and check who read it, or outbox login again",
 			path, fi.Mode().Perm(), path)
 	}
-	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+	if uid, ok := fsperm.Owner(fi); ok && uid != os.Getuid() {
 		return fmt.Errorf("%s belongs to another user (uid %d): refused", path, uid)
 	}
 	return nil
@@ -481,7 +478,7 @@ func checkLoginDir(dir string) error {
 		return fmt.Errorf("%s may be written by its group or others (mode %04o): refused, since whoever may write it can swap your login token; "+
 			"run chmod 700 %s and check what is in it", dir, fi.Mode().Perm(), dir)
 	}
-	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+	if uid, ok := fsperm.Owner(fi); ok && uid != os.Getuid() {
 		return fmt.Errorf("%s belongs to another user (uid %d): refused", dir, uid)
 	}
 	return nil
@@ -553,13 +550,13 @@ func opsParseLifetime(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// opsHTTPClient is the transport of the operator commands for server: the
+// httpTransport is the transport of the operator commands for server: the
 // proxy from the environment and, with ca, the CA that verifies an https
 // server.
-func opsHTTPClient(server, ca string) (*http.Transport, error) {
+func (env Env) httpTransport(server, ca string) (*http.Transport, error) {
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want http://HOST:PORT or https://HOST:PORT", opsCell(server, 80))
+		return nil, fmt.Errorf("--server %q: want http://HOST:PORT or https://HOST:PORT", human.Cell(server, 80))
 	}
 	var t *http.Transport
 	if base, ok := http.DefaultTransport.(*http.Transport); ok {
@@ -571,11 +568,10 @@ func opsHTTPClient(server, ca string) (*http.Transport, error) {
 		if u.Scheme != "https" {
 			return nil, fmt.Errorf("--ca verifies an https server; --server is %s", u.Redacted())
 		}
-		tc, err := (TLSFiles{CA: ca}).load()
+		tc, err := env.TLS(ca, "", "")
 		if err != nil {
 			return nil, fmt.Errorf("--ca: %v", err)
 		}
-		tc.ClientCAs, tc.ClientAuth = nil, 0
 		t.TLSClientConfig = tc
 	}
 	return t, nil

@@ -1,14 +1,14 @@
 //go:build unix
 
-package main
+package fsperm
 
 import (
 	"io/fs"
 	"syscall"
 )
 
-// fileOwner returns the uid that owns the file fi describes.
-func fileOwner(fi fs.FileInfo) (int, bool) {
+// Owner returns the uid that owns the file fi describes.
+func Owner(fi fs.FileInfo) (int, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, false

@@ -1,8 +1,7 @@
-package main
+package opscli
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -47,43 +46,43 @@ type notifyFlags struct {
 	timeout             time.Duration
 }
 
-func (n *notifyFlags) define(fs *flag.FlagSet, environ []string) {
-	site := envValue(environ, "OUTBOX_SITE_ADDR")
+func (n *notifyFlags) define(fs *flag.FlagSet, env Env) {
+	site := env.getenv("OUTBOX_SITE_ADDR")
 	if site == "" {
-		site = devSiteAddrs()
+		site = env.SiteAddrs
 	}
 	fs.StringVar(&n.site, "site", site, "site API `addresses`, comma-separated: any node will do (env OUTBOX_SITE_ADDR; the default is outbox dev's site)")
 	fs.DurationVar(&n.timeout, "timeout", 10*time.Second, "give up after this `duration`")
-	fs.StringVar(&n.ca, "ca", envValue(environ, "OUTBOX_SITE_CA"), "CA `file` verifying the nodes' certificates: connect over TLS (env OUTBOX_SITE_CA)")
-	fs.StringVar(&n.cert, "cert", envValue(environ, "OUTBOX_SITE_CERT"), "client certificate `file` (with -key), the credential of a site that takes them (env OUTBOX_SITE_CERT)")
-	fs.StringVar(&n.key, "key", envValue(environ, "OUTBOX_SITE_KEY"), "client key `file` (env OUTBOX_SITE_KEY)")
+	fs.StringVar(&n.ca, "ca", env.getenv("OUTBOX_SITE_CA"), "CA `file` verifying the nodes' certificates: connect over TLS (env OUTBOX_SITE_CA)")
+	fs.StringVar(&n.cert, "cert", env.getenv("OUTBOX_SITE_CERT"), "client certificate `file` (with -key), the credential of a site that takes them (env OUTBOX_SITE_CERT)")
+	fs.StringVar(&n.key, "key", env.getenv("OUTBOX_SITE_KEY"), "client key `file` (env OUTBOX_SITE_KEY)")
 }
 
 // dial connects to the site with the flags' TLS and the environment's token.
-func (n *notifyFlags) dial(environ []string, opts ...notify.Option) (*notify.Client, error) {
+func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, error) {
 	if n.site == "" {
 		return nil, errors.New("-site is required (or OUTBOX_SITE_ADDR)")
 	}
-	if ref := envValue(environ, "OUTBOX_SITE_API_TOKEN"); ref != "" {
+	if ref := env.getenv("OUTBOX_SITE_API_TOKEN"); ref != "" {
 		token, err := secretref.Resolve(ref)
 		if err != nil {
 			return nil, fmt.Errorf("OUTBOX_SITE_API_TOKEN: %w", err)
 		}
 		opts = append(opts, notify.WithToken(token))
 	}
-	if files := (TLSFiles{CA: n.ca, Cert: n.cert, Key: n.key}); files.set() {
-		t, err := files.load()
+	if n.ca != "" || n.cert != "" || n.key != "" {
+		t, err := env.TLS(n.ca, n.cert, n.key)
 		if err != nil {
 			return nil, err
 		}
-		t.ClientAuth = tls.NoClientCert
 		opts = append(opts, notify.WithTLS(t))
 	}
 	return notify.Dial(n.site, opts...)
 }
 
-// runNotify is `outbox notify`.
-func runNotify(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+// Notify is `outbox notify`: a site's client, as a script is.
+func Notify(ctx context.Context, env Env, args []string) int {
+	stdout, stderr := env.Stdout, env.Stderr
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		w := stderr
 		if len(args) > 0 {
@@ -99,7 +98,7 @@ func runNotify(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	var nf notifyFlags
 	fs := flag.NewFlagSet("outbox notify "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	nf.define(fs, environ)
+	nf.define(fs, env)
 	var (
 		list, subject, body, bodyFile, script, instance, execution, parent string
 		asJSON                                                             bool
@@ -135,7 +134,7 @@ func runNotify(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		if body != "" {
 			return fail(exitUsage, errors.New("give -body or -body-file, not both"))
 		}
-		b, err := readBody(bodyFile)
+		b, err := readBody(bodyFile, env.Stdin)
 		if err != nil {
 			return fail(exitUsage, err)
 		}
@@ -147,7 +146,7 @@ func runNotify(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	if cmd != "status" && fs.NArg() > 0 {
 		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	c, err := nf.dial(environ, notify.WithProvenance(notify.Provenance{Instance: instance, Script: script,
+	c, err := nf.dial(env, notify.WithProvenance(notify.Provenance{Instance: instance, Script: script,
 		ExecutionID: execution, ParentExecutionID: parent}))
 	if err != nil {
 		return fail(exitUsage, err)
@@ -223,12 +222,12 @@ func printHealth(w io.Writer, h ports.SiteHealth, asJSON bool) {
 	}
 }
 
-// readBody reads a body file, or standard input for "-".
-func readBody(path string) (string, error) {
+// readBody reads a body file, or stdin for "-".
+func readBody(path string, stdin io.Reader) (string, error) {
 	var b []byte
 	var err error
 	if path == "-" {
-		b, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		b, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
 	} else {
 		b, err = os.ReadFile(path)
 	}
@@ -236,16 +235,6 @@ func readBody(path string) (string, error) {
 		return "", fmt.Errorf("read the body: %w", err)
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
-}
-
-// envValue returns the value of name in environ, "" when unset.
-func envValue(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 // hostname returns the host's name, "" when unknown.

@@ -1,14 +1,12 @@
-package main
-
-// outbox audit: the admin audit log, through central's API.
+package opscli
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/internal/human"
 )
 
 const auditUsage = `Usage: outbox audit [--kind K] [--name N] [--limit N] [--after CURSOR] [--all-pages] [flags]
@@ -24,13 +22,13 @@ Filters:
   --name N    one list, channel type, user or token name
 ` + opsCommonUsage
 
-// runAudit is `outbox audit`.
-func runAudit(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+// Audit is `outbox audit`: the admin audit log.
+func Audit(ctx context.Context, env Env, args []string) int {
 	if len(args) > 0 && opsIsHelp(args[0]) {
-		fmt.Fprint(stdout, auditUsage)
+		fmt.Fprint(env.Stdout, auditUsage)
 		return exitOK
 	}
-	r := newOpsRun("outbox audit", environ, os.Stdin, stdout, stderr)
+	r := newOpsRun("outbox audit", env)
 	var (
 		kind, name, after string
 		limit             int
@@ -46,7 +44,7 @@ func runAudit(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return code
 	}
 	if len(operands) > 0 {
-		return r.usage("unexpected argument %q", opsCell(operands[0], 40))
+		return r.usage("unexpected argument %q", human.Cell(operands[0], 40))
 	}
 	// The server checks the same rules; checking here says which flag.
 	v := map[string][]string{api.ParamKind: {kind}, api.ParamName: {name}, api.ParamAfter: {after}}
@@ -80,7 +78,7 @@ func runAudit(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		}
 		next, err := api.ParseAuditQuery(map[string][]string{api.ParamAfter: {p.Next}})
 		if err != nil || next.After == q.After || len(p.Items) == 0 {
-			return r.failed(fmt.Errorf("the server returned the cursor %q again: stopping", opsCell(p.Next, 40)))
+			return r.failed(fmt.Errorf("the server returned the cursor %q again: stopping", human.Cell(p.Next, 40)))
 		}
 		q.After = next.After
 	}
@@ -95,8 +93,8 @@ func runAudit(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		tw := opsTable(w)
 		fmt.Fprintln(tw, "AT\tACTOR\tKIND\tNAME\tACTION\tWHAT CHANGED")
 		for _, rec := range page.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", opsTime(&rec.At, r.loc), opsCell(rec.Actor, 40),
-				opsCell(string(rec.Kind), 10), opsCell(rec.Name, 40), opsCell(string(rec.Action), 10), opsCell(rec.Summary, 200))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", opsTime(&rec.At, r.loc), human.Cell(rec.Actor, 40),
+				human.Cell(string(rec.Kind), 10), human.Cell(rec.Name, 40), human.Cell(string(rec.Action), 10), human.Cell(rec.Summary, 200))
 		}
 		tw.Flush()
 	})
