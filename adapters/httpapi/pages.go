@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
-	"github.com/siteline/outbox/internal/human"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/ports"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
-	"github.com/siteline/outbox/internal/human"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
 const auditUsage = `Usage: outbox audit [--kind K] [--name N] [--limit N] [--after CURSOR] [--all-pages] [flags]

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/siteline/outbox/internal/human"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
 const kpiUsage = `Usage: outbox kpi [flags]

@@ -23,8 +23,8 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
-	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
-	"github.com/siteline/outbox/internal/human"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/ports"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/client"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/adapters/support/secretref"
-	"github.com/siteline/outbox/internal/human"
 	"github.com/siteline/outbox/ports"
 )
 
