@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"text/tabwriter"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,14 +32,18 @@ import (
 // setup parses a central subcommand's flags, loads and checks the
 // configuration and builds the logger. When it returns ok false, the command
 // exits with code.
-func setup(name, summary string, args, environ []string, stderr io.Writer) (l *loaded[Config], logger *slog.Logger, code int, ok bool) {
-	return setupWith(centralSchema, name, summary, args, environ, stderr)
+// extra, when given, adds the command's own flags beside the settings'.
+func setup(name, summary string, args, environ []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (l *loaded[Config], logger *slog.Logger, code int, ok bool) {
+	return setupWith(centralSchema, name, summary, args, environ, stderr, extra...)
 }
 
 // setupWith is setup for any configuration schema.
-func setupWith[C any](sc schema[C], name, summary string, args, environ []string, stderr io.Writer) (l *loaded[C], logger *slog.Logger, code int, ok bool) {
+func setupWith[C any](sc schema[C], name, summary string, args, environ []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (l *loaded[C], logger *slog.Logger, code int, ok bool) {
 	var cl commandLine
 	fs := sc.flagSet("outbox "+name, &cl, stderr)
+	for _, add := range extra {
+		add(fs)
+	}
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: outbox %s [-config FILE] [flags]\n\n%s\n\nFlags:\n", name, summary)
@@ -93,28 +99,114 @@ func runCentral(ctx context.Context, args, environ []string, _, stderr io.Writer
 	return exitOK
 }
 
-// runMigrate is `outbox migrate`.
-func runMigrate(ctx context.Context, args, environ []string, _, stderr io.Writer) int {
-	l, logger, code, ok := setup("migrate",
-		"Applies the database migrations of the configured store and exits. Running it\nagain is harmless.",
-		args, environ, stderr)
+// migrateSummary is the help of `outbox migrate`.
+const migrateSummary = `outbox migrate [up|down|status] applies, rolls back or lists the database
+migrations of the configured store and exits. The first argument is the action:
+  up      apply the migrations the database lacks (the default; running it
+          again is harmless; central does it at start too)
+  down    roll back the last group of migrations, the ones one "up" applied
+          (or, for a database older than the migration groups, all of them):
+          their tables and the rows in them are dropped. Without -yes it only
+          lists what it would roll back
+  status  list every migration, whether it is applied, when and in which group`
+
+// runMigrate is `outbox migrate [up|down|status]`.
+func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	action := "up"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		action, args = args[0], args[1:]
+	}
+	switch action {
+	case "up", "down", "status":
+	default:
+		fmt.Fprintf(stderr, "outbox migrate: unknown action %q (up, down or status)\n", action)
+		return exitUsage
+	}
+	var yes bool
+	l, logger, code, ok := setup("migrate", migrateSummary, args, environ, stderr, func(fs *flag.FlagSet) {
+		if action == "down" {
+			fs.BoolVar(&yes, "yes", false, "roll back (without it, down only lists what it would roll back)")
+		}
+	})
 	if !ok {
 		return code
 	}
 	store, err := openStore(ctx, l.Cfg, logger)
 	if err != nil {
-		logger.Error("migrate failed", "err", err)
+		logger.Error("migrate failed", "action", action, "err", err)
 		return exitFailure
 	}
-	err = migrate(ctx, store, l.Cfg, logger)
+	switch action {
+	case "up":
+		err = migrate(ctx, store, l.Cfg, logger)
+	case "down":
+		err = migrateDown(ctx, store, yes, stdout)
+	case "status":
+		err = migrationStatus(ctx, store, stdout)
+	}
 	if cerr := store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close store: %w", cerr)
 	}
 	if err != nil {
-		logger.Error("migrate failed", "err", err)
+		logger.Error("migrate failed", "action", action, "err", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// migrateDown rolls back the last group of migrations when yes, and
+// otherwise lists what it would roll back.
+func migrateDown(ctx context.Context, store *sqlstore.DB, yes bool, stdout io.Writer) error {
+	if !yes {
+		states, err := store.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		var last int64
+		for _, m := range states {
+			last = max(last, m.Group)
+		}
+		var names []string
+		for _, m := range slices.Backward(states) {
+			if m.Applied && m.Group == last {
+				names = append(names, m.Name)
+			}
+		}
+		if len(names) == 0 {
+			fmt.Fprintln(stdout, "No migration is applied: nothing to roll back.")
+			return nil
+		}
+		fmt.Fprintf(stdout, "Would roll back group %d, dropping what these created and the rows in it:\n  %s\n"+
+			"Nothing was changed. Run \"outbox migrate down -yes\" with the same settings to roll them back.\n",
+			last, strings.Join(names, "\n  "))
+		return nil
+	}
+	names, err := store.MigrateDown(ctx)
+	for _, n := range names {
+		fmt.Fprintf(stdout, "rolled back %s\n", n)
+	}
+	if err == nil && len(names) == 0 {
+		fmt.Fprintln(stdout, "No migration is applied: nothing to roll back.")
+	}
+	return err
+}
+
+// migrationStatus writes every migration and its state as a table.
+func migrationStatus(ctx context.Context, store *sqlstore.DB, stdout io.Writer) error {
+	states, err := store.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MIGRATION\tSTATE\tGROUP\tAPPLIED AT (UTC)")
+	for _, m := range states {
+		if !m.Applied {
+			fmt.Fprintf(tw, "%s\tpending\t-\t-\n", m.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\tapplied\t%d\t%s\n", m.Name, m.Group, m.AppliedAt.Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
 }
 
 // central wires central and runs it until ctx is done: store, migrations,

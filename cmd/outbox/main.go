@@ -10,7 +10,7 @@
 //
 //	outbox dev [flags]                      central, a three-node site and a mail capture in one process, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
-//	outbox migrate [-config FILE] [flags]   apply the database migrations and exit
+//	outbox migrate [up|down|status] ...     apply, roll back or list the database migrations
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
@@ -102,7 +102,7 @@ func init() {
 		{name: "central", hardened: true, helpArgs: []string{"-h"}, run: wired(runCentral),
 			summary: "run central (ingest, store, dispatcher) until SIGINT or SIGTERM"},
 		{name: "migrate", hardened: true, helpArgs: []string{"-h"}, run: wired(runMigrate),
-			summary: "apply the database migrations and exit"},
+			summary: "apply (up), roll back (down) or list (status) the database migrations"},
 		{name: "site", hardened: true, helpArgs: []string{"-h"}, run: wired(runSite),
 			summary: "run one node of a site's Raft group (\"outbox help site\")"},
 		{name: "notify", helpArgs: []string{"help"}, run: clientCmd(opscli.Notify),

@@ -35,6 +35,8 @@ func TestDispatcher(t *testing.T) {
 		{args: []string{"central", "-h"}, code: exitOK, stderr: "-store-dsn"},
 		{args: []string{"central", "-no-such-flag"}, code: exitUsage, stderr: "flag provided but not defined: -no-such-flag"},
 		{args: []string{"central", "extra"}, code: exitUsage, stderr: `outbox central: unexpected argument "extra"`},
+		{args: []string{"migrate", "sideways"}, code: exitUsage, stderr: `outbox migrate: unknown action "sideways" (up, down or status)`},
+		{args: []string{"migrate", "status", "-yes"}, code: exitUsage, stderr: "flag provided but not defined: -yes"},
 		{args: []string{"migrate", "-log-level", "loud"}, code: exitUsage, stderr: `log.level: unknown level "loud" (want debug, info, warn or error) [flag -log-level]`},
 		{args: []string{"central", "-store-driver", "orcale"}, code: exitUsage, stderr: `store.driver: unknown driver "orcale" (want sqlite, postgres or mssql) [flag -store-driver]`},
 	}

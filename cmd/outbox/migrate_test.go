@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMigrateUpDownStatus drives `outbox migrate` through its three actions
+// on a real database: status lists every migration as pending, up applies
+// them, down without -yes only lists what it would drop, down -yes rolls
+// the group back, and up applies it again.
+func TestMigrateUpDownStatus(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "outbox.db")
+	store := []string{"-store-driver", "sqlite", "-store-dsn", dsn, "-log-level", "error"}
+	migrate := func(action string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"migrate", action}, store...)
+		code, stdout, stderr := runOutbox(append(args, extra...)...)
+		if code != exitOK {
+			t.Fatalf("outbox migrate %s: exit %d\n%s%s", action, code, stdout, stderr)
+		}
+		return stdout
+	}
+	lines := func(out, state string) int {
+		n := 0
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[1] == state {
+				n++
+			}
+		}
+		return n
+	}
+
+	all := lines(migrate("status"), "pending")
+	if all < 5 {
+		t.Fatalf("status of a new database lists %d pending migrations, want at least 5", all)
+	}
+	migrate("up")
+	status := migrate("status")
+	if got := lines(status, "applied"); got != all {
+		t.Fatalf("after up, %d of %d applied:\n%s", got, all, status)
+	}
+	if !strings.Contains(status, "0001_init") {
+		t.Fatalf("status does not name 0001_init:\n%s", status)
+	}
+
+	preview := migrate("down")
+	if !strings.Contains(preview, "Nothing was changed") || !strings.Contains(preview, "0001_init") {
+		t.Fatalf("down without -yes:\n%s", preview)
+	}
+	if got := lines(migrate("status"), "applied"); got != all {
+		t.Fatalf("down without -yes rolled back: %d of %d still applied", got, all)
+	}
+
+	down := migrate("down", "-yes")
+	if strings.Count(down, "rolled back ") != all {
+		t.Fatalf("down -yes rolled back:\n%s\nwant all %d (one group)", down, all)
+	}
+	if got := lines(migrate("status"), "pending"); got != all {
+		t.Fatalf("after down -yes, %d of %d pending", got, all)
+	}
+	if out := migrate("down", "-yes"); !strings.Contains(out, "nothing to roll back") {
+		t.Fatalf("down on an empty database: %q", out)
+	}
+
+	if code, out, errs := runOutbox(append([]string{"migrate"}, store...)...); code != exitOK { // no action: up
+		t.Fatalf("outbox migrate: exit %d\n%s%s", code, out, errs)
+	}
+	if got := lines(migrate("status"), "applied"); got != all {
+		t.Fatalf("migrate without an action applied %d of %d", got, all)
+	}
+	if _, err := os.Stat(dsn); err != nil {
+		t.Fatal(err)
+	}
+}
