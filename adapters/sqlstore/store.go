@@ -52,22 +52,43 @@ type Config struct {
 	MaxOpenConns int
 }
 
-// Validate reports the first rule c breaks, wrapping ports.ErrInvalid.
+// Validate returns a *ports.FieldError (which wraps ports.ErrInvalid) per
+// rule c breaks, joined, or nil.
 func (c Config) Validate() error {
-	switch c.Driver {
-	case DriverSQLite, DriverPostgres, DriverMSSQL:
-	default:
-		return fmt.Errorf("sqlstore config: unknown driver %q (valid: %q, %q, %q): %w",
-			c.Driver, DriverSQLite, DriverPostgres, DriverMSSQL, ports.ErrInvalid)
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &ports.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if strings.TrimSpace(c.DSN) == "" {
-		return fmt.Errorf("sqlstore config: empty DSN for driver %q: %w", c.Driver, ports.ErrInvalid)
+	const want = "want " + DriverSQLite + ", " + DriverPostgres + " or " + DriverMSSQL
+	switch c.Driver {
+	case DriverSQLite:
+		if strings.TrimSpace(c.DSN) == "" {
+			add("DSN", "required when Driver is sqlite (a file path or file: URI)")
+		}
+	case DriverPostgres, DriverMSSQL:
+		if strings.TrimSpace(c.DSN) == "" {
+			add("DSN", "required when Driver is %s (it may hold a password: set it in the environment, not in a file)", c.Driver)
+		}
+	case "":
+		add("Driver", "empty (%s)", want)
+	default:
+		add("Driver", "unknown driver %q (%s)", c.Driver, want)
+	}
+	if c.DSN != "" {
+		switch {
+		case c.Driver == DriverPostgres && strings.Contains(c.DSN, "://") &&
+			!strings.HasPrefix(c.DSN, "postgres://") && !strings.HasPrefix(c.DSN, "postgresql://"):
+			// Only the scheme: the rest may hold a password.
+			scheme, _, _ := strings.Cut(c.DSN, "://")
+			add("DSN", "driver postgres wants a postgres:// URL, got a %s URL", scheme)
+		case c.Driver == DriverMSSQL && !strings.HasPrefix(c.DSN, "sqlserver://"):
+			add("DSN", "driver mssql wants a sqlserver:// URL")
+		}
 	}
 	if c.MaxOpenConns < 0 {
-		return fmt.Errorf("sqlstore config: MaxOpenConns %d is negative (0 picks a default): %w",
-			c.MaxOpenConns, ports.ErrInvalid)
+		add("MaxOpenConns", "must not be negative, got %d (0 lets the store pick)", c.MaxOpenConns)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // DB is one open database: its pools, its dialect and the background work
@@ -137,7 +158,7 @@ type handle struct {
 // Migrate. A nil logger discards. Errors never carry the DSN's password.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sqlstore config: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

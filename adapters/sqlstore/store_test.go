@@ -23,11 +23,14 @@ func TestConfigValidate(t *testing.T) {
 		{"sqlite", Config{Driver: "sqlite", DSN: "/tmp/x.db"}, ""},
 		{"postgres", Config{Driver: "postgres", DSN: "postgres://h/db", MaxOpenConns: 4}, ""},
 		{"mssql", Config{Driver: "mssql", DSN: "sqlserver://h"}, ""},
-		{"unknown driver names the valid ones", Config{Driver: "mysql", DSN: "x"}, `unknown driver "mysql" (valid: "sqlite", "postgres", "mssql")`},
-		{"empty driver", Config{DSN: "x"}, `unknown driver ""`},
-		{"empty DSN", Config{Driver: "postgres"}, `empty DSN for driver "postgres"`},
-		{"blank DSN", Config{Driver: "sqlite", DSN: "  "}, `empty DSN`},
-		{"negative pool", Config{Driver: "sqlite", DSN: "x", MaxOpenConns: -1}, "MaxOpenConns -1 is negative"},
+		{"postgres key=value", Config{Driver: "postgres", DSN: "host=h dbname=db"}, ""},
+		{"unknown driver names the valid ones", Config{Driver: "mysql", DSN: "x"}, `Driver: unknown driver "mysql" (want sqlite, postgres or mssql)`},
+		{"empty driver", Config{DSN: "x"}, `Driver: empty (want sqlite, postgres or mssql)`},
+		{"empty DSN", Config{Driver: "postgres"}, `DSN: required when Driver is postgres`},
+		{"blank DSN", Config{Driver: "sqlite", DSN: "  "}, `DSN: required when Driver is sqlite`},
+		{"postgres wants its URL", Config{Driver: "postgres", DSN: "mysql://u:hunter2@h/db"}, `DSN: driver postgres wants a postgres:// URL, got a mysql URL`},
+		{"mssql wants its URL", Config{Driver: "mssql", DSN: "postgres://h/db"}, `DSN: driver mssql wants a sqlserver:// URL`},
+		{"negative pool", Config{Driver: "sqlite", DSN: "x", MaxOpenConns: -1}, "MaxOpenConns: must not be negative, got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -39,6 +42,9 @@ func TestConfigValidate(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("Validate() = %v: the DSN's password in the error", err)
 			}
 			if !errors.Is(err, ports.ErrInvalid) {
 				t.Errorf("Validate() = %v, want it to wrap ports.ErrInvalid", err)

@@ -335,9 +335,6 @@ type RetryConfig struct {
 	MaxInterval time.Duration `yaml:"max_interval"`
 }
 
-// storeDrivers are the accepted store.driver values.
-var storeDrivers = []string{sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqlstore.DriverMSSQL}
-
 // defaultConfig returns the defaults: SQLite in the current directory, core's
 // dispatch defaults, info logs in the automatic format.
 func defaultConfig() Config {
@@ -363,7 +360,11 @@ func (c Config) Validate() error {
 	if dsnFromDataDir && strings.TrimSpace(c.DataDir) == "" {
 		r.AddRelated("data_dir", "store.dsn", "empty (it holds outbox.db when store.dsn is not set)")
 	}
-	r = append(r, storeRules(c.Store)...)
+	if !dsnFromDataDir || strings.TrimSpace(c.DataDir) != "" {
+		if err := settings.Fields("Store", c.StoreSettings().Validate()); err != nil {
+			r = append(r, err)
+		}
+	}
 	if err := settings.Fields("Outbox", c.Outbox.Validate()); err != nil {
 		r = append(r, err)
 	}
@@ -381,49 +382,7 @@ func (c Config) Validate() error {
 		r = append(r, c.validateReferences()...)
 		r = append(r, c.validateOwnSecretsOutside()...)
 	}
-	if len(r) == 0 {
-		// Backstop: the store's own check, should ours have missed a rule.
-		if err := c.StoreSettings().Validate(); err != nil {
-			r.Add("store", "%v", err)
-		}
-	}
 	return r.Err()
-}
-
-// storeRules checks the store settings as an operator gives them: which
-// driver, and a DSN of its kind (for SQLite it may be left out, see
-// StoreSettings). sqlstore.Config.Validate checks what the store opens.
-func storeRules(s sqlstore.Config) rules {
-	var r rules
-	switch s.Driver {
-	case sqlstore.DriverSQLite, sqlstore.DriverPostgres, sqlstore.DriverMSSQL:
-		if s.Driver != sqlstore.DriverSQLite && strings.TrimSpace(s.DSN) == "" {
-			r.AddRelated("store.dsn", "store.driver", "required for driver %s (set OUTBOX_STORE_DSN; keep passwords out of files)", s.Driver)
-		}
-	case "":
-		r.Add("store.driver", "empty (want %s)", orList(storeDrivers))
-	default:
-		r.Add("store.driver", "unknown driver %q (want %s)", s.Driver, orList(storeDrivers))
-	}
-	if s.DSN != "" {
-		switch {
-		case s.Driver == sqlstore.DriverPostgres && strings.Contains(s.DSN, "://") && !strings.HasPrefix(s.DSN, "postgres://") && !strings.HasPrefix(s.DSN, "postgresql://"):
-			r.Add("store.dsn", "driver postgres wants a postgres:// URL, got a %s URL", scheme(s.DSN))
-		case s.Driver == sqlstore.DriverMSSQL && !strings.HasPrefix(s.DSN, "sqlserver://"):
-			r.Add("store.dsn", "driver mssql wants a sqlserver:// URL")
-		}
-	}
-	if s.MaxOpenConns < 0 {
-		r.Add("store.max_open_conns", "must not be negative, got %d (0 lets the store pick)", s.MaxOpenConns)
-	}
-	return r
-}
-
-// scheme returns the scheme of a URL-looking DSN without repeating the rest,
-// which may hold a password.
-func scheme(dsn string) string {
-	s, _, _ := strings.Cut(dsn, "://")
-	return s
 }
 
 // Log levels and formats.

@@ -447,12 +447,12 @@ func TestValidationRules(t *testing.T) {
 		{
 			name:  "postgres without dsn",
 			flags: []string{"-store-driver", "postgres"},
-			want:  []string{`store.dsn: required for driver postgres (set OUTBOX_STORE_DSN; keep passwords out of files) [flag -store-driver]`},
+			want:  []string{`store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment, not in a file) [flag -store-driver]`},
 		},
 		{
 			name: "mssql without dsn",
 			file: "store: {driver: mssql}\n",
-			want: []string{`store.dsn: required for driver mssql (set OUTBOX_STORE_DSN; keep passwords out of files) [FILE:1]`},
+			want: []string{`store.dsn: required when store.driver is mssql (it may hold a password: set it in the environment, not in a file) [FILE:1]`},
 		},
 		{
 			name: "postgres with a mysql url",
@@ -677,7 +677,7 @@ func TestExampleConfigs(t *testing.T) {
 			if err != nil {
 				// Only a missing DSN is allowed, and it must say so.
 				for _, line := range problems(t, err) {
-					if !strings.HasPrefix(line, "store.dsn: required for driver") {
+					if !strings.HasPrefix(line, "store.dsn: required when store.driver is") {
 						t.Fatalf("%s refused: %v", f, err)
 					}
 				}
