@@ -39,7 +39,7 @@ func (s *Accounts) AppendAdmin(ctx context.Context, r ports.AdminRecord) (ports.
 	row := &adminRow{At: at(r.At), Actor: r.Actor, Kind: string(r.Kind), Name: r.Name,
 		Action: string(r.Action), Summary: r.Summary}
 	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
-		q := appendAdminQuery(s.w, row).Conn(c)
+		q := appendAdminQuery(s.w, s.writes(), row).Conn(c)
 		var id int64
 		if err := q.Scan(ctx, &id); err != nil {
 			return err
@@ -75,8 +75,8 @@ func (s *Accounts) AdminRecords(ctx context.Context, q ports.AdminQuery) ([]port
 }
 
 // appendAdminQuery inserts row and returns its id.
-func appendAdminQuery(db *bun.DB, row *adminRow) *bun.InsertQuery {
-	return writesOf(db.Dialect()).returningID(db.NewInsert().Model(row).ExcludeColumn("id"))
+func appendAdminQuery(db *bun.DB, w writeDialect, row *adminRow) *bun.InsertQuery {
+	return w.returningID(db.NewInsert().Model(row).ExcludeColumn("id"))
 }
 
 // adminRecordsQuery selects into rows the records q asks for, newest first.

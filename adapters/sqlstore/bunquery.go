@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/uptrace/bun"
-	bundialect "github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/schema"
 )
 
@@ -47,15 +46,7 @@ type executor interface {
 }
 
 // writes returns the writes of the store's dialect.
-func (s *handle) writes() writeDialect { return writesOf(s.w.Dialect()) }
-
-// writesOf returns the writes of dialect d.
-func writesOf(d schema.Dialect) writeDialect {
-	if d.Name() == bundialect.MSSQL {
-		return mssqlWrites{}
-	}
-	return conflictWrites{}
-}
+func (s *handle) writes() writeDialect { return s.d.writes() }
 
 // conflictWrites are the writes of SQLite and PostgreSQL: INSERT ... ON
 // CONFLICT and RETURNING.

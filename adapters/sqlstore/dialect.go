@@ -20,11 +20,21 @@ import (
 // (notifications.go) build their statements with bun's query builders and
 // ask the dialect only for what bun does not cover: the representation of
 // instants, a few predicates, and the statements written by hand for a
-// measured reason (DESIGN.md, "Values in statements"): the claim, and the
-// batch writes Insert, Record and Append.
+// measured reason (DESIGN.md, "Values in statements"): the claim, the
+// batch writes Insert, Record and Append, how the pools are opened.
 type dialect interface {
 	// newBun returns the bun dialect of a new pool.
 	newBun() schema.Dialect
+	// open opens the pools of cfg's database into h (through h.use) and
+	// starts the background work the database needs.
+	open(h *handle, cfg Config) error
+	// writes returns the upsert and the insert of a new row of the
+	// directory and the accounts.
+	writes() writeDialect
+	// subjectIndex returns the query of keyword for the trigram index the
+	// store reads keyword candidates from, and whether it does: SQLite's
+	// FTS5 only (PostgreSQL's planner reads its own index).
+	subjectIndex(keyword string) (string, bool)
 	// validID reports whether id can name a row (PostgreSQL: a UUID).
 	validID(id string) bool
 	// appendTime appends the literal of an instant column (see instant);

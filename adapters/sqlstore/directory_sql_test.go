@@ -6,7 +6,6 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mssqldialect"
-	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/schema"
 
@@ -45,7 +44,7 @@ var (
 // as sqlgen_test.go checks the others.
 func TestMSSQLDirectoryAccounts(t *testing.T) {
 	db := renderDB(mssqldialect.New())
-	w := writesOf(db.Dialect())
+	w := mssqlDialect{}.writes()
 	const ts = `CAST('2025-06-02T09:30:00.654321' AS datetime2(6))`
 	at := at(accountstest.BaseTime)
 	check := func(name, sql string, parts ...string) {
@@ -75,7 +74,7 @@ func TestMSSQLDirectoryAccounts(t *testing.T) {
 	check("put session", w.insertNew(db, nil, &sessionRow{ID: "ab12", Account: "alice", CreatedAt: at, ExpiresAt: at}, "id").String(),
 		` FROM (VALUES (N'ab12', N'alice', `+ts+`, `+ts+`)) AS v ("id", "account", "created_at", "expires_at")`,
 		` WHERE NOT EXISTS (SELECT 1 FROM "operator_sessions" AS t WITH (UPDLOCK, HOLDLOCK) WHERE t."id" = v."id")`)
-	check("append admin record", appendAdminQuery(db, &adminRow{At: at, Actor: "o'neil", Kind: "list", Name: "ops", Action: "created", Summary: "type email, 1 target"}).String(),
+	check("append admin record", appendAdminQuery(db, w, &adminRow{At: at, Actor: "o'neil", Kind: "list", Name: "ops", Action: "created", Summary: "type email, 1 target"}).String(),
 		`INSERT INTO "admin_audit" ("at", "actor", "kind", "name", "action", "summary") OUTPUT inserted."id" VALUES (`+ts+`, N'o''neil', N'list', N'ops', N'created', N'type email, 1 target')`)
 	var recs []adminRow
 	check("admin records", adminRecordsQuery(db, &recs, ports.AdminQuery{Kind: ports.AdminKindList, Name: "ops", Before: 42, Limit: 50}).String(),
@@ -95,23 +94,23 @@ func TestMSSQLDirectoryAccounts(t *testing.T) {
 // contract suites run for real).
 func TestWritesSQLitePostgres(t *testing.T) {
 	for _, tc := range []struct {
-		d             schema.Dialect
+		d             dialect
 		hash, ts, nul string
 	}{
-		{sqlitedialect.New(), `X'00ff'`, `1748856600654321`, `NULL`},
-		{pgdialect.New(), `'\x00ff'`, `'2025-06-02 09:30:00.654321+00'::timestamptz`, `NULL::timestamptz`},
+		{sqliteDialect{}, `X'00ff'`, `1748856600654321`, `NULL`},
+		{pgDialect{}, `'\x00ff'`, `'2025-06-02 09:30:00.654321+00'::timestamptz`, `NULL::timestamptz`},
 	} {
-		db := renderDB(tc.d)
-		w := writesOf(tc.d)
+		db := renderDB(tc.d.newBun())
+		w := tc.d.writes()
 		at := at(accountstest.BaseTime)
-		name := tc.d.Name().String()
+		name := tc.d.newBun().Name().String()
 		mustContain(t, name+" put list", w.upsert(db, nil, &listRow{Name: "ops", Type: "email", Targets: "[]", UpdatedAt: at}).String(),
 			`INSERT INTO "notification_lists" AS "notification_lists" ("name", "type", "targets", "updated_at") VALUES ('ops', 'email', '[]', `+tc.ts+`)`,
 			` ON CONFLICT ("name") DO UPDATE SET "type" = EXCLUDED."type", "targets" = EXCLUDED."targets", "updated_at" = EXCLUDED."updated_at"`)
 		mustContain(t, name+" put channel", w.upsert(db, nil, &channelRow{Type: "email", RateLimit: 1e-300}).String(), `, 1e-300, `)
 		mustContain(t, name+" put token", w.insertNew(db, nil, &tokenRow{ID: "tok-1", Name: "ci", Role: "viewer", Hash: []byte{0, 0xff}, CreatedAt: at}, "id", "name").String(),
 			`("id", "name", "role", "hash", "created_at", "account", "expires_at") VALUES ('tok-1', 'ci', 'viewer', `+tc.hash+`, `+tc.ts+`, '', `+tc.nul+`) ON CONFLICT DO NOTHING`)
-		mustContain(t, name+" append admin record", appendAdminQuery(db, &adminRow{At: at, Actor: "a", Kind: "user", Name: "b", Action: "deleted"}).String(),
+		mustContain(t, name+" append admin record", appendAdminQuery(db, w, &adminRow{At: at, Actor: "a", Kind: "user", Name: "b", Action: "deleted"}).String(),
 			`INSERT INTO "admin_audit" ("at", "actor", "kind", "name", "action", "summary") VALUES (`+tc.ts+`, 'a', 'user', 'b', 'deleted', '') RETURNING "id"`)
 		var recs []adminRow
 		mustContain(t, name+" admin records", adminRecordsQuery(db, &recs, ports.AdminQuery{Limit: 3, Before: 9}).String(),

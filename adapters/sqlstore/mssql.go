@@ -21,6 +21,21 @@ type mssqlDialect struct{}
 
 func (mssqlDialect) newBun() schema.Dialect { return bunMSSQL{mssqldialect.New()} }
 
+// open: one pool through go-mssqldb.
+func (mssqlDialect) open(h *handle, cfg Config) error {
+	db, err := sql.Open("sqlserver", cfg.DSN)
+	if err != nil {
+		return err
+	}
+	h.useServerPool(db, cfg)
+	return nil
+}
+
+func (mssqlDialect) writes() writeDialect { return mssqlWrites{} }
+
+// subjectIndex: none (see DESIGN.md, "Keyword search").
+func (mssqlDialect) subjectIndex(string) (string, bool) { return "", false }
+
 // bunMSSQL is bun's MS SQL dialect without its Init, which asks the server
 // for its version when the bun.DB is made (without a context, before Open's
 // ping, and only to discard the answer).

@@ -533,12 +533,9 @@ func (s *Notifications) subjectCount(ctx context.Context, keyword string) (*cand
 }
 
 // subjectIndexed returns the trigram index query of keyword, and whether the
-// store may use it: on SQLite, for a keyword of three characters or more.
+// store reads candidates through it (see dialect.subjectIndex).
 func (s *Notifications) subjectIndexed(keyword string) (string, bool) {
-	if s.driver != DriverSQLite || keyword == "" {
-		return "", false
-	}
-	return subjectMatch(keyword)
+	return s.d.subjectIndex(keyword)
 }
 
 // kpiRow is a row of kpisQuery.

@@ -85,6 +85,26 @@ type pgDialect struct{}
 
 func (pgDialect) newBun() schema.Dialect { return pgdialect.New() }
 
+// open: one pool through pgx, and the background ANALYZE while the table
+// grows from empty.
+func (pgDialect) open(h *handle, cfg Config) error {
+	db, custom, err := openPostgres(cfg.DSN)
+	if err != nil {
+		return err
+	}
+	h.pgPrepare = !custom
+	h.useServerPool(db, cfg)
+	h.analyze = newAnalyzer(db, func(err error) {
+		h.logger.Warn("sqlstore: background ANALYZE failed", "err", h.redact(err))
+	})
+	return nil
+}
+
+func (pgDialect) writes() writeDialect { return conflictWrites{} }
+
+// subjectIndex: none; the planner reads the trigram index itself.
+func (pgDialect) subjectIndex(string) (string, bool) { return "", false }
+
 // validID: the id column is a uuid, so only a UUID can name a row.
 func (pgDialect) validID(id string) bool { return isUUID(id) }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,7 +269,70 @@ func (x *subjectIndexer) close() {
 type sqliteDialect struct{}
 
 func (sqliteDialect) newBun() schema.Dialect { return sqlitedialect.New() }
-func (sqliteDialect) validID(string) bool    { return true }
+
+// open: a writer pool of one connection (SQLite has one writer; queueing
+// in Go beats spinning on the file lock) with its group writer, a reader
+// pool, and a connection for the background WAL checkpoints; an in-memory
+// database is one connection for everything.
+func (sqliteDialect) open(h *handle, cfg Config) error {
+	readers := cfg.MaxOpenConns
+	if readers == 0 {
+		readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	if sqliteInMemory(cfg.DSN) {
+		// Every connection to :memory: is a database of its own: one pool,
+		// one connection.
+		db, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteWriter))
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(1)
+		h.use(db, db)
+		h.group = newGroupWriter(db)
+		h.startSubjectIndexer()
+		return nil
+	}
+	w, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteWriter))
+	if err != nil {
+		return err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	r, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteReader))
+	if err != nil {
+		_ = w.Close()
+		return err
+	}
+	r.SetMaxOpenConns(readers)
+	r.SetMaxIdleConns(readers)
+	c, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteCheckpointer))
+	if err != nil {
+		_ = w.Close()
+		_ = r.Close()
+		return err
+	}
+	c.SetMaxOpenConns(1)
+	h.use(w, r)
+	h.group = newGroupWriter(w)
+	h.startSubjectIndexer()
+	h.ckpt = newCheckpointer(c, func(err error) {
+		h.logger.Warn("sqlstore: background WAL checkpoint failed", "err", h.redact(err))
+	})
+	return nil
+}
+
+func (sqliteDialect) writes() writeDialect { return conflictWrites{} }
+
+// subjectIndex: the FTS5 trigram query of keyword (see subjectMatch).
+func (sqliteDialect) subjectIndex(keyword string) (string, bool) {
+	if keyword == "" {
+		return "", false
+	}
+	return subjectMatch(keyword)
+}
+func (sqliteDialect) validID(string) bool { return true }
 
 // appendTime writes integer Unix microseconds.
 func (sqliteDialect) appendTime(b []byte, t time.Time) []byte {

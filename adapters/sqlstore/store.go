@@ -167,9 +167,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &handle{driver: cfg.Driver, d: d, pgPrepare: cfg.Driver == DriverPostgres, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
+	s := &handle{driver: cfg.Driver, d: d, subjectQueryCap: subjectQueryCap, subjectCountCap: subjectCountCap,
 		logger: logger, secrets: dsnSecrets(cfg.DSN)}
-	if err := s.open(cfg); err != nil {
+	if err := d.open(s, cfg); err != nil {
 		return nil, s.redact(fmt.Errorf("sqlstore: open %s %s: %w", cfg.Driver, redactDSN(cfg.DSN), err))
 	}
 	if err := s.ping(ctx); err != nil {
@@ -178,74 +178,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*DB, error) {
 	}
 	logger.Info("sqlstore: opened", "driver", cfg.Driver, "dsn", redactDSN(cfg.DSN))
 	return &DB{s}, nil
-}
-
-func (s *handle) open(cfg Config) error {
-	switch cfg.Driver {
-	case DriverSQLite:
-		readers := cfg.MaxOpenConns
-		if readers == 0 {
-			readers = max(4, runtime.GOMAXPROCS(0))
-		}
-		if sqliteInMemory(cfg.DSN) {
-			// Every connection to :memory: is a database of its own: one pool,
-			// one connection.
-			db, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteWriter))
-			if err != nil {
-				return err
-			}
-			db.SetMaxOpenConns(1)
-			s.use(db, db)
-			s.group = newGroupWriter(db)
-			s.startSubjectIndexer()
-			return nil
-		}
-		w, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteWriter))
-		if err != nil {
-			return err
-		}
-		w.SetMaxOpenConns(1)
-		w.SetMaxIdleConns(1)
-		w.SetConnMaxLifetime(0)
-		w.SetConnMaxIdleTime(0)
-		r, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteReader))
-		if err != nil {
-			_ = w.Close()
-			return err
-		}
-		r.SetMaxOpenConns(readers)
-		r.SetMaxIdleConns(readers)
-		c, err := sql.Open("sqlite", sqliteDSN(cfg.DSN, sqliteCheckpointer))
-		if err != nil {
-			_ = w.Close()
-			_ = r.Close()
-			return err
-		}
-		c.SetMaxOpenConns(1)
-		s.use(w, r)
-		s.group = newGroupWriter(w)
-		s.startSubjectIndexer()
-		s.ckpt = newCheckpointer(c, func(err error) {
-			s.logger.Warn("sqlstore: background WAL checkpoint failed", "err", s.redact(err))
-		})
-	case DriverPostgres:
-		db, custom, err := openPostgres(cfg.DSN)
-		if err != nil {
-			return err
-		}
-		s.pgPrepare = !custom
-		s.useServerPool(db, cfg)
-		s.analyze = newAnalyzer(db, func(err error) {
-			s.logger.Warn("sqlstore: background ANALYZE failed", "err", s.redact(err))
-		})
-	case DriverMSSQL:
-		db, err := sql.Open("sqlserver", cfg.DSN)
-		if err != nil {
-			return err
-		}
-		s.useServerPool(db, cfg)
-	}
-	return nil
 }
 
 // useServerPool sizes the one pool of a database server (PostgreSQL, MS SQL)
