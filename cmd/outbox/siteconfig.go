@@ -159,7 +159,7 @@ var siteSettings = []settings.Setting[SiteConfig]{
 	setting("forward.max_body_bytes", "", "", "Send refuses a longer body", func(c *SiteConfig) any { return &c.Core.MaxBodyBytes }),
 	setting("metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` of the Prometheus /metrics endpoint", func(c *SiteConfig) any { return &c.Metrics.Listen }),
 	setting("log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *SiteConfig) any { return &c.Log.Level }),
-	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto, text or json", func(c *SiteConfig) any { return &c.Log.Format }),
+	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *SiteConfig) any { return &c.Log.Format }),
 }
 
 // siteSchema is the configuration of `outbox site`.

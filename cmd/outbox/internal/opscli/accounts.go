@@ -117,7 +117,7 @@ func Users(ctx context.Context, env Env, args []string) int {
 			if put.Password == "" && !passwordStdin && !r.stdinTerminal() && errors.Is(err, ports.ErrInvalid) &&
 				strings.Contains(err.Error(), "password") {
 				// A password piped in without --password-stdin is not read.
-				err = fmt.Errorf("%w (standard input is not a terminal, so no password was asked for; give --password-stdin to read it from standard input)", err)
+				err = fmt.Errorf("standard input is not a terminal, so no password was asked for (give --password-stdin to read it from standard input): %w", err)
 			}
 			return r.failed(err)
 		}

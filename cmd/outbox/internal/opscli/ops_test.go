@@ -466,7 +466,7 @@ func TestOpsUsersPassword(t *testing.T) {
 	// and why the password was not read.
 	code, _, stderr = runCmd(t, Users, c.environ(), "alice's password\n", "put", "alice", "--role", "viewer")
 	if code != exitFailure || !strings.Contains(stderr, "password") ||
-		!strings.Contains(stderr, "standard input is not a terminal, so no password was asked for; give --password-stdin to read it from standard input") {
+		!strings.Contains(stderr, "standard input is not a terminal, so no password was asked for (give --password-stdin to read it from standard input)") {
 		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q", code, stderr)
 	}
 	n := len(c.requests())
