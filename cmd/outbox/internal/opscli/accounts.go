@@ -86,13 +86,11 @@ func Users(ctx context.Context, env Env, args []string) int {
 		}
 		put.Password = pw
 	}
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 	switch sub {
 	case "list":
 		us, err := c.Users(ctx)
@@ -220,13 +218,11 @@ func Tokens(ctx context.Context, env Env, args []string) int {
 		at := time.Now().Add(ttl).UTC().Truncate(time.Second)
 		expiresAt = &at
 	}
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 	switch sub {
 	case "list":
 		ts, err := c.Tokens(ctx)

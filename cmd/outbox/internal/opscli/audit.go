@@ -58,13 +58,11 @@ func Audit(ctx context.Context, env Env, args []string) int {
 	if limit == 0 {
 		q.Limit = 0
 	}
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 	var page api.AdminPage
 	for {
 		p, err := c.Audit(ctx, q)

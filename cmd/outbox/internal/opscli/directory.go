@@ -248,13 +248,11 @@ type opsCRUD[T any] struct {
 // opsRunCRUD dials central and runs sub (list, show, put or delete) with
 // the calls crud makes from the client.
 func opsRunCRUD[T any](ctx context.Context, r *opsRun, sub string, operands []string, crud func(*client.Client) opsCRUD[T]) int {
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 	k := crud(c)
 	switch sub {
 	case "list":

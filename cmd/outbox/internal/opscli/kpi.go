@@ -30,13 +30,11 @@ func KPI(ctx context.Context, env Env, args []string) int {
 	if len(operands) > 0 {
 		return r.usage("unexpected argument %q", operands[0])
 	}
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 	rep, err := c.KPIs(ctx)
 	if err != nil {
 		return r.failed(err)

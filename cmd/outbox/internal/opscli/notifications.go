@@ -103,13 +103,11 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return r.usage("%v", err)
 	}
-	c, code, ok := r.dial()
+	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
 	}
-	defer r.close()
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	defer done()
 
 	switch sub {
 	case "list":

@@ -4,6 +4,7 @@ package opscli
 // the token and the client (opsRun), tables and JSON.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -218,6 +219,18 @@ func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 }
 
 // close releases the connections dial opened.
+// connect dials central (see dial) and bounds ctx by the command's
+// timeout; done releases both. When ok is false the command exits with
+// code.
+func (r *opsRun) connect(ctx context.Context) (c *client.Client, bounded context.Context, done func(), code int, ok bool) {
+	c, code, ok = r.dial()
+	if !ok {
+		return nil, ctx, func() {}, code, false
+	}
+	bounded, cancel := context.WithTimeout(ctx, r.timeout)
+	return c, bounded, func() { cancel(); r.close() }, exitOK, true
+}
+
 func (r *opsRun) close() {
 	if r.transport != nil {
 		r.transport.CloseIdleConnections()
