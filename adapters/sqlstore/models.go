@@ -91,11 +91,11 @@ type auditRow struct {
 var tables = schema.NewTables(sqlitedialect.New())
 
 // column is one column of a model, as the hand-written batch statements
-// read it from a row: by kind at its offset in the struct.
+// read it from a row: by kind, through the index of its field.
 type column struct {
 	name   string
 	kind   columnKind
-	off    uintptr
+	field  int    // the index of its field in the row struct
 	pgType string // the element type of its PostgreSQL array
 }
 
@@ -115,7 +115,7 @@ func modelColumns(model any) []column {
 	cols := make([]column, len(t.Fields))
 	for i, f := range t.Fields {
 		pgType, _ := f.Tag.Option("type")
-		c := column{name: f.Name, off: f.StructField.Offset, pgType: pgType}
+		c := column{name: f.Name, field: f.Index[0], pgType: pgType}
 		switch typ := f.StructField.Type; {
 		case len(f.Index) != 1:
 			panic("sqlstore: model " + t.TypeName + " embeds field " + f.GoName)

@@ -3,13 +3,13 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/siteline/outbox/ports"
@@ -188,24 +188,24 @@ func pgUnnest(cols []column) string {
 func pgArrays[T any](cols []column, rows []T) []any {
 	arrays := make([]any, len(cols))
 	for j, c := range cols {
-		at := func(i int) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(&rows[i]), c.off) }
+		at := func(i int) reflect.Value { return reflect.ValueOf(&rows[i]).Elem().Field(c.field) }
 		switch c.kind {
 		case textColumn:
 			a := make([]string, len(rows))
 			for i := range rows {
-				a[i] = *(*string)(at(i))
+				a[i] = at(i).String()
 			}
 			arrays[j] = a
 		case intColumn:
 			a := make([]int64, len(rows))
 			for i := range rows {
-				a[i] = *(*int64)(at(i))
+				a[i] = at(i).Int()
 			}
 			arrays[j] = a
 		case nullTextColumn:
 			a := make([]*string, len(rows))
 			for i := range rows {
-				if v := string(*(*nullText)(at(i))); v != "" {
+				if v := at(i).String(); v != "" {
 					a[i] = &v
 				}
 			}
@@ -213,7 +213,7 @@ func pgArrays[T any](cols []column, rows []T) []any {
 		case instantColumn:
 			a := make([]*time.Time, len(rows))
 			for i := range rows {
-				if t := (*instant)(at(i)).t; !t.IsZero() {
+				if t := at(i).Addr().Interface().(*instant).t; !t.IsZero() {
 					u := t.UTC().Truncate(time.Microsecond)
 					a[i] = &u
 				}

@@ -4,9 +4,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/uptrace/bun/schema"
 )
@@ -110,25 +110,15 @@ func (v *nullText) Scan(src any) error {
 }
 
 // scanModel scans rows whose columns are cols, in their order, appending
-// one T per row to into. The destinations are the fields of a T at the
-// columns' offsets (see modelColumns): the claim, the one hot read, scans
-// this way, which costs less than bun's scan of a model by column name.
+// one T per row to into. The destinations are the fields of one T, found
+// once per call (see modelColumns): the claim, the one hot read, scans this
+// way, which costs less than bun's scan of a model by column name.
 func scanModel[T any](rows *sql.Rows, cols []column, into []T) ([]T, error) {
 	var r T
 	dest := make([]any, len(cols))
-	base := unsafe.Pointer(&r)
+	v := reflect.ValueOf(&r).Elem()
 	for i, c := range cols {
-		p := unsafe.Add(base, c.off)
-		switch c.kind {
-		case textColumn:
-			dest[i] = (*string)(p)
-		case intColumn:
-			dest[i] = (*int64)(p)
-		case nullTextColumn:
-			dest[i] = (*nullText)(p)
-		case instantColumn:
-			dest[i] = (*instant)(p)
-		}
+		dest[i] = v.Field(c.field).Addr().Interface()
 	}
 	for rows.Next() {
 		// Every destination is set by each Scan (NULL included).

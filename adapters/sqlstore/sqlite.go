@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/siteline/outbox/ports"
 	"github.com/uptrace/bun"
@@ -418,22 +418,22 @@ func sqliteInsertText(rows int) string {
 // column of the model in its order: instants as integer Unix microseconds,
 // the empty text of a nullable column and the zero instant as NULL.
 func appendSQLiteArgs(args []any, r *notificationRow) []any {
-	base := unsafe.Pointer(r)
+	v := reflect.ValueOf(r).Elem()
 	for _, c := range notificationModel {
-		p := unsafe.Add(base, c.off)
+		f := v.Field(c.field)
 		switch c.kind {
 		case textColumn:
-			args = append(args, *(*string)(p))
+			args = append(args, f.String())
 		case intColumn:
-			args = append(args, *(*int64)(p))
+			args = append(args, f.Int())
 		case nullTextColumn:
-			if v := *(*nullText)(p); v != "" {
-				args = append(args, string(v))
+			if s := f.String(); s != "" {
+				args = append(args, s)
 			} else {
 				args = append(args, nil)
 			}
 		case instantColumn:
-			if t := (*instant)(p).t; !t.IsZero() {
+			if t := f.Addr().Interface().(*instant).t; !t.IsZero() {
 				args = append(args, t.UnixMicro())
 			} else {
 				args = append(args, nil)
