@@ -131,7 +131,7 @@ func (s *Notifications) Claim(ctx context.Context, req ports.ClaimRequest) ([]po
 }
 
 // claimRows runs the dialect's claim, which returns the model's columns in
-// their order, and scans them by offset (scanModel).
+// their order, and scans them (scanModel).
 func (s *Notifications) claimRows(ctx context.Context, req ports.ClaimRequest) ([]notificationRow, error) {
 	rs, err := s.writer().QueryContext(ctx, s.d.claim(s.w, req).String())
 	if err != nil {
@@ -433,8 +433,15 @@ func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.Pa
 	if c != nil && len(c.rowids) == 0 {
 		return ports.Page{Items: []ports.Notification{}}, nil // no subject holds the keyword
 	}
-	rows := make([]notificationRow, 0, page.Limit+1)
-	if err := s.listQuery(f, after, page.Limit+1, c).Scan(ctx, &rows); err != nil {
+	rs, err := s.listQuery(f, after, page.Limit+1, c).Rows(ctx)
+	if err != nil {
+		return ports.Page{}, s.fail("query", err)
+	}
+	defer rs.Close()
+	// The select names the model's columns in their order (bun's Model):
+	// scanModel reads a page faster than bun's scan by column name.
+	rows, err := scanModel(rs, notificationModel, make([]notificationRow, 0, page.Limit+1))
+	if err != nil {
 		return ports.Page{}, s.fail("query", err)
 	}
 	ns, err := notifications(rows)
