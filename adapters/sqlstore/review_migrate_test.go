@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +69,46 @@ func TestReviewMSSQLMigrationTableInstants(t *testing.T) {
 	}
 	if strings.Contains(record, `'2025-06-02 09:30:00.123'`) {
 		t.Errorf("a migration's record writes a language-dependent datetime literal:\n%s", record)
+	}
+}
+
+// TestReviewRacingNodesAgreeOnTheGroup: DESIGN.md says racing nodes agree on
+// the group, but each numbers it from the status it read, and a node that
+// reads it after another applied part of the migrations numbers the next
+// group. Interleaved (A: 0001, 0002; B: 0003; A: 0004, 0005), the groups
+// come out 1, 1, 2, 1, 1, and MigrateDown then rolls back 0003 alone,
+// under 0004 and 0005, leaving a schema no sequence of migrations makes.
+func TestReviewRacingNodesAgreeOnTheGroup(t *testing.T) {
+	open := sqliteOpener(t)
+	a, b := open(), open()
+	ra, err := a.newMigrationRunner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.newMigrationRunner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msA, err := ra.status(t.Context()) // A reads the status: nothing applied
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ra.upFrom(t.Context(), msA[:2]); err != nil { // A applies 0001, 0002
+		t.Fatal(err)
+	}
+	msB, err := rb.status(t.Context()) // B reads the status now
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.upFrom(t.Context(), msB[:3]); err != nil { // B wins the lock for 0003
+		t.Fatal(err)
+	}
+	if _, err := ra.upFrom(t.Context(), msA); err != nil { // A goes on: skips 0001-0003, applies 0004, 0005
+		t.Fatal(err)
+	}
+	wantStatus(t, a, 1, 1, 1, 1, 1)
+	down, err := a.MigrateDown(t.Context())
+	if err != nil || !slices.Equal(down, []string{"0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
+		t.Errorf("MigrateDown = %q, %v; want the whole group the racing nodes applied", down, err)
 	}
 }
