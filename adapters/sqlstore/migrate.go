@@ -383,9 +383,12 @@ func (m *migrator) locked(ctx context.Context, fn func(l migrationLock) error) e
 	return errors.Join(err, l.release())
 }
 
-// up applies, holding the lock, the migrations the database lacks, in
-// order, as one group, and returns the names of those it applied.
-func (m *migrator) up(ctx context.Context) ([]string, error) {
+// each runs, holding the lock, the migrations todo picks from the book
+// the run prepared, in the order it gives, each in a step of its own that
+// runs its statements of direction ("up" or "down") and then note (which
+// records it, or forgets it); it returns the names of those it ran.
+func (m *migrator) each(ctx context.Context, direction string, todo func(b *migrationBook) []migrationFile,
+	note func(tx *sql.Tx, b *migrationBook, f migrationFile) error) ([]string, error) {
 	var done []string
 	err := m.locked(ctx, func(l migrationLock) error {
 		var b migrationBook
@@ -395,20 +398,12 @@ func (m *migrator) up(ctx context.Context) ([]string, error) {
 		}); err != nil {
 			return err
 		}
-		group := b.last + 1
-		for _, f := range m.files {
-			if _, ok := b.records[f.number]; ok {
-				continue
-			}
+		for _, f := range todo(&b) {
 			err := l.step(ctx, func(tx *sql.Tx) error {
-				if err := m.run(ctx, tx, f, "up"); err != nil {
+				if err := m.run(ctx, tx, f, direction); err != nil {
 					return err
 				}
-				rec := &migrationRecord{Name: f.number, GroupID: group, MigratedAt: instant{time.Now().UTC()}}
-				if _, err := m.h.w.NewInsert().Conn(tx).Model(rec).Exec(ctx); err != nil {
-					return fmt.Errorf("%s: record in %s: %w", f.name, migrationsTable, err)
-				}
-				return nil
+				return note(tx, &b, f)
 			})
 			if err != nil {
 				return err
@@ -423,52 +418,58 @@ func (m *migrator) up(ctx context.Context) ([]string, error) {
 	return done, err
 }
 
-// down rolls back, holding the lock, the migrations of the last group,
-// newest first, and returns the names of those it rolled back.
-func (m *migrator) down(ctx context.Context) ([]string, error) {
-	var done []string
-	err := m.locked(ctx, func(l migrationLock) error {
-		var b migrationBook
-		if err := l.step(ctx, func(tx *sql.Tx) (err error) {
-			b, err = m.prepare(ctx, tx)
-			return err
-		}); err != nil {
-			return err
+// up applies the migrations the database lacks, in order, as one group
+// (the last plus one), and returns the names of those it applied.
+func (m *migrator) up(ctx context.Context) ([]string, error) {
+	var group int64
+	todo := func(b *migrationBook) []migrationFile {
+		group = b.last + 1
+		var out []migrationFile
+		for _, f := range m.files {
+			if _, ok := b.records[f.number]; !ok {
+				out = append(out, f)
+			}
 		}
-		for _, f := range slices.Backward(m.files) {
-			if r, ok := b.records[f.number]; !ok || r.GroupID != b.last {
-				continue
-			}
-			err := l.step(ctx, func(tx *sql.Tx) error {
-				if err := m.run(ctx, tx, f, "down"); err != nil {
-					return err
-				}
-				_, err := m.h.w.NewDelete().Conn(tx).TableExpr("?", bun.Ident(migrationsTable)).
-					Where("? = ?", bun.Ident("name"), f.number).Exec(ctx)
-				if err != nil {
-					return fmt.Errorf("%s: forget in %s: %w", f.name, migrationsTable, err)
-				}
-				if !b.legacyExists {
-					return nil
-				}
-				_, err = m.h.w.NewDelete().Conn(tx).TableExpr("?", bun.Ident(legacyMigrationsTable)).
-					Where("? IN (?)", bun.Ident("version"), bun.List([]string{f.name, f.number})).Exec(ctx)
-				if err != nil {
-					return fmt.Errorf("%s: forget in %s: %w", f.name, legacyMigrationsTable, err)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			done = append(done, f.name)
-			if m.applied != nil {
-				m.applied(f.name)
-			}
+		return out
+	}
+	return m.each(ctx, "up", todo, func(tx *sql.Tx, _ *migrationBook, f migrationFile) error {
+		rec := &migrationRecord{Name: f.number, GroupID: group, MigratedAt: instant{time.Now().UTC()}}
+		if _, err := m.h.w.NewInsert().Conn(tx).Model(rec).Exec(ctx); err != nil {
+			return fmt.Errorf("%s: record in %s: %w", f.name, migrationsTable, err)
 		}
 		return nil
 	})
-	return done, err
+}
+
+// down rolls back the migrations of the last group, newest first, and
+// returns the names of those it rolled back. It forgets each in both
+// tables.
+func (m *migrator) down(ctx context.Context) ([]string, error) {
+	todo := func(b *migrationBook) []migrationFile {
+		var out []migrationFile
+		for _, f := range slices.Backward(m.files) {
+			if r, ok := b.records[f.number]; ok && r.GroupID == b.last {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	return m.each(ctx, "down", todo, func(tx *sql.Tx, b *migrationBook, f migrationFile) error {
+		_, err := m.h.w.NewDelete().Conn(tx).TableExpr("?", bun.Ident(migrationsTable)).
+			Where("? = ?", bun.Ident("name"), f.number).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: forget in %s: %w", f.name, migrationsTable, err)
+		}
+		if !b.legacyExists {
+			return nil
+		}
+		_, err = m.h.w.NewDelete().Conn(tx).TableExpr("?", bun.Ident(legacyMigrationsTable)).
+			Where("? IN (?)", bun.Ident("version"), bun.List([]string{f.name, f.number})).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: forget in %s: %w", f.name, legacyMigrationsTable, err)
+		}
+		return nil
+	})
 }
 
 // status returns every embedded migration with its state, in order, read

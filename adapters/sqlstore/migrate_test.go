@@ -235,6 +235,17 @@ func wantStatus(t *testing.T, db *DB, groups ...int64) []MigrationState {
 	return st
 }
 
+// wantNotReapplied checks that each migration was applied when it was
+// before: after is the status after a run, before the status before it.
+func wantNotReapplied(t *testing.T, before, after []MigrationState) {
+	t.Helper()
+	for i := range before {
+		if !after[i].AppliedAt.Equal(before[i].AppliedAt) {
+			t.Errorf("%s applied at %v, then at %v: applied again", before[i].Name, before[i].AppliedAt, after[i].AppliedAt)
+		}
+	}
+}
+
 // checkUpgrade builds a database as the runner before bun/migrate did,
 // writes a row of every table, then opens it afresh, migrates it with
 // bun/migrate and reads the rows back; rolls the adopted group back (every
@@ -254,11 +265,7 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 		t.Fatalf("Migrate of a database made by the former runner: %v", err)
 	}
 	after := wantStatus(t, db, 1, 1, 1, 1, 1)
-	for i := range before {
-		if !after[i].AppliedAt.Equal(before[i].AppliedAt) {
-			t.Errorf("%s applied at %v, then at %v: applied again", before[i].Name, before[i].AppliedAt, after[i].AppliedAt)
-		}
-	}
+	wantNotReapplied(t, before, after)
 	rows.check(t, db)
 
 	down, err := db.MigrateDown(t.Context())
@@ -510,11 +517,7 @@ func checkAdoptsLegacyAfterTheTable(t *testing.T, open func() *DB) {
 		t.Fatalf("Migrate of a database the former runner migrated after outbox_migrations was made: %v", err)
 	}
 	after := wantStatus(t, db, 1, 1, 1, 1, 1)
-	for i := range before {
-		if !after[i].AppliedAt.Equal(before[i].AppliedAt) {
-			t.Errorf("%s applied at %v, then at %v: applied again", before[i].Name, before[i].AppliedAt, after[i].AppliedAt)
-		}
-	}
+	wantNotReapplied(t, before, after)
 	rows.check(t, db)
 
 	// Adopted after groups of its own: the former runner's record of a
