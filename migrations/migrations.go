@@ -1,9 +1,9 @@
 // Package migrations embeds the SQL schema of the store, one directory per
 // dialect (sqlite, postgres, mssql), in the form github.com/uptrace/bun/migrate
 // discovers: NNNN_name.tx.up.sql and NNNN_name.tx.down.sql, statements
-// separated by "--bun:split" lines. ".tx" makes bun/migrate run each file in
-// a transaction, in which the store also takes its lock and records the
-// migration (adapters/sqlstore, migrate.go).
+// separated by "--bun:split" lines. bun/migrate discovers them; the store
+// (adapters/sqlstore, migrate.go) runs each file's statements as written, in
+// one transaction that also records the migration, under its migration lock.
 package migrations
 
 import (

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -74,6 +75,19 @@ type dialect interface {
 	// appendQuery is the INSERT of rows (at most auditChunk), built before
 	// the write.
 	appendQuery(h *handle, rows []auditRow) (query, error)
+
+	// The migration runner's statements (migrate.go):
+
+	// lockMigrations takes the migration lock on c, a connection of the
+	// writer pool, waiting for it, and holds it until release; it closes c
+	// when it fails.
+	lockMigrations(ctx context.Context, c *sql.Conn) (migrationLock, error)
+	// tableExists is the query that counts the tables of the current
+	// schema named by its one parameter.
+	tableExists() string
+	// createMigrationsTable are the statements that create
+	// outbox_migrations, its migrated_at an instant column.
+	createMigrationsTable() []string
 }
 
 // idQuery is a statement that returns ids.

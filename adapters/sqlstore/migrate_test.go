@@ -12,7 +12,6 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mssqldialect"
-	"github.com/uptrace/bun/migrate"
 
 	"github.com/siteline/outbox/migrations"
 	"github.com/siteline/outbox/ports"
@@ -26,30 +25,6 @@ import (
 type migration struct {
 	version    string // the file name without ".tx.up.sql", e.g. "0001_init"
 	statements []string
-}
-
-// splitMarker separates the statements of a migration file.
-const splitMarker = "--bun:split"
-
-// splitStatements cuts a migration file at its split markers and drops the
-// pieces that hold only comments and blank lines.
-func splitStatements(text string) []string {
-	var out []string
-	for _, piece := range strings.Split(text, "\n"+splitMarker) {
-		piece = strings.TrimPrefix(piece, splitMarker)
-		code := false
-		for _, line := range strings.Split(piece, "\n") {
-			line = strings.TrimSpace(line)
-			if line != "" && !strings.HasPrefix(line, "--") {
-				code = true
-				break
-			}
-		}
-		if code {
-			out = append(out, strings.TrimSpace(piece))
-		}
-	}
-	return out
 }
 
 // loadMigrations reads the up migrations of dialect in version order.
@@ -78,6 +53,14 @@ func loadMigrations(dialect string) ([]migration, error) {
 	return out, nil
 }
 
+// legacyLock is the migration lock the runner before bun/migrate took, in
+// its one transaction (on SQLite, BEGIN IMMEDIATE took it).
+var legacyLock = map[string]string{
+	DriverPostgres: `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.outbox_schema_migrations'))`,
+	DriverMSSQL: `DECLARE @r int; EXEC @r = sp_getapplock @Resource = N'outbox_schema_migrations', ` +
+		`@LockMode = N'Exclusive', @LockOwner = N'Transaction', @LockTimeout = -1; IF @r < 0 THROW 50000, N'lock', 1;`,
+}
+
 // legacyMigrate builds the schema of db as the runner before bun/migrate
 // did, up to and including the migration named last: one transaction that
 // creates outbox_schema_migrations, runs each migration's statements and
@@ -97,7 +80,7 @@ func legacyMigrate(t *testing.T, db *DB, last string) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if lock := migrationSQL(db.driver).lock; lock != "" {
+	if lock := legacyLock[db.driver]; lock != "" {
 		if _, err := tx.ExecContext(t.Context(), lock); err != nil {
 			t.Fatal(err)
 		}
@@ -252,6 +235,17 @@ func wantStatus(t *testing.T, db *DB, groups ...int64) []MigrationState {
 	return st
 }
 
+// wantNotReapplied checks that each migration was applied when it was
+// before: after is the status after a run, before the status before it.
+func wantNotReapplied(t *testing.T, before, after []MigrationState) {
+	t.Helper()
+	for i := range before {
+		if !after[i].AppliedAt.Equal(before[i].AppliedAt) {
+			t.Errorf("%s applied at %v, then at %v: applied again", before[i].Name, before[i].AppliedAt, after[i].AppliedAt)
+		}
+	}
+}
+
 // checkUpgrade builds a database as the runner before bun/migrate did,
 // writes a row of every table, then opens it afresh, migrates it with
 // bun/migrate and reads the rows back; rolls the adopted group back (every
@@ -271,11 +265,7 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 		t.Fatalf("Migrate of a database made by the former runner: %v", err)
 	}
 	after := wantStatus(t, db, 1, 1, 1, 1, 1)
-	for i := range before {
-		if !after[i].AppliedAt.Equal(before[i].AppliedAt) {
-			t.Errorf("%s applied at %v, then at %v: applied again", before[i].Name, before[i].AppliedAt, after[i].AppliedAt)
-		}
-	}
+	wantNotReapplied(t, before, after)
 	rows.check(t, db)
 
 	down, err := db.MigrateDown(t.Context())
@@ -286,6 +276,9 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 		t.Errorf("MigrateDown = %q, want %q", down, want)
 	}
 	wantStatus(t, db, 0, 0, 0, 0, 0) // the former runner's table is not adopted again
+	if n := legacyCount(t, db); n != 0 {
+		t.Errorf("after MigrateDown rolled back every migration, %s still records %d of them", legacyMigrationsTable, n)
+	}
 	if _, err := db.Directory().Lists(t.Context()); err == nil {
 		t.Errorf("Lists after rolling back every migration: no error, want the table gone")
 	}
@@ -349,30 +342,6 @@ func checkGroups(t *testing.T, open func() *DB) {
 
 func TestMigrationGroups(t *testing.T) { onEachDatabase(t, checkGroups) }
 
-// TestMigrateSkipsWhatAnotherNodeApplied: a node that read the status
-// before another node applied the migrations skips each of them once it
-// holds the lock, instead of applying it again.
-func TestMigrateSkipsWhatAnotherNodeApplied(t *testing.T) {
-	open := sqliteOpener(t)
-	a, b := open(), open()
-	r, err := b.newMigrationRunner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale, err := r.status(t.Context())
-	if err != nil || len(stale.Unapplied()) != len(stale) {
-		t.Fatalf("status of an empty database = %v, %v; want every migration to do", stale, err)
-	}
-	if err := a.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	applied, err := r.upFrom(t.Context(), stale)
-	if err != nil || len(applied) != 0 {
-		t.Fatalf("up after another node migrated = %q, %v; want nothing applied, no error", applied, err)
-	}
-	wantStatus(t, b, 1, 1, 1, 1, 1)
-}
-
 // TestMigrateDownEmpty: with nothing applied, MigrateDown rolls back
 // nothing.
 func TestMigrateDownEmpty(t *testing.T) {
@@ -385,7 +354,8 @@ func TestMigrateDownEmpty(t *testing.T) {
 }
 
 // TestMigrationFailureLeavesNoRecord: a migration that fails leaves
-// neither its changes nor its record.
+// neither its changes nor its record, and its error names the migration
+// and the statement.
 func TestMigrationFailureLeavesNoRecord(t *testing.T) {
 	db := sqliteOpener(t)()
 	legacyMigrate(t, db, "0004_subject_search")
@@ -393,8 +363,8 @@ func TestMigrationFailureLeavesNoRecord(t *testing.T) {
 	if _, err := db.writer().ExecContext(t.Context(), `ALTER TABLE operator_tokens ADD COLUMN account TEXT`); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "0005_admin_audit") {
-		t.Fatalf("Migrate = %v, want 0005_admin_audit to fail", err)
+	if err := db.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "0005_admin_audit statement 1: ") {
+		t.Fatalf("Migrate = %v, want 0005_admin_audit statement 1 to fail", err)
 	}
 	wantStatus(t, db, 1, 1, 1, 1, 0)
 	var n int
@@ -430,24 +400,49 @@ func opener(t *testing.T, cfg Config) func() *DB {
 // TestMigrationSQLMSSQL renders the MS SQL statements of the runner
 // without a server.
 func TestMigrationSQLMSSQL(t *testing.T) {
-	ms := migrationSQL(DriverMSSQL)
-	mustContain(t, "migration lock", ms.lock, `sp_getapplock @Resource = N'outbox_schema_migrations'`, `@LockOwner = N'Transaction'`, `@LockTimeout = -1`)
-	checkTSQL(t, "migration lock", query{text: ms.lock})
+	mustContain(t, "migration lock", mssqlMigrationLock, `sp_getapplock @Resource = N'outbox_schema_migrations'`,
+		`@LockOwner = N'Session'`, `@LockTimeout = -1`)
+	checkTSQL(t, "migration lock", query{text: mssqlMigrationLock})
+	mustContain(t, "migration unlock", mssqlMigrationUnlock, `sp_releaseapplock @Resource = N'outbox_schema_migrations', @LockOwner = N'Session'`)
+	checkTSQL(t, "migration unlock", query{text: mssqlMigrationUnlock})
 	db := renderDB(mssqldialect.New())
-	q := db.NewRaw(ms.tableExists, migrationsTable).String()
+	q := db.NewRaw(mssqlDialect{}.tableExists(), migrationsTable).String()
 	mustContain(t, "table exists", q, `OBJECT_ID(N'outbox_migrations', N'U')`)
-	q = db.NewCreateTable().Model((*migrate.Migration)(nil)).ModelTableExpr("?", bun.Ident(migrationsTable)).String()
-	mustContain(t, "create table", q, `CREATE TABLE "outbox_migrations"`)
-	checkTSQL(t, "create table", query{text: q})
-	mark := &migrate.Migration{Name: "0001", GroupID: 1, MigratedAt: storetest.BaseTime}
-	q = db.NewInsert().Model(mark).ModelTableExpr("?", bun.Ident(migrationsTable)).String()
-	mustContain(t, "record", q, `INSERT INTO "outbox_migrations"`, `N'0001'`)
+	for _, stmt := range (mssqlDialect{}).createMigrationsTable() {
+		checkTSQL(t, "create table", query{text: stmt})
+	}
 	q = db.NewDelete().TableExpr("?", bun.Ident(migrationsTable)).Where("? = ?", bun.Ident("name"), "0001").String()
 	mustContain(t, "forget", q, `DELETE FROM "outbox_migrations" WHERE ("name" = N'0001')`)
+	q = db.NewDelete().TableExpr("?", bun.Ident(legacyMigrationsTable)).
+		Where("? IN (?)", bun.Ident("version"), bun.List([]string{"0001_init", "0001"})).String()
+	mustContain(t, "forget the legacy record", q, `DELETE FROM "outbox_schema_migrations" WHERE ("version" IN (N'0001_init', N'0001'))`)
+}
+
+// TestMSSQLMigrationTableInstants: outbox_migrations.migrated_at is a
+// datetime2(6) written as CAST('...T...' AS datetime2(6)), as the store
+// writes every instant. bun's migrate.Migration model made it a DATETIME
+// written as '2025-06-02 09:30:00.123', which SQL Server reads as
+// year-day-month under DATEFORMAT dmy (the default of British, French,
+// German... logins): out of range from the 13th to the 31st of a month,
+// a wrong date on other days.
+func TestMSSQLMigrationTableInstants(t *testing.T) {
+	create := strings.Join(mssqlDialect{}.createMigrationsTable(), "\n")
+	mustContain(t, "create table", create, `"migrated_at" datetime2(6) NOT NULL`)
+	if strings.Contains(strings.ToUpper(create), " DATETIME ") {
+		t.Errorf("outbox_migrations has a DATETIME column:\n%s", create)
+	}
+	db := renderDB(mssqldialect.New())
+	rec := &migrationRecord{Name: "0001", GroupID: 1, MigratedAt: at(storetest.BaseTime)}
+	q := db.NewInsert().Model(rec).String()
+	mustContain(t, "record", q, `INSERT INTO "outbox_migrations" ("name", "group_id", "migrated_at") VALUES (N'0001', 1, CAST('2025-06-02T09:30:00.123456' AS datetime2(6)))`)
+	checkTSQL(t, "record", query{text: q})
+	adopt := []migrationRecord{*rec, {Name: "0002", GroupID: 1, MigratedAt: at(storetest.BaseTime)}}
+	checkTSQL(t, "adopt", query{text: db.NewInsert().Model(&adopt).String()})
 }
 
 // TestMigrateWaitsForTheLockPostgres: while another session holds the
-// migration lock of the schema, Migrate waits (it neither fails nor goes
+// migration lock of the schema (here a node of the former runner), Migrate
+// waits (it neither fails nor goes
 // ahead); once the lock is released it applies the migrations.
 func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 	t.Parallel()
@@ -457,7 +452,7 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback() }()
-	if _, err := holder.ExecContext(t.Context(), migrationSQL(DriverPostgres).lock); err != nil {
+	if _, err := holder.ExecContext(t.Context(), legacyLock[DriverPostgres]); err != nil { // as the former runner took it
 		t.Fatal(err)
 	}
 	var pid int
@@ -490,4 +485,195 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 		t.Fatalf("Migrate after the lock was released: %v", err)
 	}
 	wantStatus(t, db, 1, 1, 1, 1, 1)
+}
+
+// legacyCount returns how many migrations outbox_schema_migrations records.
+func legacyCount(t *testing.T, db *DB) int {
+	t.Helper()
+	var n int
+	if err := db.reader().QueryRowContext(t.Context(), `SELECT count(*) FROM "outbox_schema_migrations"`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkAdoptsLegacyAfterTheTable: outbox_migrations exists, then a node of
+// the previous release migrates the database with the former runner (the
+// nodes overlap during an upgrade, or the operator rolled back to it). The
+// next Migrate adopts those migrations instead of applying them again.
+func checkAdoptsLegacyAfterTheTable(t *testing.T, open func() *DB) {
+	db := open()
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MigrateDown(t.Context()); err != nil { // outbox_migrations stays, empty
+		t.Fatal(err)
+	}
+	legacyMigrate(t, db, "") // the previous release's node migrates
+	rows := newUpgradeRows()
+	rows.write(t, db)
+	before := wantStatus(t, db, 1, 1, 1, 1, 1) // to be adopted
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate of a database the former runner migrated after outbox_migrations was made: %v", err)
+	}
+	after := wantStatus(t, db, 1, 1, 1, 1, 1)
+	wantNotReapplied(t, before, after)
+	rows.check(t, db)
+
+	// Adopted after groups of its own: the former runner's record of a
+	// migration outbox_migrations lacks becomes the next group.
+	down, err := db.MigrateDown(t.Context())
+	if err != nil || len(down) != 5 {
+		t.Fatalf("MigrateDown = %q, %v; want all five", down, err)
+	}
+	legacyMigrate(t, db, "0003_accounts")
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, db, 1, 1, 1, 2, 2)
+}
+
+func TestAdoptsLegacyRecordsWrittenAfterTheTable(t *testing.T) {
+	onEachDatabase(t, checkAdoptsLegacyAfterTheTable)
+}
+
+// TestAdoptsLegacyRecordsAfterStatus: `outbox migrate status` run first,
+// then the former runner migrates, then Migrate: nothing is applied twice.
+func TestAdoptsLegacyRecordsAfterStatus(t *testing.T) {
+	db := sqliteOpener(t)()
+	wantStatus(t, db, 0, 0, 0, 0, 0)
+	legacyMigrate(t, db, "")
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate of a database the former runner migrated after a status: %v", err)
+	}
+	wantStatus(t, db, 1, 1, 1, 1, 1)
+}
+
+// TestMigrateDownForgetsLegacyRecords: rolling back an adopted migration
+// also deletes its record in outbox_schema_migrations, so that a binary of
+// the previous release (the usual reason to roll back) does not believe
+// the schema is there on a database without tables; it migrates it again.
+func TestMigrateDownForgetsLegacyRecords(t *testing.T) {
+	db := sqliteOpener(t)()
+	legacyMigrate(t, db, "")
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MigrateDown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := legacyCount(t, db); n != 0 {
+		t.Errorf("after MigrateDown rolled back every migration, %s still records %d of them as applied", legacyMigrationsTable, n)
+	}
+	legacyMigrate(t, db, "") // the previous release starts: its runner applies everything again
+	rows := newUpgradeRows()
+	rows.write(t, db)
+	rows.check(t, db)
+}
+
+// checkRacingNodesAgreeOnTheGroup: node B starts migrating while node A is
+// half-way through its run (A applied 0001 and 0002). B waits for A's whole
+// run, then finds nothing to do: every migration is applied once, in one
+// group, which MigrateDown rolls back whole. (When each migration took the
+// lock apart, B applied 0003 as group 2 between A's migrations, and
+// MigrateDown rolled back 0003 alone, under 0004 and 0005.)
+func checkRacingNodesAgreeOnTheGroup(t *testing.T, open func() *DB) {
+	a, b := open(), open()
+	ma, err := a.newMigrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, resume := make(chan struct{}), make(chan struct{})
+	ma.applied = func(name string) {
+		if name == "0002_directory" {
+			close(paused)
+			<-resume
+		}
+	}
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := ma.up(t.Context())
+		doneA <- err
+	}()
+	select {
+	case <-paused:
+	case err := <-doneA:
+		t.Fatalf("A's run ended before 0002 (%v)", err)
+	}
+	// B starts while A holds the lock; on PostgreSQL, wait until B waits
+	// for it (on SQLite, B's BEGIN IMMEDIATE waits for A's transaction).
+	doneB := make(chan error, 1)
+	go func() { doneB <- b.Migrate(t.Context()) }()
+	if a.driver == DriverPostgres {
+		waitForLockWaiter(t, a, doneB)
+	}
+	close(resume)
+	if err := <-doneA; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if err := <-doneB; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	wantStatus(t, a, 1, 1, 1, 1, 1)
+	down, err := a.MigrateDown(t.Context())
+	if err != nil || !slices.Equal(down, []string{"0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
+		t.Errorf("MigrateDown = %q, %v; want the whole group the racing nodes applied", down, err)
+	}
+}
+
+func TestRacingNodesAgreeOnTheGroup(t *testing.T) { onEachDatabase(t, checkRacingNodesAgreeOnTheGroup) }
+
+// lockWaiters counts the sessions waiting for the migration lock of the
+// current schema (an advisory lock on a bigint key shows its high half as
+// classid, its low half as objid).
+const lockWaiters = `WITH k AS (SELECT hashtext(current_schema() || '.outbox_schema_migrations')::bigint AS key)
+	SELECT count(*) FROM pg_locks, k WHERE locktype = 'advisory' AND NOT granted
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid::bigint = (k.key >> 32) & 4294967295 AND objid::bigint = k.key & 4294967295`
+
+// waitForLockWaiter waits until a PostgreSQL session waits for an
+// advisory lock of db's server, failing if done reports first.
+func waitForLockWaiter(t *testing.T, db *DB, done <-chan error) {
+	t.Helper()
+	waittest.For(t, 30*time.Second, "a node to wait for the migration lock", func() (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("the waiting node returned %v while the lock was held", err)
+		default:
+		}
+		var n int
+		if err := db.reader().QueryRowContext(t.Context(), lockWaiters).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, fmt.Sprintf("%d sessions waiting", n)
+	})
+}
+
+// TestMigrationStatusWritesNothing: MigrationStatus only reads (a
+// read-only role can run `outbox migrate status`): on a new database it
+// creates no table, and on one the former runner made it shows what the
+// next run adopts without adopting it.
+func TestMigrationStatusWritesNothing(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		db := sqliteOpener(t)()
+		if legacy {
+			legacyMigrate(t, db, "0003_accounts")
+		}
+		var before, after int
+		count := `SELECT count(*) FROM sqlite_master`
+		if err := db.reader().QueryRowContext(t.Context(), count).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		if legacy {
+			wantStatus(t, db, 1, 1, 1, 0, 0)
+		} else {
+			wantStatus(t, db, 0, 0, 0, 0, 0)
+		}
+		if err := db.reader().QueryRowContext(t.Context(), count).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		if after != before {
+			t.Errorf("legacy=%v: MigrationStatus changed the schema: %d objects, then %d", legacy, before, after)
+		}
+	}
 }

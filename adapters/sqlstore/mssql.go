@@ -147,3 +147,35 @@ func likeEscapeFold(text string) string {
 	// must stay that byte.
 	return foldASCII(text, func(b *strings.Builder, c byte) { b.WriteString(likeEscape(string([]byte{c}))) })
 }
+
+// --- migrations ------------------------------------------------------------------
+
+// mssqlMigrationLock and mssqlMigrationUnlock take and release an
+// application lock owned by the session, which waits without limit
+// (@LockTimeout = -1). The runner before bun/migrate took the same
+// resource owned by its transaction: the two wait for each other.
+const (
+	mssqlMigrationLock = `DECLARE @r int; EXEC @r = sp_getapplock @Resource = N'` + migrationLockName +
+		`', @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = -1; ` +
+		`IF @r < 0 THROW 50000, N'sqlstore: could not take the migration lock', 1;`
+	mssqlMigrationUnlock = `EXEC sp_releaseapplock @Resource = N'` + migrationLockName + `', @LockOwner = N'Session';`
+)
+
+func (mssqlDialect) lockMigrations(ctx context.Context, c *sql.Conn) (migrationLock, error) {
+	return lockSession(ctx, c, mssqlMigrationLock, mssqlMigrationUnlock)
+}
+
+func (mssqlDialect) tableExists() string {
+	return `SELECT CASE WHEN OBJECT_ID(?, N'U') IS NULL THEN 0 ELSE 1 END`
+}
+
+// createMigrationsTable: migrated_at is a datetime2(6), written as the
+// store writes every instant (CAST('...T...' AS datetime2(6))), which no
+// DATEFORMAT or language setting reads otherwise.
+func (mssqlDialect) createMigrationsTable() []string {
+	return []string{
+		`CREATE TABLE "outbox_migrations" ("id" bigint IDENTITY(1,1) NOT NULL PRIMARY KEY, ` +
+			`"name" nvarchar(255) NOT NULL, "group_id" bigint NOT NULL, "migrated_at" datetime2(6) NOT NULL)`,
+		`CREATE UNIQUE INDEX "outbox_migrations_name_key" ON "outbox_migrations" ("name")`,
+	}
+}

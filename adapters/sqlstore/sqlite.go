@@ -616,3 +616,24 @@ func (s *handle) sqliteInsertStmt(ctx context.Context, k int) (*sql.Stmt, error)
 	s.insertStmts[k] = st
 	return st, nil
 }
+
+// --- migrations ------------------------------------------------------------------
+
+// lockMigrations: the writer's transactions begin IMMEDIATE, which takes
+// the database's write lock and waits for it (busy_timeout); the run holds
+// that transaction, each migration a savepoint of it.
+func (sqliteDialect) lockMigrations(ctx context.Context, c *sql.Conn) (migrationLock, error) {
+	return lockTx(ctx, c)
+}
+
+func (sqliteDialect) tableExists() string {
+	return `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+}
+
+func (sqliteDialect) createMigrationsTable() []string {
+	return []string{
+		`CREATE TABLE "outbox_migrations" ("id" INTEGER PRIMARY KEY, "name" TEXT NOT NULL, ` +
+			`"group_id" INTEGER NOT NULL, "migrated_at" INTEGER NOT NULL)`,
+		`CREATE UNIQUE INDEX "outbox_migrations_name_key" ON "outbox_migrations" ("name")`,
+	}
+}

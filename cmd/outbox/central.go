@@ -107,8 +107,9 @@ migrations of the configured store and exits. The first argument is the action:
   down    roll back the last group of migrations, the ones one "up" applied
           (or, for a database older than the migration groups, all of them):
           their tables and the rows in them are dropped. Without -yes it only
-          lists what it would roll back
-  status  list every migration, whether it is applied, when and in which group`
+          lists what it would roll back, and says so when that is every table
+  status  list every migration, whether it is applied, when and in which group
+          (it only reads: a read-only login can run it)`
 
 // runMigrate is `outbox migrate [up|down|status]`.
 func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
@@ -163,8 +164,12 @@ func migrateDown(ctx context.Context, store *sqlstore.DB, yes bool, stdout io.Wr
 			return err
 		}
 		var last int64
+		applied := 0
 		for _, m := range states {
 			last = max(last, m.Group)
+			if m.Applied {
+				applied++
+			}
 		}
 		var names []string
 		for _, m := range slices.Backward(states) {
@@ -176,9 +181,15 @@ func migrateDown(ctx context.Context, store *sqlstore.DB, yes bool, stdout io.Wr
 			fmt.Fprintln(stdout, "No migration is applied: nothing to roll back.")
 			return nil
 		}
-		fmt.Fprintf(stdout, "Would roll back group %d, dropping what these created and the rows in it:\n  %s\n"+
-			"Nothing was changed. Run \"outbox migrate down -yes\" with the same settings to roll them back.\n",
+		fmt.Fprintf(stdout, "Would roll back group %d, dropping what these created and the rows in it:\n  %s\n",
 			last, strings.Join(names, "\n  "))
+		if len(names) == applied {
+			fmt.Fprintf(stdout, "These are all the applied migrations: EVERY TABLE OF THE STORE would be dropped, with all its rows.\n")
+			if last == 1 {
+				fmt.Fprintf(stdout, "(A database migrated before migration groups existed has all its migrations in group 1.)\n")
+			}
+		}
+		fmt.Fprintf(stdout, "Nothing was changed. Run \"outbox migrate down -yes\" with the same settings to roll them back.\n")
 		return nil
 	}
 	names, err := store.MigrateDown(ctx)

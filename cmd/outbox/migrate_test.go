@@ -9,8 +9,8 @@ import (
 
 // TestMigrateUpDownStatus drives `outbox migrate` through its three actions
 // on a real database: status lists every migration as pending, up applies
-// them, down without -yes only lists what it would drop, down -yes rolls
-// the group back, and up applies it again.
+// them, down without -yes only lists what it would drop (saying when that
+// is every table), down -yes rolls the group back, and up applies it again.
 func TestMigrateUpDownStatus(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "outbox.db")
 	store := []string{"-store-driver", "sqlite", "-store-dsn", dsn, "-log-level", "error"}
@@ -49,6 +49,10 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	preview := migrate("down")
 	if !strings.Contains(preview, "Nothing was changed") || !strings.Contains(preview, "0001_init") {
 		t.Fatalf("down without -yes:\n%s", preview)
+	}
+	// The one group is every migration: the dry run says every table goes.
+	if !strings.Contains(preview, "EVERY TABLE OF THE STORE would be dropped") {
+		t.Fatalf("down without -yes does not say that it would drop every table:\n%s", preview)
 	}
 	if got := lines(migrate("status"), "applied"); got != all {
 		t.Fatalf("down without -yes rolled back: %d of %d still applied", got, all)
