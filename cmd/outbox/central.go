@@ -32,21 +32,34 @@ import (
 // setup parses a central subcommand's flags, loads and checks the
 // configuration and builds the logger. When it returns ok false, the command
 // exits with code.
-// extra, when given, adds the command's own flags beside the settings'.
-func setup(name, summary string, args, environ []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (l *loaded[Config], logger *slog.Logger, code int, ok bool) {
-	return setupWith(centralSchema, name, summary, args, environ, stderr, extra...)
+// own, when given, is what the command adds to the settings.
+func setup(name, summary string, args, environ []string, stderr io.Writer, own ...ownArgs) (l *loaded[Config], logger *slog.Logger, code int, ok bool) {
+	return setupWith(centralSchema, name, summary, args, environ, stderr, own...)
+}
+
+// ownArgs is what a command adds to the settings' flags: an action word
+// before them (shown in its usage) and flags of its own.
+type ownArgs struct {
+	action string              // e.g. "[up|down|status]"
+	flags  func(*flag.FlagSet) // may be nil
 }
 
 // setupWith is setup for any configuration schema.
-func setupWith[C any](sc schema[C], name, summary string, args, environ []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (l *loaded[C], logger *slog.Logger, code int, ok bool) {
+func setupWith[C any](sc schema[C], name, summary string, args, environ []string, stderr io.Writer, own ...ownArgs) (l *loaded[C], logger *slog.Logger, code int, ok bool) {
 	var cl commandLine
 	fs := sc.flagSet("outbox "+name, &cl, stderr)
-	for _, add := range extra {
-		add(fs)
+	synopsis := name
+	for _, o := range own {
+		if o.flags != nil {
+			o.flags(fs)
+		}
+		if o.action != "" {
+			synopsis += " " + o.action
+		}
 	}
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: outbox %s [-config FILE] [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fmt.Fprintf(w, "Usage: outbox %s [-config FILE] [flags]\n\n%s\n\nFlags:\n", synopsis, summary)
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nEvery setting can also be set in the file or the environment (OUTBOX_*);\nflags override the environment, which overrides the file. configs/README.md\ndescribes every setting.\n")
 	}
@@ -100,8 +113,8 @@ func runCentral(ctx context.Context, args, environ []string, _, stderr io.Writer
 }
 
 // migrateSummary is the help of `outbox migrate`.
-const migrateSummary = `outbox migrate [up|down|status] applies, rolls back or lists the database
-migrations of the configured store and exits. The first argument is the action:
+const migrateSummary = `Applies, rolls back or lists the database migrations of the configured store
+and exits. The first argument is the action:
   up      apply the migrations the database lacks (the default; running it
           again is harmless; central does it at start too)
   down    roll back the last group of migrations, the ones one "up" applied
@@ -124,13 +137,16 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return exitUsage
 	}
 	var yes bool
-	l, logger, code, ok := setup("migrate", migrateSummary, args, environ, stderr, func(fs *flag.FlagSet) {
-		if action == "down" {
-			fs.BoolVar(&yes, "yes", false, "roll back (without it, down only lists what it would roll back)")
-		}
-	})
+	l, logger, code, ok := setup("migrate", migrateSummary, args, environ, stderr, ownArgs{action: "[up|down|status]",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&yes, "yes", false, "with down: roll back (without it, down only lists what it would roll back)")
+		}})
 	if !ok {
 		return code
+	}
+	if yes && action != "down" {
+		fmt.Fprintf(stderr, "outbox migrate: -yes goes with down only, not with %s\n", action)
+		return exitUsage
 	}
 	store, err := openStore(ctx, l.Cfg, logger)
 	if err != nil {
