@@ -292,6 +292,10 @@ func (sc Schema[C]) ReadYAML(l *Loaded[C], data []byte, path string) error {
 	if len(doc.Content) == 0 {
 		return nil // empty file: the defaults
 	}
+	left := maxExpanded
+	if err := checkAliases(doc.Content[0], map[*yaml.Node]bool{}, &left); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
 	r := &reader[C]{file: path, sources: l.Sources, byKey: map[string]Setting[C]{}, children: map[string][]string{}}
 	for _, s := range sc.Settings {
 		r.byKey[s.Key] = s

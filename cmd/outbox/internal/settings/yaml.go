@@ -11,6 +11,33 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// maxExpanded bounds the values a file may stand for once its aliases are
+// followed, as the reader follows them: a few nested aliases can stand for
+// billions of values, and one inside what it names for an endless tree.
+const maxExpanded = 100_000
+
+// checkAliases refuses a document whose aliases refer to what contains
+// them, or expand it past left values.
+func checkAliases(n *yaml.Node, open map[*yaml.Node]bool, left *int) error {
+	if *left--; *left < 0 {
+		return fmt.Errorf("line %d: with its aliases followed, the file holds more than %d values", n.Line, maxExpanded)
+	}
+	if n.Kind == yaml.AliasNode {
+		if open[n.Alias] {
+			return fmt.Errorf("line %d: alias %q refers to a value that contains it", n.Line, n.Value)
+		}
+		open[n.Alias] = true
+		defer delete(open, n.Alias)
+		return checkAliases(n.Alias, open, left)
+	}
+	for _, c := range n.Content {
+		if err := checkAliases(c, open, left); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reader walks a YAML document along the declared settings.
 type reader[C any] struct {
 	file     string
