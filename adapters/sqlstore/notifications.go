@@ -507,7 +507,7 @@ const (
 // newest-first page sooner than its candidates are read and sorted. No
 // candidate at all means that no row matches.
 func (s *Notifications) subjectRowids(ctx context.Context, keyword string) (*candidates, error) {
-	match, ok := s.subjectIndexed(keyword)
+	match, ok := s.d.subjectIndex(keyword)
 	if !ok {
 		return nil, nil
 	}
@@ -525,7 +525,7 @@ func (s *Notifications) subjectRowids(ctx context.Context, keyword string) (*can
 // to the store's count cap) and returns, when they are within it, the index
 // query that finds them again in the count, and their number.
 func (s *Notifications) subjectCount(ctx context.Context, keyword string) (*candidates, int64, error) {
-	match, ok := s.subjectIndexed(keyword)
+	match, ok := s.d.subjectIndex(keyword)
 	if !ok {
 		return nil, 0, nil
 	}
@@ -537,12 +537,6 @@ func (s *Notifications) subjectCount(ctx context.Context, keyword string) (*cand
 		return nil, 0, nil
 	}
 	return &candidates{match: match}, n, nil
-}
-
-// subjectIndexed returns the trigram index query of keyword, and whether the
-// store reads candidates through it (see dialect.subjectIndex).
-func (s *Notifications) subjectIndexed(keyword string) (string, bool) {
-	return s.d.subjectIndex(keyword)
 }
 
 // kpiRow is a row of kpisQuery.

@@ -12,10 +12,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siteline/outbox/ports"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/schema"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // analyzer keeps the PostgreSQL planner's picture of the notifications

@@ -13,10 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/siteline/outbox/ports"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/schema"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // SQLite has one writer at a time, and each commit appends every page it

@@ -29,8 +29,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/siteline/outbox/ports"
 	"github.com/uptrace/bun"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // Driver names accepted by Config.Driver.
