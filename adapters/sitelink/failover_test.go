@@ -245,15 +245,7 @@ func TestFailoverCutsCallInFlight(t *testing.T) {
 	second := startCentral(t, "127.0.0.1", ServerConfig{Central: svc, Sites: tokenSites})
 	c := dial(t, ClientConfig{Addrs: []string{first.addr, second.addr}, Token: tokenA})
 	sub := centraltest.NewSubmission("site-a")
-	type answer struct {
-		res ports.SubmitResult
-		err error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		res, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{sub}})
-		answers <- answer{res, err}
-	}()
+	answers := submitInBackground(t, c, sub)
 	waitFor(t, b.entered, "the call to reach the first central")
 	killed := time.Now()
 	first.lis.kill()

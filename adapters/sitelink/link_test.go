@@ -104,6 +104,23 @@ func startServer(t testing.TB, cfg ServerConfig) (*Server, string) {
 	return srv, lis.Addr().String()
 }
 
+// submitted is the answer of a Submit made in the background.
+type submitted struct {
+	res ports.SubmitResult
+	err error
+}
+
+// submitInBackground submits sub through c in a goroutine of its own; the
+// answer comes on the channel (buffered: the goroutine never blocks).
+func submitInBackground(t *testing.T, c *Client, sub ports.Submission) <-chan submitted {
+	answers := make(chan submitted, 1)
+	go func() {
+		res, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{sub}})
+		answers <- submitted{res, err}
+	}()
+	return answers
+}
+
 func dial(t testing.TB, cfg ClientConfig) *Client {
 	t.Helper()
 	c, err := Dial(cfg)
@@ -549,15 +566,7 @@ func TestStopGraceful(t *testing.T) {
 	srv.grace = waitLimit
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 	sub := centraltest.NewSubmission("site-a")
-	type answer struct {
-		res ports.SubmitResult
-		err error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		res, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{sub}})
-		answers <- answer{res, err}
-	}()
+	answers := submitInBackground(t, c, sub)
 	waitFor(t, b.entered, "the call to reach the Central")
 	stopped := make(chan struct{})
 	go func() {
