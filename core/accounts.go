@@ -47,6 +47,10 @@ const (
 	// DefaultMaxOwnTokens is how many tokens of its own an account keeps:
 	// making one more revokes the oldest.
 	DefaultMaxOwnTokens = 10
+	// MinSessionTTL bounds OperatorsConfig.SessionTTL from below, and
+	// MaxOwnTokenTTLLimit bounds MaxOwnTokenTTL from above: a year.
+	MinSessionTTL       = time.Minute
+	MaxOwnTokenTTLLimit = 365 * 24 * time.Hour
 )
 
 // OperatorsConfig configures Operators.
@@ -74,6 +78,67 @@ type OperatorsConfig struct {
 	// Audit is where changes to accounts and tokens are recorded; nil means
 	// the store, which must then implement ports.AdminAudit.
 	Audit ports.AdminAudit
+}
+
+// WithDefaults returns c with every zero field set to its default (the
+// throttle's too); a negative one is kept, for Validate to report.
+func (c OperatorsConfig) WithDefaults() OperatorsConfig {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&c.SessionTTL, DefaultSessionTTL)
+	set(&c.MaxOwnTokenTTL, DefaultMaxOwnTokenTTL)
+	if c.BcryptCost == 0 {
+		c.BcryptCost = bcrypt.DefaultCost
+	}
+	if c.MaxConcurrentLogins == 0 {
+		c.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	if c.MaxOwnTokens == 0 {
+		c.MaxOwnTokens = DefaultMaxOwnTokens
+	}
+	c.Throttle = c.Throttle.WithDefaults()
+	return c
+}
+
+// Validate returns one *ports.FieldError per broken rule, joined, each on
+// the Go path of its field ("Throttle.AccountMaxDelay"). It checks c as
+// given, where a zero is no default but a value: call it on
+// c.WithDefaults() to check what will run.
+func (c OperatorsConfig) Validate() error {
+	var fe ports.FieldErrors
+	if c.SessionTTL < MinSessionTTL {
+		fe.Add("SessionTTL", "must be at least %s, got %s", fmtDuration(MinSessionTTL), c.SessionTTL)
+	}
+	if c.MaxOwnTokenTTL < time.Minute || c.MaxOwnTokenTTL > MaxOwnTokenTTLLimit {
+		fe.Add("MaxOwnTokenTTL", "must be between 1m and %s, got %s", fmtDuration(MaxOwnTokenTTLLimit), c.MaxOwnTokenTTL)
+	}
+	if c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost {
+		fe.Add("BcryptCost", "must be from %d to %d, got %d", bcrypt.MinCost, bcrypt.MaxCost, c.BcryptCost)
+	}
+	if c.MaxConcurrentLogins <= 0 {
+		fe.Add("MaxConcurrentLogins", "must be positive, got %d", c.MaxConcurrentLogins)
+	}
+	if c.MaxOwnTokens <= 0 {
+		fe.Add("MaxOwnTokens", "must be positive, got %d", c.MaxOwnTokens)
+	}
+	fe.Nest("Throttle", c.Throttle.Validate())
+	return fe.Err()
+}
+
+// fmtDuration writes d as an operator would ("1m", "8760h"), without the
+// zero units time.Duration.String adds.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // Operators implements ports.Operators over a ports.AccountStore:
@@ -107,20 +172,9 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
-	}
-	if cfg.BcryptCost == 0 {
-		cfg.BcryptCost = bcrypt.DefaultCost
-	}
-	if cfg.MaxConcurrentLogins <= 0 {
-		cfg.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
-	}
-	if cfg.MaxOwnTokenTTL <= 0 {
-		cfg.MaxOwnTokenTTL = DefaultMaxOwnTokenTTL
-	}
-	if cfg.MaxOwnTokens <= 0 {
-		cfg.MaxOwnTokens = DefaultMaxOwnTokens
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("core: operators: %w", err)
 	}
 	if cfg.Audit == nil {
 		a, ok := store.(ports.AdminAudit)
@@ -128,9 +182,6 @@ func NewOperators(store ports.AccountStore, clock ports.Clock, cfg OperatorsConf
 			return nil, errors.New("core: NewOperators needs an admin audit log (OperatorsConfig.Audit)")
 		}
 		cfg.Audit = a
-	}
-	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
-		return nil, fmt.Errorf("core: bcrypt cost %d is outside %d..%d", cfg.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	dummy, err := bcrypt.GenerateFromPassword([]byte(randomHex(16)), cfg.BcryptCost)
 	if err != nil {

@@ -247,3 +247,37 @@ func TestLoginsWaitForAFreeSlot(t *testing.T) {
 		t.Fatalf("login with a free slot: %v", err)
 	}
 }
+
+// TestOperatorsConfigValidate: the defaults hold; each rule reports its
+// field by its Go path, the throttle's under Throttle; NewOperators refuses
+// what Validate refuses and fills in the zeros.
+func TestOperatorsConfigValidate(t *testing.T) {
+	def := OperatorsConfig{}.WithDefaults()
+	if err := def.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	bad := def
+	bad.SessionTTL = 10 * time.Second
+	bad.MaxOwnTokenTTL = 9000 * time.Hour
+	bad.Throttle.AccountMaxDelay = 2 * time.Hour
+	bad.Throttle.AddressMaxDelay = 0
+	err := bad.Validate()
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *ports.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v: not a *ports.FieldError", e)
+		}
+		fields = append(fields, fe.Field)
+	}
+	if got := strings.Join(fields, " "); got != "SessionTTL MaxOwnTokenTTL Throttle.AddressMaxDelay Throttle.AccountMaxDelay" {
+		t.Fatalf("fields %q (%v)", got, err)
+	}
+	if !strings.Contains(err.Error(), "must be between 1m and 8760h") {
+		t.Errorf("error %v", err)
+	}
+	if _, err := NewOperators(memstore.New(), ports.SystemClock{}, OperatorsConfig{SessionTTL: time.Second}, nil); err == nil ||
+		!strings.Contains(err.Error(), "SessionTTL: must be at least 1m") {
+		t.Fatalf("NewOperators with a 1s session: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -67,28 +68,58 @@ const (
 	DefaultLoginForget         = time.Hour
 )
 
-// WithDefaults returns t with every zero field set to its default.
+// WithDefaults returns t with every zero field set to its default, and
+// Forget raised to twice the longer cap; a negative field is kept, for
+// Validate to report.
 func (t LoginThrottle) WithDefaults() LoginThrottle {
-	if t.AddressFreeFailures <= 0 {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if t.AddressFreeFailures == 0 {
 		t.AddressFreeFailures = DefaultAddressFreeFailures
 	}
-	if t.AddressMaxDelay <= 0 {
-		t.AddressMaxDelay = DefaultAddressMaxDelay
-	}
-	if t.AccountFreeFailures <= 0 {
+	if t.AccountFreeFailures == 0 {
 		t.AccountFreeFailures = DefaultAccountFreeFailures
 	}
-	if t.AccountMaxDelay <= 0 {
-		t.AccountMaxDelay = DefaultAccountMaxDelay
-	}
-	if t.BaseDelay <= 0 {
-		t.BaseDelay = DefaultLoginBaseDelay
-	}
-	if t.Forget <= 0 {
-		t.Forget = DefaultLoginForget
-	}
+	set(&t.AddressMaxDelay, DefaultAddressMaxDelay)
+	set(&t.AccountMaxDelay, DefaultAccountMaxDelay)
+	set(&t.BaseDelay, DefaultLoginBaseDelay)
+	set(&t.Forget, DefaultLoginForget)
 	t.Forget = max(t.Forget, 2*t.AddressMaxDelay, 2*t.AccountMaxDelay)
 	return t
+}
+
+// Validate returns one *ports.FieldError per broken rule, joined. It
+// checks t as given, where a zero is no default but a value: call it on
+// t.WithDefaults() to check what will run.
+func (t LoginThrottle) Validate() error {
+	var fe ports.FieldErrors
+	if d := t.AddressMaxDelay; d < time.Second || d > 24*time.Hour {
+		fe.Add("AddressMaxDelay", "must be from 1s to 24h, got %s", d)
+	}
+	if d := t.AccountMaxDelay; d < time.Second || d > time.Hour {
+		fe.Add("AccountMaxDelay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
+	}
+	if t.AddressFreeFailures <= 0 {
+		fe.Add("AddressFreeFailures", "must be positive, got %d", t.AddressFreeFailures)
+	}
+	if t.AccountFreeFailures <= 0 {
+		fe.Add("AccountFreeFailures", "must be positive, got %d", t.AccountFreeFailures)
+	}
+	if t.BaseDelay <= 0 {
+		fe.Add("BaseDelay", "must be positive, got %s", t.BaseDelay)
+	}
+	if t.Forget <= 0 {
+		fe.Add("Forget", "must be positive, got %s", t.Forget)
+	}
+	for i, p := range t.TrustedNetworks {
+		if !p.IsValid() {
+			fe.Add(fmt.Sprintf("TrustedNetworks[%d]", i), "is not an IP address or a CIDR range")
+		}
+	}
+	return fe.Err()
 }
 
 // Bounds of the throttle's memory: a flood of distinct addresses or names

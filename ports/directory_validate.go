@@ -40,46 +40,63 @@ func PrefixFields(prefix string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var in []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		in = j.Unwrap()
-	} else {
-		in = []error{err}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		if fe, ok := err.(*FieldError); ok {
+			return &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
+		}
+		return err
 	}
+	in := j.Unwrap()
 	out := make([]error, 0, len(in))
 	for _, e := range in {
-		if fe, ok := e.(*FieldError); ok {
-			e = &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
-		}
-		out = append(out, e)
+		out = append(out, PrefixFields(prefix, e))
 	}
 	return errors.Join(out...)
 }
 
-// fieldErrors collects the broken rules of one value.
-type fieldErrors []error
+// FieldErrors collects the broken rules of one value, as a Validate method
+// returns them.
+type FieldErrors []error
 
-func (fe *fieldErrors) add(field, format string, args ...any) {
+// Add adds a broken rule on field (its Go name, "Conns.Total" for a nested
+// one).
+func (fe *FieldErrors) Add(field, format string, args ...any) {
 	*fe = append(*fe, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (fe fieldErrors) join() error { return errors.Join(fe...) }
+// Nest adds the errors of a nested value's Validate, one by one, their
+// fields put under field (PrefixFields).
+func (fe *FieldErrors) Nest(field string, err error) {
+	if err == nil {
+		return
+	}
+	err = PrefixFields(field, err)
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		*fe = append(*fe, j.Unwrap()...)
+		return
+	}
+	*fe = append(*fe, err)
+}
+
+// Err returns the rules joined, or nil.
+func (fe FieldErrors) Err() error { return errors.Join(fe...) }
 
 // checkName checks the key of a list or channel (its name, its type): not
 // empty (why says what it is for), no leading or trailing spaces, at most
 // MaxDirectoryNameBytes bytes of UTF-8 text without NUL bytes.
-func (fe *fieldErrors) checkName(field, v, why string) {
+func (fe *FieldErrors) checkName(field, v, why string) {
 	switch {
 	case strings.TrimSpace(v) == "":
-		fe.add(field, "empty (%s)", why)
+		fe.Add(field, "empty (%s)", why)
 	case !utf8.ValidString(v):
-		fe.add(field, "%q is not valid UTF-8", v)
+		fe.Add(field, "%q is not valid UTF-8", v)
 	case strings.IndexByte(v, 0) >= 0:
-		fe.add(field, "%q holds a NUL byte", v)
+		fe.Add(field, "%q holds a NUL byte", v)
 	case strings.TrimSpace(v) != v:
-		fe.add(field, "%q has leading or trailing spaces", v)
+		fe.Add(field, "%q has leading or trailing spaces", v)
 	case len(v) > MaxDirectoryNameBytes:
-		fe.add(field, "is %d bytes, over the limit of %d", len(v), MaxDirectoryNameBytes)
+		fe.Add(field, "is %d bytes, over the limit of %d", len(v), MaxDirectoryNameBytes)
 	}
 }
 
@@ -96,21 +113,21 @@ func (fe *fieldErrors) checkName(field, v, why string) {
 // (env:NAME or file:/path). Messages never repeat a target: targets are
 // addresses and URLs that may carry tokens.
 func (l List) Validate() error {
-	var fe fieldErrors
+	var fe FieldErrors
 	fe.checkName("name", l.Name, "every list needs a name")
 	fe.checkName("type", l.Type, fmt.Sprintf("list %q needs a channel type such as email", l.Name))
 	for k, t := range l.Targets {
 		at := fmt.Sprintf("targets[%d]", k)
 		switch {
 		case strings.TrimSpace(t) == "":
-			fe.add(at, "empty target in list %q", l.Name)
+			fe.Add(at, "empty target in list %q", l.Name)
 		case !utf8.ValidString(t):
-			fe.add(at, "target of list %q is not valid UTF-8", l.Name)
+			fe.Add(at, "target of list %q is not valid UTF-8", l.Name)
 		case looksLikeRef(t) && !IsSecretRef(t):
-			fe.add(at, "reference in list %q names nothing (want env:NAME or file:/path)", l.Name)
+			fe.Add(at, "reference in list %q names nothing (want env:NAME or file:/path)", l.Name)
 		}
 	}
-	return fe.join()
+	return fe.Err()
 }
 
 // Validate reports every rule c breaks, one *FieldError each (joined with
@@ -128,16 +145,16 @@ func (l List) Validate() error {
 //
 // Messages never repeat a setting's value.
 func (c ChannelSettings) Validate() error {
-	var fe fieldErrors
+	var fe FieldErrors
 	fe.checkName("type", c.Type, "every channel needs a type such as email")
 	r := c.Retry
 	switch r.Backoff {
 	case "", BackoffFixed, BackoffExponential:
 	default:
-		fe.add("retry.backoff", "unknown backoff %q (want %s or %s)", r.Backoff, BackoffFixed, BackoffExponential)
+		fe.Add("retry.backoff", "unknown backoff %q (want %s or %s)", r.Backoff, BackoffFixed, BackoffExponential)
 	}
 	if r.MaxRetries < 0 {
-		fe.add("retry.max_retries", "must not be negative, got %d", r.MaxRetries)
+		fe.Add("retry.max_retries", "must not be negative, got %d", r.MaxRetries)
 	}
 	for _, d := range []struct {
 		field string
@@ -145,30 +162,30 @@ func (c ChannelSettings) Validate() error {
 	}{{"retry.interval", r.Interval}, {"retry.max_interval", r.MaxInterval}} {
 		switch {
 		case d.v < 0:
-			fe.add(d.field, "must not be negative, got %s", d.v)
+			fe.Add(d.field, "must not be negative, got %s", d.v)
 		case d.v%time.Millisecond != 0:
-			fe.add(d.field, "%s is not a whole number of milliseconds", d.v)
+			fe.Add(d.field, "%s is not a whole number of milliseconds", d.v)
 		}
 	}
 	if r.Backoff == BackoffExponential && r.MaxInterval > 0 && r.Interval > 0 && r.MaxInterval < r.Interval {
-		fe.add("retry.max_interval", "%s is below retry.interval %s", r.MaxInterval, r.Interval)
+		fe.Add("retry.max_interval", "%s is below retry.interval %s", r.MaxInterval, r.Interval)
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		fe.add("rate_limit", "must be a finite number of deliveries per second, 0 or more (0 means unlimited), got %v", c.RateLimit)
+		fe.Add("rate_limit", "must be a finite number of deliveries per second, 0 or more (0 means unlimited), got %v", c.RateLimit)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Settings)) {
 		v := c.Settings[k]
 		switch {
 		case strings.TrimSpace(k) == "":
-			fe.add("settings", "empty setting name")
+			fe.Add("settings", "empty setting name")
 		case !utf8.ValidString(k):
-			fe.add("settings", "setting name %q is not valid UTF-8", k)
+			fe.Add("settings", "setting name %q is not valid UTF-8", k)
 		case !utf8.ValidString(v):
 			// The value is never repeated: it may be a secret.
-			fe.add("settings."+k, "value is not valid UTF-8")
+			fe.Add("settings."+k, "value is not valid UTF-8")
 		case IsSecretKey(k) && v != "" && !IsSecretRef(v):
-			fe.add("settings."+k, "secret values must be references (env:NAME or file:/path), not clear text")
+			fe.Add("settings."+k, "secret values must be references (env:NAME or file:/path), not clear text")
 		}
 	}
-	return fe.join()
+	return fe.Err()
 }

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // GRPCLimits bounds what one gRPC server spends on its callers. Zero fields
@@ -64,14 +66,15 @@ const (
 	DefaultHeaderTimeout         = 10 * time.Second
 )
 
-// WithDefaults returns l with every zero field set to its default.
+// WithDefaults returns l with every zero field set to its default; a
+// negative one is kept, for Validate to report.
 func (l GRPCLimits) WithDefaults() GRPCLimits {
 	set := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
+		if *v == 0 {
 			*v = d
 		}
 	}
-	if l.MaxRecvMsgBytes <= 0 {
+	if l.MaxRecvMsgBytes == 0 {
 		l.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
 	}
 	if l.MaxConcurrentStreams == 0 {
@@ -83,14 +86,47 @@ func (l GRPCLimits) WithDefaults() GRPCLimits {
 	set(&l.PingTimeout, DefaultPingTimeout)
 	set(&l.MinClientPingInterval, DefaultMinClientPingInterval)
 	set(&l.HeaderTimeout, DefaultHeaderTimeout)
-	if l.MaxHeaderListBytes <= 0 {
+	if l.MaxHeaderListBytes == 0 {
 		l.MaxHeaderListBytes = DefaultMaxHeaderListBytes
 	}
 	return l
 }
 
+// Validate returns one *ports.FieldError per broken rule, joined: every
+// field must be positive. It checks l as given, where a zero is no default
+// but a value: a configuration loader that fills in the defaults reports a
+// zero someone wrote.
+func (l GRPCLimits) Validate() error {
+	var fe ports.FieldErrors
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxRecvMsgBytes", int64(l.MaxRecvMsgBytes)},
+		{"MaxConcurrentStreams", int64(l.MaxConcurrentStreams)},
+		{"MaxHeaderListBytes", int64(l.MaxHeaderListBytes)},
+	} {
+		if f.v <= 0 {
+			fe.Add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"HandshakeTimeout", l.HandshakeTimeout}, {"IdleTimeout", l.IdleTimeout},
+		{"PingInterval", l.PingInterval}, {"PingTimeout", l.PingTimeout},
+		{"MinClientPingInterval", l.MinClientPingInterval}, {"HeaderTimeout", l.HeaderTimeout},
+	} {
+		if f.d <= 0 {
+			fe.Add(f.name, "must be positive, got %s (leave it out for the default)", f.d)
+		}
+	}
+	return fe.Err()
+}
+
 // ServerOptions returns the gRPC server options that apply l (with its
-// defaults), with creds as the server's transport credentials (nil serves
+// defaults; Validate must accept them), with creds as the server's transport credentials (nil serves
 // plaintext). creds is wrapped so that every connection's header blocks are
 // bounded in size and time (MaxHeaderListBytes, HeaderTimeout) and every
 // failed TLS handshake is counted; refusals (nil: not counted) records those

@@ -214,3 +214,25 @@ func FuzzHeaderFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestLimitsValidate: the defaults hold; a zero or negative field as given
+// is reported on its field, and WithDefaults keeps a negative one for
+// Validate to see; connection bounds keep Total not below PerAddress.
+func TestLimitsValidate(t *testing.T) {
+	if err := (GRPCLimits{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	l := GRPCLimits{IdleTimeout: -time.Second}.WithDefaults()
+	l.MaxConcurrentStreams = 0
+	err := l.Validate()
+	if got := fmt.Sprint(err); got != "MaxConcurrentStreams: must be positive, got 0 (leave it out for the default)\n"+
+		"IdleTimeout: must be positive, got -1s (leave it out for the default)" {
+		t.Fatalf("errors %q", got)
+	}
+	if err := (ConnLimits{}).Validate(); err != nil {
+		t.Fatalf("no bounds: %v", err)
+	}
+	if got := fmt.Sprint(ConnLimits{PerAddress: 8, Total: 2}.Validate()); got != "Total: 2 is below PerAddress (8)" {
+		t.Fatalf("conns: %q", got)
+	}
+}

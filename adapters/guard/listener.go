@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"sync"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // ConnLimits bounds the connections a listener keeps open.
@@ -20,6 +22,22 @@ type ConnLimits struct {
 	// callers cannot take its slots, and it never takes theirs. The site's
 	// Raft listener reserves slots for the members' addresses.
 	Reserved func(ip string) int
+}
+
+// Validate returns one *ports.FieldError per broken rule, joined: no
+// bound is negative, and Total is not below PerAddress.
+func (lim ConnLimits) Validate() error {
+	var fe ports.FieldErrors
+	if lim.PerAddress < 0 {
+		fe.Add("PerAddress", "must not be negative, got %d", lim.PerAddress)
+	}
+	if lim.Total < 0 {
+		fe.Add("Total", "must not be negative, got %d", lim.Total)
+	}
+	if lim.PerAddress > 0 && lim.Total > 0 && lim.Total < lim.PerAddress {
+		fe.Add("Total", "%d is below PerAddress (%d)", lim.Total, lim.PerAddress)
+	}
+	return fe.Err()
 }
 
 // LimitListener returns a listener that accepts like l but closes at once,

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os/user"
 	"slices"
 	"strings"
 	"sync"
@@ -110,46 +111,83 @@ const (
 	DefaultPingFailures = 3
 )
 
-func (c *Config) setDefaults() {
+// Defaults of the supervision (Config.StartTimeout, MinRestartDelay,
+// MaxRestartDelay, CheckInterval).
+const (
+	DefaultStartTimeout    = 30 * time.Second
+	DefaultMinRestartDelay = 100 * time.Millisecond
+	DefaultMaxRestartDelay = 30 * time.Second
+	DefaultCheckInterval   = 250 * time.Millisecond
+)
+
+// WithDefaults returns c with every zero field set to its default (a nil
+// Logger discards, a nil NetworkPolicy is channel.DefaultNetworkPolicy());
+// a negative one is kept, for Validate to report.
+func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = 30 * time.Second
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
 	}
-	if c.MinRestartDelay <= 0 {
-		c.MinRestartDelay = 100 * time.Millisecond
-	}
-	if c.MaxRestartDelay <= 0 {
-		c.MaxRestartDelay = 30 * time.Second
-	}
-	c.MaxRestartDelay = max(c.MaxRestartDelay, c.MinRestartDelay)
-	if c.CheckInterval <= 0 {
-		c.CheckInterval = 250 * time.Millisecond
-	}
-	if c.PingInterval <= 0 {
-		c.PingInterval = DefaultPingInterval
-	}
-	if c.PingTimeout <= 0 {
-		c.PingTimeout = DefaultPingTimeout
-	}
-	if c.PingFailures <= 0 {
+	set(&c.StartTimeout, DefaultStartTimeout)
+	set(&c.MinRestartDelay, DefaultMinRestartDelay)
+	set(&c.MaxRestartDelay, max(DefaultMaxRestartDelay, c.MinRestartDelay))
+	set(&c.CheckInterval, DefaultCheckInterval)
+	set(&c.PingInterval, DefaultPingInterval)
+	set(&c.PingTimeout, DefaultPingTimeout)
+	if c.PingFailures == 0 {
 		c.PingFailures = DefaultPingFailures
 	}
 	if c.NetworkPolicy == nil {
 		c.NetworkPolicy = channel.DefaultNetworkPolicy()
 	}
+	c.Plugins = slices.Clone(c.Plugins)
 	for i := range c.Plugins {
-		if c.Plugins[i].MaxConcurrency <= 0 {
+		if c.Plugins[i].MaxConcurrency == 0 {
 			c.Plugins[i].MaxConcurrency = DefaultMaxConcurrency
 		}
 	}
+	return c
 }
 
-// Validate returns one error per broken rule: a plugin without a type or
-// command, two plugins of one type, a checksum that is not 64 hex digits.
+// Validate returns one error per broken rule, joined. The supervision's
+// settings are checked as given, where a zero is no default but a value
+// (call it on c.WithDefaults() to check what will run), each as a
+// *ports.FieldError on its field: every duration and PingFailures must be
+// positive, MaxRestartDelay not below MinRestartDelay, and SocketGroup a
+// group of this machine. Of the plugins: a plugin without a type or
+// command, two plugins of one type, a checksum that is not 64 hex digits, a
+// negative MaxConcurrency.
 func (c Config) Validate() error {
-	var errs []error
+	var fe ports.FieldErrors
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"StartTimeout", c.StartTimeout}, {"MinRestartDelay", c.MinRestartDelay}, {"MaxRestartDelay", c.MaxRestartDelay},
+		{"CheckInterval", c.CheckInterval}, {"PingInterval", c.PingInterval}, {"PingTimeout", c.PingTimeout},
+	} {
+		if f.d <= 0 {
+			fe.Add(f.name, "must be positive, got %s (leave it out for the default)", f.d)
+		}
+	}
+	if c.MinRestartDelay > 0 && c.MaxRestartDelay > 0 && c.MaxRestartDelay < c.MinRestartDelay {
+		fe.Add("MaxRestartDelay", "%s is below MinRestartDelay (%s)", c.MaxRestartDelay, c.MinRestartDelay)
+	}
+	if c.PingFailures <= 0 {
+		fe.Add("PingFailures", "must be positive, got %d (leave it out for the default)", c.PingFailures)
+	}
+	if g := c.SocketGroup; g != "" {
+		if _, err := user.LookupGroup(g); err != nil {
+			if _, err := user.LookupGroupId(g); err != nil {
+				fe.Add("SocketGroup", "no group %q on this machine", g)
+			}
+		}
+	}
+	errs := []error(fe)
 	seen := map[string]bool{}
 	for i, p := range c.Plugins {
 		at := fmt.Sprintf("plugins[%d]", i)
@@ -191,10 +229,10 @@ var _ ports.ChannelRegistry = (*Host)(nil)
 
 // New checks cfg and builds a Host; nothing runs until Start.
 func New(cfg Config) (*Host, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger, plugins: make(map[string]*plugin, len(cfg.Plugins))}
 	for _, pc := range cfg.Plugins {
 		h.plugins[pc.Type] = newPlugin(pc, &h.cfg, cfg.Logger.With("channel", pc.Type))

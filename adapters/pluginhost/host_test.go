@@ -670,3 +670,19 @@ func TestCloseStopsEveryProcess(t *testing.T) {
 		t.Fatalf("plugin process %d still exists after Close: %v", pid, err)
 	}
 }
+
+// TestConfigValidate: New fills in the zeros; a negative ping setting or a
+// restart backoff upside down is refused, each on its field.
+func TestConfigValidate(t *testing.T) {
+	if err := (pluginhost.Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	_, err := pluginhost.New(pluginhost.Config{PingTimeout: -time.Second, PingFailures: -1,
+		MinRestartDelay: time.Minute, MaxRestartDelay: time.Second, SocketGroup: "no-such-group-for-outbox"})
+	for _, want := range []string{"PingTimeout: must be positive, got -1s", "PingFailures: must be positive, got -1",
+		"MaxRestartDelay: 1s is below MinRestartDelay (1m0s)", `SocketGroup: no group "no-such-group-for-outbox" on this machine`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -99,21 +100,23 @@ type Limits struct {
 	GRPC guard.GRPCLimits
 }
 
-// withDefaults returns l with its zero fields set.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default; a
+// negative one is kept (a negative Rate means no limit), for Validate to
+// judge.
+func (l Limits) WithDefaults() Limits {
 	if l.Rate == 0 {
 		l.Rate = DefaultRate
 	}
-	if l.Burst <= 0 {
+	if l.Burst == 0 {
 		l.Burst = DefaultBurst
 	}
-	if l.Conns.PerAddress <= 0 {
+	if l.Conns.PerAddress == 0 {
 		l.Conns.PerAddress = DefaultConnsPerAddress
 	}
-	if l.Conns.Total <= 0 {
+	if l.Conns.Total == 0 {
 		l.Conns.Total = DefaultConnsTotal
 	}
-	if l.GRPC.MaxRecvMsgBytes <= 0 {
+	if l.GRPC.MaxRecvMsgBytes == 0 {
 		l.GRPC.MaxRecvMsgBytes = DefaultMaxRequestBytes
 	}
 	if l.GRPC.MaxConcurrentStreams == 0 {
@@ -121,6 +124,30 @@ func (l Limits) withDefaults() Limits {
 	}
 	l.GRPC = l.GRPC.WithDefaults()
 	return l
+}
+
+// Validate returns one *ports.FieldError per broken rule, joined, each on
+// the Go path of its field ("Conns.Total"). It checks l as given, where a
+// zero is no default but a value: call it on l.WithDefaults() to check what
+// will run.
+func (l Limits) Validate() error {
+	var fe ports.FieldErrors
+	if l.Rate == 0 || math.IsNaN(l.Rate) {
+		fe.Add("Rate", "must be positive, got %g (leave it out for the default; a negative rate means no limit)", l.Rate)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Burst", l.Burst}, {"Conns.PerAddress", l.Conns.PerAddress}, {"Conns.Total", l.Conns.Total}} {
+		if f.v <= 0 {
+			fe.Add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
+		}
+	}
+	if l.Conns.PerAddress > 0 && l.Conns.Total > 0 {
+		fe.Nest("Conns", l.Conns.Validate())
+	}
+	fe.Nest("GRPC", l.GRPC.Validate())
+	return fe.Err()
 }
 
 // ServerConfig configures a Server.
@@ -205,6 +232,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.PeerTLS != nil && (len(cfg.MemberCAs) == 0 || len(cfg.Members) == 0) {
 		return nil, errors.New("site API: PeerTLS needs MemberCAs and Members: a follower passes its callers' tokens only to a leader whose certificate proves it a member")
 	}
+	limits := cfg.Limits.WithDefaults()
+	if err := limits.Validate(); err != nil {
+		return nil, fmt.Errorf("site API: limits: %w", err)
+	}
 	s := &Server{
 		site:      cfg.Site,
 		leader:    cfg.Leader,
@@ -212,7 +243,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		memberCAs: slices.Clone(cfg.MemberCAs),
 		members:   slices.Clone(cfg.Members),
 		open:      cfg.Token == "" && len(cfg.ClientCAs) == 0,
-		limits:    cfg.Limits.withDefaults(),
+		limits:    limits,
 		refusals:  cfg.Refusals,
 		peerCreds: insecure.NewCredentials(),
 		log:       cfg.Logger,

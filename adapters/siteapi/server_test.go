@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
+	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
@@ -74,6 +75,21 @@ func wantCode(t *testing.T, err error, code codes.Code, text string) {
 func TestNewServerNeedsSite(t *testing.T) {
 	if _, err := siteapi.NewServer(siteapi.ServerConfig{}); err == nil {
 		t.Fatal("NewServer without a Site succeeded")
+	}
+}
+
+// TestNewServerChecksLimits: zeros take the defaults, a negative bound is
+// refused naming its field (a negative Rate is the documented "no limit").
+func TestNewServerChecksLimits(t *testing.T) {
+	if _, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{}, Limits: siteapi.Limits{Rate: -1}}); err != nil {
+		t.Fatalf("zero limits and no rate limit: %v", err)
+	}
+	_, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{},
+		Limits: siteapi.Limits{Burst: -1, Conns: guard.ConnLimits{PerAddress: 9, Total: 3}, GRPC: guard.GRPCLimits{IdleTimeout: -time.Second}}})
+	for _, want := range []string{"Burst: must be positive, got -1", "Conns.Total: 3 is below PerAddress (9)", "GRPC.IdleTimeout: must be positive, got -1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
 	}
 }
 

@@ -137,7 +137,7 @@ func TestQuotaRefusesOneSiteAndServesAnother(t *testing.T) {
 	central := &spy{Central: svc}
 	// One row in the bucket, refilled once in 100 s: no test machine is
 	// slow enough to see it refill.
-	srv, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, Quota: Quota{RowsPerSecond: 0.01}})
+	srv, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, Limits: Limits{Quota: Quota{RowsPerSecond: 0.01}}})
 	a := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 	b := dial(t, ClientConfig{Addr: addr, Token: tokenB})
 	stored := centraltest.FromStore(store)
@@ -187,7 +187,7 @@ func TestQuotaRefusesOneSiteAndServesAnother(t *testing.T) {
 // come back when the calls end.
 func TestCallsPerSiteBounded(t *testing.T) {
 	b := &blocking{entered: make(chan struct{}, 1024), release: make(chan struct{})}
-	_, addr := startServer(t, ServerConfig{Central: b, Sites: tokenSites, MaxCallsPerSite: 2})
+	_, addr := startServer(t, ServerConfig{Central: b, Sites: tokenSites, Limits: Limits{MaxCallsPerSite: 2}})
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 	errs := make(chan error, 2)
 	for range 2 {
@@ -225,8 +225,7 @@ func TestCallsPerSiteBounded(t *testing.T) {
 func TestSilentConnectionsClosed(t *testing.T) {
 	svc, _ := newCore(t)
 	srv, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites,
-		Limits: guard.GRPCLimits{HandshakeTimeout: time.Second},
-		Conns:  guard.ConnLimits{PerAddress: 3}})
+		Limits: Limits{GRPC: guard.GRPCLimits{HandshakeTimeout: time.Second}, Conns: guard.ConnLimits{PerAddress: 3}}})
 	var conns []net.Conn
 	for range 5 {
 		c, err := net.Dial("tcp", addr)
@@ -263,7 +262,7 @@ func TestForwarderOverQuotaCatchesUp(t *testing.T) {
 	// second for it to refill.
 	const rows = 1500
 	svc, store := newCore(t)
-	srv, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites, Quota: Quota{RowsPerSecond: 500}})
+	srv, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites, Limits: Limits{Quota: Quota{RowsPerSecond: 500}}})
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 	var logs logBuffer
 	buf := membuffer.New("a")

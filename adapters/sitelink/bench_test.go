@@ -19,7 +19,7 @@ func BenchmarkLinkSubmit(b *testing.B) {
 	ca := newCA(b, "outbox bench CA")
 	svc, _ := newCore(b)
 	_, addr := startServer(b, ServerConfig{Central: svc, Sites: testSites, TLS: ca.serverTLS(b),
-		Quota: Quota{RowsPerSecond: 1e9, BytesPerSecond: 1e12}})
+		Limits: Limits{Quota: Quota{RowsPerSecond: 1e9, BytesPerSecond: 1e12}}})
 	c := dial(b, ClientConfig{Addr: addr, TLS: ca.clientTLS(ca.clientCert(b, "site-c"))})
 
 	template := centraltest.NewSubmission("site-c")

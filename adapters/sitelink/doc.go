@@ -41,9 +41,9 @@
 // calls: connections per client address and in all (closed at once past the
 // bound), the TLS handshake and HTTP/2 preface time, idle connections,
 // keepalive pings, streams per connection and the size of one message
-// (ServerConfig.Limits, Conns; DefaultMaxRecvMsgBytes fits the forwarder's
+// (Limits.GRPC, Limits.Conns; DefaultMaxRecvMsgBytes fits the forwarder's
 // largest batch). Once the site is known: its calls in progress
-// (MaxCallsPerSite) and its ingest quota (Quota: rows and bytes per second,
+// (Limits.MaxCallsPerSite) and its ingest quota (Limits.Quota: rows and bytes per second,
 // token buckets). A site over either is refused with ResourceExhausted and a
 // google.rpc.RetryInfo delay, on the headers when its bucket is already
 // empty, otherwise after decoding and before the Central is called: nothing

@@ -532,7 +532,7 @@ func TestFailoverFromSilentConnection(t *testing.T) {
 		t.Skip("waits for a keepalive ping (10 s)")
 	}
 	svc, _ := newCore(t)
-	limits := guard.GRPCLimits{MinClientPingInterval: time.Second}
+	limits := Limits{GRPC: guard.GRPCLimits{MinClientPingInterval: time.Second}}
 	first := startCentral(t, "127.0.0.1", ServerConfig{Central: svc, Sites: tokenSites, Limits: limits})
 	second := startCentral(t, "127.0.0.1", ServerConfig{Central: svc, Sites: tokenSites, Limits: limits})
 	proxy := startFreezableProxy(t, first.addr)

@@ -499,7 +499,7 @@ func TestCallerGivesUp(t *testing.T) {
 func TestMessageOverLimit(t *testing.T) {
 	svc, store := newCore(t)
 	central := &spy{Central: svc}
-	_, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, Limits: guard.GRPCLimits{MaxRecvMsgBytes: 64 << 10}})
+	_, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites, Limits: Limits{GRPC: guard.GRPCLimits{MaxRecvMsgBytes: 64 << 10}}})
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 
 	big := []ports.Submission{centraltest.NewSubmission("site-a"), centraltest.NewSubmission("site-a")}
@@ -702,9 +702,9 @@ func TestServerConfigValidate(t *testing.T) {
 			c.TLS.ClientAuth = tls.RequireAndVerifyClientCert
 			c.Sites = []Site{{ID: "a", Token: tokenA}}
 		}, "needs TLS.ClientCAs"},
-		{"NegativeMaxRecv", func(c *ServerConfig) { c.Limits.MaxRecvMsgBytes = -1 }, "MaxRecvMsgBytes"},
-		{"NegativeQuota", func(c *ServerConfig) { c.Quota.RowsPerSecond = -1 }, "Quota.RowsPerSecond"},
-		{"NegativeCalls", func(c *ServerConfig) { c.MaxCallsPerSite = -1 }, "MaxCallsPerSite"},
+		{"NegativeMaxRecv", func(c *ServerConfig) { c.Limits.GRPC.MaxRecvMsgBytes = -1 }, "MaxRecvMsgBytes"},
+		{"NegativeQuota", func(c *ServerConfig) { c.Limits.Quota.RowsPerSecond = -1 }, "Quota.RowsPerSecond"},
+		{"NegativeCalls", func(c *ServerConfig) { c.Limits.MaxCallsPerSite = -1 }, "MaxCallsPerSite"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// Defaults of ServerConfig.
+// Defaults of Limits.
 const (
 	// DefaultMaxRecvMsgBytes bounds one request: a forwarder's batch holds
 	// at most 4 MiB of subjects, bodies and type data (core.SiteConfig's
@@ -85,6 +85,84 @@ type Quota struct {
 	BytesPerSecond float64
 }
 
+// Limits bound what the link's callers may make a Server spend. Zero
+// fields take the defaults (WithDefaults).
+type Limits struct {
+	// GRPC bounds each connection and request: the message size (default
+	// DefaultMaxRecvMsgBytes), streams, handshake, idle and ping times
+	// (guard's defaults).
+	GRPC guard.GRPCLimits
+	// Conns bounds the connections open at once per client address and in
+	// all (defaults DefaultConnsPerAddress and DefaultConnsTotal).
+	Conns guard.ConnLimits
+	// Quota is each site's ingest quota.
+	Quota Quota
+	// MaxCallsPerSite bounds one site's calls in progress at once; a call
+	// past it is refused with ResourceExhausted before its message is read.
+	// Default DefaultMaxCallsPerSite.
+	MaxCallsPerSite int
+}
+
+// MaxRecvMsgBytesLimit is the largest GRPC.MaxRecvMsgBytes Validate
+// accepts: a request is held in memory whole while it is decoded.
+const MaxRecvMsgBytesLimit = 256 << 20
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.GRPC.MaxRecvMsgBytes == 0 {
+		l.GRPC.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
+	}
+	l.GRPC = l.GRPC.WithDefaults()
+	if l.Conns.PerAddress == 0 {
+		l.Conns.PerAddress = DefaultConnsPerAddress
+	}
+	if l.Conns.Total == 0 {
+		l.Conns.Total = DefaultConnsTotal
+	}
+	if l.Quota.RowsPerSecond == 0 {
+		l.Quota.RowsPerSecond = DefaultQuotaRowsPerSecond
+	}
+	if l.Quota.BytesPerSecond == 0 {
+		l.Quota.BytesPerSecond = DefaultQuotaBytesPerSecond
+	}
+	if l.MaxCallsPerSite == 0 {
+		l.MaxCallsPerSite = DefaultMaxCallsPerSite
+	}
+	return l
+}
+
+// Validate returns one *ports.FieldError per broken rule, joined, each on
+// the Go path of its field ("Conns.Total"). It checks l as given, where a
+// zero is no default but a value: call it on l.WithDefaults() to check what
+// will run.
+func (l Limits) Validate() error {
+	var fe ports.FieldErrors
+	fe.Nest("GRPC", l.GRPC.Validate())
+	if l.GRPC.MaxRecvMsgBytes > MaxRecvMsgBytesLimit {
+		fe.Add("GRPC.MaxRecvMsgBytes", "must be at most %d (256 MiB), got %d", MaxRecvMsgBytesLimit, l.GRPC.MaxRecvMsgBytes)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Conns.PerAddress", l.Conns.PerAddress}, {"Conns.Total", l.Conns.Total}, {"MaxCallsPerSite", l.MaxCallsPerSite}} {
+		if f.v <= 0 {
+			fe.Add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
+		}
+	}
+	if l.Conns.PerAddress > 0 && l.Conns.Total > 0 {
+		fe.Nest("Conns", l.Conns.Validate())
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Quota.RowsPerSecond", l.Quota.RowsPerSecond}, {"Quota.BytesPerSecond", l.Quota.BytesPerSecond}} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			fe.Add(f.name, "must be a positive number, got %v (leave it out for the default)", f.v)
+		}
+	}
+	return fe.Err()
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Central serves the calls; required.
@@ -102,19 +180,10 @@ type ServerConfig struct {
 	TLS *tls.Config
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
-	// Limits bound what one connection may make the server spend: message
-	// size, streams, handshake, idle and ping times. Zero fields take
-	// guard's defaults, except MaxRecvMsgBytes: DefaultMaxRecvMsgBytes.
-	Limits guard.GRPCLimits
-	// Conns bounds the connections open at once per client address and in
-	// all; zero fields take DefaultConnsPerAddress and DefaultConnsTotal.
-	Conns guard.ConnLimits
-	// Quota is each site's ingest quota.
-	Quota Quota
-	// MaxCallsPerSite bounds one site's calls in progress at once; a call
-	// past it is refused with ResourceExhausted before its message is read.
-	// 0 means DefaultMaxCallsPerSite.
-	MaxCallsPerSite int
+	// Limits bound what one caller may make the server spend: message
+	// size, streams, handshake, idle and ping times, connections, calls in
+	// progress and each site's quota.
+	Limits Limits
 	// Refusals logs and counts the refused calls and connections; nil makes
 	// one (entrance "site_link") that logs to Logger once a minute per
 	// caller. Register it (Server.Refusals) on a Prometheus registry for the
@@ -168,16 +237,8 @@ func (c ServerConfig) Validate() error {
 			}
 		}
 	}
-	for name, v := range map[string]int{"Limits.MaxRecvMsgBytes": c.Limits.MaxRecvMsgBytes, "MaxCallsPerSite": c.MaxCallsPerSite,
-		"Conns.PerAddress": c.Conns.PerAddress, "Conns.Total": c.Conns.Total} {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("sitelink: %s must be positive, got %d", name, v))
-		}
-	}
-	for name, v := range map[string]float64{"Quota.RowsPerSecond": c.Quota.RowsPerSecond, "Quota.BytesPerSecond": c.Quota.BytesPerSecond} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("sitelink: %s must be a positive number, got %v", name, v))
-		}
+	if err := c.Limits.WithDefaults().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("sitelink: %w", ports.PrefixFields("Limits", err)))
 	}
 	return errors.Join(errs...)
 }
@@ -215,18 +276,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Limits.MaxRecvMsgBytes == 0 {
-		cfg.Limits.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
-	}
-	if cfg.Conns.PerAddress == 0 {
-		cfg.Conns.PerAddress = DefaultConnsPerAddress
-	}
-	if cfg.Conns.Total == 0 {
-		cfg.Conns.Total = DefaultConnsTotal
-	}
-	if cfg.MaxCallsPerSite == 0 {
-		cfg.MaxCallsPerSite = DefaultMaxCallsPerSite
-	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.Refusals == nil {
 		cfg.Refusals = guard.NewRefusals("site_link", cfg.Logger, 0)
 	}
@@ -236,9 +286,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		log:       cfg.Logger,
 		plaintext: cfg.TLS == nil,
 		refusals:  cfg.Refusals,
-		conns:     cfg.Conns,
-		quota:     newQuota(cfg.Quota, cfg.Limits.MaxRecvMsgBytes),
-		calls:     &callSlots{max: cfg.MaxCallsPerSite, busy: make(map[string]int)},
+		conns:     cfg.Limits.Conns,
+		quota:     newQuota(cfg.Limits.Quota, cfg.Limits.GRPC.MaxRecvMsgBytes),
+		calls:     &callSlots{max: cfg.Limits.MaxCallsPerSite, busy: make(map[string]int)},
 		grace:     stopGrace,
 	}
 	for _, site := range cfg.Sites {
@@ -261,7 +311,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
-	opts := append(cfg.Limits.ServerOptions(creds, cfg.Refusals),
+	opts := append(cfg.Limits.GRPC.ServerOptions(creds, cfg.Refusals),
 		// Who calls, and whether it may call now, is decided on the
 		// headers, before any message is read.
 		grpc.InTapHandle(s.tap),
@@ -499,12 +549,6 @@ type quota struct {
 // newQuota builds the buckets of q; the byte bucket holds at least one
 // message of maxMsg bytes.
 func newQuota(q Quota, maxMsg int) *quota {
-	if q.RowsPerSecond == 0 {
-		q.RowsPerSecond = DefaultQuotaRowsPerSecond
-	}
-	if q.BytesPerSecond == 0 {
-		q.BytesPerSecond = DefaultQuotaBytesPerSecond
-	}
 	burst := func(rate float64) int { return int(min(max(rate*quotaBurst, 1), math.MaxInt32)) }
 	qu := &quota{rowRate: q.RowsPerSecond, byteRate: q.BytesPerSecond,
 		rowBurst: burst(q.RowsPerSecond), byteBurst: burst(q.BytesPerSecond)}

@@ -506,10 +506,9 @@ func startPlugins(ctx context.Context, cfg Config, logger *slog.Logger) (*plugin
 	logger.Info("delivery network policy: channels may not connect to loopback, link-local, cloud metadata, "+
 		"unspecified, multicast or broadcast addresses, nor to this machine's own addresses, unless allowed",
 		"allow", prefixList(policy.Allowed()), "deny", prefixList(policy.Denied()))
-	host, err := pluginhost.New(pluginhost.Config{Plugins: plugins, Logger: logger.With("component", "plugins"),
-		NetworkPolicy: policy, Secrets: cfg.SecretPolicy(), SocketGroup: cfg.Plugins.SocketGroup,
-		PingInterval: cfg.Plugins.PingInterval, PingTimeout: cfg.Plugins.PingTimeout,
-		PingFailures: cfg.Plugins.PingFailures})
+	hc := cfg.Plugins.Host
+	hc.Plugins, hc.Logger, hc.NetworkPolicy, hc.Secrets = plugins, logger.With("component", "plugins"), policy, cfg.SecretPolicy()
+	host, err := pluginhost.New(hc)
 	if err != nil {
 		return nil, err
 	}
@@ -590,15 +589,7 @@ func serveLink(ctx context.Context, cfg LinkConfig, svc ports.Central, logger *s
 		t.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	log := logger.With("component", "link")
-	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log,
-		Limits: guard.GRPCLimits{
-			MaxRecvMsgBytes:  cfg.MaxMessageBytes,
-			HandshakeTimeout: cfg.HandshakeTimeout,
-			IdleTimeout:      cfg.IdleTimeout,
-		},
-		Conns: guard.ConnLimits{PerAddress: cfg.Connections.PerAddress, Total: cfg.Connections.Total},
-		Quota: sitelink.Quota{RowsPerSecond: float64(cfg.Quota.RowsPerSecond),
-			BytesPerSecond: float64(cfg.Quota.BytesPerSecond)},
+	srv, err := sitelink.NewServer(sitelink.ServerConfig{Central: svc, Sites: sites, TLS: t, Logger: log, Limits: cfg.Limits,
 		Refusals: guard.NewRefusals("site_link", log, 0),
 	})
 	if err != nil {

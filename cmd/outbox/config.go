@@ -73,51 +73,13 @@ type LinkConfig struct {
 	TLS TLSFiles
 	// Sites are the sites allowed to submit.
 	Sites []LinkSiteConfig
-	// MaxMessageBytes bounds one request; a larger one is refused before it
-	// is read. Default sitelink.DefaultMaxRecvMsgBytes (6 MiB), which a
-	// site's largest batch (4 MiB of subjects and bodies) fits.
-	MaxMessageBytes int
-	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
-	// preface; IdleTimeout closes a connection without calls for that long.
-	HandshakeTimeout time.Duration
-	IdleTimeout      time.Duration
-	// Connections bounds the connections open at once.
-	Connections LinkConnectionsConfig
-	// Quota is each site's ingest quota.
-	Quota LinkQuotaConfig
-}
-
-// defaultLinkConfig is the link's defaults: no link, the adapter's bounds.
-func defaultLinkConfig() LinkConfig {
-	return LinkConfig{
-		MaxMessageBytes:  sitelink.DefaultMaxRecvMsgBytes,
-		HandshakeTimeout: guard.DefaultHandshakeTimeout,
-		IdleTimeout:      guard.DefaultIdleTimeout,
-		Connections:      LinkConnectionsConfig{PerAddress: sitelink.DefaultConnsPerAddress, Total: sitelink.DefaultConnsTotal},
-		Quota: LinkQuotaConfig{RowsPerSecond: sitelink.DefaultQuotaRowsPerSecond,
-			BytesPerSecond: sitelink.DefaultQuotaBytesPerSecond},
-	}
-}
-
-// LinkConnectionsConfig bounds the site link's open connections; past a
-// bound a new connection is closed at once.
-type LinkConnectionsConfig struct {
-	// PerAddress is the most from one client address (IP).
-	PerAddress int
-	// Total is the most in all.
-	Total int
-}
-
-// LinkQuotaConfig is the ingest quota of each site: past it a Submit is
-// refused, nothing of it stored, and the site's forwarder retries after the
-// delay central gives.
-type LinkQuotaConfig struct {
-	// RowsPerSecond is the notifications (and status ids) a site may send
-	// per second on average, with bursts of two seconds' worth.
-	RowsPerSecond int
-	// BytesPerSecond is the request bytes a site may send per second on
-	// average, with bursts of two seconds' worth.
-	BytesPerSecond int
+	// Limits bound what the sites may make the link spend: the request
+	// size (default sitelink.DefaultMaxRecvMsgBytes, 6 MiB, which a site's
+	// largest batch of 4 MiB of subjects and bodies fits), the handshake
+	// and idle times, the connections open at once, and each site's ingest
+	// quota (past it a Submit is refused, nothing of it stored, and the
+	// site's forwarder retries after the delay central gives).
+	Limits sitelink.Limits
 }
 
 // LinkSiteConfig is one site allowed on the link: an entry of the record
@@ -167,51 +129,22 @@ func (c LinkConfig) validate(o core.Config) rules {
 	return append(r, c.validateBounds(o)...)
 }
 
-// Bounds of the link's message size setting.
-const (
-	minLinkMessageBytes = 1 << 20
-	maxLinkMessageBytes = 256 << 20
-)
-
 // linkRowOverhead is what one notification adds on the link besides its
 // subject and body, at most: its type data (64 KiB) and its id, list and
 // provenance (a few hundred bytes each).
 const linkRowOverhead = 72 << 10
 
-// validateBounds checks the link's limits and quota; o bounds the largest
-// notification a message must hold.
+// validateBounds checks the link's limits; o bounds the largest
+// notification a request must hold.
 func (c LinkConfig) validateBounds(o core.Config) rules {
 	var r rules
-	if c.MaxMessageBytes < minLinkMessageBytes || c.MaxMessageBytes > maxLinkMessageBytes {
-		r.Add("link.max_message_bytes", "must be from %d (1 MiB) to %d (256 MiB), got %d (leave it out for the default)",
-			minLinkMessageBytes, maxLinkMessageBytes, c.MaxMessageBytes)
+	if err := settings.Fields("Link.Limits", c.Limits.Validate()); err != nil {
+		r = append(r, err)
 	}
-	if one := o.MaxBodyBytes + o.MaxSubjectBytes + linkRowOverhead; o.MaxBodyBytes > 0 && c.MaxMessageBytes >= minLinkMessageBytes &&
-		c.MaxMessageBytes < one {
+	if one, got := o.MaxBodyBytes+o.MaxSubjectBytes+linkRowOverhead, c.Limits.GRPC.MaxRecvMsgBytes; o.MaxBodyBytes > 0 && got > 0 && got < one {
 		r.AddRelated("link.max_message_bytes", "outbox.max_body_bytes", "%d cannot hold one notification of outbox.max_body_bytes (%d): want at least %d",
-			c.MaxMessageBytes, o.MaxBodyBytes, one)
+			got, o.MaxBodyBytes, one)
 	}
-	for _, d := range []struct {
-		key string
-		d   time.Duration
-	}{{"link.handshake_timeout", c.HandshakeTimeout}, {"link.idle_timeout", c.IdleTimeout}} {
-		if d.d <= 0 {
-			r.Add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
-		}
-	}
-	positive := func(key string, v int) {
-		if v <= 0 {
-			r.Add(key, "must be positive, got %d (leave it out for the default)", v)
-		}
-	}
-	positive("link.connections.per_address", c.Connections.PerAddress)
-	positive("link.connections.total", c.Connections.Total)
-	if c.Connections.PerAddress > 0 && c.Connections.Total > 0 && c.Connections.Total < c.Connections.PerAddress {
-		r.AddRelated("link.connections.total", "link.connections.per_address", "%d is below link.connections.per_address (%d)",
-			c.Connections.Total, c.Connections.PerAddress)
-	}
-	positive("link.quota.rows_per_second", c.Quota.RowsPerSecond)
-	positive("link.quota.bytes_per_second", c.Quota.BytesPerSecond)
 	return r
 }
 
@@ -343,11 +276,10 @@ func defaultConfig() Config {
 		Store:   sqlstore.Config{Driver: sqlstore.DriverSQLite},
 		Outbox:  core.Config{}.WithDefaults(),
 		Log:     LogConfig{Level: "info", Format: "auto"},
-		Link:    defaultLinkConfig(),
+		Link:    LinkConfig{Limits: sitelink.Limits{}.WithDefaults()},
 		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
 		Plugins: defaultPluginsConfig(),
-		HTTP: HTTPConfig{SessionTTL: core.DefaultSessionTTL, LoginTokenMaxTTL: core.DefaultMaxOwnTokenTTL,
-			Login: defaultLoginConfig()},
+		HTTP:    HTTPConfig{Operators: core.OperatorsConfig{}.WithDefaults()},
 	}
 }
 

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"github.com/siteline/outbox/plugins/builtin"
-	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siteline/outbox/plugins/builtin"
+	channel "github.com/siteline/outbox/plugins/channel/v1"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/cmd/outbox/internal/settings"
@@ -81,7 +82,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("file %q, warnings %v", l.File, l.Warnings)
 	}
 	// The plugin host's pings.
-	if p := c.Plugins; time.Duration(p.PingInterval) != pluginhost.DefaultPingInterval ||
+	if p := c.Plugins.Host; time.Duration(p.PingInterval) != pluginhost.DefaultPingInterval ||
 		time.Duration(p.PingTimeout) != pluginhost.DefaultPingTimeout || p.PingFailures != pluginhost.DefaultPingFailures {
 		t.Fatalf("plugin pings %s/%s/%d, want the host's defaults", p.PingInterval, p.PingTimeout, p.PingFailures)
 	}
@@ -373,17 +374,27 @@ func TestValidationRules(t *testing.T) {
 			},
 		},
 		{
-			name: "login throttle and proxies",
+			// Addresses are read with the file: a bad one is reported
+			// with the file's other values that do not parse.
+			name: "proxies and trusted networks that are no addresses",
 			file: "http:\n  listen: 127.0.0.1:8080\n  trusted_proxies: [10.0.0.1, 10.0.0.0/33, proxy.example]\n" +
-				"  login: {address_max_delay: 0s, account_max_delay: 2h, trusted_networks: [192.0.2.0/24, \"192.0.2.300\"]}\n" +
-				"metrics:\n  listen: 127.0.0.1:8080\n",
+				"  login: {trusted_networks: [192.0.2.0/24, \"192.0.2.300\", [10.0.0.1]]}\n",
 			want: []string{
 				`http.trusted_proxies[1]: "10.0.0.0/33" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
 				`http.trusted_proxies[2]: "proxy.example" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:3]`,
 				`http.login.trusted_networks[1]: "192.0.2.300" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [FILE:4]`,
-				`http.login.address_max_delay: must be from 1s to 24h, got 0s [FILE:4]`,
-				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (it is also what the owner's own typo costs during a guessing attack) [FILE:4]`,
-				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:6]`,
+				`http.login.trusted_networks[2]: want an IP address or a CIDR range, got a list [FILE:4]`,
+			},
+		},
+		{
+			name: "login throttle",
+			file: "http:\n  listen: 127.0.0.1:8080\n" +
+				"  login: {address_max_delay: 0s, account_max_delay: 2h, trusted_networks: [192.0.2.0/24]}\n" +
+				"metrics:\n  listen: 127.0.0.1:8080\n",
+			want: []string{
+				`http.login.address_max_delay: must be from 1s to 24h, got 0s [FILE:3]`,
+				`http.login.account_max_delay: must be from 1s to 1h, got 2h0m0s (it is also what the owner's own typo costs during a guessing attack) [FILE:3]`,
+				`metrics.listen: "127.0.0.1:8080" is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page [FILE:5]`,
 			},
 		},
 		{
@@ -391,11 +402,18 @@ func TestValidationRules(t *testing.T) {
 			file: "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 1024\n" +
 				"  handshake_timeout: 0s\n  connections: {per_address: 64, total: 8}\n  quota: {rows_per_second: 0, bytes_per_second: -1}\n",
 			want: []string{
-				`link.max_message_bytes: must be from 1048576 (1 MiB) to 268435456 (256 MiB), got 1024 (leave it out for the default) [FILE:4]`,
 				`link.handshake_timeout: must be positive, got 0s (leave it out for the default) [FILE:5]`,
 				`link.connections.total: 8 is below link.connections.per_address (64) [FILE:6]`,
-				`link.quota.rows_per_second: must be positive, got 0 (leave it out for the default) [FILE:7]`,
-				`link.quota.bytes_per_second: must be positive, got -1 (leave it out for the default) [FILE:7]`,
+				`link.quota.rows_per_second: must be a positive number, got 0 (leave it out for the default) [FILE:7]`,
+				`link.quota.bytes_per_second: must be a positive number, got -1 (leave it out for the default) [FILE:7]`,
+				`link.max_message_bytes: 1024 cannot hold one notification of outbox.max_body_bytes (65536): want at least 139519 [FILE:4]`,
+			},
+		},
+		{
+			name: "link message too large",
+			file: "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_message_bytes: 1073741824\n",
+			want: []string{
+				`link.max_message_bytes: must be at most 268435456 (256 MiB), got 1073741824 [FILE:4]`,
 			},
 		},
 		{
@@ -417,7 +435,7 @@ func TestValidationRules(t *testing.T) {
 		{
 			name: "login token lifetime out of bounds",
 			file: "http:\n  listen: 127.0.0.1:8080\n  login_token_max_ttl: 9000h\n",
-			want: []string{`http.login_token_max_ttl: must be between 1m and 8760h0m0s, got 9000h0m0s [FILE:3]`},
+			want: []string{`http.login_token_max_ttl: must be between 1m and 8760h, got 9000h0m0s [FILE:3]`},
 		},
 		{
 			name: "smtp capture dir without addr",

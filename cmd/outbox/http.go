@@ -22,6 +22,7 @@ import (
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -35,38 +36,19 @@ type HTTPConfig struct {
 	// Listen is a loopback address: passwords and session cookies must not
 	// travel in clear.
 	TLS TLSFiles
-	// SessionTTL is how long a login lasts. Default 12h.
-	SessionTTL time.Duration
+	// Operators is the accounts' configuration: how long a login and a
+	// token of one's own last, and the login throttle that slows password
+	// guessing.
+	Operators core.OperatorsConfig
 	// Admin, when set, is an account central keeps an admin with this
 	// password at every start (a first admin, and how a lost password is
 	// reset).
 	Admin AdminConfig
-	// LoginTokenMaxTTL is the longest lifetime of the token outbox login
-	// makes for an account (a token of its own). Default 720h (30 days).
-	LoginTokenMaxTTL time.Duration
 	// TrustedProxies are the reverse proxies in front of the page (IP
 	// addresses or CIDR ranges): from them, and only from them, the client
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
 	// would all share the proxy's address in the login throttle.
-	TrustedProxies []string
-	// Login bounds password guessing (core.LoginThrottle).
-	Login LoginConfig
-}
-
-// maxLoginTokenTTL bounds http.login_token_max_ttl: a year.
-const maxLoginTokenTTL = 365 * 24 * time.Hour
-
-// LoginConfig configures the login throttle.
-type LoginConfig struct {
-	// AddressMaxDelay caps the wait of an address after failed logins.
-	// Default 15m.
-	AddressMaxDelay time.Duration
-	// AccountMaxDelay caps how long an address that failed for an account
-	// waits before it may try that account again. Default 1m.
-	AccountMaxDelay time.Duration
-	// TrustedNetworks (IP addresses or CIDR ranges) are never held by an
-	// account's failures, only by their own address's.
-	TrustedNetworks []string
+	TrustedProxies []netip.Prefix
 }
 
 // AdminConfig names an admin account central ensures at start.
@@ -76,28 +58,16 @@ type AdminConfig struct {
 	Password string
 }
 
-// defaultLoginConfig is the login throttle's defaults (core's).
-func defaultLoginConfig() LoginConfig {
-	return LoginConfig{AddressMaxDelay: core.DefaultAddressMaxDelay, AccountMaxDelay: core.DefaultAccountMaxDelay}
-}
-
 func (c HTTPConfig) validate() rules {
 	var r rules
 	if c.Listen == "" {
-		if c.TLS.set() || c.Admin.Name != "" || len(c.TrustedProxies) > 0 || len(c.Login.TrustedNetworks) > 0 {
+		if c.TLS.set() || c.Admin.Name != "" || len(c.TrustedProxies) > 0 || len(c.Operators.Throttle.TrustedNetworks) > 0 {
 			r.Add("http.listen", "empty, but http.tls, http.admin, http.trusted_proxies or http.login are set: nothing is served")
 		}
 		return r
 	}
-	_, pr := parsePrefixes("http.trusted_proxies", c.TrustedProxies)
-	r = append(r, pr...)
-	_, pr = parsePrefixes("http.login.trusted_networks", c.Login.TrustedNetworks)
-	r = append(r, pr...)
-	if d := c.Login.AddressMaxDelay; d < time.Second || d > 24*time.Hour {
-		r.Add("http.login.address_max_delay", "must be from 1s to 24h, got %s", d)
-	}
-	if d := c.Login.AccountMaxDelay; d < time.Second || d > time.Hour {
-		r.Add("http.login.account_max_delay", "must be from 1s to 1h, got %s (it is also what the owner's own typo costs during a guessing attack)", d)
+	if err := settings.Fields("HTTP.Operators", c.Operators.Validate()); err != nil {
+		r = append(r, err)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		r.Add("http.listen", "%q is not host:port", c.Listen)
@@ -108,12 +78,6 @@ func (c HTTPConfig) validate() rules {
 		r.Add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
 	}
 	r = append(r, c.TLS.validate("http.tls", c.TLS.set())...)
-	if c.SessionTTL < time.Minute {
-		r.Add("http.session_ttl", "must be at least 1m, got %s", c.SessionTTL)
-	}
-	if c.LoginTokenMaxTTL < time.Minute || c.LoginTokenMaxTTL > maxLoginTokenTTL {
-		r.Add("http.login_token_max_ttl", "must be between 1m and %s, got %s", maxLoginTokenTTL, c.LoginTokenMaxTTL)
-	}
 	switch {
 	case c.Admin.Name == "" && c.Admin.Password != "":
 		r.Add("http.admin.name", "required: http.admin.password is set")
@@ -143,27 +107,6 @@ func (m MetricsConfig) validateCentral(pageListen string) rules {
 		r.AddRelated("metrics.listen", "http.listen", "%q is http.listen too; give the metrics an address of their own, or leave metrics.listen out to serve them with the page", m.Listen)
 	}
 	return r
-}
-
-// parsePrefixes reads a list of IP addresses and CIDR ranges, one rule per
-// entry that is neither.
-func parsePrefixes(key string, list []string) ([]netip.Prefix, rules) {
-	var r rules
-	var out []netip.Prefix
-	for i, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		if a, err := netip.ParseAddr(s); err == nil {
-			a = a.Unmap().WithZone("")
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		r.Add(fmt.Sprintf("%s[%d]", key, i), "%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
-	}
-	return out, r
 }
 
 // operatorSurface is what serveHTTP needs from central.
@@ -274,16 +217,7 @@ func serve(ctx context.Context, hs *http.Server, lis net.Listener, what string, 
 // newOperators builds the operator accounts service and ensures the
 // configured admin. Outside dev mode it refuses to go on without any admin.
 func newOperators(ctx context.Context, cfg HTTPConfig, store ports.AccountStore, dev bool, logger *slog.Logger) (*core.Operators, error) {
-	trusted, _ := parsePrefixes("http.login.trusted_networks", cfg.Login.TrustedNetworks)
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{
-		SessionTTL:     cfg.SessionTTL,
-		MaxOwnTokenTTL: cfg.LoginTokenMaxTTL,
-		Throttle: core.LoginThrottle{
-			AddressMaxDelay: cfg.Login.AddressMaxDelay,
-			AccountMaxDelay: cfg.Login.AccountMaxDelay,
-			TrustedNetworks: trusted,
-		},
-	}, logger.With("component", "operators"))
+	ops, err := core.NewOperators(store, ports.SystemClock{}, cfg.Operators, logger.With("component", "operators"))
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +265,6 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 			revokeDevToken()
 		}
 	}()
-	proxies, _ := parsePrefixes("http.trusted_proxies", o.cfg.TrustedProxies)
 	var t *tls.Config
 	if o.cfg.TLS.set() {
 		if t, err = o.cfg.TLS.load(); err != nil {
@@ -355,7 +288,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		SecureCookies:  t != nil,
 		Banner:         o.banner,
 		Refusals:       o.obs.httpRefusals,
-		TrustedProxies: proxies,
+		TrustedProxies: o.cfg.TrustedProxies,
 		Logger:         logger.With("component", "http"),
 	}
 	if o.capture != nil {

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
+	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/plugins/builtin"
 )
 
@@ -34,29 +33,19 @@ type PluginsConfig struct {
 	// MaxConcurrency bounds the deliveries in flight through each plugin
 	// unless its entry says otherwise. Default 64.
 	MaxConcurrency int
-	// SocketGroup, when set, is the group every plugin gives the Unix
-	// socket central connects to (group-writable), so that a plugin run as
-	// another user through a wrapper (an external command such as sudo or
-	// setpriv) stays reachable. Central's user and the plugin's must be
-	// members.
-	SocketGroup string
-	// PingInterval is how often central pings each plugin process,
-	// PingTimeout how long it waits for the answer, and PingFailures how
-	// many pings in a row may go unanswered before central kills the
-	// process as hung and restarts it. Defaults 5 s, 5 s, 3.
-	PingInterval time.Duration
-	PingTimeout  time.Duration
-	PingFailures int
+	// Host is the plugin host's own configuration: the group of the Unix
+	// sockets (SocketGroup, for a plugin run as another user through a
+	// wrapper such as sudo or setpriv), and the pings that find a hung
+	// plugin process (PingInterval, PingTimeout, PingFailures). The
+	// plugins, the logger, the network policy and the secrets are set when
+	// central starts.
+	Host pluginhost.Config
 }
 
-// defaultPluginsConfig is the plugins' defaults: every built-in, the host's
-// pings.
+// defaultPluginsConfig is the plugins' defaults: every built-in, the
+// host's own.
 func defaultPluginsConfig() PluginsConfig {
-	return PluginsConfig{
-		PingInterval: pluginhost.DefaultPingInterval,
-		PingTimeout:  pluginhost.DefaultPingTimeout,
-		PingFailures: pluginhost.DefaultPingFailures,
-	}
+	return PluginsConfig{Host: pluginhost.Config{}.WithDefaults()}
 }
 
 // ExternalPlugin is one third-party channel plugin: an entry of the record
@@ -82,23 +71,8 @@ func (p PluginsConfig) validate() rules {
 	if p.MaxConcurrency < 0 {
 		r.Add("plugins.max_concurrency", "must not be negative, got %d", p.MaxConcurrency)
 	}
-	for _, d := range []struct {
-		key string
-		d   time.Duration
-	}{{"plugins.ping_interval", p.PingInterval}, {"plugins.ping_timeout", p.PingTimeout}} {
-		if d.d <= 0 {
-			r.Add(d.key, "must be positive, got %s (leave it out for the default)", d.d)
-		}
-	}
-	if p.PingFailures <= 0 {
-		r.Add("plugins.ping_failures", "must be positive, got %d (leave it out for the default)", p.PingFailures)
-	}
-	if g := p.SocketGroup; g != "" {
-		if _, err := user.LookupGroup(g); err != nil {
-			if _, err := user.LookupGroupId(g); err != nil {
-				r.Add("plugins.socket_group", "no group %q on this machine", g)
-			}
-		}
+	if err := settings.Fields("Plugins.Host", p.Host.Validate()); err != nil {
+		r = append(r, err)
 	}
 	seen := map[string]int{}
 	for i, e := range p.External {

@@ -294,13 +294,13 @@ func TestCentralRefusesAPluginUnderAWritableParent(t *testing.T) {
 }
 
 func TestPluginsSocketGroup(t *testing.T) {
-	unknown, root := defaultPluginsConfig(), defaultPluginsConfig()
-	unknown.SocketGroup, root.SocketGroup = "no-such-group-for-outbox", "0"
-	if r := unknown.validate(); len(r) != 1 ||
+	unknown, root := defaultConfig(), defaultConfig()
+	unknown.Plugins.Host.SocketGroup, root.Plugins.Host.SocketGroup = "no-such-group-for-outbox", "0"
+	if r := centralSchema.Check(unknown); len(r) != 1 ||
 		r[0].Error() != `plugins.socket_group: no group "no-such-group-for-outbox" on this machine` {
 		t.Errorf("unknown group: %v", r)
 	}
-	if r := root.validate(); len(r) != 0 {
+	if r := centralSchema.Check(root); len(r) != 0 {
 		t.Errorf("group 0: %v", r)
 	}
 }

@@ -211,7 +211,7 @@ func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger
 			return self, cfg.apiAddr(id)
 		},
 		Token:    token,
-		Limits:   cfg.apiLimits(),
+		Limits:   cfg.requestLimits(),
 		Refusals: guard.NewRefusals("site_api", logger, 0),
 		Logger:   logger,
 	}

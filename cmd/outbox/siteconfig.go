@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
@@ -80,29 +79,12 @@ type SiteAPIConfig struct {
 	// scripts' client certificates, each of which then authenticates its
 	// caller. Off loopback TLS is required, and a token or CA with it.
 	TLS TLSFiles
-	// Limits bound what callers can make the API spend.
-	Limits APILimitsConfig
-}
-
-// APILimitsConfig bounds the site API (siteapi.Limits).
-type APILimitsConfig struct {
-	// Rate is the calls a second one caller (its certificate's CN, else its
-	// address) may make on average, Burst how many at once.
-	Rate  float64
-	Burst int
-	// MaxRequestBytes bounds one request; 0 fits the largest Send that
-	// forward.max_subject_bytes and forward.max_body_bytes allow.
-	MaxRequestBytes int
-	// ConnsPerAddress and ConnsTotal bound the connections open at once
-	// from one client address, and in all.
-	ConnsPerAddress int
-	ConnsTotal      int
-	// MaxStreams bounds the calls one connection runs at once.
-	MaxStreams int
-	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
-	// IdleTimeout closes a connection without calls for that long.
-	HandshakeTimeout time.Duration
-	IdleTimeout      time.Duration
+	// Limits bound what callers can make the API spend: each caller's
+	// rate (its certificate's CN, else its address), the connections, the
+	// calls one connection runs at once, and the request size, which 0
+	// derives from forward.max_subject_bytes and forward.max_body_bytes
+	// (requestLimits).
+	Limits siteapi.Limits
 }
 
 // CentralLinkConfig says how the node reaches central.
@@ -142,12 +124,12 @@ var siteSettings = []settings.Setting[SiteConfig]{
 	setting("api.tls", "", "", "the site API's certificate and key, and the CA of scripts' client certificates", func(c *SiteConfig) any { return &c.API.TLS }),
 	setting("api.limits.rate", "", "", "calls a second one caller may make on average", func(c *SiteConfig) any { return &c.API.Limits.Rate }),
 	setting("api.limits.burst", "", "", "calls one caller may make at once", func(c *SiteConfig) any { return &c.API.Limits.Burst }),
-	setting("api.limits.max_request_bytes", "", "", "largest request read; 0 derives it from the forward limits", func(c *SiteConfig) any { return &c.API.Limits.MaxRequestBytes }),
-	setting("api.limits.conns_per_address", "", "", "connections open at once from one client address", func(c *SiteConfig) any { return &c.API.Limits.ConnsPerAddress }),
-	setting("api.limits.conns_total", "", "", "connections open at once in all", func(c *SiteConfig) any { return &c.API.Limits.ConnsTotal }),
-	setting("api.limits.max_streams", "", "", "calls one connection runs at once", func(c *SiteConfig) any { return &c.API.Limits.MaxStreams }),
-	setting("api.limits.handshake_timeout", "", "", "bound of a new connection's TLS and HTTP/2 handshake", func(c *SiteConfig) any { return &c.API.Limits.HandshakeTimeout }),
-	setting("api.limits.idle_timeout", "", "", "a connection without calls for this long is closed", func(c *SiteConfig) any { return &c.API.Limits.IdleTimeout }),
+	setting("api.limits.max_request_bytes", "", "", "largest request read; 0 derives it from the forward limits", func(c *SiteConfig) any { return &c.API.Limits.GRPC.MaxRecvMsgBytes }),
+	setting("api.limits.conns_per_address", "", "", "connections open at once from one client address", func(c *SiteConfig) any { return &c.API.Limits.Conns.PerAddress }),
+	setting("api.limits.conns_total", "", "", "connections open at once in all", func(c *SiteConfig) any { return &c.API.Limits.Conns.Total }),
+	setting("api.limits.max_streams", "", "", "calls one connection runs at once", func(c *SiteConfig) any { return &c.API.Limits.GRPC.MaxConcurrentStreams }),
+	setting("api.limits.handshake_timeout", "", "", "bound of a new connection's TLS and HTTP/2 handshake", func(c *SiteConfig) any { return &c.API.Limits.GRPC.HandshakeTimeout }),
+	setting("api.limits.idle_timeout", "", "", "a connection without calls for this long is closed", func(c *SiteConfig) any { return &c.API.Limits.GRPC.IdleTimeout }),
 	setting("central.addr", "OUTBOX_CENTRAL_ADDR", "central", "central's link `address` host:port", func(c *SiteConfig) any { return &c.Central.Addr }),
 	setting("central.addrs", "OUTBOX_CENTRAL_ADDRS", "", "link addresses of several central nodes sharing one database", func(c *SiteConfig) any { return &c.Central.Addrs }),
 	setting("central.token", "OUTBOX_CENTRAL_TOKEN", "", "this site's token at central, as a reference", func(c *SiteConfig) any { return &c.Central.Token }),
@@ -188,16 +170,8 @@ var siteSchema = schema[SiteConfig]{
 func defaultSiteConfig() SiteConfig {
 	return SiteConfig{
 		Core: core.SiteConfig{}.WithDefaults(),
-		API: SiteAPIConfig{Limits: APILimitsConfig{
-			Rate:             siteapi.DefaultRate,
-			Burst:            siteapi.DefaultBurst,
-			ConnsPerAddress:  siteapi.DefaultConnsPerAddress,
-			ConnsTotal:       siteapi.DefaultConnsTotal,
-			MaxStreams:       siteapi.DefaultMaxStreams,
-			HandshakeTimeout: guard.DefaultHandshakeTimeout,
-			IdleTimeout:      guard.DefaultIdleTimeout,
-		}},
-		Log: LogConfig{Level: "info", Format: "auto"},
+		API:  SiteAPIConfig{Limits: defaultAPILimits()},
+		Log:  LogConfig{Level: "info", Format: "auto"},
 	}
 }
 
@@ -259,7 +233,7 @@ func (c SiteConfig) Validate() error {
 		}
 	}
 	r = append(r, c.offLoopbackRules()...)
-	r = append(r, c.API.Limits.validate(c.Core)...)
+	r = append(r, c.validateAPILimits()...)
 	r = append(r, c.Raft.TLS.validate("raft.tls", true)...)
 	if c.Raft.TLS.set() && c.Raft.TLS.CA == "" {
 		r.Add("raft.tls.ca", "required with raft.tls: each node checks the others' certificates")
@@ -384,28 +358,25 @@ func (c SiteConfig) offLoopback(ownKey, own, field string) (key, addr string) {
 	return "", ""
 }
 
-// validate checks the API limits; f gives the size of the largest Send.
-func (l APILimitsConfig) validate(f core.SiteConfig) rules {
+// defaultAPILimits is the site API's limits, the request size left 0 to be
+// derived.
+func defaultAPILimits() siteapi.Limits {
+	l := siteapi.Limits{}.WithDefaults()
+	l.GRPC.MaxRecvMsgBytes = 0
+	return l
+}
+
+// validateAPILimits checks the API limits as they will run: the request
+// size derived when it is 0, and large enough for the largest Send.
+func (c SiteConfig) validateAPILimits() rules {
 	var r rules
-	if l.Rate <= 0 {
-		r.Add("api.limits.rate", "must be positive, got %g (leave it out for the default)", l.Rate)
+	l := c.requestLimits()
+	if err := settings.Fields("API.Limits", l.Validate()); err != nil {
+		r = append(r, err)
 	}
-	for key, v := range map[string]int{"api.limits.burst": l.Burst, "api.limits.conns_per_address": l.ConnsPerAddress,
-		"api.limits.conns_total": l.ConnsTotal, "api.limits.max_streams": l.MaxStreams} {
-		if v <= 0 {
-			r.Add(key, "must be positive, got %d (leave it out for the default)", v)
-		}
-	}
-	if l.ConnsPerAddress > 0 && l.ConnsTotal > 0 && l.ConnsTotal < l.ConnsPerAddress {
-		r.AddRelated("api.limits.conns_total", "api.limits.conns_per_address", "%d is below api.limits.conns_per_address (%d)", l.ConnsTotal, l.ConnsPerAddress)
-	}
-	for key, d := range map[string]time.Duration{"api.limits.handshake_timeout": l.HandshakeTimeout, "api.limits.idle_timeout": l.IdleTimeout} {
-		if d <= 0 {
-			r.Add(key, "must be positive, got %s (leave it out for the default)", d)
-		}
-	}
-	if need := f.MaxSubjectBytes + f.MaxBodyBytes + minSendRoom; l.MaxRequestBytes < 0 || (l.MaxRequestBytes > 0 && l.MaxRequestBytes < need) {
-		r.AddRelated("api.limits.max_request_bytes", "forward.max_body_bytes", "%d is below %d, the largest Send forward.max_subject_bytes and forward.max_body_bytes allow (leave it out to derive it)", l.MaxRequestBytes, need)
+	f := c.Core
+	if need, got := f.MaxSubjectBytes+f.MaxBodyBytes+minSendRoom, l.GRPC.MaxRecvMsgBytes; got > 0 && got < need {
+		r.AddRelated("api.limits.max_request_bytes", "forward.max_body_bytes", "%d is below %d, the largest Send forward.max_subject_bytes and forward.max_body_bytes allow (leave it out to derive it)", got, need)
 	}
 	return r
 }
@@ -414,24 +385,14 @@ func (l APILimitsConfig) validate(f core.SiteConfig) rules {
 // the list and the provenance (200 bytes each at most) and the framing.
 const minSendRoom = 4 << 10
 
-// apiLimits returns the site API's limits.
-func (c SiteConfig) apiLimits() siteapi.Limits {
+// requestLimits returns the site API's limits, a request size of 0 derived
+// from the largest Send the forward limits allow.
+func (c SiteConfig) requestLimits() siteapi.Limits {
 	l := c.API.Limits
-	size := l.MaxRequestBytes
-	if size == 0 {
-		size = siteapi.RequestBytes(c.Core.MaxSubjectBytes, c.Core.MaxBodyBytes)
+	if l.GRPC.MaxRecvMsgBytes == 0 {
+		l.GRPC.MaxRecvMsgBytes = siteapi.RequestBytes(c.Core.MaxSubjectBytes, c.Core.MaxBodyBytes)
 	}
-	return siteapi.Limits{
-		Rate:  l.Rate,
-		Burst: l.Burst,
-		Conns: guard.ConnLimits{PerAddress: l.ConnsPerAddress, Total: l.ConnsTotal},
-		GRPC: guard.GRPCLimits{
-			MaxRecvMsgBytes:      size,
-			MaxConcurrentStreams: uint32(l.MaxStreams),
-			HandshakeTimeout:     l.HandshakeTimeout,
-			IdleTimeout:          l.IdleTimeout,
-		},
-	}
+	return l
 }
 
 // member returns this node's member entry.

@@ -185,7 +185,7 @@ func TestSiteOffLoopbackNeedsProtection(t *testing.T) {
 			t.Errorf("%s: a protected site off loopback refused: %v", name, err)
 			continue
 		}
-		if lim := l.Cfg.apiLimits(); lim.Rate != 50 || lim.Burst != 200 || lim.GRPC.MaxRecvMsgBytes != siteapi.RequestBytes(255, 65536) {
+		if lim := l.Cfg.requestLimits(); lim.Rate != 50 || lim.Burst != 200 || lim.GRPC.MaxRecvMsgBytes != siteapi.RequestBytes(255, 65536) {
 			t.Errorf("%s: default limits %+v", name, lim)
 		}
 	}

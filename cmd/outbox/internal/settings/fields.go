@@ -23,7 +23,7 @@ func (e *fieldError) Unwrap() error { return e.fe }
 // for Config.Outbox). Each *ports.FieldError it joins is reported on the
 // key of the setting that binds its field, and the other fields of the
 // same struct its message names (by their Go names) are written as their
-// keys too; the first of those is the rule's related setting, whose
+// keys too (a nested field's siblings first); the first of those is the rule's related setting, whose
 // source is shown when the field itself was not set. Other errors pass
 // as they are.
 func Fields(path string, err error) error {
@@ -50,7 +50,20 @@ func (e *fieldError) place(paths map[string]string) error {
 		key = full
 	}
 	se := &SettingError{Key: key}
-	// Rewrite the Go names of the struct's other fields, whole words only.
+	// Rewrite the Go names of the struct's other fields, whole words only:
+	// a field's siblings first (for "Conns.Total", those of Conns), then
+	// the component's own fields.
+	name, parent := e.fe.Field, ""
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		parent, name = "."+name[:i], name[i+1:]
+	}
+	lookup := func(word string) (string, bool) {
+		if k, ok := paths[e.path+parent+"."+word]; ok {
+			return k, true
+		}
+		k, ok := paths[e.path+"."+word]
+		return k, ok
+	}
 	var b strings.Builder
 	msg := e.fe.Msg
 	for i := 0; i < len(msg); {
@@ -64,7 +77,7 @@ func (e *fieldError) place(paths map[string]string) error {
 			continue
 		}
 		word := msg[i:j]
-		if k, ok := paths[e.path+"."+word]; ok && word != e.fe.Field && unicode.IsUpper(rune(word[0])) {
+		if k, ok := lookup(word); ok && word != name && unicode.IsUpper(rune(word[0])) {
 			b.WriteString(k)
 			if se.Related == "" {
 				se.Related = k

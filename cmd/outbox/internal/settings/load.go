@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,6 +245,12 @@ func setValue(p any, raw string) error {
 			return fmt.Errorf("%q is not true or false", raw)
 		}
 		*p = v
+	case *uint32:
+		v, err := strconv.ParseUint(strings.TrimSpace(raw), 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number from 0 to %d", raw, uint32(math.MaxUint32))
+		}
+		*p = uint32(v)
 	case *float64:
 		v, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
 		if err != nil {
@@ -264,10 +272,39 @@ func setValue(p any, raw string) error {
 			}
 		}
 		*p = items
+	case *[]netip.Prefix:
+		// Comma-separated, as a list of strings.
+		var list []netip.Prefix
+		for _, item := range strings.Split(raw, ",") {
+			if item = strings.TrimSpace(item); item == "" {
+				continue
+			}
+			pr, err := ParsePrefix(item)
+			if err != nil {
+				return err
+			}
+			list = append(list, pr)
+		}
+		*p = list
 	default:
 		return fmt.Errorf("set in the file only, not from %T", p)
 	}
 	return nil
+}
+
+// ParsePrefix parses an IP address (a prefix of its full length) or a
+// CIDR range (its address bits past the mask cleared), with an error that
+// shows the expected forms.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap().WithZone("")
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64)", s)
 }
 
 // ParseDuration parses a Go duration string, with an error that shows the

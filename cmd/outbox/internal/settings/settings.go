@@ -16,7 +16,9 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,8 +35,9 @@ type Setting[C any] struct {
 	// configs/README.md must give the setting.
 	Doc string
 	// Bind returns a pointer to the field of c the setting sets. A scalar
-	// setting binds a *string, *int, *bool, *float64, *time.Duration or
-	// *[]string (comma-separated in the environment and flags); any other
+	// setting binds a *string, *int, *uint32, *bool, *float64,
+	// *time.Duration, *[]string or *[]netip.Prefix (IP addresses and CIDR
+	// ranges) — the lists comma-separated in the environment and flags; any other
 	// field is a record (a list of entries, a map, a struct of files) that
 	// only the file sets, decoded by its yaml struct tags.
 	Bind func(c *C) any
@@ -45,7 +48,7 @@ type Setting[C any] struct {
 func (s Setting[C]) Scalar() bool {
 	var c C
 	switch s.Bind(&c).(type) {
-	case *string, *int, *bool, *float64, *time.Duration, *[]string:
+	case *string, *int, *uint32, *bool, *float64, *time.Duration, *[]string, *[]netip.Prefix:
 		return true
 	}
 	return false
@@ -57,16 +60,22 @@ func (s Setting[C]) Default(defaults C) string {
 	switch p := s.Bind(&defaults).(type) {
 	case *string:
 		return *p
-	case *int:
-		return fmt.Sprint(*p)
+	case *int, *uint32:
+		return fmt.Sprint(reflect.ValueOf(p).Elem().Interface())
 	case *bool:
 		return fmt.Sprint(*p)
 	case *float64:
-		return fmt.Sprint(*p)
+		return strconv.FormatFloat(*p, 'f', -1, 64)
 	case *time.Duration:
 		return FormatDuration(*p)
 	case *[]string:
 		return strings.Join(*p, ", ")
+	case *[]netip.Prefix:
+		items := make([]string, len(*p))
+		for i, pr := range *p {
+			items[i] = pr.String()
+		}
+		return strings.Join(items, ", ")
 	}
 	return ""
 }

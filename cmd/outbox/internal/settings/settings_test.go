@@ -3,6 +3,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,12 +20,22 @@ type engine struct {
 	Interval time.Duration
 	Timeout  time.Duration
 	Workers  int
+	Streams  uint32
+	Conns    conns
 }
+
+// conns is a struct nested in a component, as guard.ConnLimits is in
+// siteapi.Limits.
+type conns struct{ PerAddress, Total int }
 
 func (e engine) Validate() error {
 	var errs []error
 	if e.Workers <= 0 {
 		errs = append(errs, &ports.FieldError{Field: "Workers", Msg: fmt.Sprintf("must be positive, got %d", e.Workers)})
+	}
+	if e.Conns.Total < e.Conns.PerAddress {
+		errs = append(errs, &ports.FieldError{Field: "Conns.Total",
+			Msg: fmt.Sprintf("%d is below PerAddress (%d)", e.Conns.Total, e.Conns.PerAddress)})
 	}
 	if e.Timeout >= e.Interval {
 		errs = append(errs, &ports.FieldError{Field: "Timeout",
@@ -43,6 +54,7 @@ type testConfig struct {
 	Engine  engine
 	Entries []entry
 	Tags    []string
+	Nets    []netip.Prefix
 }
 
 var testSchema = Schema[testConfig]{
@@ -56,6 +68,10 @@ var testSchema = Schema[testConfig]{
 		{Key: "engine.workers", Flag: "workers", Doc: "runs at once", Bind: func(c *testConfig) any { return &c.Engine.Workers }},
 		{Key: "entries", Doc: "a record", Bind: func(c *testConfig) any { return &c.Entries }},
 		{Key: "tags", Env: "OUTBOX_TAGS", Doc: "strings", Bind: func(c *testConfig) any { return &c.Tags }},
+		{Key: "engine.streams", Env: "OUTBOX_STREAMS", Doc: "an unsigned count", Bind: func(c *testConfig) any { return &c.Engine.Streams }},
+		{Key: "engine.conns.per_address", Doc: "a nested field", Bind: func(c *testConfig) any { return &c.Engine.Conns.PerAddress }},
+		{Key: "engine.conns.total", Doc: "a nested field", Bind: func(c *testConfig) any { return &c.Engine.Conns.Total }},
+		{Key: "nets", Env: "OUTBOX_NETS", Doc: "addresses and ranges", Bind: func(c *testConfig) any { return &c.Nets }},
 	},
 	Validate: func(c testConfig) error {
 		var r Rules
@@ -149,7 +165,7 @@ func TestLoadOrderAndRecords(t *testing.T) {
 func TestReadYAMLRefusesWhatNoSettingDeclares(t *testing.T) {
 	_, err := loadTest(t, "engin: {}\nengine: {workers: many, interval: [1s]}\nentries: [{name: a, sise: 1}]\ndir: a\ndir: b\n", nil)
 	want := []string{
-		`engin: unknown setting "engin" at the top level (known: dir, engine, entries, tags) [c.yaml:1]`,
+		`engin: unknown setting "engin" at the top level (known: dir, engine, entries, tags, nets) [c.yaml:1]`,
 		`engine.workers: "many" is not a whole number [c.yaml:2]`,
 		`engine.interval: want a duration such as "10s", got a list [c.yaml:2]`,
 		`entries[0].sise: unknown setting "sise" in entries[0] (known: name, size) [c.yaml:3]`,
@@ -173,5 +189,62 @@ func TestDefaultAndFormatDuration(t *testing.T) {
 		if got := FormatDuration(d); got != want {
 			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestPrefixesAndUnsigned: a list of addresses and CIDR ranges is read from
+// the file and the environment (an address as its full-length prefix, a
+// range with its host bits cleared), each bad item named; a uint32 refuses
+// what does not fit.
+func TestPrefixesAndUnsigned(t *testing.T) {
+	l, err := loadTest(t, "nets: [192.0.2.7, 10.1.2.3/16, \"::ffff:192.0.2.9\"]\nengine: {streams: 300}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.0.2.9/32")}
+	if !slices.Equal(l.Cfg.Nets, want) || l.Cfg.Engine.Streams != 300 {
+		t.Fatalf("nets %v, streams %d", l.Cfg.Nets, l.Cfg.Engine.Streams)
+	}
+	if l.Sources["nets[1]"] == "" {
+		t.Errorf("no source for nets[1]: %v", l.Sources)
+	}
+	l, err = loadTest(t, "", []string{"OUTBOX_NETS=2001:db8::1/64, ,198.51.100.0/24", "OUTBOX_STREAMS=7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []netip.Prefix{netip.MustParsePrefix("2001:db8::/64"), netip.MustParsePrefix("198.51.100.0/24")}
+	if !slices.Equal(l.Cfg.Nets, want) || l.Cfg.Engine.Streams != 7 {
+		t.Fatalf("from the environment: nets %v, streams %d", l.Cfg.Nets, l.Cfg.Engine.Streams)
+	}
+	if d := testSchema.Settings[len(testSchema.Settings)-1].Default(testConfig{Nets: want}); d != "2001:db8::/64, 198.51.100.0/24" {
+		t.Errorf("default written %q", d)
+	}
+
+	_, err = loadTest(t, "nets: [192.0.2.300, {a: 1}]\nengine: {streams: -1}\n", nil)
+	wantErrs := []string{
+		`nets[0]: "192.0.2.300" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [c.yaml:1]`,
+		`nets[1]: want an IP address or a CIDR range, got a mapping [c.yaml:1]`,
+		`engine.streams: "-1" is not a whole number from 0 to 4294967295 [c.yaml:2]`,
+	}
+	if got := messages(err); !slices.Equal(got, wantErrs) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantErrs, "\n"))
+	}
+	_, err = loadTest(t, "", []string{"OUTBOX_NETS=10.0.0.0/8,intranet", "OUTBOX_STREAMS=4294967296"})
+	wantErrs = []string{
+		`engine.streams: "4294967296" is not a whole number from 0 to 4294967295 [env OUTBOX_STREAMS]`,
+		`nets: "intranet" is not an IP address or a CIDR range (192.0.2.10, 10.1.0.0/16, 2001:db8::/64) [env OUTBOX_NETS]`,
+	}
+	if got := messages(err); !slices.Equal(got, wantErrs) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantErrs, "\n"))
+	}
+}
+
+// TestFieldsNestedSibling: a nested field's rule that names a sibling by its
+// Go name reads with the sibling's key.
+func TestFieldsNestedSibling(t *testing.T) {
+	_, err := loadTest(t, "engine:\n  conns: {per_address: 8, total: 2}\n", nil)
+	want := []string{`engine.conns.total: 2 is below engine.conns.per_address (8) [c.yaml:2]`}
+	if got := messages(err); !slices.Equal(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -2,6 +2,8 @@ package settings
 
 import (
 	"fmt"
+	"math"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -120,7 +122,31 @@ func (r *reader[C]) setting(n *yaml.Node, key string, p any) {
 			return
 		}
 		*p = d
-	case *int, *float64, *bool, *string:
+	case *[]netip.Prefix:
+		if n.Kind != yaml.SequenceNode {
+			r.bad(key, n, "want a list of IP addresses and CIDR ranges, got a %s", kindName(n))
+			return
+		}
+		var list []netip.Prefix
+		for i, item := range n.Content {
+			child := fmt.Sprintf("%s[%d]", key, i)
+			r.sources[child] = r.at(item)
+			if item.Kind == yaml.AliasNode {
+				item = item.Alias
+			}
+			if item.Kind != yaml.ScalarNode {
+				r.bad(child, item, "want an IP address or a CIDR range, got a %s", kindName(item))
+				continue
+			}
+			pr, err := ParsePrefix(item.Value)
+			if err != nil {
+				r.bad(child, item, "%v", err)
+				continue
+			}
+			list = append(list, pr)
+		}
+		*p = list
+	case *int, *uint32, *float64, *bool, *string:
 		if n.Kind != yaml.ScalarNode {
 			r.bad(key, n, "want a single value, got a %s", kindName(n))
 			return
@@ -153,6 +179,10 @@ func checkScalar(n *yaml.Node, t reflect.Type) string {
 	case reflect.Int:
 		if _, err := strconv.Atoi(n.Value); err != nil {
 			return fmt.Sprintf("%q is not a whole number", n.Value)
+		}
+	case reflect.Uint32:
+		if _, err := strconv.ParseUint(n.Value, 10, 32); err != nil {
+			return fmt.Sprintf("%q is not a whole number from 0 to %d", n.Value, uint32(math.MaxUint32))
 		}
 	case reflect.Float64:
 		if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
