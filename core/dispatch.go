@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,6 +177,10 @@ type job struct {
 	channel ports.Channel
 	policy  RetryPolicy
 	req     ports.Delivery
+	// states are the row's target states brought up to the list, and due
+	// the indexes of those req.Targets holds (see targetsDue).
+	states []ports.TargetState
+	due    []int
 
 	update  ports.Update
 	records []ports.AuditRecord
@@ -485,9 +488,42 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 		return c.err
 	}
 	j.typ, j.channel, j.policy = typ, ch, c.policy
-	j.req = ports.Delivery{Notification: row, Targets: l.list.Targets, Settings: c.settings.Settings,
-		RateLimit: c.settings.RateLimit}
+	j.req = ports.Delivery{Notification: row, Settings: c.settings.Settings, RateLimit: c.settings.RateLimit}
+	if len(l.list.Targets) > 0 {
+		j.states, j.due = targetsDue(row, l.list.Targets)
+		if len(j.due) == 0 {
+			// Every target the list holds was delivered, or failed for
+			// good and waits for an operator: nothing to attempt.
+			s.finish(j, settle(row, j.states, nil, nil, j.policy, now))
+			return nil
+		}
+		j.req.Targets = make([]string, len(j.due))
+		for i, k := range j.due {
+			j.req.Targets[i] = j.states[k].Target
+		}
+	}
 	return nil
+}
+
+// finish ends a job with the row settled as its targets stand, without an
+// attempt, and the terminal audit record.
+func (s *Service) finish(j *job, st settled) {
+	if err := Move(j.row.Status, st.update.Status); err != nil {
+		s.log.Error("dispatch: refusing an illegal move", "id", j.row.ID, "err", err)
+		return // not done: released untouched
+	}
+	j.update, j.done = st.update, true
+	j.records = []ports.AuditRecord{terminalRecord(j.row.ID, st.update)}
+}
+
+// terminalRecord is the audit record of a row reaching Delivered or Parked.
+func terminalRecord(id string, u ports.Update) ports.AuditRecord {
+	kind := ports.AuditDelivered
+	if u.Status == ports.StatusParked {
+		kind = ports.AuditParked
+	}
+	return ports.AuditRecord{NotificationID: id, At: u.UpdatedAt, Kind: kind, Actor: ports.ActorSystem,
+		Status: u.Status, Error: u.LastError}
 }
 
 // park finishes a job as Parked without a delivery attempt.
@@ -498,18 +534,19 @@ func (s *Service) park(j *job, now time.Time, reason string) {
 	}
 	j.update = ports.Update{
 		ID: j.row.ID, Status: ports.StatusParked, RetryCount: j.row.RetryCount, LastError: reason,
-		ResolvedTargets: j.row.ResolvedTargets, LastAttemptAt: j.row.LastAttemptAt, UpdatedAt: now,
+		ResolvedTargets: j.row.ResolvedTargets, Targets: j.row.Targets, LastAttemptAt: j.row.LastAttemptAt, UpdatedAt: now,
 	}
 	j.records = []ports.AuditRecord{{NotificationID: j.row.ID, At: now, Kind: ports.AuditParked,
 		Actor: ports.ActorSystem, Status: ports.StatusParked, Error: reason}}
 	j.done = true
 }
 
-// attempt makes one delivery and maps its result to the row's next status.
-// It makes none when the row's lease would run out within DeliveryTimeout
-// (the job stays not done, and its row is released). If ctx ends during the attempt (shutdown) and the channel did not answer
-// Success, the attempt does not count and the job stays not done, so its row
-// is released untouched.
+// attempt makes one delivery to the targets due and maps the answers to the
+// row's next status (settle). It makes none when the row's lease would run
+// out within DeliveryTimeout (the job stays not done, and its row is
+// released). If ctx ends during the attempt (shutdown) and no target was
+// delivered, the attempt does not count and the job stays not done, so its
+// row is released untouched.
 func (s *Service) attempt(ctx context.Context, j *job) {
 	if s.clock.Now().Add(s.cfg.DeliveryTimeout).After(j.row.ClaimedUntil) {
 		// The lease would run out before a slow delivery could finish, and
@@ -522,13 +559,56 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	res := deliverSafely(dctx, j.channel, j.req)
 	took := time.Since(start)
 	cancel()
-	if ctx.Err() != nil && res.Outcome != ports.OutcomeSuccess {
-		// Cut short by shutdown: not an attempt. (A success that made it
-		// back is recorded, or the notification would be sent again.)
+	if j.states == nil {
+		// The list holds no target: the channel's one answer is the row's.
+		s.settleWhole(ctx, j, res, took)
 		return
 	}
+	rs := targetResults(res, len(j.due))
+	if !anySuccess(rs) {
+		if ctx.Err() != nil {
+			// Cut short by shutdown: not an attempt. (A target delivered
+			// is recorded, or it would be sent the notification again.)
+			return
+		}
+		if res.NotAttempted {
+			// The channel had no room: the row goes back untouched.
+			j.deferUntil = s.clock.Now().Add(max(res.RetryAfter, minDefer))
+			return
+		}
+	}
+	at := s.clock.Now()
+	st := settle(j.row, j.states, j.due, rs, j.policy, at)
+	if err := Move(j.row.Status, st.update.Status); err != nil {
+		// Claim only returns Pending or Retrying rows, from which every
+		// outcome is legal; reaching this is a store bug.
+		s.log.Error("dispatch: refusing an illegal move", "id", j.row.ID, "err", err)
+		return
+	}
+	j.update = st.update
+	j.records = append(j.records[:0], ports.AuditRecord{
+		NotificationID: j.row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+		Outcome: st.outcome, Status: st.update.Status, Duration: took, Error: st.err, Targets: st.audit,
+	})
+	outcomes := make([]ports.Outcome, len(rs))
+	for i, r := range rs {
+		outcomes[i] = r.Outcome
+	}
+	s.observer.Attempted(j.typ, st.outcome, took, outcomes)
+	if st.update.Status.Terminal() {
+		j.records = append(j.records, terminalRecord(j.row.ID, st.update))
+	}
+	j.done = true
+}
+
+// settleWhole maps the one answer of a delivery to a list without targets
+// onto the row: Success delivers it, Permanent parks it, Transient retries it
+// per the policy. (A channel answers Permanent to an empty target list.)
+func (s *Service) settleWhole(ctx context.Context, j *job, res ports.Result, took time.Duration) {
+	if ctx.Err() != nil && res.Outcome != ports.OutcomeSuccess {
+		return // cut short by shutdown: not an attempt
+	}
 	if res.NotAttempted && res.Outcome != ports.OutcomeSuccess {
-		// The channel had no room: the row goes back untouched.
 		j.deferUntil = s.clock.Now().Add(max(res.RetryAfter, minDefer))
 		return
 	}
@@ -536,49 +616,36 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	row := j.row
 	u := ports.Update{
 		ID: row.ID, RetryCount: row.RetryCount, LastError: row.LastError, ResolvedTargets: row.ResolvedTargets,
-		LastAttemptAt: at, UpdatedAt: at,
+		Targets: row.Targets, LastAttemptAt: at, UpdatedAt: at,
 	}
-	switch res.Outcome {
+	r := targetResults(ports.Result{Outcome: res.Outcome, Error: res.Error, RetryAfter: res.RetryAfter}, 1)[0]
+	switch r.Outcome {
 	case ports.OutcomeSuccess:
-		// The record of who it went to is what central resolved itself:
-		// the list's targets as written (references stay references),
-		// never a value a channel returns.
-		u.Status, u.DeliveredAt, u.ResolvedTargets = ports.StatusDelivered, at, slices.Clone(j.req.Targets)
+		u.Status, u.DeliveredAt = ports.StatusDelivered, at
 	case ports.OutcomePermanent:
-		u.Status, u.LastError = ports.StatusParked, res.Error
-	default: // Transient, or a channel that answered no outcome
-		if res.Outcome != ports.OutcomeTransient {
-			res = ports.Result{Outcome: ports.OutcomeTransient,
-				Error: fmt.Sprintf("channel answered an unknown outcome %q: %s", res.Outcome, res.Error)}
-		}
+		u.Status, u.LastError = ports.StatusParked, r.Error
+	default:
 		u.RetryCount++
-		u.LastError = res.Error
+		u.LastError = r.Error
 		if delay, ok := j.policy.Next(u.RetryCount); ok {
-			u.Status, u.NextAttemptAt = ports.StatusRetrying, at.Add(max(delay, res.RetryAfter))
+			u.Status, u.NextAttemptAt = ports.StatusRetrying, at.Add(max(delay, r.RetryAfter))
 		} else {
 			u.Status = ports.StatusParked
-			u.LastError = fmt.Sprintf("retries exhausted after %d attempts: %s", u.RetryCount, res.Error)
+			u.LastError = fmt.Sprintf("retries exhausted after %d attempts: %s", u.RetryCount, r.Error)
 		}
 	}
 	if err := Move(row.Status, u.Status); err != nil {
-		// Claim only returns Pending or Retrying rows, from which every
-		// outcome is legal; reaching this is a store bug.
 		s.log.Error("dispatch: refusing an illegal move", "id", row.ID, "err", err)
 		return
 	}
 	j.update = u
 	j.records = append(j.records[:0], ports.AuditRecord{
 		NotificationID: row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
-		Outcome: res.Outcome, Status: u.Status, Duration: took, Error: res.Error,
+		Outcome: r.Outcome, Status: u.Status, Duration: took, Error: r.Error,
 	})
-	s.observer.Attempted(j.typ, res.Outcome, took)
+	s.observer.Attempted(j.typ, r.Outcome, took, nil)
 	if u.Status.Terminal() {
-		kind := ports.AuditDelivered
-		if u.Status == ports.StatusParked {
-			kind = ports.AuditParked
-		}
-		j.records = append(j.records, ports.AuditRecord{NotificationID: row.ID, At: at, Kind: kind,
-			Actor: ports.ActorSystem, Status: u.Status, Error: u.LastError})
+		j.records = append(j.records, terminalRecord(row.ID, u))
 	}
 	j.done = true
 }

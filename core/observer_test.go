@@ -28,7 +28,7 @@ type recordingObserver struct {
 	calls []observed
 }
 
-func (o *recordingObserver) Attempted(channel string, outcome ports.Outcome, d time.Duration) {
+func (o *recordingObserver) Attempted(channel string, outcome ports.Outcome, d time.Duration, _ []ports.Outcome) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, observed{channel, outcome, d})

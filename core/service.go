@@ -201,7 +201,7 @@ func (s *Service) Wake() {
 // noObserver is the DeliveryObserver of a Service built without one.
 type noObserver struct{}
 
-func (noObserver) Attempted(string, ports.Outcome, time.Duration) {}
+func (noObserver) Attempted(string, ports.Outcome, time.Duration, []ports.Outcome) {}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

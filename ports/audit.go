@@ -61,4 +61,17 @@ type AuditRecord struct {
 	Duration time.Duration
 	// Error is the failure text, if any.
 	Error string
+	// Targets are, on Attempted records, the targets the attempt went to,
+	// each with its own outcome; nil on other records and on records from
+	// before targets were tracked one by one.
+	Targets []AuditTarget
+}
+
+// AuditTarget is one target of an attempt, as an Attempted record keeps it.
+type AuditTarget struct {
+	// Target is as the list held it (a reference stays a reference).
+	Target  string
+	Outcome Outcome
+	// Error is its failure text; empty on Success.
+	Error string
 }

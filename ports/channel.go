@@ -79,6 +79,21 @@ type Result struct {
 	// (no retry counted, no audit record) and is claimed again after
 	// RetryAfter.
 	NotAttempted bool
+	// Targets, when not empty, answers target by target: Targets[i] is the
+	// outcome for Delivery.Targets[i], and there is one per target. Empty,
+	// the result's Outcome, Error and RetryAfter apply to every target (a
+	// channel that answers one outcome for the whole delivery).
+	Targets []TargetResult
+}
+
+// TargetResult is a channel's answer for one target of a Delivery.
+type TargetResult struct {
+	Outcome Outcome
+	// Error describes its failure. It never holds a secret or an address.
+	Error string
+	// RetryAfter, when positive on a Transient result, is the earliest the
+	// next attempt to it may run.
+	RetryAfter time.Duration
 }
 
 // PluginStatus is the state of one channel plugin process: what the plugin

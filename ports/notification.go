@@ -91,8 +91,15 @@ type Notification struct {
 	RetryCount int
 	// LastError is the reason of the most recent failure or park; empty otherwise.
 	LastError string
-	// ResolvedTargets is who the notification went to, snapshotted at delivery.
+	// ResolvedTargets is who the notification went to: the targets
+	// delivered so far, as the list held them (a reference stays a
+	// reference), in the list's order.
 	ResolvedTargets []string
+	// Targets is the fate of each target an attempt went to, in the order
+	// they were first attempted; nil before the first attempt, and for rows
+	// from before targets were tracked one by one (their status is then
+	// their targets' as one group).
+	Targets []TargetState
 
 	// Provenance, carried from the site.
 	SourceSite        string
@@ -118,4 +125,43 @@ type Notification struct {
 	// holds the row and until when. Empty and zero when unleased.
 	ClaimedBy    string
 	ClaimedUntil time.Time
+}
+
+// TargetStatus is where one target of a notification is.
+type TargetStatus string
+
+const (
+	// TargetDelivered: the channel handed the notification over to this
+	// target. No later attempt goes to it.
+	TargetDelivered TargetStatus = "Delivered"
+	// TargetRetrying: its last attempt failed transiently; it is tried
+	// again with the notification's next attempt.
+	TargetRetrying TargetStatus = "Retrying"
+	// TargetFailed: it failed permanently, or was still failing when the
+	// retries ran out. No attempt goes to it until an operator retries the
+	// notification.
+	TargetFailed TargetStatus = "Failed"
+	// TargetDropped: it was no longer in the list, undelivered, when the
+	// notification was attempted again (an operator corrected the list).
+	// It is kept for the record and never tried again unless the list
+	// holds it again.
+	TargetDropped TargetStatus = "Dropped"
+)
+
+// TargetState is the fate of one target of a notification.
+type TargetState struct {
+	// Target is the target as the list held it: an address, a URL, or a
+	// reference (env:NAME, file:PATH), never the value a reference resolved
+	// to.
+	Target string
+	Status TargetStatus
+	// Attempts counts the delivery attempts that went to it.
+	Attempts int
+	// LastError is the reason of its most recent failure; empty when none
+	// failed.
+	LastError string
+	// LastAttemptAt is when an attempt last went to it, DeliveredAt when it
+	// was delivered (zero until then).
+	LastAttemptAt time.Time
+	DeliveredAt   time.Time
 }

@@ -13,7 +13,8 @@ type DeliveryObserver interface {
 	// Attempted reports one delivery attempt the channel actually made:
 	// its channel type, its outcome (Success, Transient or Permanent; a
 	// channel's panic or unknown answer counts as Transient) and how long
-	// the channel took. It is called exactly when the dispatcher makes the
+	// the channel took, and the outcome of each target the attempt went to
+	// (one per target, in order). It is called exactly when the dispatcher makes the
 	// attempt's Attempted audit record, whether or not that record is
 	// written afterwards (the batch's outcomes may fail to be recorded).
 	//
@@ -22,5 +23,5 @@ type DeliveryObserver interface {
 	// shutdown without a Success, a row released before delivery because
 	// its lease was too short, and a row parked without a delivery
 	// (expired, unknown list, no channel for its type).
-	Attempted(channel string, outcome Outcome, d time.Duration)
+	Attempted(channel string, outcome Outcome, d time.Duration, targets []Outcome)
 }

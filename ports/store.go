@@ -122,6 +122,7 @@ type Update struct {
 	RetryCount      int
 	LastError       string
 	ResolvedTargets []string
+	Targets         []TargetState
 	LastAttemptAt   time.Time
 	NextAttemptAt   time.Time
 	DeliveredAt     time.Time

@@ -170,13 +170,14 @@ func (k kpiDescs) collect(ch chan<- prometheus.Metric, v ports.KPI, labels ...st
 // delivery timeout).
 var attemptBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
-// DeliveryMetrics counts central's delivery attempts and their durations,
-// per channel type. It implements ports.DeliveryObserver (give it to
+// DeliveryMetrics counts central's delivery attempts, their durations and
+// the targets each attempt went to, per channel type. It implements ports.DeliveryObserver (give it to
 // core.Deps.Observer) and prometheus.Collector (give it to Handler). The
 // outcome label is the outcome in lower case: success, transient or
 // permanent.
 type DeliveryMetrics struct {
 	attempts *prometheus.CounterVec
+	targets  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
 
@@ -195,6 +196,10 @@ func NewDeliveryMetrics(channels ...string) *DeliveryMetrics {
 			Name: "outbox_delivery_attempts_total",
 			Help: "Delivery attempts made through a channel, by outcome (success, transient, permanent).",
 		}, []string{"channel", "outcome"}),
+		targets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_target_attempts_total",
+			Help: "Targets delivery attempts went to, by the outcome for each target (success, transient, permanent).",
+		}, []string{"channel", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "outbox_delivery_attempt_duration_seconds",
 			Help:    "Time a channel took for one delivery attempt, whatever its outcome.",
@@ -204,6 +209,7 @@ func NewDeliveryMetrics(channels ...string) *DeliveryMetrics {
 	for _, c := range channels {
 		for _, o := range []ports.Outcome{ports.OutcomeSuccess, ports.OutcomeTransient, ports.OutcomePermanent} {
 			m.attempts.WithLabelValues(c, outcomeLabel(o))
+			m.targets.WithLabelValues(c, outcomeLabel(o))
 		}
 		m.duration.WithLabelValues(c)
 	}
@@ -211,20 +217,25 @@ func NewDeliveryMetrics(channels ...string) *DeliveryMetrics {
 }
 
 // Attempted implements ports.DeliveryObserver. It never blocks.
-func (m *DeliveryMetrics) Attempted(channel string, outcome ports.Outcome, d time.Duration) {
+func (m *DeliveryMetrics) Attempted(channel string, outcome ports.Outcome, d time.Duration, targets []ports.Outcome) {
 	m.attempts.WithLabelValues(channel, outcomeLabel(outcome)).Inc()
 	m.duration.WithLabelValues(channel).Observe(d.Seconds())
+	for _, o := range targets {
+		m.targets.WithLabelValues(channel, outcomeLabel(o)).Inc()
+	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *DeliveryMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.attempts.Describe(ch)
+	m.targets.Describe(ch)
 	m.duration.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *DeliveryMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.attempts.Collect(ch)
+	m.targets.Collect(ch)
 	m.duration.Collect(ch)
 }
 

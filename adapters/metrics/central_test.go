@@ -141,10 +141,11 @@ func TestCentralCollectorNeedsKPIs(t *testing.T) {
 
 func TestDeliveryMetricsCountAttemptsAndDurations(t *testing.T) {
 	m := NewDeliveryMetrics("email", "slack")
-	m.Attempted("email", ports.OutcomeSuccess, 3*time.Millisecond)
-	m.Attempted("email", ports.OutcomeSuccess, 40*time.Millisecond)
-	m.Attempted("email", ports.OutcomeTransient, 2*time.Second)
-	m.Attempted("webhook", ports.OutcomePermanent, 90*time.Second)
+	m.Attempted("email", ports.OutcomeSuccess, 3*time.Millisecond, []ports.Outcome{ports.OutcomeSuccess})
+	m.Attempted("email", ports.OutcomeSuccess, 40*time.Millisecond, []ports.Outcome{ports.OutcomeSuccess, ports.OutcomeSuccess})
+	m.Attempted("email", ports.OutcomeTransient, 2*time.Second,
+		[]ports.Outcome{ports.OutcomeSuccess, ports.OutcomeTransient, ports.OutcomePermanent})
+	m.Attempted("webhook", ports.OutcomePermanent, 90*time.Second, nil)
 
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(m); err != nil {
@@ -162,6 +163,20 @@ func TestDeliveryMetricsCountAttemptsAndDurations(t *testing.T) {
 	counts := map[string]float64{}
 	for _, mm := range byName["outbox_delivery_attempts_total"].GetMetric() {
 		counts[labels(mm)] = mm.GetCounter().GetValue()
+	}
+	perTarget := map[string]float64{}
+	for _, mm := range byName["outbox_target_attempts_total"].GetMetric() {
+		perTarget[labels(mm)] = mm.GetCounter().GetValue()
+	}
+	for key, want := range map[string]float64{
+		"channel=email,outcome=success":   4,
+		"channel=email,outcome=transient": 1,
+		"channel=email,outcome=permanent": 1,
+		"channel=slack,outcome=success":   0, // created at zero
+	} {
+		if got, ok := perTarget[key]; !ok || got != want {
+			t.Errorf("target attempts{%s} = %v (present %v), want %v", key, got, ok, want)
+		}
 	}
 	for key, want := range map[string]float64{
 		"channel=email,outcome=success":     2,
