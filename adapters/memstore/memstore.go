@@ -183,6 +183,7 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 		n.RetryCount = u.RetryCount
 		n.LastError = u.LastError
 		n.ResolvedTargets = slices.Clone(u.ResolvedTargets)
+		n.Targets = cloneTargets(u.Targets)
 		n.LastAttemptAt = utc(u.LastAttemptAt)
 		n.NextAttemptAt = utc(u.NextAttemptAt)
 		n.DeliveredAt = utc(u.DeliveredAt)
@@ -490,6 +491,7 @@ func (s *Store) Append(ctx context.Context, records []ports.AuditRecord) error {
 	defer s.mu.Unlock()
 	for _, rec := range records {
 		rec.At = utc(rec.At)
+		rec.Targets = slices.Clone(rec.Targets)
 		s.audit[rec.NotificationID] = append(s.audit[rec.NotificationID], rec)
 	}
 	return nil
@@ -502,6 +504,9 @@ func (s *Store) History(ctx context.Context, notificationID string) ([]ports.Aud
 	}
 	s.mu.Lock()
 	h := slices.Clone(s.audit[notificationID])
+	for i := range h {
+		h[i].Targets = slices.Clone(h[i].Targets)
+	}
 	s.mu.Unlock()
 	// Records are kept in append order; a stable sort by At gives "At
 	// ascending, then append order".
@@ -704,10 +709,21 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
+// cloneTargets returns a copy of ts with its times in UTC; nil stays nil.
+func cloneTargets(ts []ports.TargetState) []ports.TargetState {
+	out := slices.Clone(ts)
+	for i := range out {
+		out[i].LastAttemptAt = utc(out[i].LastAttemptAt)
+		out[i].DeliveredAt = utc(out[i].DeliveredAt)
+	}
+	return out
+}
+
 // clone returns a deep copy of n with its times in UTC.
 func clone(n ports.Notification) ports.Notification {
 	n.TypeData = slices.Clone(n.TypeData)
 	n.ResolvedTargets = slices.Clone(n.ResolvedTargets)
+	n.Targets = cloneTargets(n.Targets)
 	n.SiteEnqueuedAt = utc(n.SiteEnqueuedAt)
 	n.CreatedAt = utc(n.CreatedAt)
 	n.UpdatedAt = utc(n.UpdatedAt)

@@ -132,6 +132,24 @@ type Result struct {
 	// next attempt may run (an HTTP Retry-After, say). Central caps it at
 	// MaxRetryAfter.
 	RetryAfter time.Duration
+	// Targets, when not empty, answers target by target: Targets[i] is the
+	// outcome for Request.Targets[i], one per target. Central then records
+	// each target's fate: a delivered target gets no later attempt, a
+	// failed one is retried or parked on its own. Left empty, Outcome,
+	// Error and RetryAfter apply to every target. Build such a result with
+	// PerTarget, which also sets Outcome, Error and RetryAfter for a
+	// central that reads only those.
+	Targets []TargetResult
+}
+
+// TargetResult is the answer for one target of a Request.
+type TargetResult struct {
+	Outcome Outcome
+	// Error describes its failure, without secrets or addresses.
+	Error string
+	// RetryAfter, when positive on a Transient result, is the earliest the
+	// next attempt to it may run.
+	RetryAfter time.Duration
 }
 
 // Delivered is a Success result; targets, if given, fill ResolvedTargets,
