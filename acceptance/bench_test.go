@@ -115,7 +115,7 @@ func BenchmarkDispatch(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			benchBackends(b, func(b *testing.B, be backend) {
-				benchDispatch(b, be, noopChannel{}, core.Config{DispatchBatchSize: batch, DispatchConcurrency: 64})
+				benchDispatch(b, be, noopChannel{}, core.Config{DispatchBatchSize: batch, DispatchConcurrency: 64}, 0)
 			})
 		})
 	}
@@ -124,22 +124,39 @@ func BenchmarkDispatch(b *testing.B) {
 // BenchmarkDispatchPlugin measures dispatch through a real plugin subprocess: claim
 // → the plugin host → gRPC with mutual TLS → a no-op channel in another
 // process → recorded, by the real dispatcher, with central's default batch
-// size and concurrency.
+// size and concurrency, to lists of 1 and of 10 targets (each target's
+// state is kept).
 func BenchmarkDispatchPlugin(b *testing.B) {
 	host := startPlugins(b, "noop")
 	ch, _ := host.Channel("noop")
-	benchBackends(b, func(b *testing.B, be backend) {
-		benchDispatch(b, be, ch, core.Config{})
-	})
+	for _, targets := range []int{1, 10} {
+		b.Run(fmt.Sprintf("targets=%d", targets), func(b *testing.B) {
+			benchBackends(b, func(b *testing.B, be backend) {
+				benchDispatch(b, be, ch, core.Config{}, targets)
+			})
+		})
+	}
 }
 
 // benchDispatch seeds b.N due rows and measures how fast the dispatcher
-// delivers them all through ch.
-func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config) {
+// delivers them all through ch: to the list "ops" when targets is 0, else
+// to a list of that many targets.
+func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, targets int) {
 	b.Helper()
 	counter := &countingChannel{Channel: ch, target: int64(b.N), done: make(chan struct{})}
 	svc, store, _ := benchEnv(b, be, counter, cfg)
-	seed(b, store, b.N, func(i int, n *ports.Notification) {})
+	list := "ops"
+	if targets > 0 {
+		list = fmt.Sprintf("bench-%d", targets)
+		l := ports.List{Name: list, Type: "email"}
+		for i := range targets {
+			l.Targets = append(l.Targets, fmt.Sprintf("person%d@example.com", i))
+		}
+		if err := store.Directory().PutList(context.Background(), l); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seed(b, store, b.N, func(i int, n *ports.Notification) { n.List = list })
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	b.ResetTimer()

@@ -3,6 +3,7 @@ package acceptance
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -322,7 +323,8 @@ func TestSMTPServerDownThenBack(t *testing.T) {
 
 // BenchmarkEmail measures e-mails through the built-in email channel in
 // its plugin process (the host, gRPC with mutual TLS, go-mail with pooled
-// connections) to a real SMTP server on loopback, 64 deliveries in flight.
+// connections) to a real SMTP server on loopback, 64 deliveries in flight,
+// each to 1 or to 10 recipients.
 func BenchmarkEmail(b *testing.B) {
 	srv, err := smtpcapture.Start(smtpcapture.Config{Keep: 1})
 	if err != nil {
@@ -332,32 +334,38 @@ func BenchmarkEmail(b *testing.B) {
 	host, port, _ := strings.Cut(srv.Addr(), ":")
 	plugins := startPlugins(b, "email")
 	ch, _ := plugins.Channel("email")
-	d := ports.Delivery{
-		Notification: ports.Notification{List: "ops", Subject: "Tank 3 level high", Body: "Level 93% at 08:00."},
-		Targets:      []string{"ops@example.com", "oncall@example.com"},
-		Settings: map[string]string{"host": host, "port": port, "tls": "none", "from": "outbox@example.com",
-			"pool_size": "8"},
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range 64 {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				d := d
-				d.Notification.ID = uuid.Must(uuid.NewV7()).String()
-				res := ch.Deliver(ctx, d)
-				cancel()
-				if res.Outcome != ports.OutcomeSuccess {
-					b.Errorf("delivery: %+v", res)
-					return
-				}
+	for _, targets := range []int{1, 10} {
+		b.Run(fmt.Sprintf("targets=%d", targets), func(b *testing.B) {
+			d := ports.Delivery{
+				Notification: ports.Notification{List: "ops", Subject: "Tank 3 level high", Body: "Level 93% at 08:00."},
+				Settings: map[string]string{"host": host, "port": port, "tls": "none", "from": "outbox@example.com",
+					"pool_size": "8"},
 			}
+			for i := range targets {
+				d.Targets = append(d.Targets, fmt.Sprintf("person%d@example.com", i))
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range 64 {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						d := d
+						d.Notification.ID = uuid.Must(uuid.NewV7()).String()
+						res := ch.Deliver(ctx, d)
+						cancel()
+						if res.Outcome != ports.OutcomeSuccess {
+							b.Errorf("delivery: %+v", res)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "emails/s")
 		})
 	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "emails/s")
 }
