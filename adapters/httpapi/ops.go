@@ -147,7 +147,7 @@ func shownTarget(t string) string {
 }
 
 // shownDetail is d as p may see it: its resolved targets, each target's
-// state and the targets of its history through shownTargets. d's slices
+// state and the targets of its history through shownTarget. d's slices
 // are not changed.
 func shownDetail(p ports.Principal, d ports.Detail) ports.Detail {
 	if p.Role.Allows(ports.RoleAdmin) {
