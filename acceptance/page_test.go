@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,10 +21,16 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/memdir"
+	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/adapters/sitelink"
+	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/clocktest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 
@@ -132,6 +139,19 @@ func TestOperatorPageInChromium(t *testing.T) {
 	if st := br.text(".detail-head .pill"); st != "Parked" {
 		t.Fatalf("the detail shows status %q, want Parked", st)
 	}
+	// The list's one address was refused. A store that keeps each
+	// target's state shows it Failed in the targets table; one that does
+	// not shows the resolved targets, none, and no table.
+	fate := run(br, "read the targets", chromedp.Evaluate[[]string](`Array.from(
+		document.querySelectorAll("table.targets tbody tr"),
+		(tr) => tr.cells[0].textContent.trim() + " " + tr.cells[1].textContent.trim())`))
+	if len(fate) == 0 {
+		if got := br.text("dl.facts"); !strings.Contains(got, "Resolved targets\n—") && !strings.Contains(got, "Resolved targets —") {
+			t.Fatalf("a parked row without target states shows %q, want no resolved target", got)
+		}
+	} else if !slices.Equal(fate, []string{"nobody@bounce.example Failed"}) {
+		t.Fatalf("the targets table reads %q, want the refused address Failed", fate)
+	}
 	br.screenshot("operator-page-detail.png")
 
 	// Retry one parked row from the list. The list's address is made
@@ -216,6 +236,128 @@ func TestOperatorPageInChromium(t *testing.T) {
 		t.Fatalf("the subject became %d elements on the detail", n)
 	}
 	br.checkQuiet()
+}
+
+// TestPageShowsEachTargetInChromium: the detail of a notification parked
+// because one target of three refused it shows, in headless Chromium, each
+// target with its own status chip, attempts and error, "2 of 3 delivered",
+// and the targets the attempt went to in the history. The page is central's
+// handler (httpapi over the real core and the memory store, which keeps
+// each target's state) on a loopback server; the channel answers target by
+// target and refuses the one address.
+func TestPageShowsEachTargetInChromium(t *testing.T) {
+	exe := browserPath(t)
+	ctx := t.Context()
+	store := memstore.New()
+	targets := []string{"ops@example.com", "typo@exmaple.com", "env:OUTBOX_PAGER"}
+	dir, err := memdir.New([]ports.List{{Name: "pumps", Type: "email", Targets: targets}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: clocktest.New(at),
+		Channels: ports.ChannelMap{"email": refuseTarget{"typo@exmaple.com"}}, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: pageAdmin, Role: ports.RoleAdmin, Password: pagePassword}); err != nil {
+		t.Fatal(err)
+	}
+	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+
+	id := uuid.Must(uuid.NewV7()).String()
+	if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{ID: id, List: "pumps",
+		Subject: "Pump 3 pressure low", Body: "Seen at the plant.", SourceSite: sitePlant1, SiteEnqueuedAt: at}}}); err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("submit: %v %+v", err, res)
+	}
+	for {
+		n, err := svc.DispatchOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+
+	br := newBrowser(t, exe, srv.URL)
+	br.open("/login")
+	br.do("fill in the login form",
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="name"]`), pageAdmin),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
+	br.submit("log in", `form.login button[type="submit"]`)
+	br.open("/notifications/" + id)
+	br.waitVisible("table.targets")
+	if st := br.text(".detail-head .pill"); st != "Parked" {
+		t.Fatalf("the detail shows status %q, want Parked", st)
+	}
+	if got := br.text("dd.targets-summary"); got != "2 of 3 delivered" {
+		t.Errorf("the summary reads %q, want 2 of 3 delivered", got)
+	}
+	type targetRow struct {
+		Target   string `json:"target"`
+		Status   string `json:"status"`
+		Chip     string `json:"chip"`
+		Attempts string `json:"attempts"`
+		Error    string `json:"error"`
+		At       string `json:"at"`
+		Done     string `json:"done"`
+	}
+	rows := run(br, "read the targets", chromedp.Evaluate[[]targetRow](`Array.from(
+		document.querySelectorAll("table.targets tbody tr"),
+		(tr) => { const c = Array.from(tr.cells, (td) => td.textContent.trim());
+			return {target: c[0], status: c[1], chip: tr.cells[1].querySelector(".pill").className,
+				attempts: c[2], error: c[3], at: c[4], done: c[5]}; })`))
+	stamp := at.Format("2006-01-02 15:04:05")
+	want := []targetRow{
+		{Target: targets[0], Status: "Delivered", Chip: "pill Delivered", Attempts: "1", At: stamp, Done: stamp},
+		{Target: targets[1], Status: "Failed", Chip: "pill Failed", Attempts: "1", Error: "550 5.1.1 mailbox unavailable", At: stamp, Done: "—"},
+		{Target: targets[2], Status: "Delivered", Chip: "pill Delivered", Attempts: "1", At: stamp, Done: stamp},
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("the targets table reads\n%+v\nwant\n%+v", rows, want)
+	}
+	attempt := run(br, "read the attempt's targets", chromedp.Evaluate[[]string](`Array.from(
+		document.querySelectorAll("table.history ul.attempt-targets li"), (li) => li.textContent.trim())`))
+	wantAttempt := []string{targets[0] + " Success", targets[1] + " Permanent 550 5.1.1 mailbox unavailable", targets[2] + " Success"}
+	if !slices.Equal(attempt, wantAttempt) {
+		t.Errorf("the history's attempt lists %q, want %q", attempt, wantAttempt)
+	}
+	if hist := br.history(); !slices.ContainsFunc(hist, func(h historyRow) bool {
+		return h.Event == "Attempted" && h.Outcome == "Permanent" && strings.Contains(h.Error, "1 of 3 targets not delivered")
+	}) {
+		t.Errorf("the history has no Attempted row summarising the one failed target: %+v", hist)
+	}
+	br.screenshot("operator-page-targets.png")
+	br.checkQuiet()
+}
+
+// refuseTarget is an email channel that answers target by target: the
+// refused address fails for good, every other target is delivered.
+type refuseTarget struct{ refused string }
+
+func (c refuseTarget) Deliver(_ context.Context, d ports.Delivery) ports.Result {
+	res := ports.Result{Outcome: ports.OutcomePermanent, Targets: make([]ports.TargetResult, len(d.Targets))}
+	for i, t := range d.Targets {
+		res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomeSuccess}
+		if t == c.refused {
+			res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomePermanent, Error: "550 5.1.1 mailbox unavailable"}
+		}
+	}
+	return res
 }
 
 // browserPath returns the path of a Chromium-family browser, or skips the

@@ -76,7 +76,7 @@ func (s *Server) apiNotification(w http.ResponseWriter, r *http.Request, p ports
 		s.apiError(w, r, err)
 		return
 	}
-	d.ResolvedTargets = shownTargets(p, d.ResolvedTargets)
+	d = shownDetail(p, d)
 	writeJSON(w, http.StatusOK, api.FromDetail(d))
 }
 

@@ -41,12 +41,24 @@ type env struct {
 // their role.
 const password = "correct horse battery"
 
-// listChannel delivers by list name: "ok" succeeds, "bad" fails for good.
+// listChannel delivers by list name: "ok" succeeds, "bad" fails for good,
+// and "mixed" answers target by target: a target starting with "bad" fails
+// for good, any other is delivered.
 type listChannel struct{}
 
 func (listChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
-	if d.Notification.List == "bad" {
+	switch d.Notification.List {
+	case "bad":
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: "550 mailbox unavailable"}
+	case "mixed":
+		res := ports.Result{Outcome: ports.OutcomePermanent, Targets: make([]ports.TargetResult, len(d.Targets))}
+		for i, t := range d.Targets {
+			res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomeSuccess}
+			if strings.HasPrefix(t, "bad") {
+				res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomePermanent, Error: "550 5.1.1 <b>mailbox</b> unavailable"}
+			}
+		}
+		return res
 	}
 	return ports.Result{Outcome: ports.OutcomeSuccess}
 }

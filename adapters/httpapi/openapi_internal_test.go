@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,4 +70,76 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			t.Errorf("%s is in openapi.yaml but not served", r)
 		}
 	}
+}
+
+// TestOpenAPISchemasMatchTheWireTypes: the document's schemas of a
+// notification, its detail, its targets and its history name exactly the
+// JSON fields the server writes (the api package's types).
+func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]openAPISchema `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{
+		"Notification": api.Notification{}, "NotificationPage": api.NotificationPage{}, "Detail": api.Detail{},
+		"TargetState": api.TargetState{}, "AuditRecord": api.AuditRecord{}, "AuditTarget": api.AuditTarget{},
+	} {
+		documented := doc.Components.Schemas[name].fields(doc.Components.Schemas)
+		served := jsonFields(reflect.TypeOf(v))
+		slices.Sort(documented)
+		slices.Sort(served)
+		if !slices.Equal(documented, served) {
+			t.Errorf("schema %s names %v; %T writes %v", name, documented, v, served)
+		}
+	}
+}
+
+// openAPISchema is the part of a schema object the test reads.
+type openAPISchema struct {
+	Properties map[string]any `json:"properties"`
+	AllOf      []struct {
+		Ref string `json:"$ref"`
+		openAPISchema
+	} `json:"allOf"`
+}
+
+// fields are the property names of s, with those of the schemas its allOf
+// refers to.
+func (s openAPISchema) fields(all map[string]openAPISchema) []string {
+	var out []string
+	for k := range s.Properties {
+		out = append(out, k)
+	}
+	for _, part := range s.AllOf {
+		if ref, ok := strings.CutPrefix(part.Ref, "#/components/schemas/"); ok {
+			out = append(out, all[ref].fields(all)...)
+		}
+		out = append(out, part.openAPISchema.fields(all)...)
+	}
+	return out
+}
+
+// jsonFields are the JSON field names of struct type t, with those of its
+// embedded structs.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
@@ -122,20 +123,59 @@ func shownTargets(p ports.Principal, targets []string) []string {
 	}
 	out := make([]string, len(targets))
 	for i, t := range targets {
-		out[i] = t
-		if ports.IsSecretRef(t) {
-			continue
-		}
-		if scheme, rest, ok := strings.Cut(t, "://"); ok {
-			host, _, _ := strings.Cut(rest, "/")
-			host, _, _ = strings.Cut(host, "?")
-			if i := strings.LastIndexByte(host, '@'); i >= 0 {
-				host = host[i+1:]
-			}
-			out[i] = scheme + "://" + host + "/…"
-		}
+		out[i] = shownTarget(t)
 	}
 	return out
+}
+
+// shownTarget is one target as anyone but an admin sees it: a URL up to
+// its host, anything else (an address, a reference) as written.
+func shownTarget(t string) string {
+	if ports.IsSecretRef(t) {
+		return t
+	}
+	scheme, rest, ok := strings.Cut(t, "://")
+	if !ok {
+		return t
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	host, _, _ = strings.Cut(host, "?")
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	return scheme + "://" + host + "/…"
+}
+
+// shownDetail is d as p may see it: its resolved targets, each target's
+// state and the targets of its history through shownTarget. d's slices
+// are not changed.
+func shownDetail(p ports.Principal, d ports.Detail) ports.Detail {
+	if p.Role.Allows(ports.RoleAdmin) {
+		return d
+	}
+	d.ResolvedTargets = shownTargets(p, d.ResolvedTargets)
+	if d.Targets != nil {
+		ts := slices.Clone(d.Targets)
+		for i := range ts {
+			ts[i].Target = shownTarget(ts[i].Target)
+		}
+		d.Targets = ts
+	}
+	if d.History != nil {
+		h := slices.Clone(d.History)
+		for i := range h {
+			if h[i].Targets == nil {
+				continue
+			}
+			at := slices.Clone(h[i].Targets)
+			for j := range at {
+				at[j].Target = shownTarget(at[j].Target)
+			}
+			h[i].Targets = at
+		}
+		d.History = h
+	}
+	return d
 }
 
 // shownList is l as p may see it (see shownTargets).

@@ -164,12 +164,33 @@ func (s *Server) pageNotification(w http.ResponseWriter, r *http.Request, p port
 		s.pageError(w, r, p, err)
 		return
 	}
-	d.ResolvedTargets = shownTargets(p, d.ResolvedTargets)
+	d = shownDetail(p, d)
 	s.render(w, r, http.StatusOK, "detail", struct {
 		base
 		N       ports.Row
+		Targets targetsView
 		History []ports.AuditRecord
-	}{s.newBase(w, r, p, d.Subject, "notifications"), d.Row, d.History})
+	}{s.newBase(w, r, p, d.Subject, "notifications"), d.Row, newTargetsView(d.Notification), d.History})
+}
+
+// targetsView is what the detail shows of a row's targets: each one's
+// state, and how many of them were delivered. A row without target states
+// (not attempted yet, or from before targets were tracked one by one) has
+// none, and the page shows its resolved targets.
+type targetsView struct {
+	States []ports.TargetState
+	// Summary is "4 of 5 delivered".
+	Summary string
+	// NotAttempted reports a row without target states that no attempt
+	// went to yet.
+	NotAttempted bool
+}
+
+func newTargetsView(n ports.Notification) targetsView {
+	if len(n.Targets) == 0 {
+		return targetsView{NotAttempted: n.LastAttemptAt.IsZero() && len(n.ResolvedTargets) == 0}
+	}
+	return targetsView{States: n.Targets, Summary: api.TargetsSummary(api.FromTargets(n.Targets))}
 }
 
 // pageAction retries or discards from a form: the selected ids (scope=ids),

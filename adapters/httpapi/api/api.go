@@ -89,10 +89,28 @@ type Count struct {
 	Count int64 `json:"count"`
 }
 
-// Detail is GET /notifications/{id}: the row and its history, oldest first.
+// Detail is GET /notifications/{id}: the row, each target's fate, and its
+// history, oldest first.
 type Detail struct {
 	Notification
+	// Targets is the fate of each target an attempt went to, in the order
+	// they were first attempted. It is absent before the first attempt and
+	// on a row from before targets were tracked one by one: such a row's
+	// targets share its status, and ResolvedTargets is who it went to.
+	Targets []TargetState `json:"targets,omitempty"`
 	History []AuditRecord `json:"history"`
+}
+
+// TargetState is the fate of one target of a notification. Target is as
+// the list holds it: a reference (env:NAME, file:PATH) stays a reference.
+type TargetState struct {
+	Target string             `json:"target"`
+	Status ports.TargetStatus `json:"status"`
+	// Attempts counts the attempts that went to this target.
+	Attempts      int        `json:"attempts"`
+	LastError     string     `json:"last_error,omitempty"`
+	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
+	DeliveredAt   *time.Time `json:"delivered_at,omitempty"`
 }
 
 // AuditRecord is one entry of a notification's history.
@@ -104,6 +122,17 @@ type AuditRecord struct {
 	Status          ports.Status    `json:"status,omitempty"`
 	DurationSeconds float64         `json:"duration_seconds,omitempty"`
 	Error           string          `json:"error,omitempty"`
+	// Targets are, on an Attempted record, the targets the attempt went
+	// to with each one's outcome; absent on other records and on records
+	// from before targets were tracked one by one.
+	Targets []AuditTarget `json:"targets,omitempty"`
+}
+
+// AuditTarget is one target of an attempt and its outcome.
+type AuditTarget struct {
+	Target  string        `json:"target"`
+	Outcome ports.Outcome `json:"outcome"`
+	Error   string        `json:"error,omitempty"`
 }
 
 // ActionRequest is the body of POST /notifications/retry and /discard: the

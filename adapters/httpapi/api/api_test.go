@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/siteline/outbox/ports"
 )
 
 // FuzzParseFilter reads any query string as a filter and its paging: a
@@ -48,4 +50,17 @@ func FuzzParseFilter(f *testing.F) {
 		}
 		_, _ = fl.PortsFilter()
 	})
+}
+
+// TestTargetsSummary counts the delivered targets of those the list holds:
+// a Dropped one is not counted; no states, no summary.
+func TestTargetsSummary(t *testing.T) {
+	ts := []TargetState{{Status: ports.TargetDelivered}, {Status: ports.TargetFailed}, {Status: ports.TargetDropped},
+		{Status: ports.TargetRetrying}, {Status: ports.TargetDelivered}}
+	if got := TargetsSummary(ts); got != "2 of 4 delivered" {
+		t.Errorf("TargetsSummary = %q, want 2 of 4 delivered", got)
+	}
+	if got := TargetsSummary(nil); got != "" {
+		t.Errorf("TargetsSummary(nil) = %q, want none", got)
+	}
 }

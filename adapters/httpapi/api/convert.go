@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -37,12 +38,58 @@ func FromPage(p ports.QueryPage) NotificationPage {
 	return out
 }
 
-// FromDetail is a row with its history in wire form.
+// FromDetail is a row with its targets and its history in wire form.
 func FromDetail(d ports.Detail) Detail {
-	out := Detail{Notification: FromRow(d.Row, true), History: make([]AuditRecord, len(d.History))}
+	out := Detail{Notification: FromRow(d.Row, true), Targets: FromTargets(d.Targets),
+		History: make([]AuditRecord, len(d.History))}
 	for i, h := range d.History {
 		out.History[i] = AuditRecord{At: h.At.UTC(), Kind: h.Kind, Actor: h.Actor, Outcome: h.Outcome,
-			Status: h.Status, DurationSeconds: h.Duration.Seconds(), Error: h.Error}
+			Status: h.Status, DurationSeconds: h.Duration.Seconds(), Error: h.Error, Targets: fromAuditTargets(h.Targets)}
+	}
+	return out
+}
+
+// FromTargets is each target's fate in wire form; none (nil or empty) is
+// nil, which the JSON leaves out.
+func FromTargets(ts []ports.TargetState) []TargetState {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]TargetState, len(ts))
+	for i, t := range ts {
+		out[i] = TargetState{Target: t.Target, Status: t.Status, Attempts: t.Attempts, LastError: t.LastError,
+			LastAttemptAt: TimePtr(t.LastAttemptAt), DeliveredAt: TimePtr(t.DeliveredAt)}
+	}
+	return out
+}
+
+// TargetsSummary says how many of a notification's targets were
+// delivered, of those its list holds (a Dropped target is not counted):
+// "4 of 5 delivered"; "" without target states.
+func TargetsSummary(ts []TargetState) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	delivered, listed := 0, 0
+	for _, t := range ts {
+		switch t.Status {
+		case ports.TargetDropped:
+			continue
+		case ports.TargetDelivered:
+			delivered++
+		}
+		listed++
+	}
+	return fmt.Sprintf("%d of %d delivered", delivered, listed)
+}
+
+func fromAuditTargets(ts []ports.AuditTarget) []AuditTarget {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]AuditTarget, len(ts))
+	for i, t := range ts {
+		out[i] = AuditTarget{Target: t.Target, Outcome: t.Outcome, Error: t.Error}
 	}
 	return out
 }

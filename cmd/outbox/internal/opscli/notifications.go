@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
@@ -26,7 +27,8 @@ Commands:
   list     [filters] [--limit N] [--after CURSOR] [--all-pages]
            list notifications, newest first, one page (or every page)
   show     ID
-           one notification with its body and its history
+           one notification with its body, each target's fate (status,
+           attempts, last error) and its history
   count    [filters]
            how many notifications match
   retry    (ID ... | filters | --all) [--yes]
@@ -337,7 +339,11 @@ func opsPrintDetail(w io.Writer, d api.Detail, loc *time.Location) {
 	opsKV(tw, "priority:", strconv.Itoa(d.Priority))
 	opsKV(tw, "retries:", strconv.Itoa(d.RetryCount))
 	opsKV(tw, "last error:", human.Cell(d.LastError, 1000))
-	opsKV(tw, "targets:", human.Cell(strings.Join(d.ResolvedTargets, ", "), 1000))
+	if len(d.Targets) > 0 {
+		opsKV(tw, "targets:", api.TargetsSummary(d.Targets))
+	} else {
+		opsKV(tw, "targets:", human.Cell(strings.Join(d.ResolvedTargets, ", "), 1000))
+	}
 	opsKV(tw, "type data:", human.Cell(string(d.TypeData), 1000))
 	opsKV(tw, "site:", human.Cell(d.SourceSite, 200))
 	opsKV(tw, "instance:", human.Cell(d.SourceInstance, 200))
@@ -353,6 +359,16 @@ func opsPrintDetail(w io.Writer, d api.Detail, loc *time.Location) {
 		opsKV(tw, t.k, opsTime(t.v, loc))
 	}
 	tw.Flush()
+	if len(d.Targets) > 0 {
+		fmt.Fprintln(w, "\ntargets:")
+		tw = opsTable(w)
+		fmt.Fprintln(tw, "TARGET\tSTATUS\tATTEMPTS\tLAST ATTEMPT\tDELIVERED\tLAST ERROR")
+		for _, t := range d.Targets {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", human.Cell(t.Target, 200), human.Cell(string(t.Status), 20),
+				t.Attempts, opsTime(t.LastAttemptAt, loc), opsTime(t.DeliveredAt, loc), human.Cell(t.LastError, 200))
+		}
+		tw.Flush()
+	}
 	if len(d.History) > 0 {
 		fmt.Fprintln(w, "\nhistory:")
 		tw = opsTable(w)
@@ -367,9 +383,30 @@ func opsPrintDetail(w io.Writer, d api.Detail, loc *time.Location) {
 				human.Cell(h.Error, 200))
 		}
 		tw.Flush()
+		opsPrintAttemptTargets(w, d.History, loc)
 	}
 	if d.Body != "" {
 		fmt.Fprintf(w, "\nbody:\n%s\n", human.Text(d.Body))
+	}
+}
+
+// opsPrintAttemptTargets writes the targets each attempt of the history
+// went to, with their outcomes; nothing when no record names targets.
+func opsPrintAttemptTargets(w io.Writer, history []api.AuditRecord, loc *time.Location) {
+	var tw *tabwriter.Writer
+	for _, h := range history {
+		for _, t := range h.Targets {
+			if tw == nil {
+				fmt.Fprintln(w, "\nattempts by target:")
+				tw = opsTable(w)
+				fmt.Fprintln(tw, "AT\tTARGET\tOUTCOME\tERROR")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", opsTime(&h.At, loc), human.Cell(t.Target, 200),
+				human.Cell(string(t.Outcome), 20), human.Cell(t.Error, 200))
+		}
+	}
+	if tw != nil {
+		tw.Flush()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -295,6 +296,73 @@ func TestOpsNotificationsShow(t *testing.T) {
 	code, stdout, stderr = runCmd(t, Notifications, c.environ(), "", "show", "01950000-0000-7000-8000-000000000009")
 	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox notifications show: not_found: ") {
 		t.Errorf("an unknown id: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestOpsNotificationsShowTargets: show prints each target's fate (status,
+// attempts, times, last error) and the targets of each attempt, the
+// targets as the list holds them; --json carries the same fields as the
+// API. A row no attempt went to yet prints no targets table.
+func TestOpsNotificationsShowTargets(t *testing.T) {
+	c := newTestCentral(t)
+	if code, _, stderr := runCmd(t, Lists, c.environ(), "", "put", "mixed", "--type", "email",
+		"--target", "ops@example.com", "--target", "bad@example.com", "--target", "env:OUTBOX_HOOK"); code != exitOK {
+		t.Fatalf("put the list: exit %d: %s", code, stderr)
+	}
+	id := c.submit("mixed", "plant-1", "to three")[0]
+	waiting := c.submit("ok", "plant-1", "waiting")[0]
+	code, stdout, stderr := runCmd(t, Notifications, c.environ(), "", "show", waiting)
+	if code != exitOK || strings.Contains(stdout, "TARGET") || strings.Contains(stdout, "attempts by target:") {
+		t.Errorf("a row not attempted yet: exit %d %s\n%s", code, stderr, stdout)
+	}
+	c.dispatch()
+	if st := c.status(id); st != ports.StatusParked {
+		t.Fatalf("status %s, want Parked", st)
+	}
+
+	code, stdout, stderr = runCmd(t, Notifications, c.environ(), "", "show", id)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	at := testNow.Format("2006-01-02 15:04:05")
+	for _, want := range []string{
+		"targets:           2 of 3 delivered\n",
+		"\ntargets:\nTARGET           STATUS     ATTEMPTS  LAST ATTEMPT         DELIVERED            LAST ERROR\n",
+		"ops@example.com  Delivered  1         " + at + "  " + at + "  \n",
+		"bad@example.com  Failed     1         " + at + "  -                    550 5.1.1 mailbox [31m unavailable\n",
+		"env:OUTBOX_HOOK  Delivered  1         " + at + "  " + at + "  \n",
+		"\nattempts by target:\nAT                   TARGET           OUTCOME    ERROR\n",
+		at + "  ops@example.com  Success    \n",
+		at + "  bad@example.com  Permanent  550 5.1.1 mailbox [31m unavailable\n",
+		at + "  env:OUTBOX_HOOK  Success    \n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\x1b") {
+		t.Errorf("an escape reached the terminal:\n%s", stdout)
+	}
+
+	code, stdout, _ = runCmd(t, Notifications, c.environ(), "", "show", id, "--json")
+	var d api.Detail
+	if code != exitOK || json.Unmarshal([]byte(stdout), &d) != nil {
+		t.Fatalf("JSON: exit %d\n%s", code, stdout)
+	}
+	_, raw := c.get("/api/v1/notifications/" + id)
+	var fromAPI api.Detail
+	if err := json.Unmarshal(raw, &fromAPI); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, fromAPI) || len(d.Targets) != 3 || d.Targets[1].Status != ports.TargetFailed ||
+		d.Targets[1].Attempts != 1 || !strings.Contains(d.Targets[1].LastError, "550 5.1.1") {
+		t.Errorf("--json carries\n%+v\nthe API\n%+v", d, fromAPI)
+	}
+	for _, key := range []string{`"targets": [`, `"target": "bad@example.com"`, `"status": "Failed"`, `"attempts": 1`,
+		`"last_error": "550 5.1.1`, `"delivered_at": "`, `"outcome": "Permanent"`} {
+		if !strings.Contains(stdout, key) {
+			t.Errorf("--json lacks %s:\n%s", key, stdout)
+		}
 	}
 }
 

@@ -56,12 +56,23 @@ type sentRequest struct {
 }
 
 // outcomeByList delivers by list name: "bad" fails for good (the row
-// parks), any other succeeds.
+// parks); "mixed" answers target by target, a target starting with "bad"
+// failing for good and any other delivered; any other list succeeds.
 type outcomeByList struct{}
 
 func (outcomeByList) Deliver(_ context.Context, d ports.Delivery) ports.Result {
-	if d.Notification.List == "bad" {
+	switch d.Notification.List {
+	case "bad":
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: "550 mailbox unavailable"}
+	case "mixed":
+		res := ports.Result{Outcome: ports.OutcomePermanent, Targets: make([]ports.TargetResult, len(d.Targets))}
+		for i, t := range d.Targets {
+			res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomeSuccess}
+			if strings.HasPrefix(t, "bad") {
+				res.Targets[i] = ports.TargetResult{Outcome: ports.OutcomePermanent, Error: "550 5.1.1 mailbox\x1b[31m unavailable"}
+			}
+		}
+		return res
 	}
 	return ports.Result{Outcome: ports.OutcomeSuccess}
 }
@@ -218,4 +229,25 @@ func runCmd(t *testing.T, cmd command, environ []string, stdin string, args ...s
 		}
 	}
 	return code, out.String(), errw.String()
+}
+
+// get sends GET path to the server with the admin's token and returns the
+// status and body.
+func (c *testCentral) get(path string) (int, []byte) {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.t.Context(), http.MethodGet, c.srv.URL+path, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.tokens[ports.RoleAdmin])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }
