@@ -145,10 +145,10 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 		}
 		return ports.Result{Outcome: ports.OutcomeTransient, Error: err.Error()}
 	}
-	targets, at, failed := resolveTargets(p.host.Secrets, d.Targets)
+	targets, failed := resolveTargets(p.host.Secrets, d.Targets)
 	if failed != nil && len(targets) == 0 {
 		// No target left to deliver to.
-		return withRefusedTargets(channel.Result{}, at, failed)
+		return withRefusedTargets(channel.Result{}, failed)
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -186,7 +186,7 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 		// res.ResolvedTargets is the plugin's word and is dropped: central
 		// records the list's targets as written (core's dispatcher).
 		if failed != nil {
-			return withRefusedTargets(res, at, failed)
+			return withRefusedTargets(res, failed)
 		}
 		return toPorts(res)
 	}
@@ -219,25 +219,28 @@ func outcome(o channel.Outcome) ports.Outcome {
 // withRefusedTargets answers a delivery some of whose targets were refused
 // before the plugin saw them (failed[i], nil for the others) target by
 // target: a refused target with its refusal, Permanent (Transient when the
-// reference may resolve later, a file that could not be read), the others
-// with the plugin's answer res for the targets it got (at[j] is the index
-// of its j-th target among the delivery's).
-func withRefusedTargets(res channel.Result, at []int, failed []error) ports.Result {
-	rs := make([]channel.TargetResult, len(failed))
-	for i, err := range failed {
-		if err == nil {
-			continue
-		}
-		rs[i] = channel.TargetResult{Outcome: channel.Permanent, Error: err.Error()}
-		if !refused(err) {
-			rs[i].Outcome = channel.Transient
+// reference may resolve later, a file that could not be read), the others,
+// in order, with the plugin's answer res for the targets it got.
+func withRefusedTargets(res channel.Result, failed []error) ports.Result {
+	sent := len(failed)
+	for _, err := range failed {
+		if err != nil {
+			sent--
 		}
 	}
-	for j, i := range at {
-		if len(res.Targets) == len(at) {
+	rs := make([]channel.TargetResult, len(failed))
+	j := 0
+	for i, err := range failed {
+		switch {
+		case err == nil && len(res.Targets) == sent:
 			rs[i] = res.Targets[j]
-		} else {
+			j++
+		case err == nil:
 			rs[i] = channel.TargetResult{Outcome: res.Outcome, Error: res.Error, RetryAfter: res.RetryAfter}
+		case refused(err):
+			rs[i] = channel.TargetResult{Outcome: channel.Permanent, Error: err.Error()}
+		default:
+			rs[i] = channel.TargetResult{Outcome: channel.Transient, Error: err.Error()}
 		}
 	}
 	return toPorts(channel.PerTarget(rs))

@@ -31,12 +31,10 @@ func resolveSettings(policy secretref.Policy, secret map[string]bool, settings m
 
 // resolveTargets resolves, into a fresh copy and under policy, the targets
 // given as references. A target that cannot be resolved is left out of
-// resolved and has its error in failed (nil when every target resolved),
-// at its index among targets; at[j] is the index among targets of
-// resolved[j].
-func resolveTargets(policy secretref.Policy, targets []string) (resolved []string, at []int, failed []error) {
+// resolved and has its error in failed, at its index among targets (failed
+// is nil when every target resolved).
+func resolveTargets(policy secretref.Policy, targets []string) (resolved []string, failed []error) {
 	resolved = make([]string, 0, len(targets))
-	at = make([]int, 0, len(targets))
 	for i, v := range targets {
 		r, err := policy.Resolve(v)
 		if err != nil {
@@ -47,9 +45,8 @@ func resolveTargets(policy secretref.Policy, targets []string) (resolved []strin
 			continue
 		}
 		resolved = append(resolved, r)
-		at = append(at, i)
 	}
-	return resolved, at, failed
+	return resolved, failed
 }
 
 // refused reports whether err is a reference the policy refuses or that
