@@ -34,7 +34,10 @@ type Channel interface {
 	// empty target list). It never panics on bad input. ctx carries the
 	// attempt's deadline; when it ends, Deliver returns promptly with a
 	// Transient result. The Error of a result never holds a secret setting
-	// or a target's address.
+	// or a target's address. When its targets succeed or fail on their own,
+	// it answers for each (PerTarget), so that central retries only the
+	// targets that failed; otherwise its one outcome applies to every
+	// target.
 	Deliver(ctx context.Context, req Request) Result
 }
 
