@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		"bare":  func() channel.Channel { return bareChannel{} },
 		"liar":  func() channel.Channel { return liarChannel{} },
 		"noisy": func() channel.Channel { return noisyChannel{} },
+		"per":   func() channel.Channel { return perTargetChannel{} },
 	})
 }
 

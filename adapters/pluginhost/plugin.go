@@ -21,7 +21,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/siteline/outbox/adapters/internal/hclogslog"
-	"github.com/siteline/outbox/adapters/support/secretref"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
 )
@@ -128,16 +127,28 @@ func newPlugin(cfg Plugin, host *Config, log *slog.Logger) *plugin {
 // making when it died is Transient: it may or may not have happened. When
 // there was no room (no slot or rate-limit token in time, no process) the
 // result is NotAttempted, so that the row goes back untouched.
+//
+// A secret setting whose reference is refused (not allowed, or it cannot
+// be resolved) fails the whole delivery, Permanent. A target whose reference
+// is refused fails alone, Permanent: the plugin gets the other targets, and
+// the result answers per target, the refused ones with their refusal. The
+// plugin's answer, one outcome or one per target, is passed on as it gave
+// it.
 func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 	p.mu.Lock()
 	secret := p.secret
 	p.mu.Unlock()
-	settings, targets, err := resolveDelivery(p.host.Secrets, secret, d.Settings, d.Targets)
-	if errors.Is(err, secretref.ErrUnresolvable) || errors.Is(err, secretref.ErrNotAllowed) {
-		return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
-	}
+	settings, err := resolveSettings(p.host.Secrets, secret, d.Settings)
 	if err != nil {
+		if refused(err) {
+			return ports.Result{Outcome: ports.OutcomePermanent, Error: err.Error()}
+		}
 		return ports.Result{Outcome: ports.OutcomeTransient, Error: err.Error()}
+	}
+	targets, failed := resolveTargets(p.host.Secrets, d.Targets)
+	if failed != nil && len(targets) == 0 {
+		// No target left to deliver to.
+		return withRefusedTargets(channel.Result{}, failed)
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -174,17 +185,65 @@ func (p *plugin) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 		}
 		// res.ResolvedTargets is the plugin's word and is dropped: central
 		// records the list's targets as written (core's dispatcher).
-		out := ports.Result{Error: res.Error, RetryAfter: res.RetryAfter}
-		switch res.Outcome {
-		case channel.Success:
-			out.Outcome = ports.OutcomeSuccess
-		case channel.Permanent:
-			out.Outcome = ports.OutcomePermanent
-		default:
-			out.Outcome = ports.OutcomeTransient
+		if failed != nil {
+			return withRefusedTargets(res, failed)
 		}
-		return out
+		return toPorts(res)
 	}
+}
+
+// toPorts is a plugin's result as central's: its one outcome, and its
+// answer for each target when it gave them (channel.Client took only
+// one per target).
+func toPorts(res channel.Result) ports.Result {
+	out := ports.Result{Outcome: outcome(res.Outcome), Error: res.Error, RetryAfter: res.RetryAfter}
+	if len(res.Targets) > 0 {
+		out.Targets = make([]ports.TargetResult, len(res.Targets))
+		for i, t := range res.Targets {
+			out.Targets[i] = ports.TargetResult{Outcome: outcome(t.Outcome), Error: t.Error, RetryAfter: t.RetryAfter}
+		}
+	}
+	return out
+}
+
+func outcome(o channel.Outcome) ports.Outcome {
+	switch o {
+	case channel.Success:
+		return ports.OutcomeSuccess
+	case channel.Permanent:
+		return ports.OutcomePermanent
+	}
+	return ports.OutcomeTransient
+}
+
+// withRefusedTargets answers a delivery some of whose targets were refused
+// before the plugin saw them (failed[i], nil for the others) target by
+// target: a refused target with its refusal, Permanent (Transient when the
+// reference may resolve later, a file that could not be read), the others,
+// in order, with the plugin's answer res for the targets it got.
+func withRefusedTargets(res channel.Result, failed []error) ports.Result {
+	sent := len(failed)
+	for _, err := range failed {
+		if err != nil {
+			sent--
+		}
+	}
+	rs := make([]channel.TargetResult, len(failed))
+	j := 0
+	for i, err := range failed {
+		switch {
+		case err == nil && len(res.Targets) == sent:
+			rs[i] = res.Targets[j]
+			j++
+		case err == nil:
+			rs[i] = channel.TargetResult{Outcome: res.Outcome, Error: res.Error, RetryAfter: res.RetryAfter}
+		case refused(err):
+			rs[i] = channel.TargetResult{Outcome: channel.Permanent, Error: err.Error()}
+		default:
+			rs[i] = channel.TargetResult{Outcome: channel.Transient, Error: err.Error()}
+		}
+	}
+	return toPorts(channel.PerTarget(rs))
 }
 
 // notAttempted is the result of a delivery that was never handed to the

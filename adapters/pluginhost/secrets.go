@@ -1,18 +1,19 @@
 package pluginhost
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/siteline/outbox/adapters/support/secretref"
 )
 
-// resolveDelivery resolves, into fresh copies and under policy, the
-// references among the targets and among the settings that secret names
-// (those the plugin's schema marks secret). Every other setting is passed
-// on as written, a reference included: a setting such as "from" or
-// "token_url" never reads central's environment or files, and a plugin
-// without a schema (secret nil) gets no setting resolved.
-func resolveDelivery(policy secretref.Policy, secret map[string]bool, settings map[string]string, targets []string) (map[string]string, []string, error) {
+// resolveSettings resolves, into a fresh copy and under policy, the
+// references among the settings that secret names (those the plugin's
+// schema marks secret). Every other setting is passed on as written, a
+// reference included: a setting such as "from" or "token_url" never reads
+// central's environment or files, and a plugin without a schema (secret
+// nil) gets no setting resolved.
+func resolveSettings(policy secretref.Policy, secret map[string]bool, settings map[string]string) (map[string]string, error) {
 	s := make(map[string]string, len(settings))
 	for k, v := range settings {
 		if !secret[k] {
@@ -21,17 +22,35 @@ func resolveDelivery(policy secretref.Policy, secret map[string]bool, settings m
 		}
 		r, err := policy.Resolve(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("setting %s: %w", k, err)
+			return nil, fmt.Errorf("setting %s: %w", k, err)
 		}
 		s[k] = r
 	}
-	t := make([]string, len(targets))
+	return s, nil
+}
+
+// resolveTargets resolves, into a fresh copy and under policy, the targets
+// given as references. A target that cannot be resolved is left out of
+// resolved and has its error in failed, at its index among targets (failed
+// is nil when every target resolved).
+func resolveTargets(policy secretref.Policy, targets []string) (resolved []string, failed []error) {
+	resolved = make([]string, 0, len(targets))
 	for i, v := range targets {
 		r, err := policy.Resolve(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("target %d: %w", i+1, err)
+			if failed == nil {
+				failed = make([]error, len(targets))
+			}
+			failed[i] = fmt.Errorf("target reference: %w", err)
+			continue
 		}
-		t[i] = r
+		resolved = append(resolved, r)
 	}
-	return s, t, nil
+	return resolved, failed
+}
+
+// refused reports whether err is a reference the policy refuses or that
+// cannot be resolved: retrying would not help.
+func refused(err error) bool {
+	return errors.Is(err, secretref.ErrUnresolvable) || errors.Is(err, secretref.ErrNotAllowed)
 }

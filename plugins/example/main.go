@@ -28,38 +28,47 @@ func (jsonPost) Describe(context.Context) (channel.Description, error) {
 	return channel.Description{Name: "jsonpost", Version: "0.1.0"}, nil
 }
 
+// Deliver posts to each target on its own and answers for each: central
+// then retries only the targets that failed, so that a receiver that got the
+// notification never gets it again because another one was down.
 func (j jsonPost) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	if len(req.Targets) == 0 {
 		return channel.Fail(errors.New("the list has no target URL"))
 	}
 	n := req.Notification
 	body, _ := json.Marshal(map[string]string{"id": n.ID, "subject": n.Subject, "body": n.Body})
-	var sent []string
-	for _, target := range req.Targets {
-		u, err := url.Parse(target)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			return channel.Fail(errors.New("a target is not an http(s) URL"))
-		}
-		hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-		hreq.Header.Set("Content-Type", "application/json")
-		resp, err := j.client.Do(hreq)
-		var denied *channel.DeniedError
-		switch {
-		case errors.As(err, &denied): // the policy refuses this address: a retry would too
-			return channel.Fail(fmt.Errorf("post to %s: %w", u.Host, denied))
-		case err != nil: // never show the URL: it may hold a token
-			return channel.Retry(fmt.Errorf("post to %s: %w", u.Host, errors.Unwrap(err)))
-		}
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode >= 500 || resp.StatusCode == 429:
-			return channel.Retry(fmt.Errorf("%s answered %s", u.Host, resp.Status))
-		case resp.StatusCode >= 300:
-			return channel.Fail(fmt.Errorf("%s answered %s", u.Host, resp.Status))
-		}
-		sent = append(sent, u.Scheme+"://"+u.Host)
+	rs := make([]channel.TargetResult, len(req.Targets))
+	for i, target := range req.Targets {
+		rs[i] = j.post(ctx, target, body)
 	}
-	return channel.Delivered(sent...)
+	return channel.PerTarget(rs)
+}
+
+// post sends body to one target URL and classifies the answer. Its error
+// texts name the host at most, never the URL: it may hold a token.
+func (j jsonPost) post(ctx context.Context, target string, body []byte) channel.TargetResult {
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return channel.TargetResult{Outcome: channel.Permanent, Error: "not an http(s) URL"}
+	}
+	hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := j.client.Do(hreq)
+	var denied *channel.DeniedError
+	switch {
+	case errors.As(err, &denied): // the policy refuses this address: a retry would too
+		return channel.TargetResult{Outcome: channel.Permanent, Error: fmt.Sprintf("post to %s: %v", u.Host, denied)}
+	case err != nil:
+		return channel.TargetResult{Outcome: channel.Transient, Error: fmt.Sprintf("post to %s: %v", u.Host, errors.Unwrap(err))}
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 500 || resp.StatusCode == 429:
+		return channel.TargetResult{Outcome: channel.Transient, Error: fmt.Sprintf("%s answered %s", u.Host, resp.Status)}
+	case resp.StatusCode >= 300:
+		return channel.TargetResult{Outcome: channel.Permanent, Error: fmt.Sprintf("%s answered %s", u.Host, resp.Status)}
+	}
+	return channel.TargetResult{Outcome: channel.Success}
 }
 
 func main() { channel.Serve(newJSONPost()) }

@@ -78,6 +78,12 @@ func cases(t *testing.T) []plugintest.Case {
 		{Name: "ServerHangs", Request: req(hang.URL + "/hook?token=s3cr3t"), Want: channel.Transient,
 			Timeout: 300 * time.Millisecond},
 		{Name: "NotAURL", Request: req("mailto:ops@example.com"), Want: channel.Permanent},
+		// Two receivers, one of them busy: the other gets the notification,
+		// and the answer says so target by target.
+		{Name: "OneOfTwoBusy", Request: req(ok.URL+"/hook", status(http.StatusServiceUnavailable)), Want: channel.Transient,
+			WantTargets: []channel.Outcome{channel.Success, channel.Transient}, Check: rcv.check},
+		{Name: "OneOfTwoNotFound", Request: req(status(http.StatusNotFound), ok.URL+"/hook"), Want: channel.Permanent,
+			WantTargets: []channel.Outcome{channel.Permanent, channel.Success}, Check: rcv.check},
 	}
 }
 

@@ -34,7 +34,10 @@ type Channel interface {
 	// empty target list). It never panics on bad input. ctx carries the
 	// attempt's deadline; when it ends, Deliver returns promptly with a
 	// Transient result. The Error of a result never holds a secret setting
-	// or a target's address.
+	// or a target's address. When its targets succeed or fail on their own,
+	// it answers for each (PerTarget), so that central retries only the
+	// targets that failed; otherwise its one outcome applies to every
+	// target.
 	Deliver(ctx context.Context, req Request) Result
 }
 
@@ -138,7 +141,11 @@ type Result struct {
 	// failed one is retried or parked on its own. Left empty, Outcome,
 	// Error and RetryAfter apply to every target. Build such a result with
 	// PerTarget, which also sets Outcome, Error and RetryAfter for a
-	// central that reads only those.
+	// central that reads only those. Central takes a result whose Targets
+	// holds another count than Request.Targets as a Transient failure of
+	// the whole delivery, and derives the overall fields of one whose count
+	// matches from its Targets, as PerTarget does. Each target's Error and
+	// RetryAfter are bounded as the result's own are.
 	Targets []TargetResult
 }
 
@@ -150,6 +157,71 @@ type TargetResult struct {
 	// RetryAfter, when positive on a Transient result, is the earliest the
 	// next attempt to it may run.
 	RetryAfter time.Duration
+}
+
+// PerTarget is the result of a delivery answered target by target: rs[i] is
+// the answer for Request.Targets[i], and rs must hold one per target (central
+// takes a result with another count as a Transient failure of the whole
+// delivery). It also sets the result's overall fields, which a central of an
+// earlier release reads instead of Targets, from rs:
+//   - Outcome is Transient if any target is Transient, else Permanent if any
+//     is Permanent, else Success;
+//   - Error counts the failed targets and gives the first failure's error
+//     ("2 of 5 targets failed: 550 no such user"), or that error alone when
+//     every target failed alike; it never names a target, so that it holds
+//     no address as long as each target's Error holds none;
+//   - RetryAfter is the largest RetryAfter of a Transient target.
+//
+// With no answer at all (a request without targets) it is a Permanent
+// result: there was no target to deliver to.
+//
+// A channel answers per target when its targets succeed or fail on their own
+// (each e-mail recipient the server accepts or refuses, each webhook URL):
+// central then records each target's fate, and the next attempt goes only to
+// the targets not yet delivered. A channel whose targets share one fate (one
+// message to all of them, refused whole) answers one outcome, which applies
+// to every target.
+func PerTarget(rs []TargetResult) Result {
+	if len(rs) == 0 {
+		return Fail(errors.New("no target to deliver to"))
+	}
+	res := Result{Outcome: Success, Targets: rs}
+	var failed []string
+	for _, r := range rs {
+		switch r.Outcome {
+		case Success:
+			continue
+		case Permanent:
+			if res.Outcome == Success {
+				res.Outcome = Permanent
+			}
+		default:
+			res.Outcome = Transient
+			res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
+		}
+		e := r.Error
+		if e == "" {
+			e = r.Outcome.String() + " failure"
+		}
+		failed = append(failed, e)
+	}
+	res.Error = failureSummary(failed, len(rs))
+	return res
+}
+
+// failureSummary is the overall error of a delivery to n targets whose
+// failed ones gave errs: empty when none failed, the one error when every
+// target failed alike, else how many failed and the first error. Targets
+// are counted, never named.
+func failureSummary(errs []string, n int) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	alike := !slices.ContainsFunc(errs[1:], func(e string) bool { return e != errs[0] })
+	if alike && len(errs) == n {
+		return errs[0]
+	}
+	return fmt.Sprintf("%d of %d targets failed: %s", len(errs), n, errs[0])
 }
 
 // Delivered is a Success result; targets, if given, fill ResolvedTargets,

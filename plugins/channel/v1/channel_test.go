@@ -219,7 +219,7 @@ func TestConvertRoundTrip(t *testing.T) {
 		t.Fatalf("request round trip: %+v", got)
 	}
 	res := Result{Outcome: Permanent, ResolvedTargets: []string{"x"}, Error: "e", RetryAfter: 1500 * time.Millisecond}
-	if r := resultFromPB(resultToPB(res)); r.Outcome != Permanent || r.ResolvedTargets[0] != "x" || r.Error != "e" || r.RetryAfter != res.RetryAfter {
+	if r := resultFromPB(resultToPB(res), 2); r.Outcome != Permanent || r.ResolvedTargets[0] != "x" || r.Error != "e" || r.RetryAfter != res.RetryAfter {
 		t.Fatalf("result round trip: %+v", r)
 	}
 	desc := Description{Name: "n", Version: "v", Settings: []Setting{{Name: "s", Description: "d", Required: true, Secret: true, Default: "x", Allowed: []string{"x"}}}}

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -47,15 +48,51 @@ func requestFromPB(d *pb.Delivery) Request {
 }
 
 func resultToPB(r Result) *pb.Result {
-	o := pb.Outcome_OUTCOME_TRANSIENT
-	switch r.Outcome {
-	case Success:
-		o = pb.Outcome_OUTCOME_SUCCESS
-	case Permanent:
-		o = pb.Outcome_OUTCOME_PERMANENT
-	}
-	return &pb.Result{Outcome: o, ResolvedTargets: r.ResolvedTargets, Error: r.Error,
+	out := &pb.Result{Outcome: outcomeToPB(r.Outcome), ResolvedTargets: r.ResolvedTargets, Error: r.Error,
 		RetryAfterMicros: r.RetryAfter.Microseconds()}
+	if len(r.Targets) > 0 {
+		out.Targets = make([]*pb.TargetResult, len(r.Targets))
+		for i, t := range r.Targets {
+			out.Targets[i] = &pb.TargetResult{Outcome: outcomeToPB(t.Outcome), Error: t.Error,
+				RetryAfterMicros: t.RetryAfter.Microseconds()}
+		}
+	}
+	return out
+}
+
+// outcomeToPB is o on the wire; an outcome the contract does not know is
+// Transient, as it would be read back.
+func outcomeToPB(o Outcome) pb.Outcome {
+	switch o {
+	case Success:
+		return pb.Outcome_OUTCOME_SUCCESS
+	case Permanent:
+		return pb.Outcome_OUTCOME_PERMANENT
+	}
+	return pb.Outcome_OUTCOME_TRANSIENT
+}
+
+// outcomeFromPB is o as central takes it: one it does not know is
+// Transient.
+func outcomeFromPB(o pb.Outcome) Outcome {
+	switch o {
+	case pb.Outcome_OUTCOME_SUCCESS:
+		return Success
+	case pb.Outcome_OUTCOME_PERMANENT:
+		return Permanent
+	}
+	return Transient
+}
+
+// retryAfterFromPB is a wait of us microseconds within [0, MaxRetryAfter].
+func retryAfterFromPB(us int64) time.Duration {
+	switch {
+	case us <= 0:
+		return 0
+	case us >= MaxRetryAfter.Microseconds():
+		return MaxRetryAfter
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // MaxErrorBytes bounds the error text of a result central takes from a
@@ -66,28 +103,36 @@ const MaxErrorBytes = 4096
 // plugin: a longer wait is cut to it, a negative one is none.
 const MaxRetryAfter = 24 * time.Hour
 
-// resultFromPB is the result a plugin sent, as central takes it: an outcome
-// it does not know is Transient, RetryAfter is within [0, MaxRetryAfter],
-// and the error text is valid UTF-8 without NUL bytes and at most
-// MaxErrorBytes long, so that no plugin's answer can keep central from
-// recording it.
-func resultFromPB(r *pb.Result) Result {
-	o := Transient
-	switch r.GetOutcome() {
-	case pb.Outcome_OUTCOME_SUCCESS:
-		o = Success
-	case pb.Outcome_OUTCOME_PERMANENT:
-		o = Permanent
+// resultFromPB is the result a plugin sent for a delivery to targets
+// targets, as central takes it: an outcome it does not know is Transient,
+// RetryAfter is within [0, MaxRetryAfter], and the error text is valid UTF-8
+// without NUL bytes and at most MaxErrorBytes long, so that no plugin's
+// answer can keep central from recording it. Per-target answers are bounded
+// alike, each of them. Their count must be 0 or targets: any other count is
+// a Transient failure of the whole delivery, naming both counts. With one
+// answer per target, the overall Outcome, Error and RetryAfter are derived
+// from them (see PerTarget), whatever the plugin set, so that the result
+// never says two things.
+func resultFromPB(r *pb.Result, targets int) Result {
+	res := Result{Outcome: outcomeFromPB(r.GetOutcome()), ResolvedTargets: r.GetResolvedTargets(),
+		Error: cleanText(r.GetError(), MaxErrorBytes), RetryAfter: retryAfterFromPB(r.GetRetryAfterMicros())}
+	wire := r.GetTargets()
+	switch {
+	case len(wire) == 0:
+		return res
+	case len(wire) != targets:
+		return Result{Outcome: Transient, ResolvedTargets: res.ResolvedTargets,
+			Error: fmt.Sprintf("channel plugin answered for %d targets, but the delivery had %d", len(wire), targets)}
 	}
-	retry := time.Duration(0)
-	if us := r.GetRetryAfterMicros(); us > 0 {
-		retry = MaxRetryAfter
-		if us < MaxRetryAfter.Microseconds() {
-			retry = time.Duration(us) * time.Microsecond
-		}
+	ts := make([]TargetResult, len(wire))
+	for i, t := range wire {
+		ts[i] = TargetResult{Outcome: outcomeFromPB(t.GetOutcome()), Error: cleanText(t.GetError(), MaxErrorBytes),
+			RetryAfter: retryAfterFromPB(t.GetRetryAfterMicros())}
 	}
-	return Result{Outcome: o, ResolvedTargets: r.GetResolvedTargets(), Error: cleanText(r.GetError(), MaxErrorBytes),
-		RetryAfter: retry}
+	per := PerTarget(ts)
+	per.ResolvedTargets = res.ResolvedTargets
+	per.Error = cleanText(per.Error, MaxErrorBytes)
+	return per
 }
 
 // cleanText returns s as valid UTF-8 without NUL bytes, cut to at most limit

@@ -87,6 +87,7 @@ var (
 type call struct {
 	wire     *pb.Delivery
 	size     int
+	targets  int       // how many targets the delivery has
 	deadline time.Time // zero: none
 	taken    bool      // a sender took it: it may reach the plugin
 	refused  bool      // the plugin refused its call whole: it never started
@@ -152,7 +153,7 @@ func (c *Client) Send(ctx context.Context, req Request) (res Result, sent bool) 
 		return Retry(fmt.Errorf("delivery not started: %w", err)), false
 	}
 	wire := requestToPB(req, 0)
-	cl := &call{wire: wire, size: proto.Size(wire), done: make(chan struct{})}
+	cl := &call{wire: wire, size: proto.Size(wire), targets: len(req.Targets), done: make(chan struct{})}
 	cl.deadline, _ = ctx.Deadline()
 	c.mu.Lock()
 	if c.closed {
@@ -276,7 +277,7 @@ func (c *Client) receive(stream pb.Channel_DeliverClient, batch []*call) {
 			} else {
 				answered[i] = true
 				left--
-				batch[i].res = resultFromPB(r.GetResult())
+				batch[i].res = resultFromPB(r.GetResult(), batch[i].targets)
 				close(batch[i].done)
 				continue
 			}

@@ -4,6 +4,15 @@
 // real plugin subprocess started the way central starts it, with mutual TLS.
 // A channel that passes the kit behaves the same in all three.
 //
+// Every answer is checked: its outcome against the case's, an error text on
+// every failure, none holding a target or a secret setting. A channel may
+// answer one outcome for the whole delivery or one per target
+// (channel.PerTarget); per-target answers must be one per target, agree
+// with the result's outcome, and match the case's WantTargets when it has
+// them. A wrong count is caught in every mode: in-process by the kit, over
+// gRPC and as a subprocess because central takes such an answer as a
+// Transient failure of the whole delivery.
+//
 // A test gives the kit a Target: how to build the channel, how to start it as
 // a process, and delivery cases against servers the test runs. The usual
 // shape, in the channel's own package:
@@ -68,8 +77,14 @@ type Case struct {
 	// Request is what is delivered. The kit gives each delivery a fresh
 	// notification id.
 	Request channel.Request
-	// Want is the expected outcome.
+	// Want is the expected outcome: the one outcome of a channel that
+	// answers one for the whole delivery, or, of one that answers per
+	// target, what channel.PerTarget makes of its answers.
 	Want channel.Outcome
+	// WantTargets, when set, is the expected answer for each target of
+	// Request.Targets, in order: the result must answer per target, one
+	// per target. Left nil, a result may answer either way.
+	WantTargets []channel.Outcome
 	// Timeout bounds the delivery (default 10 s). A case testing a server
 	// that hangs sets a short one.
 	Timeout time.Duration
@@ -244,7 +259,7 @@ func exercise(t *testing.T, target Target, ch channel.Channel) {
 	})
 	t.Run("EmptyTargetsArePermanent", func(t *testing.T) {
 		c := base
-		c.Request.Targets, c.Want, c.Check = nil, channel.Permanent, nil
+		c.Request.Targets, c.Want, c.WantTargets, c.Check = nil, channel.Permanent, nil, nil
 		deliverCase(t, ch, desc, c)
 	})
 	t.Run("MissingRequiredSettingIsPermanent", func(t *testing.T) {
@@ -256,7 +271,7 @@ func exercise(t *testing.T, target Target, ch channel.Channel) {
 				c := base
 				c.Request.Settings = maps.Clone(base.Request.Settings)
 				delete(c.Request.Settings, s.Name)
-				c.Want, c.Check = channel.Permanent, nil
+				c.Want, c.WantTargets, c.Check = channel.Permanent, nil, nil
 				deliverCase(t, ch, desc, c)
 			})
 		}
@@ -321,17 +336,64 @@ func deliverCase(t *testing.T, ch channel.Channel, desc channel.Description, c C
 	defer cancel()
 	req := withID(c.Request)
 	res := deliver(t, ctx, ch, req)
+	if checkResult(t, c, req, res, desc) && c.Check != nil {
+		c.Check(t, req, res)
+	}
+}
+
+// reporter is what checkResult reports to: a *testing.T, or a recorder in
+// the kit's own tests.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// checkResult checks res, the answer to req of case c, and reports whether
+// it answered as wanted (its outcome, and its per-target answers, are as c
+// wants), so that c.Check may run:
+//   - the outcome is c.Want, and a failure has an error text;
+//   - per-target answers, if any, are one per target, agree with the
+//     result's outcome (the one a central of an earlier release reads),
+//     are each as c.WantTargets says, and each failure has an error text;
+//   - no error text holds a target or a secret setting.
+func checkResult(t reporter, c Case, req channel.Request, res channel.Result, desc channel.Description) bool {
+	t.Helper()
+	if n := len(res.Targets); n > 0 && n != len(req.Targets) {
+		t.Errorf("%s: %d per-target answers for %d targets: answer one per target (or one outcome for all)",
+			c.Name, n, len(req.Targets))
+		return false
+	}
 	if res.Outcome != c.Want {
 		t.Errorf("%s: outcome %s (error %q), want %s", c.Name, res.Outcome, res.Error, c.Want)
-		return
+		return false
+	}
+	if c.WantTargets != nil {
+		got := make([]channel.Outcome, len(res.Targets))
+		for i, r := range res.Targets {
+			got[i] = r.Outcome
+		}
+		if !slices.Equal(got, c.WantTargets) {
+			t.Errorf("%s: per-target outcomes %v, want %v", c.Name, got, c.WantTargets)
+			return false
+		}
+	}
+	if len(res.Targets) > 0 {
+		if o := channel.PerTarget(res.Targets).Outcome; o != res.Outcome {
+			t.Errorf("%s: outcome %s, but its per-target answers make %s: build the result with channel.PerTarget",
+				c.Name, res.Outcome, o)
+		}
 	}
 	if res.Outcome != channel.Success && strings.TrimSpace(res.Error) == "" {
 		t.Errorf("%s: %s without an error text", c.Name, res.Outcome)
 	}
-	leaks(t, c.Name, res, req, desc)
-	if c.Check != nil {
-		c.Check(t, req, res)
+	leaks(t, c.Name, res.Error, req, desc)
+	for i, r := range res.Targets {
+		if r.Outcome != channel.Success && strings.TrimSpace(r.Error) == "" {
+			t.Errorf("%s: target %d: %s without an error text", c.Name, i+1, r.Outcome)
+		}
+		leaks(t, fmt.Sprintf("%s: target %d", c.Name, i+1), r.Error, req, desc)
 	}
+	return true
 }
 
 // deliver calls Deliver and fails the test if it does not return within a
@@ -355,15 +417,16 @@ func deliver(t *testing.T, ctx context.Context, ch channel.Channel, req channel.
 	}
 }
 
-// leaks reports a secret setting or a target address in the error text.
-func leaks(t *testing.T, name string, res channel.Result, req channel.Request, desc channel.Description) {
+// leaks reports a secret setting or a target address in the error text
+// text.
+func leaks(t reporter, name, text string, req channel.Request, desc channel.Description) {
 	t.Helper()
-	if res.Error == "" {
+	if text == "" {
 		return
 	}
 	for _, target := range req.Targets {
-		if target != "" && strings.Contains(res.Error, target) {
-			t.Errorf("%s: the error text holds a target: %q", name, res.Error)
+		if target != "" && strings.Contains(text, target) {
+			t.Errorf("%s: the error text holds a target: %q", name, text)
 		}
 		// A URL's query values and password are tokens, shown or not
 		// with the rest of the URL.
@@ -379,13 +442,13 @@ func leaks(t *testing.T, name string, res channel.Result, req channel.Request, d
 			secrets = append(secrets, vs...)
 		}
 		for _, v := range secrets {
-			if len(v) >= 4 && strings.Contains(res.Error, v) {
-				t.Errorf("%s: the error text holds a token of a target URL: %q", name, res.Error)
+			if len(v) >= 4 && strings.Contains(text, v) {
+				t.Errorf("%s: the error text holds a token of a target URL: %q", name, text)
 			}
 		}
 	}
 	for _, s := range desc.Settings {
-		if v := req.Settings[s.Name]; s.Secret && len(v) >= 4 && strings.Contains(res.Error, v) {
+		if v := req.Settings[s.Name]; s.Secret && len(v) >= 4 && strings.Contains(text, v) {
 			t.Errorf("%s: the error text holds the value of secret setting %q", name, s.Name)
 		}
 	}

@@ -538,14 +538,23 @@ func (x *DeliverResult) GetResult() *Result {
 	return nil
 }
 
+// Result is the answer to one delivery. outcome, error and
+// retry_after_micros answer for the whole delivery; targets, when not
+// empty, answers target by target. A plugin built before targets existed
+// never sets it, and its one outcome applies to every target; a central
+// built before then ignores targets and reads outcome, which a plugin
+// answering per target sets to its targets' outcome as one.
 type Result struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Outcome          Outcome                `protobuf:"varint,1,opt,name=outcome,proto3,enum=outbox.channel.v1.Outcome" json:"outcome,omitempty"`
 	ResolvedTargets  []string               `protobuf:"bytes,2,rep,name=resolved_targets,json=resolvedTargets,proto3" json:"resolved_targets,omitempty"`
 	Error            string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	RetryAfterMicros int64                  `protobuf:"varint,4,opt,name=retry_after_micros,json=retryAfterMicros,proto3" json:"retry_after_micros,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// targets is empty, or holds one answer per target of the delivery, in
+	// the order of Delivery.targets.
+	Targets       []*TargetResult `protobuf:"bytes,5,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
@@ -606,6 +615,74 @@ func (x *Result) GetRetryAfterMicros() int64 {
 	return 0
 }
 
+func (x *Result) GetTargets() []*TargetResult {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+// TargetResult is the answer for one target of a delivery.
+type TargetResult struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Outcome          Outcome                `protobuf:"varint,1,opt,name=outcome,proto3,enum=outbox.channel.v1.Outcome" json:"outcome,omitempty"`
+	Error            string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	RetryAfterMicros int64                  `protobuf:"varint,3,opt,name=retry_after_micros,json=retryAfterMicros,proto3" json:"retry_after_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TargetResult) Reset() {
+	*x = TargetResult{}
+	mi := &file_channel_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetResult) ProtoMessage() {}
+
+func (x *TargetResult) ProtoReflect() protoreflect.Message {
+	mi := &file_channel_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetResult.ProtoReflect.Descriptor instead.
+func (*TargetResult) Descriptor() ([]byte, []int) {
+	return file_channel_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TargetResult) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_TRANSIENT
+}
+
+func (x *TargetResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *TargetResult) GetRetryAfterMicros() int64 {
+	if x != nil {
+		return x.RetryAfterMicros
+	}
+	return 0
+}
+
 var File_channel_proto protoreflect.FileDescriptor
 
 const file_channel_proto_rawDesc = "" +
@@ -649,12 +726,17 @@ const file_channel_proto_rawDesc = "" +
 	"\aattempt\x18\t \x01(\x03R\aattempt\"X\n" +
 	"\rDeliverResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x121\n" +
-	"\x06result\x18\x02 \x01(\v2\x19.outbox.channel.v1.ResultR\x06result\"\xad\x01\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.outbox.channel.v1.ResultR\x06result\"\xe8\x01\n" +
 	"\x06Result\x124\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x1a.outbox.channel.v1.OutcomeR\aoutcome\x12)\n" +
 	"\x10resolved_targets\x18\x02 \x03(\tR\x0fresolvedTargets\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12,\n" +
-	"\x12retry_after_micros\x18\x04 \x01(\x03R\x10retryAfterMicros*L\n" +
+	"\x12retry_after_micros\x18\x04 \x01(\x03R\x10retryAfterMicros\x129\n" +
+	"\atargets\x18\x05 \x03(\v2\x1f.outbox.channel.v1.TargetResultR\atargets\"\x88\x01\n" +
+	"\fTargetResult\x124\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1a.outbox.channel.v1.OutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12,\n" +
+	"\x12retry_after_micros\x18\x03 \x01(\x03R\x10retryAfterMicros*L\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x11OUTCOME_TRANSIENT\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -676,7 +758,7 @@ func file_channel_proto_rawDescGZIP() []byte {
 }
 
 var file_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_channel_proto_goTypes = []any{
 	(Outcome)(0),             // 0: outbox.channel.v1.Outcome
 	(*DescribeRequest)(nil),  // 1: outbox.channel.v1.DescribeRequest
@@ -687,24 +769,27 @@ var file_channel_proto_goTypes = []any{
 	(*Notification)(nil),     // 6: outbox.channel.v1.Notification
 	(*DeliverResult)(nil),    // 7: outbox.channel.v1.DeliverResult
 	(*Result)(nil),           // 8: outbox.channel.v1.Result
-	nil,                      // 9: outbox.channel.v1.Delivery.SettingsEntry
+	(*TargetResult)(nil),     // 9: outbox.channel.v1.TargetResult
+	nil,                      // 10: outbox.channel.v1.Delivery.SettingsEntry
 }
 var file_channel_proto_depIdxs = []int32{
-	3, // 0: outbox.channel.v1.DescribeResponse.settings:type_name -> outbox.channel.v1.Setting
-	5, // 1: outbox.channel.v1.DeliverRequest.deliveries:type_name -> outbox.channel.v1.Delivery
-	6, // 2: outbox.channel.v1.Delivery.notification:type_name -> outbox.channel.v1.Notification
-	9, // 3: outbox.channel.v1.Delivery.settings:type_name -> outbox.channel.v1.Delivery.SettingsEntry
-	8, // 4: outbox.channel.v1.DeliverResult.result:type_name -> outbox.channel.v1.Result
-	0, // 5: outbox.channel.v1.Result.outcome:type_name -> outbox.channel.v1.Outcome
-	1, // 6: outbox.channel.v1.Channel.Describe:input_type -> outbox.channel.v1.DescribeRequest
-	4, // 7: outbox.channel.v1.Channel.Deliver:input_type -> outbox.channel.v1.DeliverRequest
-	2, // 8: outbox.channel.v1.Channel.Describe:output_type -> outbox.channel.v1.DescribeResponse
-	7, // 9: outbox.channel.v1.Channel.Deliver:output_type -> outbox.channel.v1.DeliverResult
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	3,  // 0: outbox.channel.v1.DescribeResponse.settings:type_name -> outbox.channel.v1.Setting
+	5,  // 1: outbox.channel.v1.DeliverRequest.deliveries:type_name -> outbox.channel.v1.Delivery
+	6,  // 2: outbox.channel.v1.Delivery.notification:type_name -> outbox.channel.v1.Notification
+	10, // 3: outbox.channel.v1.Delivery.settings:type_name -> outbox.channel.v1.Delivery.SettingsEntry
+	8,  // 4: outbox.channel.v1.DeliverResult.result:type_name -> outbox.channel.v1.Result
+	0,  // 5: outbox.channel.v1.Result.outcome:type_name -> outbox.channel.v1.Outcome
+	9,  // 6: outbox.channel.v1.Result.targets:type_name -> outbox.channel.v1.TargetResult
+	0,  // 7: outbox.channel.v1.TargetResult.outcome:type_name -> outbox.channel.v1.Outcome
+	1,  // 8: outbox.channel.v1.Channel.Describe:input_type -> outbox.channel.v1.DescribeRequest
+	4,  // 9: outbox.channel.v1.Channel.Deliver:input_type -> outbox.channel.v1.DeliverRequest
+	2,  // 10: outbox.channel.v1.Channel.Describe:output_type -> outbox.channel.v1.DescribeResponse
+	7,  // 11: outbox.channel.v1.Channel.Deliver:output_type -> outbox.channel.v1.DeliverResult
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_channel_proto_init() }
@@ -718,7 +803,7 @@ func file_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_channel_proto_rawDesc), len(file_channel_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
