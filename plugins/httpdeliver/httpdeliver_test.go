@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,6 +237,42 @@ func TestDeliverPostsARepeatedTargetOnce(t *testing.T) {
 	}
 	if want := []string{srv.URL + "/a", srv.URL + "/b"}; strings.Join(res.ResolvedTargets, " ") != strings.Join(want, " ") {
 		t.Errorf("resolved %q, want %q", res.ResolvedTargets, want)
+	}
+	// The repeat is answered at its own place in the list.
+	if len(res.Targets) != 3 {
+		t.Fatalf("%d target results, want 3", len(res.Targets))
+	}
+	for i, r := range res.Targets {
+		if r.Outcome != channel.Success {
+			t.Errorf("target %d: %v (%q), want Success", i+1, r.Outcome, r.Error)
+		}
+	}
+}
+
+// TestDeliverAnswersARepeatedFailingTargetAtEachPlace checks that a repeated
+// target that fails is posted once and fails at each of its places.
+func TestDeliverAnswersARepeatedFailingTargetAtEachPlace(t *testing.T) {
+	ok := httpdelivertest.NewServer(t, func(http.ResponseWriter, *http.Request) {})
+	busy := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "9")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	c := httpdeliver.NewClient(nil, "")
+	defer c.Close()
+	res := c.Deliver(t.Context(), []string{busy.URL + "/x", ok.URL, busy.URL + "/x"}, httpdeliver.Message{Body: []byte("{}")})
+	if busy.Requests() != 1 || ok.Requests() != 1 {
+		t.Errorf("requests: busy %d, ok %d; want 1 each", busy.Requests(), ok.Requests())
+	}
+	want := []channel.TargetResult{
+		{Outcome: channel.Transient, Error: "HTTP 503 Service Unavailable", RetryAfter: 9 * time.Second},
+		{Outcome: channel.Success},
+		{Outcome: channel.Transient, Error: "HTTP 503 Service Unavailable", RetryAfter: 9 * time.Second},
+	}
+	if !slices.Equal(res.Targets, want) {
+		t.Errorf("targets %+v, want %+v", res.Targets, want)
+	}
+	if res.Outcome != channel.Transient || res.RetryAfter != 9*time.Second {
+		t.Errorf("%v, RetryAfter %v; want Transient, 9s", res.Outcome, res.RetryAfter)
 	}
 }
 
