@@ -7,7 +7,6 @@ package pertarget
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
@@ -70,37 +69,9 @@ func Result(rs []channel.TargetResult) channel.Result {
 	return res
 }
 
-// All returns the result of n targets that share one answer, r: the
-// per-target form of a failure before any target was tried (a bad setting,
-// a server that cannot be reached).
-func All(n int, r channel.TargetResult) channel.Result {
-	rs := make([]channel.TargetResult, n)
-	for i := range rs {
-		rs[i] = r
-	}
-	return Result(rs)
-}
-
 func text(s string) string {
 	if s == "" {
 		return "unknown error"
 	}
 	return s
-}
-
-// Retry is a Transient TargetResult with err's text.
-func Retry(err error, retryAfter time.Duration) channel.TargetResult {
-	return channel.TargetResult{Outcome: channel.Transient, Error: errText(err), RetryAfter: retryAfter}
-}
-
-// Fail is a Permanent TargetResult with err's text.
-func Fail(err error) channel.TargetResult {
-	return channel.TargetResult{Outcome: channel.Permanent, Error: errText(err)}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "unknown error"
-	}
-	return err.Error()
 }
