@@ -177,7 +177,7 @@ func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Resu
 			envelope[i] = a.String()
 		}
 		refused, txErr = p.send(ctx, cfg.from.Address, envelope, newMessage(cfg, req.Notification))
-		if txErr != nil && p.tokens != nil {
+		if p.tokens != nil {
 			m = m.withSecret(p.tokens.current())
 		}
 	}

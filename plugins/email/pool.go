@@ -113,7 +113,7 @@ func newPool(cfg *config, key poolKey, tokens *tokenSource, policy *channel.Netw
 // turns out to have been closed by the server before it accepted anything
 // (MAIL FROM failed without a reply, or with 421), it is dropped and the
 // message goes over the next idle connection, or a new one.
-func (p *pool) send(ctx context.Context, from string, rcpts []string, msg *mail.Msg) (refused []error, err error) {
+func (p *pool) send(ctx context.Context, from string, rcpts []string, msg *mail.Msg) ([]error, error) {
 	for {
 		cn, err := p.acquire(ctx)
 		if err != nil {
