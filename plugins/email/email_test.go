@@ -398,8 +398,11 @@ func TestDeliverInvalidTargets(t *testing.T) {
 			t.Errorf("error %q shows target %q", res.Error, s)
 		}
 	}
-	if !strings.Contains(res.Error, "target 2: not a valid e-mail address") {
-		t.Errorf("error %q does not say which target", res.Error)
+	if !strings.Contains(res.Error, "1 of 3 targets failed: not a valid e-mail address") {
+		t.Errorf("error %q does not sum the targets up", res.Error)
+	}
+	if len(res.Targets) == 3 && res.Targets[1].Error != "not a valid e-mail address" {
+		t.Errorf("target 2: error %q", res.Targets[1].Error)
 	}
 	msgs := srv.messages()
 	if len(msgs) != 1 {

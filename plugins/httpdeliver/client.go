@@ -152,8 +152,7 @@ type Attempt struct {
 // still are. A target repeated in the list is posted once and answered
 // alike at each place. Outcome, Error and RetryAfter sum the targets up
 // (Transient when any target is, RetryAfter the largest of theirs). A
-// request without targets is Permanent. Error texts name failed targets by
-// their position in the list, never by URL.
+// request without targets is Permanent. No error text holds a URL.
 func (c *Client) Deliver(ctx context.Context, targets []string, msg Message) channel.Result {
 	if len(targets) == 0 {
 		return channel.Fail(ErrNoTargets)

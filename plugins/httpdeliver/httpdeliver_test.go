@@ -276,7 +276,10 @@ func TestDeliverAnswersARepeatedFailingTargetAtEachPlace(t *testing.T) {
 	}
 }
 
-func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
+// TestDeliverSumsUpFailedTargets checks the overall error of a partly failed
+// delivery: how many targets failed and the first failure, never a URL; each
+// target's own error is in its answer.
+func TestDeliverSumsUpFailedTargets(t *testing.T) {
 	ok := httpdelivertest.NewServer(t, func(http.ResponseWriter, *http.Request) {})
 	busy := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -284,8 +287,11 @@ func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
 	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	res := c.Deliver(t.Context(), []string{ok.URL, busy.URL}, httpdeliver.Message{Body: []byte("{}")})
-	if want := "1 of 2 targets failed: target 2: HTTP 503 Service Unavailable"; res.Error != want {
+	if want := "1 of 2 targets failed: HTTP 503 Service Unavailable"; res.Error != want {
 		t.Errorf("error %q, want %q", res.Error, want)
+	}
+	if len(res.Targets) != 2 || res.Targets[1].Error != "HTTP 503 Service Unavailable" {
+		t.Errorf("targets %+v: want the second's error to be its answer", res.Targets)
 	}
 }
 

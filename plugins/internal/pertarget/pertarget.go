@@ -1,77 +1,58 @@
 // Package pertarget builds the per-target answer of the built-in channels:
 // a channel.Result whose Targets answer each target of the request, and
 // whose Outcome, Error and RetryAfter sum them up for a central that reads
-// only those.
+// only those. Result does what channel.PerTarget does; it stands in for it
+// until the contract package provides it.
 package pertarget
 
 import (
+	"errors"
 	"fmt"
-	"strings"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 )
 
-// maxListed bounds the failed targets the summary names one by one.
-const maxListed = 5
-
 // Result returns the result of rs, rs[i] answering the request's target i:
-// Outcome is Transient when any target is Transient, else Permanent when
-// any is Permanent, else Success; RetryAfter is the largest of the
-// Transient targets'; Error names the failed targets by their position in
-// the list (never by address), or is the one text every target failed
-// with. An empty rs is a Permanent result without Targets.
+//   - Outcome is Transient if any target is Transient, else Permanent if any
+//     is Permanent, else Success;
+//   - Error counts the failed targets and gives the first failure's error
+//     ("2 of 5 targets failed: 550 no such user"), or that error alone when
+//     every target failed alike; it never names a target;
+//   - RetryAfter is the largest RetryAfter of a Transient target.
+//
+// An empty rs (a request without targets) is a Permanent result.
 func Result(rs []channel.TargetResult) channel.Result {
 	if len(rs) == 0 {
-		return channel.Result{Outcome: channel.Permanent, Error: "no targets"}
+		return channel.Fail(errors.New("no target to deliver to"))
 	}
 	res := channel.Result{Outcome: channel.Success, Targets: rs}
-	var (
-		failed []int
-		same   = true
-	)
-	for i, r := range rs {
+	var failed []string
+	alike := true
+	for _, r := range rs {
 		switch r.Outcome {
 		case channel.Success:
 			continue
-		case channel.Transient:
-			res.Outcome = channel.Transient
-			res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
-		default:
+		case channel.Permanent:
 			if res.Outcome == channel.Success {
 				res.Outcome = channel.Permanent
 			}
+		default:
+			res.Outcome = channel.Transient
+			res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
 		}
-		if len(failed) > 0 && rs[failed[0]].Error != r.Error {
-			same = false
+		e := r.Error
+		if e == "" {
+			e = r.Outcome.String() + " failure"
 		}
-		failed = append(failed, i)
+		alike = alike && (len(failed) == 0 || e == failed[0])
+		failed = append(failed, e)
 	}
 	switch {
 	case len(failed) == 0:
-		return res
-	case len(rs) == 1 || (same && len(failed) == len(rs)):
-		res.Error = text(rs[failed[0]].Error)
-		return res
+	case alike && len(failed) == len(rs):
+		res.Error = failed[0]
+	default:
+		res.Error = fmt.Sprintf("%d of %d targets failed: %s", len(failed), len(rs), failed[0])
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d targets failed: ", len(failed), len(rs))
-	for n, i := range failed {
-		if n == maxListed {
-			fmt.Fprintf(&b, "; and %d more", len(failed)-maxListed)
-			break
-		}
-		if n > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "target %d: %s", i+1, text(rs[i].Error))
-	}
-	res.Error = b.String()
 	return res
-}
-
-func text(s string) string {
-	if s == "" {
-		return "unknown error"
-	}
-	return s
 }
