@@ -32,7 +32,6 @@ const (
 // smtpConn is one connection to an SMTP server, greeted, secured and
 // authenticated, ready for MAIL FROM.
 type smtpConn struct {
-	mc       *mail.Client // its settings; one per connection, so none is shared
 	sc       *gmsmtp.Client
 	dc       *deadlineConn
 	lastUsed time.Time
@@ -140,11 +139,13 @@ func (p *pool) send(ctx context.Context, from string, rcpts []string, msg *mail.
 // It does what go-mail's Client.SendWithSMTPClient does, less its abort on
 // the first refused recipient: sc adds BODY=8BITMIME and SMTPUTF8 to MAIL
 // FROM when the server offers them; DSN is not requested; the message is
-// quoted-printable, so it needs no 8BITMIME; no NOOP before and no RSET
-// after a transaction, which a new MAIL FROM ends (see dial).
+// quoted-printable, so it needs no 8BITMIME. No NOOP before and no RSET
+// after a delivered message: the connection is known good (it just sent a
+// message), a new MAIL FROM starts a new transaction, and a connection the
+// server closed meanwhile is replaced (send).
 func transact(sc *gmsmtp.Client, from string, rcpts []string, msg *mail.Msg) (refused []error, stale bool, err error) {
 	if !sc.HasConnection() {
-		return nil, true, errors.New("sending the message: the connection is closed")
+		return nil, true, errors.New("the pooled connection is closed")
 	}
 	if err := sc.Mail(from); err != nil {
 		var te *textproto.Error
@@ -295,11 +296,6 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 		mail.WithPort(p.cfg.port),
 		mail.WithTimeout(p.cfg.connectTimeout),
 		mail.WithDialContextFunc(dial),
-		// The connection is known good (it just sent a message) and a new
-		// MAIL FROM starts a new transaction: no NOOP before, no RSET after
-		// each message. A connection the server closed is retried (send).
-		mail.WithoutNoop(),
-		mail.WithoutRset(),
 	}
 	switch p.cfg.tls {
 	case tlsNone:
@@ -342,7 +338,7 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 		}
 		return nil, fmt.Errorf("connecting to the SMTP server: %w", err)
 	}
-	cn.mc, cn.sc = mc, sc
+	cn.sc = sc
 	p.logger.LogAttrs(ctx, slog.LevelDebug, "email: SMTP connection opened",
 		slog.String("host", p.cfg.host), slog.Int("port", p.cfg.port), slog.String("tls", p.cfg.tls))
 	return cn, nil
