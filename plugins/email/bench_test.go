@@ -12,23 +12,38 @@ import (
 )
 
 // BenchmarkEmail measures deliveries per second from parallel senders, in
-// process, to a real SMTP server on loopback. Each message has two targets.
+// process, to a real SMTP server on loopback. Each message has two targets,
+// except in the cases named targets=N, which have N (one RCPT TO each). The
+// file builds on earlier versions of the package too, so that old and new
+// builds can be compared case by case.
 //
 //	go test -run '^$' -bench BenchmarkEmail ./plugins/email/
 func BenchmarkEmail(b *testing.B) {
 	for _, c := range []struct {
 		tls      string
 		poolSize int
+		targets  int // 0: the two of the first cases
 	}{
-		{tlsNone, defaultPoolSize},
-		{tlsNone, 8},
-		{tlsStartTLS, 8},
+		{tlsNone, defaultPoolSize, 0},
+		{tlsNone, 8, 0},
+		{tlsStartTLS, 8, 0},
+		{tlsNone, 8, 1},
+		{tlsNone, 8, 10},
 	} {
-		b.Run("tls="+c.tls+"/pool="+strconv.Itoa(c.poolSize), func(b *testing.B) {
+		name := "tls=" + c.tls + "/pool=" + strconv.Itoa(c.poolSize)
+		targets := []string{"alice@example.com", "bob@example.net"}
+		if c.targets > 0 {
+			name += "/targets=" + strconv.Itoa(c.targets)
+			targets = make([]string, c.targets)
+			for i := range targets {
+				targets[i] = "user" + strconv.Itoa(i) + "@example.com"
+			}
+		}
+		b.Run(name, func(b *testing.B) {
 			srv := newTestServer(b, serverConfig{tls: c.tls, discard: true})
 			ch := newChannel(b, nil)
 			settings := srv.settings(b, "pool_size", strconv.Itoa(c.poolSize))
-			req := testRequest(settings, "alice@example.com", "bob@example.net")
+			req := testRequest(settings, targets...)
 			// Warm the pool so that the figure is about sending, not dialing.
 			for range c.poolSize {
 				if res := deliver(b, ch, req); res.Outcome != channel.Success {

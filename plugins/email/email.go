@@ -7,6 +7,19 @@
 // Message-ID is derived from the notification id, so it is the same on every
 // attempt.
 //
+// Each target is answered on its own (Result.Targets). One transaction
+// carries the message: MAIL FROM, one RCPT TO per distinct address, then
+// DATA once, to the recipients the server accepted (none accepted: no DATA).
+// A recipient the server refuses does not hold back the others: its target
+// is Permanent on a 5xx reply and Transient on a 4xx one, with the reply in
+// its error. The targets the server accepted are Success once DATA is
+// accepted; a failure of the connection, of MAIL FROM or of DATA is the
+// outcome of every target not refused (5xx Permanent; 4xx, a network error
+// or a timeout Transient). A target that is not an e-mail address is
+// Permanent, and the others are still sent. Central then retries only the
+// targets that failed, so no recipient gets the message twice because
+// another was refused.
+//
 // Connections are pooled per set of connection settings and reused from
 // message to message. A change of the settings starts a new pool and closes
 // the old one's connections.
@@ -31,6 +44,7 @@ import (
 	"github.com/wneessen/go-mail"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/internal/pertarget"
 )
 
 // Name is the notification type the channel delivers.
@@ -123,60 +137,110 @@ func (c *Channel) Close() error {
 	return nil
 }
 
-// Deliver sends the notification to its targets as one message. See the
-// package documentation and Describe for the settings.
+// Deliver sends the notification to its targets as one message and answers
+// for each target (Result.Targets[i] answers req.Targets[i]). See the
+// package documentation for the outcomes, and Describe for the settings.
 func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Result {
+	id := req.Notification.ID
 	cfg, err := parseSettings(req.Settings)
 	if err != nil {
-		return c.failure(ctx, req.Notification.ID, &masker{}, permanent(err))
+		return c.failure(ctx, id, &masker{}, permanent(err))
+	}
+	if len(req.Targets) == 0 {
+		return c.failure(ctx, id, &masker{}, errNoTargets)
 	}
 	m := &masker{secrets: cfg.secrets()}
 	for _, t := range req.Targets {
 		m.addresses = append(m.addresses, strings.TrimSpace(t))
 	}
-	rcpts, err := parseTargets(req.Targets)
-	if err != nil {
-		return c.failure(ctx, req.Notification.ID, m, err)
-	}
-	for _, a := range rcpts {
+	rcpts := parseTargets(req.Targets)
+	for _, a := range rcpts.addrs {
 		m.addresses = append(m.addresses, a.Address)
 	}
-	if err := ctx.Err(); err != nil {
-		return c.failure(ctx, req.Notification.ID, m, fmt.Errorf("before sending: %w", err))
-	}
-	p, err := c.poolFor(cfg)
-	if err != nil {
-		return c.failure(ctx, req.Notification.ID, m, err)
-	}
-	msg := newMessage(cfg, req.Notification, rcpts)
-	if err := p.send(ctx, msg); err != nil {
+	var (
+		refused []error // per address: its RCPT refusal
+		txErr   error   // the transaction's failure
+	)
+	switch {
+	case len(rcpts.addrs) == 0:
+		// Nothing to send: every target is invalid.
+	case ctx.Err() != nil:
+		txErr = fmt.Errorf("before sending: %w", ctx.Err())
+	default:
+		p, err := c.poolFor(cfg)
+		if err != nil {
+			txErr = err
+			break
+		}
+		envelope := make([]string, len(rcpts.addrs))
+		for i, a := range rcpts.addrs {
+			envelope[i] = a.String()
+		}
+		refused, txErr = p.send(ctx, cfg.from.Address, envelope, newMessage(cfg, req.Notification))
 		if p.tokens != nil {
 			m = m.withSecret(p.tokens.current())
 		}
-		return c.failure(ctx, req.Notification.ID, m, err)
 	}
-	addrs := make([]string, len(rcpts))
-	for i, a := range rcpts {
-		addrs[i] = a.Address
-	}
-	return channel.Delivered(addrs...)
+	return c.results(ctx, id, m, rcpts, refused, txErr)
 }
 
-// failure classifies err into a Result whose Error is masked, and logs it.
-// Once ctx has ended, the result is Transient whatever the error.
+// results answers each target of a delivery: an invalid address is
+// Permanent; a refused recipient has the outcome of the server's reply (5xx
+// Permanent, 4xx Transient); the others share the outcome of the
+// transaction, err (Success when nil). Once ctx has ended, a failure of the
+// transaction is Transient whatever the error. Error texts are masked.
+func (c *Channel) results(ctx context.Context, id string, m *masker, rcpts recipients, refused []error, err error) channel.Result {
+	shared := channel.TargetResult{Outcome: channel.Success}
+	if err != nil {
+		shared = c.classified(ctx, m, err)
+	}
+	rs := make([]channel.TargetResult, len(rcpts.of))
+	delivered := make([]bool, len(rcpts.addrs))
+	for i, j := range rcpts.of {
+		switch {
+		case j < 0:
+			rs[i] = channel.TargetResult{Outcome: channel.Permanent, Error: errInvalidTarget.Error()}
+		case j < len(refused) && refused[j] != nil:
+			rs[i] = channel.TargetResult{Outcome: classify(refused[j]), Error: m.mask(refused[j].Error())}
+		default:
+			rs[i] = shared
+			delivered[j] = err == nil
+		}
+	}
+	res := pertarget.Result(rs)
+	for j, a := range rcpts.addrs {
+		if delivered[j] {
+			res.ResolvedTargets = append(res.ResolvedTargets, a.Address)
+		}
+	}
+	if res.Outcome != channel.Success {
+		c.logger.LogAttrs(ctx, slog.LevelDebug, "email: delivery failed",
+			slog.String("notification", id), slog.String("outcome", res.Outcome.String()), slog.String("err", res.Error))
+	}
+	return res
+}
+
+// failure is the Result of a delivery that failed before any target was
+// tried, the same for every target, with a masked Error; it is logged.
 func (c *Channel) failure(ctx context.Context, id string, m *masker, err error) channel.Result {
+	r := c.classified(ctx, m, err)
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "email: delivery failed",
+		slog.String("notification", id), slog.String("outcome", r.Outcome.String()), slog.String("err", r.Error))
+	return channel.Result{Outcome: r.Outcome, Error: r.Error}
+}
+
+// classified classifies err into a failed TargetResult whose Error is
+// masked. Once ctx has ended, it is Transient whatever the error.
+func (c *Channel) classified(ctx context.Context, m *masker, err error) channel.TargetResult {
 	outcome := classify(err)
-	text := errorText(err)
+	text := err.Error()
 	if ctxErr := ended(ctx); ctxErr != nil {
 		outcome = channel.Transient
 		if !errors.Is(err, ctxErr) {
 			text += " (" + ctxErr.Error() + ")"
 		}
 	}
-	text = m.mask(text)
-	c.logger.LogAttrs(ctx, slog.LevelDebug, "email: delivery failed",
-		slog.String("notification", id), slog.String("outcome", outcome.String()), slog.String("err", text))
-	return channel.Result{Outcome: outcome, Error: text}
+	return channel.TargetResult{Outcome: outcome, Error: m.mask(text)}
 }
 
 // ended returns ctx's error, or context.DeadlineExceeded once its deadline
@@ -241,27 +305,43 @@ func (c *Channel) tokenSourceLocked(cfg *config) *tokenSource {
 	return ts
 }
 
-// parseTargets checks the targets and returns their addresses, without
-// display names and duplicates. Its errors are Permanent and never repeat a
-// target.
-func parseTargets(targets []string) ([]*netmail.Address, error) {
-	if len(targets) == 0 {
-		return nil, permanent(errors.New("no targets: the list resolved to no e-mail address"))
+// errNoTargets is the error of a request without targets.
+var errNoTargets = permanent(errors.New("no targets: the list resolved to no e-mail address"))
+
+// errInvalidTarget is the error of a target that is not an e-mail address.
+var errInvalidTarget = errors.New("not a valid e-mail address")
+
+// recipients are the valid addresses of a list's targets, without display
+// names and duplicates, in the list's order.
+type recipients struct {
+	addrs []*netmail.Address
+	// of maps each target to its address in addrs, or to -1 when the
+	// target is not a valid e-mail address.
+	of []int
+}
+
+// parseTargets parses the targets.
+func parseTargets(targets []string) recipients {
+	r := recipients{
+		addrs: make([]*netmail.Address, 0, len(targets)),
+		of:    make([]int, len(targets)),
 	}
-	rcpts := make([]*netmail.Address, 0, len(targets))
-	seen := make(map[string]bool, len(targets))
+	seen := make(map[string]int, len(targets))
 	for i, t := range targets {
 		a, err := netmail.ParseAddress(strings.TrimSpace(t))
 		if err != nil || a.Address == "" {
-			return nil, permanent(fmt.Errorf("target %d of %d is not a valid e-mail address", i+1, len(targets)))
-		}
-		if seen[a.Address] {
+			r.of[i] = -1
 			continue
 		}
-		seen[a.Address] = true
-		rcpts = append(rcpts, &netmail.Address{Address: a.Address})
+		j, ok := seen[a.Address]
+		if !ok {
+			j = len(r.addrs)
+			seen[a.Address] = j
+			r.addrs = append(r.addrs, &netmail.Address{Address: a.Address})
+		}
+		r.of[i] = j
 	}
-	return rcpts, nil
+	return r
 }
 
 // oneLine maps line breaks and other control characters to spaces, for a
@@ -289,11 +369,11 @@ func messageIDPart(id string) bool {
 	return true
 }
 
-// newMessage builds the message of one notification.
-func newMessage(cfg *config, n channel.Notification, rcpts []*netmail.Address) *mail.Msg {
+// newMessage builds the message of one notification. Its recipients are in
+// the envelope only (pool.send): the message names none of them.
+func newMessage(cfg *config, n channel.Notification) *mail.Msg {
 	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
 	msg.FromMailAddress(cfg.from)
-	msg.BccMailAddress(rcpts...)
 	msg.SetGenHeaderPreformatted(mail.Header("To"), "undisclosed-recipients:;")
 	msg.SetGenHeader(mail.Header("Auto-Submitted"), "auto-generated")
 	msg.SetUserAgent("siteline-outbox-email/" + Version)

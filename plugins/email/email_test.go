@@ -380,29 +380,201 @@ func TestDeliverInvalidTargets(t *testing.T) {
 	res := deliver(t, ch, testRequest(srv.settings(t)))
 	wantOutcome(t, res, channel.Permanent)
 
-	res = deliver(t, ch, testRequest(srv.settings(t), "alice@example.com", "dave at example dot com", "bob@example.net"))
+	// Only invalid targets: nothing to send, each Permanent.
+	res = deliver(t, ch, testRequest(srv.settings(t), "dave at example dot com", "<>"))
 	wantOutcome(t, res, channel.Permanent)
+	wantTargets(t, res, channel.Permanent, channel.Permanent)
+	if n := srv.accepted.Load(); n != 0 {
+		t.Errorf("invalid targets opened %d connections", n)
+	}
+
+	// An invalid target fails alone: the others get the message.
+	targets := []string{"alice@example.com", "dave at example dot com", "bob@example.net"}
+	res = deliver(t, ch, testRequest(srv.settings(t), targets...))
+	wantOutcome(t, res, channel.Permanent)
+	wantTargets(t, res, channel.Success, channel.Permanent, channel.Success)
 	for _, s := range []string{"alice@example.com", "dave at example", "bob@example.net"} {
 		if strings.Contains(res.Error, s) {
 			t.Errorf("error %q shows target %q", res.Error, s)
 		}
 	}
-	if !strings.Contains(res.Error, "target 2 of 3") {
-		t.Errorf("error %q does not say which target", res.Error)
+	if !strings.Contains(res.Error, "1 of 3 targets failed: not a valid e-mail address") {
+		t.Errorf("error %q does not sum the targets up", res.Error)
 	}
-	if n := srv.accepted.Load(); n != 0 {
-		t.Errorf("invalid targets opened %d connections", n)
+	if len(res.Targets) == 3 && res.Targets[1].Error != "not a valid e-mail address" {
+		t.Errorf("target 2: error %q", res.Targets[1].Error)
 	}
+	msgs := srv.messages()
+	if len(msgs) != 1 {
+		t.Fatalf("server got %d messages, want 1", len(msgs))
+	}
+	checkMessage(t, msgs[0], []string{"alice@example.com", "bob@example.net"})
 
-	// Display names are dropped and duplicates sent once.
+	// Display names are dropped and duplicates sent once, answered at each
+	// place in the list.
 	res = deliver(t, ch, testRequest(srv.settings(t), "Alice <alice@example.com>", "alice@example.com", " bob@example.net "))
 	wantOutcome(t, res, channel.Success)
+	wantTargets(t, res, channel.Success, channel.Success, channel.Success)
 	want := []string{"alice@example.com", "bob@example.net"}
 	if !slices.Equal(res.ResolvedTargets, want) {
 		t.Errorf("ResolvedTargets %q, want %q", res.ResolvedTargets, want)
 	}
-	if got := srv.messages()[0].rcpts; !slices.Equal(got, want) {
+	if got := srv.messages()[1].rcpts; !slices.Equal(got, want) {
 		t.Errorf("RCPT TO %q, want %q", got, want)
+	}
+}
+
+// wantTargets checks that res answers each target with the outcome want
+// gives at its place, with an error on each failure and none on a Success.
+// It may run on any goroutine.
+func wantTargets(t testing.TB, res channel.Result, want ...channel.Outcome) {
+	t.Helper()
+	if len(res.Targets) != len(want) {
+		t.Errorf("%d target results %+v, want %d", len(res.Targets), res.Targets, len(want))
+		return
+	}
+	for i, r := range res.Targets {
+		if r.Outcome != want[i] || (r.Outcome == channel.Success) != (r.Error == "") {
+			t.Errorf("target %d: %v (%q), want %v", i+1, r.Outcome, r.Error, want[i])
+		}
+	}
+}
+
+// fiveTargets are the recipients of the per-target tests.
+var fiveTargets = []string{"ann@example.com", "ben@example.com", "typo@example.con", "dan@example.org", "eve@example.net"}
+
+// refuse returns the answer to RCPT TO of a server that refuses to with
+// code, echoing the address as servers do, and accepts everyone else.
+func refuse(to string, code int) func(string) error {
+	return func(rcpt string) error {
+		if rcpt != to {
+			return nil
+		}
+		return &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode{code / 100, 1, 1},
+			Message: "<" + rcpt + ">: Recipient address rejected for " + rcpt}
+	}
+}
+
+// TestDeliverPerTarget plays a real SMTP server refusing one recipient of
+// five: the four others get the message, exactly once each, and each target
+// is answered by its own fate; no error names an address.
+func TestDeliverPerTarget(t *testing.T) {
+	cases := []struct {
+		name    string
+		rcpt    func(string) error
+		want    []channel.Outcome
+		outcome channel.Outcome
+		code    string // in the third target's error
+	}{
+		{"AllAccepted", nil,
+			[]channel.Outcome{channel.Success, channel.Success, channel.Success, channel.Success, channel.Success},
+			channel.Success, ""},
+		{"One550", refuse("typo@example.con", 550),
+			[]channel.Outcome{channel.Success, channel.Success, channel.Permanent, channel.Success, channel.Success},
+			channel.Permanent, "550"},
+		{"One450", refuse("typo@example.con", 450),
+			[]channel.Outcome{channel.Success, channel.Success, channel.Transient, channel.Success, channel.Success},
+			channel.Transient, "450"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newTestServer(t, serverConfig{rcpt: c.rcpt})
+			var logs logBuffer
+			ch := newChannel(t, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			res := deliver(t, ch, testRequest(srv.settings(t), fiveTargets...))
+			wantOutcome(t, res, c.outcome)
+			wantTargets(t, res, c.want...)
+			var delivered []string
+			for i, o := range c.want {
+				if o == channel.Success {
+					delivered = append(delivered, fiveTargets[i])
+				}
+			}
+			if !slices.Equal(res.ResolvedTargets, delivered) {
+				t.Errorf("ResolvedTargets %q, want %q", res.ResolvedTargets, delivered)
+			}
+			got := map[string]int{}
+			for _, m := range srv.messages() {
+				for _, r := range m.rcpts {
+					got[r]++
+				}
+			}
+			for _, a := range fiveTargets {
+				want := 0
+				if slices.Contains(delivered, a) {
+					want = 1
+				}
+				if got[a] != want {
+					t.Errorf("%s got %d messages, want %d", a, got[a], want)
+				}
+			}
+			if msgs := srv.messages(); len(msgs) == 1 {
+				checkMessage(t, msgs[0], delivered)
+			} else {
+				t.Errorf("server got %d messages, want 1", len(msgs))
+			}
+			if c.code != "" && (len(res.Targets) != 5 || !strings.Contains(res.Targets[2].Error, c.code)) {
+				t.Errorf("targets %+v: the third's error does not hold %s", res.Targets, c.code)
+			}
+			texts := []string{res.Error, logs.String()}
+			for _, r := range res.Targets {
+				texts = append(texts, r.Error)
+			}
+			for _, text := range texts {
+				for _, a := range append(fiveTargets, "outbox@example.org") {
+					if strings.Contains(text, a) {
+						t.Errorf("address %s shows in %q", a, text)
+					}
+				}
+			}
+			// A refusal leaves the connection fit for the next message.
+			wantOutcome(t, deliver(t, ch, testRequest(srv.settings(t), "ann@example.com")), channel.Success)
+			if n := srv.accepted.Load(); n != 1 {
+				t.Errorf("%d connections, want 1", n)
+			}
+		})
+	}
+}
+
+// TestDeliverTransactionFailures checks that a refused MAIL FROM or DATA,
+// or every recipient refused, is answered per target: MAIL FROM's and
+// DATA's answer applies to every recipient the server had not refused; a
+// refused recipient keeps its own answer; nothing is sent when no recipient
+// was accepted.
+func TestDeliverTransactionFailures(t *testing.T) {
+	refuseAll := func(string) error {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+	}
+	cases := []struct {
+		name  string
+		cfg   serverConfig
+		want  []channel.Outcome
+		codes []string // in each target's error
+	}{
+		{"MAIL 451", serverConfig{mail: func(string) error {
+			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}
+		}}, []channel.Outcome{channel.Transient, channel.Transient, channel.Transient}, []string{"451", "451", "451"}},
+		{"DATA 554 after one RCPT 451", serverConfig{rcpt: refuse("bob@example.net", 451), data: func() error {
+			return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "rejected as spam"}
+		}}, []channel.Outcome{channel.Permanent, channel.Transient, channel.Permanent}, []string{"554", "451", "554"}},
+		{"every RCPT 550", serverConfig{rcpt: refuseAll},
+			[]channel.Outcome{channel.Permanent, channel.Permanent, channel.Permanent}, []string{"550", "550", "550"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newTestServer(t, c.cfg)
+			ch := newChannel(t, nil)
+			res := deliver(t, ch, testRequest(srv.settings(t), testTargets...))
+			wantTargets(t, res, c.want...)
+			if n := srv.count.Load(); n != 0 {
+				t.Errorf("server accepted %d messages, want none", n)
+			}
+			for i, r := range res.Targets {
+				if i < len(c.codes) && !strings.Contains(r.Error, c.codes[i]) {
+					t.Errorf("target %d: error %q does not hold %s", i+1, r.Error, c.codes[i])
+				}
+			}
+		})
 	}
 }
 
@@ -461,7 +633,15 @@ func TestDeliverSMTPReplies(t *testing.T) {
 			if c.name == "RCPT 550" && !strings.Contains(res.Error, "b***@example.net") {
 				t.Errorf("error %q does not hold the masked address", res.Error)
 			}
-			// The failed connection is closed, not pooled.
+			// A connection whose transaction failed is closed, not pooled;
+			// one that only had recipients refused is kept.
+			if strings.HasPrefix(c.name, "RCPT") {
+				deliver(t, ch, testRequest(srv.settings(t), "carol@example.org"))
+				if n := srv.accepted.Load(); n != 1 {
+					t.Errorf("%d connections, want 1", n)
+				}
+				return
+			}
 			srv.waitClosed(t, 1)
 		})
 	}

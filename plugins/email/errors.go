@@ -114,20 +114,6 @@ func classify(err error) channel.Outcome {
 	if errors.As(err, &oe) {
 		return oe.outcome
 	}
-	var se *mail.SendError
-	if errors.As(err, &se) {
-		switch code := se.ErrorCode(); {
-		case code >= 500 && code < 600:
-			return channel.Permanent
-		case code >= 400 && code < 500:
-			return channel.Transient
-		}
-		switch se.Reason {
-		case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
-			return channel.Permanent
-		}
-		return channel.Transient
-	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
 		if te.Code >= 500 && te.Code < 600 {
@@ -159,36 +145,4 @@ func classify(err error) channel.Outcome {
 		return channel.Permanent
 	}
 	return channel.Transient
-}
-
-// errorText describes err without the recipient list and message id go-mail
-// appends to a SendError; the caller still masks it.
-func errorText(err error) string {
-	var se *mail.SendError
-	if !errors.As(err, &se) {
-		return err.Error()
-	}
-	s := se.Error()
-	if id := se.MessageID(); id != "" {
-		s = strings.TrimSuffix(s, ", affected message ID: "+id)
-	}
-	if i := strings.LastIndex(s, ", affected recipient(s): "); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
-
-// isStale tells whether err, from a reused connection, looks like the server
-// closed that connection while it was idle, before any part of the message
-// was accepted: then the message may be sent again on a new connection.
-func isStale(err error) bool {
-	var se *mail.SendError
-	if !errors.As(err, &se) {
-		return false
-	}
-	if se.Reason != mail.ErrSMTPMailFrom && se.Reason != mail.ErrConnCheck {
-		return false
-	}
-	code := se.ErrorCode()
-	return code == 0 || code == 421
 }

@@ -86,6 +86,14 @@ func kitCases(t *testing.T) []plugintest.Case {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
 			Message: "<" + to + ">: Recipient address rejected: User unknown"}
 	}})
+	// A server that refuses the second recipient only.
+	oneRefused := newTestServer(t, serverConfig{users: users, rcpt: func(to string) error {
+		if to != kitTargets[1] {
+			return nil
+		}
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+			Message: "<" + to + ">: Recipient address rejected: User unknown"}
+	}})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +108,18 @@ func kitCases(t *testing.T) []plugintest.Case {
 		{Name: "Delivered", Request: request(ok.settings(t, auth...)), Want: channel.Success, Check: ok.kitCheck},
 		{Name: "Reply4xx", Request: request(busy.settings(t, auth...)), Want: channel.Transient, Check: wantInError("451")},
 		{Name: "Reply5xx", Request: request(unknown.settings(t, auth...)), Want: channel.Permanent, Check: wantInError("550")},
+		{Name: "OneRecipientRefused", Request: request(oneRefused.settings(t, auth...)), Want: channel.Permanent,
+			Check: func(t *testing.T, req channel.Request, res channel.Result) {
+				t.Helper()
+				wantInError("550")(t, req, res)
+				// The accepted recipient got the message all the same.
+				got, _, err := oneRefused.messageByID(req.Notification.ID)
+				if err != nil {
+					t.Errorf("notification %s: %v", req.Notification.ID, err)
+				} else if !slices.Equal(got.rcpts, kitTargets[:1]) {
+					t.Errorf("notification %s: RCPT TO %q, want %q", req.Notification.ID, got.rcpts, kitTargets[:1])
+				}
+			}},
 		{Name: "AuthRefused", Request: request(wrongPassword), Want: channel.Permanent, Check: wantInError("535")},
 		{Name: "ServerDown", Request: request(settingsAt(down)), Want: channel.Transient},
 		{Name: "ServerHangs", Request: request(settingsAt(hang.addr)), Want: channel.Transient,

@@ -32,7 +32,6 @@ const (
 // smtpConn is one connection to an SMTP server, greeted, secured and
 // authenticated, ready for MAIL FROM.
 type smtpConn struct {
-	mc       *mail.Client // its settings; one per connection, so none is shared
 	sc       *gmsmtp.Client
 	dc       *deadlineConn
 	lastUsed time.Time
@@ -104,29 +103,87 @@ func newPool(cfg *config, key poolKey, tokens *tokenSource, policy *channel.Netw
 	return p, nil
 }
 
-// send sends msg over a pooled connection. When a reused connection turns out
-// to have been closed by the server before any part of the message was
-// accepted (its MAIL FROM failed without a reply, or with 421), it is
-// dropped and the message goes over the next idle connection, or a new one.
-func (p *pool) send(ctx context.Context, msg *mail.Msg) error {
+// send sends msg from the envelope sender from to the envelope recipients
+// rcpts (each "<address>") over a pooled connection, in one transaction.
+// refused[i] is recipient i's refusal (the server's reply to its RCPT TO),
+// nil when the server accepted it; err is a failure of the transaction as
+// a whole (no connection, MAIL FROM or DATA refused, the connection lost),
+// which applies to every recipient not refused. When a reused connection
+// turns out to have been closed by the server before it accepted anything
+// (MAIL FROM failed without a reply, or with 421), it is dropped and the
+// message goes over the next idle connection, or a new one.
+func (p *pool) send(ctx context.Context, from string, rcpts []string, msg *mail.Msg) ([]error, error) {
 	for {
 		cn, err := p.acquire(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		unbind := cn.dc.bind(ctx, p.cfg.connectTimeout)
-		err = cn.mc.SendWithSMTPClient(cn.sc, msg)
+		refused, stale, err := transact(cn.sc, from, rcpts, msg)
 		unbind()
 		p.release(cn, err == nil && ended(ctx) == nil)
-		if err != nil && cn.reused && ended(ctx) == nil && isStale(err) {
+		if err != nil && stale && cn.reused && ended(ctx) == nil {
 			p.logger.LogAttrs(ctx, slog.LevelDebug, "email: pooled SMTP connection was closed by the server, reconnecting")
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("sending the message: %w", err)
-		}
-		return nil
+		return refused, err
 	}
+}
+
+// transact runs one mail transaction on sc: MAIL FROM, one RCPT TO per
+// recipient, each refusal kept, then DATA with msg when the server accepted
+// any recipient, or RSET when it accepted none. It returns what send
+// returns, and stale: the transaction failed before the server accepted
+// anything, as it does on a connection the server has closed.
+//
+// It does what go-mail's Client.SendWithSMTPClient does, less its abort on
+// the first refused recipient: sc adds BODY=8BITMIME and SMTPUTF8 to MAIL
+// FROM when the server offers them; DSN is not requested; the message is
+// quoted-printable, so it needs no 8BITMIME. No NOOP before and no RSET
+// after a delivered message: the connection is known good (it just sent a
+// message), a new MAIL FROM starts a new transaction, and a connection the
+// server closed meanwhile is replaced (send).
+func transact(sc *gmsmtp.Client, from string, rcpts []string, msg *mail.Msg) (refused []error, stale bool, err error) {
+	if !sc.HasConnection() {
+		return nil, true, errors.New("the pooled connection is closed")
+	}
+	if err := sc.Mail(from); err != nil {
+		var te *textproto.Error
+		stale = !errors.As(err, &te) || te.Code == 421
+		return nil, stale, fmt.Errorf("MAIL FROM: %w", err)
+	}
+	refused = make([]error, len(rcpts))
+	accepted := 0
+	for i, rcpt := range rcpts {
+		err := sc.Rcpt(rcpt)
+		if err == nil {
+			accepted++
+			continue
+		}
+		var te *textproto.Error
+		if !errors.As(err, &te) {
+			// No reply: the connection failed, and the transaction with it.
+			return refused, false, fmt.Errorf("RCPT TO: %w", err)
+		}
+		refused[i] = fmt.Errorf("recipient refused: %w", err)
+	}
+	if accepted == 0 {
+		if err := sc.Reset(); err != nil {
+			return refused, false, fmt.Errorf("RSET after every recipient was refused: %w", err)
+		}
+		return refused, false, nil
+	}
+	w, err := sc.Data()
+	if err != nil {
+		return refused, false, fmt.Errorf("DATA: %w", err)
+	}
+	if _, err := msg.WriteTo(w); err != nil {
+		return refused, false, fmt.Errorf("writing the message: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return refused, false, fmt.Errorf("end of DATA: %w", err)
+	}
+	return refused, false, nil
 }
 
 // acquire returns an idle connection, or a new one when none is idle, once
@@ -239,11 +296,6 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 		mail.WithPort(p.cfg.port),
 		mail.WithTimeout(p.cfg.connectTimeout),
 		mail.WithDialContextFunc(dial),
-		// The connection is known good (it just sent a message) and a new
-		// MAIL FROM starts a new transaction: no NOOP before, no RSET after
-		// each message. A connection the server closed is retried (send).
-		mail.WithoutNoop(),
-		mail.WithoutRset(),
 	}
 	switch p.cfg.tls {
 	case tlsNone:
@@ -286,7 +338,7 @@ func (p *pool) dial(ctx context.Context) (*smtpConn, error) {
 		}
 		return nil, fmt.Errorf("connecting to the SMTP server: %w", err)
 	}
-	cn.mc, cn.sc = mc, sc
+	cn.sc = sc
 	p.logger.LogAttrs(ctx, slog.LevelDebug, "email: SMTP connection opened",
 		slog.String("host", p.cfg.host), slog.Int("port", p.cfg.port), slog.String("tls", p.cfg.tls))
 	return cn, nil

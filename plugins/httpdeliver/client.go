@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/internal/pertarget"
 )
 
 // Connection pool sizes: central runs DispatchConcurrency (32 by default)
@@ -144,34 +144,44 @@ type Attempt struct {
 	Err error
 }
 
-// Deliver posts msg to every target and combines the attempts into one
-// result: Success when every target answered 2xx; otherwise Transient when
-// any target failed transiently (RetryAfter the largest of theirs), else
-// Permanent. A request without targets, or with a target that is not an
-// absolute http or https URL, is Permanent and nothing is posted. Repeated
-// targets are posted once. The error text names failed targets by their
-// position in the list, never by URL.
+// Deliver posts msg to every target and answers target by target
+// (Result.Targets[i] answers targets[i]): Success for a 2xx answer;
+// Transient for 408, 429, 5xx, a network failure or a timeout, with that
+// server's Retry-After; Permanent for any other answer. A target that is not
+// an absolute http or https URL is Permanent and not posted to; the others
+// still are. A target repeated in the list is posted once and answered
+// alike at each place. Outcome, Error and RetryAfter sum the targets up
+// (Transient when any target is, RetryAfter the largest of theirs). A
+// request without targets is Permanent. No error text holds a URL.
 func (c *Client) Deliver(ctx context.Context, targets []string, msg Message) channel.Result {
 	if len(targets) == 0 {
 		return channel.Fail(ErrNoTargets)
 	}
+	results := make([]channel.TargetResult, len(targets))
+	slot := make([]int, len(targets)) // index in urls, or -1 for an invalid target
 	urls := make([]*url.URL, 0, len(targets))
-	seen := make(map[string]bool, len(targets))
+	seen := make(map[string]int, len(targets))
 	for i, raw := range targets {
 		u, err := ParseTarget(raw)
 		if err != nil {
-			return channel.Fail(fmt.Errorf("target %d of %d: %w", i+1, len(targets), err))
+			slot[i] = -1
+			results[i] = channel.TargetResult{Outcome: channel.Permanent, Error: err.Error()}
+			continue
 		}
-		if key := u.String(); !seen[key] {
-			seen[key] = true
+		key := u.String()
+		j, ok := seen[key]
+		if !ok {
+			j = len(urls)
+			seen[key] = j
 			urls = append(urls, u)
 		}
+		slot[i] = j
 	}
 
 	attempts := make([]Attempt, len(urls))
 	if len(urls) == 1 {
 		attempts[0] = c.Post(ctx, urls[0], msg)
-	} else {
+	} else if len(urls) > 1 {
 		slots := make(chan struct{}, maxTargetsInFlight)
 		var wg sync.WaitGroup
 		for i, u := range urls {
@@ -183,51 +193,41 @@ func (c *Client) Deliver(ctx context.Context, targets []string, msg Message) cha
 		}
 		wg.Wait()
 	}
-	return combine(urls, attempts, msg.Redact)
-}
 
-// combine folds the attempts of one request into its result.
-func combine(urls []*url.URL, attempts []Attempt, redact func(*url.URL) string) channel.Result {
+	redact := msg.Redact
 	if redact == nil {
 		redact = RedactPath
 	}
-	var (
-		failed     []string
-		transient  bool
-		retryAfter time.Duration
-	)
-	for i, a := range attempts {
-		switch a.Outcome {
-		case channel.Success:
-			continue
-		case channel.Transient:
-			transient = true
-			retryAfter = max(retryAfter, a.RetryAfter)
+	var resolved []string
+	for j, a := range attempts {
+		if a.Outcome == channel.Success {
+			resolved = append(resolved, redact(urls[j]))
 		}
-		text := "unknown error"
-		if a.Err != nil {
-			text = a.Err.Error()
+	}
+	for i, j := range slot {
+		if j >= 0 {
+			results[i] = attempts[j].targetResult()
 		}
-		if len(attempts) > 1 {
-			text = fmt.Sprintf("target %d: %s", i+1, text)
-		}
-		failed = append(failed, text)
 	}
-	if len(failed) == 0 {
-		resolved := make([]string, len(urls))
-		for i, u := range urls {
-			resolved[i] = redact(u)
-		}
-		return channel.Delivered(resolved...)
+	res := pertarget.Result(results)
+	res.ResolvedTargets = resolved
+	return res
+}
+
+// targetResult is the answer of one target from its attempt.
+func (a Attempt) targetResult() channel.TargetResult {
+	r := channel.TargetResult{Outcome: a.Outcome}
+	if a.Outcome == channel.Success {
+		return r
 	}
-	text := strings.Join(failed, "; ")
-	if len(attempts) > 1 {
-		text = fmt.Sprintf("%d of %d targets failed: %s", len(failed), len(attempts), text)
+	r.Error = "unknown error"
+	if a.Err != nil {
+		r.Error = a.Err.Error()
 	}
-	if transient {
-		return channel.Result{Outcome: channel.Transient, Error: text, RetryAfter: retryAfter}
+	if a.Outcome == channel.Transient {
+		r.RetryAfter = a.RetryAfter
 	}
-	return channel.Result{Outcome: channel.Permanent, Error: text}
+	return r
 }
 
 // Post makes one POST of msg to target and classifies it. It returns when

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -237,9 +238,48 @@ func TestDeliverPostsARepeatedTargetOnce(t *testing.T) {
 	if want := []string{srv.URL + "/a", srv.URL + "/b"}; strings.Join(res.ResolvedTargets, " ") != strings.Join(want, " ") {
 		t.Errorf("resolved %q, want %q", res.ResolvedTargets, want)
 	}
+	// The repeat is answered at its own place in the list.
+	if len(res.Targets) != 3 {
+		t.Fatalf("%d target results, want 3", len(res.Targets))
+	}
+	for i, r := range res.Targets {
+		if r.Outcome != channel.Success {
+			t.Errorf("target %d: %v (%q), want Success", i+1, r.Outcome, r.Error)
+		}
+	}
 }
 
-func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
+// TestDeliverAnswersARepeatedFailingTargetAtEachPlace checks that a repeated
+// target that fails is posted once and fails at each of its places.
+func TestDeliverAnswersARepeatedFailingTargetAtEachPlace(t *testing.T) {
+	ok := httpdelivertest.NewServer(t, func(http.ResponseWriter, *http.Request) {})
+	busy := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "9")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	c := httpdeliver.NewClient(nil, "")
+	defer c.Close()
+	res := c.Deliver(t.Context(), []string{busy.URL + "/x", ok.URL, busy.URL + "/x"}, httpdeliver.Message{Body: []byte("{}")})
+	if busy.Requests() != 1 || ok.Requests() != 1 {
+		t.Errorf("requests: busy %d, ok %d; want 1 each", busy.Requests(), ok.Requests())
+	}
+	want := []channel.TargetResult{
+		{Outcome: channel.Transient, Error: "HTTP 503 Service Unavailable", RetryAfter: 9 * time.Second},
+		{Outcome: channel.Success},
+		{Outcome: channel.Transient, Error: "HTTP 503 Service Unavailable", RetryAfter: 9 * time.Second},
+	}
+	if !slices.Equal(res.Targets, want) {
+		t.Errorf("targets %+v, want %+v", res.Targets, want)
+	}
+	if res.Outcome != channel.Transient || res.RetryAfter != 9*time.Second {
+		t.Errorf("%v, RetryAfter %v; want Transient, 9s", res.Outcome, res.RetryAfter)
+	}
+}
+
+// TestDeliverSumsUpFailedTargets checks the overall error of a partly failed
+// delivery: how many targets failed and the first failure, never a URL; each
+// target's own error is in its answer.
+func TestDeliverSumsUpFailedTargets(t *testing.T) {
 	ok := httpdelivertest.NewServer(t, func(http.ResponseWriter, *http.Request) {})
 	busy := httpdelivertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -247,8 +287,11 @@ func TestDeliverNamesFailedTargetsByPosition(t *testing.T) {
 	c := httpdeliver.NewClient(nil, "")
 	defer c.Close()
 	res := c.Deliver(t.Context(), []string{ok.URL, busy.URL}, httpdeliver.Message{Body: []byte("{}")})
-	if want := "1 of 2 targets failed: target 2: HTTP 503 Service Unavailable"; res.Error != want {
+	if want := "1 of 2 targets failed: HTTP 503 Service Unavailable"; res.Error != want {
 		t.Errorf("error %q, want %q", res.Error, want)
+	}
+	if len(res.Targets) != 2 || res.Targets[1].Error != "HTTP 503 Service Unavailable" {
+		t.Errorf("targets %+v: want the second's error to be its answer", res.Targets)
 	}
 }
 

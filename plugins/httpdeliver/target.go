@@ -6,7 +6,9 @@
 //
 // Classification: 2xx is Success; 408, 429, 5xx, network errors and timeouts
 // are Transient (with the server's Retry-After); every other status,
-// redirects included (they are never followed), is Permanent.
+// redirects included (they are never followed), is Permanent. Each target is
+// answered on its own (Result.Targets), so that central retries only the
+// targets that failed and never posts twice to one that answered 2xx.
 package httpdeliver
 
 import (

@@ -6,6 +6,11 @@
 // ("invalid_payload", "no_service", "channel_is_archived", ...), which the
 // result's error quotes. A webhook URL is a credential: resolved targets show
 // only its scheme and host.
+//
+// Each target is answered on its own (2xx Success; 408, 429, 5xx and network
+// failures Transient, with that target's Retry-After; any other answer
+// Permanent): central retries only the targets that failed, so a receiver
+// that answered 2xx gets no second POST because another target failed.
 package slack
 
 import (
@@ -81,7 +86,8 @@ func (c *Channel) Describe(context.Context) (channel.Description, error) {
 	}, nil
 }
 
-// Deliver posts the notification to every target.
+// Deliver posts the notification to every target and answers for each
+// (see httpdeliver.Client.Deliver).
 func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	timeout, err := httpdeliver.Timeout(req.Settings)
 	if err != nil {

@@ -5,6 +5,11 @@
 //
 // A webhook URL is a credential (a Workflows URL carries its signature in
 // the query): resolved targets show only its scheme and host.
+//
+// Each target is answered on its own (2xx Success; 408, 429, 5xx and network
+// failures Transient, with that target's Retry-After; any other answer
+// Permanent): central retries only the targets that failed, so a receiver
+// that answered 2xx gets no second POST because another target failed.
 package teams
 
 import (
@@ -115,7 +120,8 @@ func (c *Channel) Describe(context.Context) (channel.Description, error) {
 	}, nil
 }
 
-// Deliver posts the notification to every target.
+// Deliver posts the notification to every target and answers for each
+// (see httpdeliver.Client.Deliver).
 func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	timeout, err := httpdeliver.Timeout(req.Settings)
 	if err != nil {

@@ -10,6 +10,11 @@
 //	v1,<base64(HMAC-SHA256(key, id + "." + timestamp + "." + body))>
 //
 // A receiver checks them with Verify.
+//
+// Each target is answered on its own (2xx Success; 408, 429, 5xx and network
+// failures Transient, with that target's Retry-After; any other answer
+// Permanent): central retries only the targets that failed, so a receiver
+// that answered 2xx gets no second POST because another target failed.
 package webhook
 
 import (
@@ -95,8 +100,9 @@ func (c *Channel) Describe(context.Context) (channel.Description, error) {
 	}, nil
 }
 
-// Deliver POSTs the notification to every target. On Success the resolved
-// targets are scheme://host/path, without user information or query.
+// Deliver POSTs the notification to every target and answers for each
+// (see httpdeliver.Client.Deliver). The resolved targets are the delivered
+// ones as scheme://host/path, without user information or query.
 func (c *Channel) Deliver(ctx context.Context, req channel.Request) channel.Result {
 	timeout, err := httpdeliver.Timeout(req.Settings)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,7 +81,10 @@ const KitToken = "s3cr3t-kit-token"
 //   - HTTP 404: Permanent;
 //   - a server that is down: Transient;
 //   - a server that never answers, under a deadline of 300 ms: Transient;
-//   - a target that is not an http(s) URL: Permanent.
+//   - a target that is not an http(s) URL: Permanent;
+//   - delivered's targets and one more answering 503: Transient, while
+//     delivered's Check confirms that its own targets got the notification
+//     (the resolved targets are the delivered ones).
 //
 // The servers are closed when t ends.
 func KitCases(t *testing.T, delivered plugintest.Case) []plugintest.Case {
@@ -88,6 +92,13 @@ func KitCases(t *testing.T, delivered plugintest.Case) []plugintest.Case {
 	at := func(target string) channel.Request {
 		r := delivered.Request
 		r.Targets = []string{target}
+		r.Settings = maps.Clone(r.Settings)
+		return r
+	}
+	// besides returns delivered's request with one more target.
+	besides := func(target string) channel.Request {
+		r := delivered.Request
+		r.Targets = append(slices.Clone(r.Targets), target)
 		r.Settings = maps.Clone(r.Settings)
 		return r
 	}
@@ -124,5 +135,7 @@ func KitCases(t *testing.T, delivered plugintest.Case) []plugintest.Case {
 		{Name: "ServerHangs", Request: at(withToken(hangingServer(t).URL)), Want: channel.Transient,
 			Timeout: 300 * time.Millisecond},
 		{Name: "NotAURL", Request: at("mailto:ops@example.com?token=" + KitToken), Want: channel.Permanent},
+		{Name: "OneOfTwoTargetsFails", Request: besides(status(http.StatusServiceUnavailable, "")),
+			Want: channel.Transient, Check: delivered.Check},
 	}
 }

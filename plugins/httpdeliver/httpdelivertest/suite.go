@@ -348,21 +348,55 @@ func (s Suite) testCanceled(t *testing.T) {
 	}
 }
 
+// wantTargets checks that res answers each target: len(want) results, the
+// i-th with outcome want[i], an error on each failure and none on a
+// Success, and no target's URL in any error.
+func wantTargets(t *testing.T, res channel.Result, targets []string, want []channel.Outcome) {
+	t.Helper()
+	if len(res.Targets) != len(want) {
+		t.Fatalf("%d target results (%+v), want %d: one per target", len(res.Targets), res.Targets, len(want))
+	}
+	for i, r := range res.Targets {
+		if r.Outcome != want[i] {
+			t.Errorf("target %d: %v (%q), want %v", i+1, r.Outcome, r.Error, want[i])
+		}
+		if (r.Outcome == channel.Success) != (r.Error == "") {
+			t.Errorf("target %d: %v with error %q", i+1, r.Outcome, r.Error)
+		}
+		for _, target := range targets {
+			if u := strings.TrimSpace(target); u != "" && strings.Contains(r.Error, u) {
+				t.Errorf("target %d: the error %q holds a target", i+1, r.Error)
+			}
+		}
+	}
+}
+
+// testSeveralTargets posts to several receivers, some failing: each
+// receiver gets exactly one POST and each target its own answer, with its
+// own Retry-After; the overall outcome is Transient when any target is,
+// else Permanent when any is, with the largest Retry-After.
 func (s Suite) testSeveralTargets(t *testing.T) {
 	ch := s.newChannel(t)
 	ok1 := statusServer(t, http.StatusOK, "")
 	ok2 := statusServer(t, http.StatusAccepted, "")
-	busy := statusServer(t, http.StatusServiceUnavailable, "")
+	busy := statusServer(t, http.StatusServiceUnavailable, "30")
+	limited := statusServer(t, http.StatusTooManyRequests, "")
 	gone := statusServer(t, http.StatusGone, "")
 	cases := []struct {
-		name    string
-		targets []*Server
-		want    channel.Outcome
+		name       string
+		targets    []*Server
+		want       []channel.Outcome
+		outcome    channel.Outcome
+		retryAfter []time.Duration // per target; nil: none
 	}{
-		{"AllSucceed", []*Server{ok1, ok2}, channel.Success},
-		{"OneTransient", []*Server{ok1, busy, ok2}, channel.Transient},
-		{"OnePermanent", []*Server{ok1, gone}, channel.Permanent},
-		{"TransientWinsOverPermanent", []*Server{gone, busy}, channel.Transient},
+		{"AllSucceed", []*Server{ok1, ok2}, []channel.Outcome{channel.Success, channel.Success}, channel.Success, nil},
+		{"OneOfThreeTransient", []*Server{ok1, busy, ok2},
+			[]channel.Outcome{channel.Success, channel.Transient, channel.Success}, channel.Transient,
+			[]time.Duration{0, 30 * time.Second, 0}},
+		{"OnePermanent", []*Server{ok1, gone}, []channel.Outcome{channel.Success, channel.Permanent}, channel.Permanent, nil},
+		{"TransientWinsOverPermanent", []*Server{gone, limited, busy},
+			[]channel.Outcome{channel.Permanent, channel.Transient, channel.Transient}, channel.Transient,
+			[]time.Duration{0, 0, 30 * time.Second}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -373,18 +407,35 @@ func (s Suite) testSeveralTargets(t *testing.T) {
 				targets[i] = srv.URL + "/hook/" + strconv.Itoa(i)
 			}
 			res := ch.Deliver(t.Context(), s.request(targets...))
-			if res.Outcome != c.want {
-				t.Fatalf("outcome %v (%q), want %v", res.Outcome, res.Error, c.want)
+			if res.Outcome != c.outcome {
+				t.Errorf("outcome %v (%q), want %v", res.Outcome, res.Error, c.outcome)
 			}
+			wantTargets(t, res, targets, c.want)
 			for i, srv := range c.targets {
 				if got := srv.Requests() - before[i]; got != 1 {
 					t.Errorf("target %d received %d requests, want 1", i+1, got)
 				}
 			}
-			if c.want == channel.Success {
-				if len(res.ResolvedTargets) != len(targets) {
-					t.Errorf("resolved %q, want %d targets", res.ResolvedTargets, len(targets))
+			var largest time.Duration
+			for i, d := range c.retryAfter {
+				if got := res.Targets[i].RetryAfter; got != d {
+					t.Errorf("target %d: RetryAfter %v, want %v", i+1, got, d)
 				}
+				largest = max(largest, d)
+			}
+			if res.RetryAfter != largest {
+				t.Errorf("RetryAfter %v, want %v, the largest of the targets'", res.RetryAfter, largest)
+			}
+			delivered := 0
+			for _, o := range c.want {
+				if o == channel.Success {
+					delivered++
+				}
+			}
+			if len(res.ResolvedTargets) != delivered {
+				t.Errorf("resolved %q, want the %d delivered targets", res.ResolvedTargets, delivered)
+			}
+			if c.outcome == channel.Success {
 				return
 			}
 			if !strings.Contains(res.Error, fmt.Sprintf("of %d targets failed", len(targets))) {
@@ -394,6 +445,9 @@ func (s Suite) testSeveralTargets(t *testing.T) {
 	}
 }
 
+// testInvalidTargets puts a target that is no http(s) URL beside a valid
+// one: the invalid one is Permanent, without its text in the error, and the
+// valid one is still posted to.
 func (s Suite) testInvalidTargets(t *testing.T) {
 	ok := statusServer(t, http.StatusOK, "")
 	ch := s.newChannel(t)
@@ -402,16 +456,19 @@ func (s Suite) testInvalidTargets(t *testing.T) {
 		"mailto:ops@example.com", "http://", "https:///path", "https://exa mple.com/",
 		"https://example.com/%zz", "file:///etc/passwd", "javascript:alert(1)",
 	} {
-		res := ch.Deliver(t.Context(), s.request(ok.URL, target))
+		before := ok.Requests()
+		targets := []string{ok.URL, target}
+		res := ch.Deliver(t.Context(), s.request(targets...))
 		if res.Outcome != channel.Permanent {
 			t.Errorf("target %q: %v (%q), want Permanent", target, res.Outcome, res.Error)
 		}
 		if strings.TrimSpace(target) != "" && strings.Contains(res.Error, target) {
 			t.Errorf("target %q: the error %q repeats it", target, res.Error)
 		}
-	}
-	if n := ok.Requests(); n != 0 {
-		t.Errorf("the valid target received %d requests although another target was invalid", n)
+		wantTargets(t, res, targets, []channel.Outcome{channel.Success, channel.Permanent})
+		if n := ok.Requests() - before; n != 1 {
+			t.Errorf("target %q: the valid target beside it received %d requests, want 1", target, n)
+		}
 	}
 }
 
