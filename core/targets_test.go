@@ -139,7 +139,7 @@ func TestSettle(t *testing.T) {
 			row:  ports.Notification{Status: ports.StatusPending},
 			list: []string{"a", "b"}, answers: []ports.TargetResult{perm, busy},
 			status: ports.StatusRetrying, statuses: "a=Failed b=Retrying",
-			lastError: "2 of 2 targets not delivered: 550 5.1.1 mailbox unavailable (and 1 other error)",
+			lastError:  "2 of 2 targets not delivered: 550 5.1.1 mailbox unavailable (and 1 other error)",
 			retryCount: 1, next: tAt.Add(5 * time.Minute), outcome: ports.OutcomeTransient},
 		{name: "the busy one delivered at last, the failed one parks the row",
 			row: ports.Notification{Status: ports.StatusRetrying, RetryCount: 1,

@@ -44,7 +44,6 @@ import (
 	"github.com/wneessen/go-mail"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
-	"github.com/siteline/outbox/plugins/internal/pertarget"
 )
 
 // Name is the notification type the channel delivers.
@@ -207,7 +206,7 @@ func (c *Channel) results(ctx context.Context, id string, m *masker, rcpts recip
 			delivered[j] = err == nil
 		}
 	}
-	res := pertarget.Result(rs)
+	res := channel.PerTarget(rs)
 	for j, a := range rcpts.addrs {
 		if delivered[j] {
 			res.ResolvedTargets = append(res.ResolvedTargets, a.Address)

@@ -109,6 +109,7 @@ func kitCases(t *testing.T) []plugintest.Case {
 		{Name: "Reply4xx", Request: request(busy.settings(t, auth...)), Want: channel.Transient, Check: wantInError("451")},
 		{Name: "Reply5xx", Request: request(unknown.settings(t, auth...)), Want: channel.Permanent, Check: wantInError("550")},
 		{Name: "OneRecipientRefused", Request: request(oneRefused.settings(t, auth...)), Want: channel.Permanent,
+			WantTargets: []channel.Outcome{channel.Success, channel.Permanent},
 			Check: func(t *testing.T, req channel.Request, res channel.Result) {
 				t.Helper()
 				wantInError("550")(t, req, res)

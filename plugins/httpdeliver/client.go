@@ -14,7 +14,6 @@ import (
 	"time"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
-	"github.com/siteline/outbox/plugins/internal/pertarget"
 )
 
 // Connection pool sizes: central runs DispatchConcurrency (32 by default)
@@ -209,7 +208,7 @@ func (c *Client) Deliver(ctx context.Context, targets []string, msg Message) cha
 			results[i] = attempts[j].targetResult()
 		}
 	}
-	res := pertarget.Result(results)
+	res := channel.PerTarget(results)
 	res.ResolvedTargets = resolved
 	return res
 }
