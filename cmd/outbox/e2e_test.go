@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -378,6 +379,26 @@ func TestPluginDeliverEmail(t *testing.T) {
 	msgs := srv.Messages()
 	if len(msgs) != 1 || msgs[0].To[0] != "ops@example.com" || !strings.Contains(string(msgs[0].Data), "Pump 3 stopped") {
 		t.Fatalf("server got %+v", msgs)
+	}
+
+	// One recipient the server refuses: the others get it, and each
+	// target's own outcome is printed.
+	bounce, err := smtpcapture.Start(smtpcapture.Config{Reject: []string{"typo@exmaple.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bounce.Close()
+	bhost, bport, _ := strings.Cut(bounce.Addr(), ":")
+	code, out = runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver", "-allow", bhost,
+		"-setting", "host="+bhost, "-setting", "port="+bport, "-setting", "tls=none", "-setting", "from=outbox@example.com",
+		"-target", "ops@example.com", "-target", "typo@exmaple.com", "-subject", "Pump 3 stopped", "email")
+	if code != exitFailure || !strings.Contains(out, "outcome: Permanent") ||
+		!regexp.MustCompile(`ops@example\.com +Success`).MatchString(out) ||
+		!regexp.MustCompile(`typo@exmaple\.com +Permanent +.*550`).MatchString(out) {
+		t.Fatalf("one refused recipient of two: exit %d:\n%s", code, out)
+	}
+	if msgs := bounce.Messages(); len(msgs) != 1 || len(msgs[0].To) != 1 || msgs[0].To[0] != "ops@example.com" {
+		t.Fatalf("the bouncing server got %+v", msgs)
 	}
 
 	code, out = runToEnd(t, t.TempDir(), childEnv(), "plugin", "deliver", "-setting", "host="+host, "email")

@@ -219,6 +219,22 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if res.RetryAfter > 0 {
 		fmt.Fprintf(stdout, "retry after: %s\n", res.RetryAfter)
 	}
+	if len(res.Targets) == len(targets) && len(targets) > 0 {
+		// The plugin answered per target: each target's own outcome.
+		fmt.Fprintln(stdout, "targets:")
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for i, r := range res.Targets {
+			line := "  " + targets[i] + "\t" + string(r.Outcome)
+			if r.Error != "" {
+				line += "\t" + r.Error
+			}
+			if r.RetryAfter > 0 {
+				line += "\tretry after " + r.RetryAfter.String()
+			}
+			fmt.Fprintln(tw, line)
+		}
+		_ = tw.Flush()
+	}
 	if res.Outcome != ports.OutcomeSuccess {
 		return exitFailure
 	}
