@@ -84,19 +84,26 @@ func BenchmarkInsert(b *testing.B) {
 }
 
 // BenchmarkClaimRecord measures the store's share of dispatch:
-// Claim a batch, Record every row Delivered, Append two audit records per
-// row (Attempted, Delivered). One op is one batch.
+// Claim a batch, Record every row Delivered with its targets' states,
+// Append two audit records per row (Attempted, with its targets, and
+// Delivered). One op is one batch. The rows' lists hold one target, and
+// (targets=10) ten.
 func BenchmarkClaimRecord(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
-				benchClaimRecord(b, newStore(b), batch)
+				benchClaimRecord(b, newStore(b), batch, 1)
 			})
 		})
 	}
+	b.Run("batch=100,targets=10", func(b *testing.B) {
+		benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
+			benchClaimRecord(b, newStore(b), 100, 10)
+		})
+	})
 }
 
-func benchClaimRecord(b *testing.B, s *DB, batch int) {
+func benchClaimRecord(b *testing.B, s *DB, batch, targets int) {
 	ctx := context.Background()
 	base := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
 	total := b.N * batch
@@ -107,6 +114,10 @@ func benchClaimRecord(b *testing.B, s *DB, batch int) {
 		}
 	}
 	rows = nil
+	list := make([]string, targets)
+	for i := range list {
+		list[i] = "ops" + strconv.Itoa(i) + "@example.test"
+	}
 	b.ResetTimer()
 	start := time.Now()
 	done := 0
@@ -119,13 +130,19 @@ func benchClaimRecord(b *testing.B, s *DB, batch int) {
 		us := make([]ports.Update, len(got))
 		recs := make([]ports.AuditRecord, 0, 2*len(got))
 		for i, n := range got {
+			states := make([]ports.TargetState, len(list))
+			sent := make([]ports.AuditTarget, len(list))
+			for k, t := range list {
+				states[k] = ports.TargetState{Target: t, Status: ports.TargetDelivered, Attempts: 1, LastAttemptAt: now, DeliveredAt: now}
+				sent[k] = ports.AuditTarget{Target: t, Outcome: ports.OutcomeSuccess}
+			}
 			us[i] = ports.Update{
-				ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"ops@example.test"},
+				ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: list, Targets: states,
 				LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
 			}
 			recs = append(recs,
 				ports.AuditRecord{NotificationID: n.ID, At: now, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
-					Outcome: ports.OutcomeSuccess, Status: ports.StatusDelivered, Duration: 3 * time.Millisecond},
+					Outcome: ports.OutcomeSuccess, Status: ports.StatusDelivered, Duration: 3 * time.Millisecond, Targets: sent},
 				ports.AuditRecord{NotificationID: n.ID, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
 					Status: ports.StatusDelivered})
 		}

@@ -108,6 +108,11 @@ func legacyMigrate(t *testing.T, db *DB, last string) {
 
 // upgradeRows is one row of every table, written before the upgrade.
 type upgradeRows struct {
+	// untracked: the notification and its audit record are written as a
+	// release before per-target tracking did, without the columns of
+	// 0006_target_states.
+	untracked bool
+
 	n       ports.Notification
 	audit   ports.AuditRecord
 	list    ports.List
@@ -143,16 +148,26 @@ func newUpgradeRows() upgradeRows {
 func (r *upgradeRows) write(t *testing.T, db *DB) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := db.Notifications().Insert(ctx, []ports.Notification{r.n}); err != nil {
-		t.Fatalf("Insert: %v", err)
-	}
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	must("Append", db.Notifications().Append(ctx, []ports.AuditRecord{r.audit}))
+	if r.untracked {
+		row, err := toRow(&r.n)
+		must("toRow", err)
+		_, err = db.w.NewInsert().Model(&row).ExcludeColumn("target_states").Exec(ctx)
+		must("insert without target_states", err)
+		audit, err := toAuditRow(&r.audit)
+		must("toAuditRow", err)
+		_, err = db.w.NewInsert().Model(&audit).ExcludeColumn("targets").Exec(ctx)
+		must("insert audit without targets", err)
+	} else {
+		_, err := db.Notifications().Insert(ctx, []ports.Notification{r.n})
+		must("Insert", err)
+		must("Append", db.Notifications().Append(ctx, []ports.AuditRecord{r.audit}))
+	}
 	must("PutList", db.Directory().PutList(ctx, r.list))
 	must("PutChannel", db.Directory().PutChannel(ctx, r.channel))
 	must("PutAccount", db.Accounts().PutAccount(ctx, r.account))
@@ -168,16 +183,16 @@ func (r *upgradeRows) check(t *testing.T, db *DB) {
 	t.Helper()
 	ctx := t.Context()
 	n, err := db.Notifications().Get(ctx, r.n.ID)
-	if err != nil || n.Subject != r.n.Subject || !n.CreatedAt.Equal(r.n.CreatedAt) || n.Status != r.n.Status {
-		t.Errorf("Get = %+v, %v; want %+v", n, err, r.n)
+	if err != nil || n.Subject != r.n.Subject || !n.CreatedAt.Equal(r.n.CreatedAt) || n.Status != r.n.Status || n.Targets != nil {
+		t.Errorf("Get = %+v, %v; want %+v, with nil Targets", n, err, r.n)
 	}
 	page, err := db.Notifications().Query(ctx, ports.Filter{Subject: "PUMP"}, ports.PageRequest{Limit: 10})
-	if err != nil || len(page.Items) != 1 {
-		t.Errorf("keyword search after the upgrade = %+v, %v; want the one row", page, err)
+	if err != nil || len(page.Items) != 1 || page.Items[0].Targets != nil {
+		t.Errorf("keyword search after the upgrade = %+v, %v; want the one row, with nil Targets", page, err)
 	}
 	h, err := db.Notifications().History(ctx, r.n.ID)
-	if err != nil || len(h) != 1 || h[0].Error != r.audit.Error || h[0].Duration != r.audit.Duration {
-		t.Errorf("History = %+v, %v; want [%+v]", h, err, r.audit)
+	if err != nil || len(h) != 1 || h[0].Error != r.audit.Error || h[0].Duration != r.audit.Duration || h[0].Targets != nil {
+		t.Errorf("History = %+v, %v; want [%+v], with nil Targets", h, err, r.audit)
 	}
 	l, err := db.Directory().List(ctx, r.list.Name)
 	if err != nil || !slices.Equal(l.Targets, r.list.Targets) || l.Type != r.list.Type {
@@ -208,6 +223,44 @@ func (r *upgradeRows) check(t *testing.T, db *DB) {
 	recs, err := db.Accounts().AdminRecords(ctx, ports.AdminQuery{Limit: 10})
 	if err != nil || len(recs) != 1 || recs[0].ID != r.admin.ID || recs[0].Summary != r.admin.Summary {
 		t.Errorf("AdminRecords = %+v, %v; want [%+v]", recs, err, r.admin)
+	}
+}
+
+// checkTargetsKept claims the notification of r (as it stands after
+// check), records an attempt with target states and appends its audit
+// record with targets, and reads both back.
+func (r *upgradeRows) checkTargetsKept(t *testing.T, db *DB) {
+	t.Helper()
+	ctx := t.Context()
+	now := r.n.CreatedAt.Add(time.Hour)
+	claimed, err := db.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "node/1", Now: now, Lease: time.Minute, Limit: 10})
+	if err != nil || len(claimed) != 1 || claimed[0].Targets != nil {
+		t.Fatalf("Claim after the upgrade = %+v, %v; want the one row, with nil Targets", claimed, err)
+	}
+	u := ports.Update{ID: r.n.ID, Status: ports.StatusParked, LastError: "smtp: 550", Targets: storetest.NewTargetStates(now),
+		LastAttemptAt: now, UpdatedAt: now}
+	if lost, err := db.Notifications().Record(ctx, "node/1", []ports.Update{u}); err != nil || len(lost) != 0 {
+		t.Fatalf("Record after the upgrade: lost %v, %v", lost, err)
+	}
+	want := claimed[0]
+	want.Status, want.LastError, want.Targets, want.LastAttemptAt, want.UpdatedAt = u.Status, u.LastError, u.Targets, now, now
+	want.ClaimedBy, want.ClaimedUntil = "", time.Time{}
+	got, err := db.Notifications().Get(ctx, r.n.ID)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if d := storetest.DiffNotification(want, got); len(d) > 0 {
+		t.Errorf("row recorded after the upgrade differs: %v", d)
+	}
+	rec := r.audit
+	rec.At, rec.Outcome, rec.Status = now, ports.OutcomePermanent, ports.StatusParked
+	rec.Targets = []ports.AuditTarget{{Target: "b@example.test", Outcome: ports.OutcomePermanent, Error: "smtp: 550"}}
+	if err := db.Notifications().Append(ctx, []ports.AuditRecord{rec}); err != nil {
+		t.Fatalf("Append after the upgrade: %v", err)
+	}
+	h, err := db.Notifications().History(ctx, r.n.ID)
+	if err != nil || len(h) != 2 || h[0].Targets != nil || !slices.Equal(h[1].Targets, rec.Targets) {
+		t.Errorf("History after the upgrade = %+v, %v; want the old record without targets, then %+v", h, err, rec.Targets)
 	}
 }
 
@@ -246,36 +299,45 @@ func wantNotReapplied(t *testing.T, before, after []MigrationState) {
 	}
 }
 
-// checkUpgrade builds a database as the runner before bun/migrate did,
-// writes a row of every table, then opens it afresh, migrates it with
-// bun/migrate and reads the rows back; rolls the adopted group back (every
-// table goes) and applies it again.
+// checkUpgrade builds a database as the runner before bun/migrate did, up
+// to 0005 (before per-target tracking), writes a row of every table, then
+// opens it afresh, migrates it with bun/migrate (0006 is applied, the rest
+// adopted) and reads the rows back: the notification and its audit record
+// have nil Targets, and a Record after the upgrade keeps them. Then it
+// rolls both groups back (every table goes) and applies them again.
 func checkUpgrade(t *testing.T, open func() *DB) {
 	old := open()
-	legacyMigrate(t, old, "")
+	legacyMigrate(t, old, "0005_admin_audit")
 	rows := newUpgradeRows()
+	rows.untracked = true
 	rows.write(t, old)
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	db := open()
-	before := wantStatus(t, db, 1, 1, 1, 1, 1) // adopted, nothing applied
+	before := wantStatus(t, db, 1, 1, 1, 1, 1, 0) // adopted, nothing applied
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database made by the former runner: %v", err)
 	}
-	after := wantStatus(t, db, 1, 1, 1, 1, 1)
-	wantNotReapplied(t, before, after)
+	after := wantStatus(t, db, 1, 1, 1, 1, 1, 2)
+	wantNotReapplied(t, before[:5], after[:5])
 	rows.check(t, db)
+	rows.checkTargetsKept(t, db)
 
 	down, err := db.MigrateDown(t.Context())
+	if err != nil || !slices.Equal(down, []string{"0006_target_states"}) {
+		t.Fatalf("MigrateDown = %q, %v; want 0006_target_states", down, err)
+	}
+	wantStatus(t, db, 1, 1, 1, 1, 1, 0)
+	down, err = db.MigrateDown(t.Context())
 	if err != nil {
 		t.Fatalf("MigrateDown: %v", err)
 	}
 	if want := []string{"0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}; !slices.Equal(down, want) {
 		t.Errorf("MigrateDown = %q, want %q", down, want)
 	}
-	wantStatus(t, db, 0, 0, 0, 0, 0) // the former runner's table is not adopted again
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0) // the former runner's table is not adopted again
 	if n := legacyCount(t, db); n != 0 {
 		t.Errorf("after MigrateDown rolled back every migration, %s still records %d of them", legacyMigrationsTable, n)
 	}
@@ -285,10 +347,11 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate after MigrateDown: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1)
 	fresh := newUpgradeRows()
 	fresh.write(t, db)
 	fresh.check(t, db)
+	fresh.checkTargetsKept(t, db)
 }
 
 func TestUpgradeFromLegacyRunner(t *testing.T) { onEachDatabase(t, checkUpgrade) }
@@ -306,25 +369,25 @@ func onEachDatabase(t *testing.T, check func(t *testing.T, open func() *DB)) {
 	})
 }
 
-// checkGroups: a database the former runner left at 0003 gets 0004 and
-// 0005 as a group of their own, which MigrateDown rolls back alone.
+// checkGroups: a database the former runner left at 0003 gets 0004 to
+// 0006 as a group of their own, which MigrateDown rolls back alone.
 func checkGroups(t *testing.T, open func() *DB) {
 	db := open()
 	legacyMigrate(t, db, "0003_accounts")
-	wantStatus(t, db, 1, 1, 1, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 0, 0, 0)
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2)
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2)
 	down, err := db.MigrateDown(t.Context())
-	if err != nil || !slices.Equal(down, []string{"0005_admin_audit", "0004_subject_search"}) {
-		t.Fatalf("MigrateDown = %q, %v; want 0005 and 0004", down, err)
+	if err != nil || !slices.Equal(down, []string{"0006_target_states", "0005_admin_audit", "0004_subject_search"}) {
+		t.Fatalf("MigrateDown = %q, %v; want 0006, 0005 and 0004", down, err)
 	}
-	wantStatus(t, db, 1, 1, 1, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 0, 0, 0)
 	if _, err := db.Accounts().AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err == nil {
 		t.Errorf("AdminRecords after rolling back 0005: no error, want the table gone")
 	}
@@ -334,7 +397,7 @@ func checkGroups(t *testing.T, open func() *DB) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate after MigrateDown: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2)
 	if _, err := db.Accounts().AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err != nil {
 		t.Errorf("AdminRecords after migrating up again: %v", err)
 	}
@@ -350,7 +413,7 @@ func TestMigrateDownEmpty(t *testing.T) {
 	if err != nil || len(down) != 0 {
 		t.Fatalf("MigrateDown of an empty database = %q, %v; want nothing", down, err)
 	}
-	wantStatus(t, db, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0)
 }
 
 // TestMigrationFailureLeavesNoRecord: a migration that fails leaves
@@ -366,7 +429,7 @@ func TestMigrationFailureLeavesNoRecord(t *testing.T) {
 	if err := db.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "0005_admin_audit statement 1: ") {
 		t.Fatalf("Migrate = %v, want 0005_admin_audit statement 1 to fail", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 0)
+	wantStatus(t, db, 1, 1, 1, 1, 0, 0)
 	var n int
 	if err := db.reader().QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master WHERE name = 'admin_audit'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("admin_audit after the failed migration: %d tables, %v; want none", n, err)
@@ -484,7 +547,7 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Migrate after the lock was released: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1)
 }
 
 // legacyCount returns how many migrations outbox_schema_migrations records.
@@ -512,25 +575,25 @@ func checkAdoptsLegacyAfterTheTable(t *testing.T, open func() *DB) {
 	legacyMigrate(t, db, "") // the previous release's node migrates
 	rows := newUpgradeRows()
 	rows.write(t, db)
-	before := wantStatus(t, db, 1, 1, 1, 1, 1) // to be adopted
+	before := wantStatus(t, db, 1, 1, 1, 1, 1, 1) // to be adopted
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database the former runner migrated after outbox_migrations was made: %v", err)
 	}
-	after := wantStatus(t, db, 1, 1, 1, 1, 1)
+	after := wantStatus(t, db, 1, 1, 1, 1, 1, 1)
 	wantNotReapplied(t, before, after)
 	rows.check(t, db)
 
 	// Adopted after groups of its own: the former runner's record of a
 	// migration outbox_migrations lacks becomes the next group.
 	down, err := db.MigrateDown(t.Context())
-	if err != nil || len(down) != 5 {
-		t.Fatalf("MigrateDown = %q, %v; want all five", down, err)
+	if err != nil || len(down) != 6 {
+		t.Fatalf("MigrateDown = %q, %v; want all six", down, err)
 	}
 	legacyMigrate(t, db, "0003_accounts")
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2)
 }
 
 func TestAdoptsLegacyRecordsWrittenAfterTheTable(t *testing.T) {
@@ -541,12 +604,12 @@ func TestAdoptsLegacyRecordsWrittenAfterTheTable(t *testing.T) {
 // then the former runner migrates, then Migrate: nothing is applied twice.
 func TestAdoptsLegacyRecordsAfterStatus(t *testing.T) {
 	db := sqliteOpener(t)()
-	wantStatus(t, db, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0)
 	legacyMigrate(t, db, "")
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database the former runner migrated after a status: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1)
 }
 
 // TestMigrateDownForgetsLegacyRecords: rolling back an adopted migration
@@ -614,9 +677,9 @@ func checkRacingNodesAgreeOnTheGroup(t *testing.T, open func() *DB) {
 	if err := <-doneB; err != nil {
 		t.Fatalf("B: %v", err)
 	}
-	wantStatus(t, a, 1, 1, 1, 1, 1)
+	wantStatus(t, a, 1, 1, 1, 1, 1, 1)
 	down, err := a.MigrateDown(t.Context())
-	if err != nil || !slices.Equal(down, []string{"0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
+	if err != nil || !slices.Equal(down, []string{"0006_target_states", "0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
 		t.Errorf("MigrateDown = %q, %v; want the whole group the racing nodes applied", down, err)
 	}
 }
@@ -665,9 +728,9 @@ func TestMigrationStatusWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if legacy {
-			wantStatus(t, db, 1, 1, 1, 0, 0)
+			wantStatus(t, db, 1, 1, 1, 0, 0, 0)
 		} else {
-			wantStatus(t, db, 0, 0, 0, 0, 0)
+			wantStatus(t, db, 0, 0, 0, 0, 0, 0)
 		}
 		if err := db.reader().QueryRowContext(t.Context(), count).Scan(&after); err != nil {
 			t.Fatal(err)

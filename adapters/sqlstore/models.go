@@ -51,6 +51,7 @@ type notificationRow struct {
 	ExpiresAt         instant  `bun:"expires_at"`
 	ClaimedBy         nullText `bun:"claimed_by"`
 	ClaimedUntil      instant  `bun:"claimed_until"`
+	TargetStates      nullText `bun:"target_states"`
 }
 
 // recordRow is what Record writes onto a row it still holds: the columns
@@ -63,6 +64,7 @@ type recordRow struct {
 	RetryCount      int64    `bun:"retry_count"`
 	LastError       string   `bun:"last_error"`
 	ResolvedTargets nullText `bun:"resolved_targets"`
+	TargetStates    nullText `bun:"target_states"`
 	LastAttemptAt   instant  `bun:"last_attempt_at"`
 	NextAttemptAt   instant  `bun:"next_attempt_at"`
 	DeliveredAt     instant  `bun:"delivered_at"`
@@ -74,14 +76,15 @@ type recordRow struct {
 type auditRow struct {
 	bun.BaseModel `bun:"table:notification_audit,alias:a"`
 
-	NotificationID string  `bun:"notification_id,type:uuid"`
-	At             instant `bun:"at"`
-	Kind           string  `bun:"kind"`
-	Actor          string  `bun:"actor"`
-	Outcome        string  `bun:"outcome"`
-	Status         string  `bun:"status"`
-	DurationUS     int64   `bun:"duration_us"`
-	Error          string  `bun:"error"`
+	NotificationID string   `bun:"notification_id,type:uuid"`
+	At             instant  `bun:"at"`
+	Kind           string   `bun:"kind"`
+	Actor          string   `bun:"actor"`
+	Outcome        string   `bun:"outcome"`
+	Status         string   `bun:"status"`
+	DurationUS     int64    `bun:"duration_us"`
+	Error          string   `bun:"error"`
+	Targets        nullText `bun:"targets"`
 }
 
 // tables holds the models' bun tables for modelColumns (their
@@ -187,6 +190,10 @@ func toRow(n *ports.Notification) (notificationRow, error) {
 	if err != nil {
 		return notificationRow{}, err
 	}
+	states, err := encodeTargetStates(n.ID, n.Targets)
+	if err != nil {
+		return notificationRow{}, err
+	}
 	r := notificationRow{
 		ID: n.ID, Type: n.Type, List: n.List, Subject: n.Subject, Body: n.Body,
 		TypeData: nullText(n.TypeData), Priority: int64(n.Priority), Status: string(n.Status),
@@ -196,6 +203,7 @@ func toRow(n *ports.Notification) (notificationRow, error) {
 		SiteEnqueuedAt: at(n.SiteEnqueuedAt), CreatedAt: at(n.CreatedAt), UpdatedAt: at(n.UpdatedAt),
 		LastAttemptAt: at(n.LastAttemptAt), NextAttemptAt: at(n.NextAttemptAt), DeliveredAt: at(n.DeliveredAt),
 		ExpiresAt: at(n.ExpiresAt), ClaimedBy: nullText(n.ClaimedBy), ClaimedUntil: at(n.ClaimedUntil),
+		TargetStates: states,
 	}
 	return r, noNUL(r.ID, r.Type, r.List, r.Subject, r.Body, string(r.TypeData), r.Status, r.LastError,
 		string(r.ResolvedTargets), r.SourceSite, r.SourceInstance, r.SourceScript, r.ExecutionID,
@@ -221,6 +229,10 @@ func (r *notificationRow) notification() (ports.Notification, error) {
 			return ports.Notification{}, fmt.Errorf("decode resolved_targets of %s: %w", n.ID, err)
 		}
 	}
+	var err error
+	if n.Targets, err = decodeTargetStates(n.ID, r.TargetStates); err != nil {
+		return ports.Notification{}, err
+	}
 	return n, nil
 }
 
@@ -242,26 +254,36 @@ func toRecordRow(u *ports.Update) (recordRow, error) {
 	if err != nil {
 		return recordRow{}, err
 	}
+	states, err := encodeTargetStates(u.ID, u.Targets)
+	if err != nil {
+		return recordRow{}, err
+	}
 	r := recordRow{
 		ID: u.ID, Status: string(u.Status), RetryCount: int64(u.RetryCount), LastError: u.LastError,
-		ResolvedTargets: targets, LastAttemptAt: at(u.LastAttemptAt), NextAttemptAt: at(u.NextAttemptAt),
+		ResolvedTargets: targets, TargetStates: states, LastAttemptAt: at(u.LastAttemptAt), NextAttemptAt: at(u.NextAttemptAt),
 		DeliveredAt: at(u.DeliveredAt), UpdatedAt: at(u.UpdatedAt),
 	}
 	return r, noNUL(r.ID, r.Status, r.LastError, string(r.ResolvedTargets))
 }
 
 func toAuditRow(r *ports.AuditRecord) (auditRow, error) {
+	targets, err := encodeAuditTargets(r.NotificationID, r.Targets)
+	if err != nil {
+		return auditRow{}, err
+	}
 	a := auditRow{
 		NotificationID: r.NotificationID, At: at(r.At), Kind: string(r.Kind), Actor: r.Actor,
 		Outcome: string(r.Outcome), Status: string(r.Status), DurationUS: r.Duration.Microseconds(), Error: r.Error,
+		Targets: targets,
 	}
 	return a, noNUL(a.NotificationID, a.Kind, a.Actor, a.Outcome, a.Status, a.Error)
 }
 
-func (a *auditRow) record() ports.AuditRecord {
+func (a *auditRow) record() (ports.AuditRecord, error) {
+	targets, err := decodeAuditTargets(a.NotificationID, a.Targets)
 	return ports.AuditRecord{
 		NotificationID: a.NotificationID, At: a.At.t, Kind: ports.AuditKind(a.Kind), Actor: a.Actor,
 		Outcome: ports.Outcome(a.Outcome), Status: ports.Status(a.Status),
-		Duration: time.Duration(a.DurationUS) * time.Microsecond, Error: a.Error,
-	}
+		Duration: time.Duration(a.DurationUS) * time.Microsecond, Error: a.Error, Targets: targets,
+	}, err
 }

@@ -749,7 +749,11 @@ func (s *Notifications) History(ctx context.Context, notificationID string) ([]p
 		return nil, s.fail("history of "+notificationID, err)
 	}
 	for i := range rows {
-		out = append(out, rows[i].record())
+		rec, err := rows[i].record()
+		if err != nil {
+			return nil, s.fail("history of "+notificationID, err)
+		}
+		out = append(out, rec)
 	}
 	return out, nil
 }

@@ -73,7 +73,7 @@ func (i *instant) parse(s string) error {
 }
 
 // nullText is a text column that holds NULL for the empty text (TypeData,
-// ResolvedTargets, ClaimedBy).
+// ResolvedTargets, ClaimedBy, the JSON of targets).
 type nullText string
 
 // AppendQuery implements schema.QueryAppender: a NULL of the column's text

@@ -167,7 +167,7 @@ func TestMSSQLClaim(t *testing.T) {
 		`chosen AS (SELECT TOP (250) "id" FROM (SELECT * FROM c0 UNION ALL SELECT * FROM c1 UNION ALL SELECT * FROM c2) AS u`,
 		`UPDATE n SET "claimed_by" = N'node-''a''', "claimed_until" = CAST('2025-06-02T09:31:00.123456' AS datetime2(6))`,
 		`OUTPUT inserted."id", inserted."type", inserted."list"`,
-		`inserted."claimed_until" FROM "notifications" AS n INNER JOIN chosen ON n."id" = chosen."id"`,
+		`inserted."claimed_until", inserted."target_states" FROM "notifications" AS n INNER JOIN chosen ON n."id" = chosen."id"`,
 	)
 	if strings.Count(sql, "READPAST, UPDLOCK, ROWLOCK") != len(claimParts) {
 		t.Errorf("claim: every part must carry the hints:\n%s", sql)
@@ -184,6 +184,8 @@ func TestMSSQLInsert(t *testing.T) {
 	n.Subject = "it's ünïcödé"
 	n.TypeData = json.RawMessage(`{"k":"v's"}`)
 	n.ResolvedTargets = []string{"a@example.test"}
+	n.Targets = []ports.TargetState{{Target: "a@example.test", Status: ports.TargetFailed, Attempts: 1, LastError: "smtp: 550 it's gone",
+		LastAttemptAt: storetest.BaseTime}}
 	bare := storetest.NewNotification(storetest.BaseTime)
 	rows := mustRows(t, n, bare)
 	cols := quoted("", notificationColumns)
@@ -191,6 +193,7 @@ func TestMSSQLInsert(t *testing.T) {
 	mustContain(t, "insert", sql,
 		`INSERT INTO "notifications" (`+cols+`) OUTPUT inserted."id" SELECT `+quoted("v.", notificationColumns)+` FROM (VALUES (N'`+n.ID+`'`,
 		`N'it''s ünïcödé'`, `N'{"k":"v''s"}'`, `N'["a@example.test"]'`,
+		`N'[{"t":"a@example.test","s":"Failed","n":1,"e":"smtp: 550 it''s gone","a":1748856600123456}]'`,
 		`CAST(NULL AS nvarchar(max))`, `CAST(NULL AS datetime2(6))`,
 		`CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`,
 		`) AS v (`+cols+`) WHERE NOT EXISTS (SELECT 1 FROM "notifications" AS n WITH (UPDLOCK, HOLDLOCK) WHERE n."id" = v."id")`,
@@ -221,6 +224,8 @@ func TestMSSQLRecordAndRelease(t *testing.T) {
 	var rows []recordRow
 	for _, u := range []ports.Update{
 		{ID: storetest.NewID(), Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
+			Targets: []ports.TargetState{{Target: "x@example.test", Status: ports.TargetDelivered, Attempts: 2,
+				LastAttemptAt: storetest.BaseTime, DeliveredAt: storetest.BaseTime}},
 			LastAttemptAt: storetest.BaseTime, DeliveredAt: storetest.BaseTime, UpdatedAt: storetest.BaseTime},
 		{ID: storetest.NewID(), Status: ports.StatusRetrying, RetryCount: 2, LastError: "smtp: 451 try later",
 			NextAttemptAt: storetest.BaseTime.Add(time.Minute), UpdatedAt: storetest.BaseTime},
@@ -237,8 +242,10 @@ func TestMSSQLRecordAndRelease(t *testing.T) {
 		`UPDATE n SET "status" = v."status", "retry_count" = v."retry_count"`,
 		`"claimed_by" = NULL, "claimed_until" = NULL`,
 		`OUTPUT inserted."id" FROM "notifications" AS n INNER JOIN (VALUES (N'`,
+		`"target_states" = v."target_states"`,
+		`N'[{"t":"x@example.test","s":"Delivered","n":2,"a":1748856600123456,"d":1748856600123456}]'`,
 		`N'smtp: 451 try later'`, `CAST(NULL AS nvarchar(max))`, `CAST(NULL AS datetime2(6))`,
-		`) AS v ("id", "status", "retry_count", "last_error", "resolved_targets", "last_attempt_at", "next_attempt_at", "delivered_at", "updated_at") ON n."id" = v."id" WHERE n."claimed_by" = N'node-a'`,
+		`) AS v ("id", "status", "retry_count", "last_error", "resolved_targets", "target_states", "last_attempt_at", "next_attempt_at", "delivered_at", "updated_at") ON n."id" = v."id" WHERE n."claimed_by" = N'node-a'`,
 	)
 	sql = render(t, "release", s.releaseQuery("node-a", []string{"a", "b"}))
 	mustContain(t, "release", sql,
@@ -338,9 +345,15 @@ func TestMSSQLWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.d.appendQuery(s.handle, []auditRow{row})
+	rec.Targets = []ports.AuditTarget{{Target: "b@example.test", Outcome: ports.OutcomeTransient, Error: "smtp: 451"}}
+	withTargets, err := toAuditRow(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.d.appendQuery(s.handle, []auditRow{row, withTargets})
 	mustContain(t, "append", buildT(t, "append", q, err),
-		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451')`)
+		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', CAST(NULL AS nvarchar(max))), `+
+			`(N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', N'[{"t":"b@example.test","o":"Transient","e":"smtp: 451"}]')`)
 	var rows []auditRow
 	mustContain(t, "history", render(t, "history", s.historyQuery(&rows, "a")),
 		`SELECT `+quoted(`"a".`, auditColumns)+` FROM "notification_audit" AS "a" WHERE ("notification_id" = N'a') ORDER BY "at", "id"`)
@@ -363,6 +376,44 @@ func TestNULIsInvalid(t *testing.T) {
 	}
 	if _, err := s.Record(ctx, "a\x00", []ports.Update{{ID: n.ID, Status: ports.StatusDelivered}}); !errors.Is(err, ports.ErrInvalid) {
 		t.Errorf("record of a NUL byte = %v, want ErrInvalid", err)
+	}
+}
+
+// TestUnstorableTargetTextIsInvalid: a target state or audit target whose
+// text holds a NUL byte or is not UTF-8 (which JSON would replace) is
+// refused with ErrInvalid, by an error that does not carry the target.
+func TestUnstorableTargetTextIsInvalid(t *testing.T) {
+	s := newSQLiteStore(t).Notifications()
+	ctx := context.Background()
+	n := storetest.NewNotification(storetest.BaseTime)
+	if _, err := s.Insert(ctx, []ports.Notification{n}); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "ops-secret@example.test"
+	for name, st := range map[string]ports.TargetState{
+		"NUL in the target":       {Target: secret + "\x00", Status: ports.TargetFailed},
+		"NUL in the error":        {Target: secret, Status: ports.TargetFailed, LastError: "smtp: 550\x00"},
+		"invalid UTF-8 in target": {Target: secret + "\xff", Status: ports.TargetFailed},
+		"invalid UTF-8 in error":  {Target: secret, Status: ports.TargetFailed, LastError: "smtp: \xc3("},
+		"NUL in the status":       {Target: secret, Status: "Failed\x00"},
+	} {
+		u := ports.Update{ID: n.ID, Status: ports.StatusParked, Targets: []ports.TargetState{{Target: "ok@example.test"}, st}}
+		_, err := s.Record(ctx, "node/1", []ports.Update{u})
+		if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "target 1") || strings.Contains(err.Error(), "ops-secret") {
+			t.Errorf("Record with %s = %v, want ErrInvalid naming target 1 but not the target", name, err)
+		}
+		rec := ports.AuditRecord{NotificationID: n.ID, At: storetest.BaseTime, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+			Targets: []ports.AuditTarget{{Target: st.Target, Outcome: ports.Outcome(st.Status), Error: st.LastError}}}
+		err = s.Append(ctx, []ports.AuditRecord{rec})
+		if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "target 0") || strings.Contains(err.Error(), "ops-secret") {
+			t.Errorf("Append with %s = %v, want ErrInvalid naming target 0 but not the target", name, err)
+		}
+	}
+	if h, err := s.History(ctx, n.ID); err != nil || len(h) != 0 {
+		t.Errorf("History = %v, %v; want nothing appended", h, err)
+	}
+	if got, err := s.Get(ctx, n.ID); err != nil || got.Targets != nil || got.Status != ports.StatusPending {
+		t.Errorf("Get = %+v, %v; want the row untouched", got, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // diffAudit lists the fields in which got differs from want. Durations are
-// compared to the microsecond.
+// compared to the microsecond; nil and empty Targets are equal.
 func diffAudit(want, got ports.AuditRecord) []string {
 	var d []string
 	str := func(name, w, g string) {
@@ -29,6 +30,9 @@ func diffAudit(want, got ports.AuditRecord) []string {
 		d = append(d, fmt.Sprintf("Duration: want %s, got %s", want.Duration, got.Duration))
 	}
 	str("Error", want.Error, got.Error)
+	if !(len(want.Targets) == 0 && len(got.Targets) == 0) && !slices.Equal(want.Targets, got.Targets) {
+		d = append(d, fmt.Sprintf("Targets: want %+v, got %+v", want.Targets, got.Targets))
+	}
 	return d
 }
 
@@ -81,10 +85,16 @@ func exerciseAudit(t *testing.T, newHarness func(t *testing.T) Harness) {
 				NotificationID: id, At: BaseTime.Add(time.Second), Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 				Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying, Duration: 1234567 * time.Microsecond,
 				Error: "smtp: 421 4.7.0 try again later — ünïcode \"quoted\"",
+				Targets: []ports.AuditTarget{
+					{Target: "a@example.test", Outcome: ports.OutcomeSuccess},
+					{Target: "env:OPS_HOOK", Outcome: ports.OutcomeTransient, Error: "http: 503 \"busy\" — réessayez"},
+					{Target: "b@example.test", Outcome: ports.OutcomePermanent, Error: "smtp: 550 5.1.1 no such user"},
+				},
 			},
 			{
 				NotificationID: id, At: BaseTime.Add(time.Minute), Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 				Outcome: ports.OutcomePermanent, Status: ports.StatusParked, Duration: 3 * time.Microsecond, Error: "smtp: 550",
+				Targets: []ports.AuditTarget{{Target: "b@example.test", Outcome: ports.OutcomePermanent, Error: "smtp: 550"}},
 			},
 			{NotificationID: id, At: BaseTime.Add(time.Minute), Kind: ports.AuditParked, Actor: ports.ActorSystem, Status: ports.StatusParked, Error: "smtp: 550"},
 			{NotificationID: id, At: BaseTime.Add(time.Hour), Kind: ports.AuditRetried, Actor: "alice", Status: ports.StatusPending},
@@ -96,7 +106,15 @@ func exerciseAudit(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{NotificationID: id, At: BaseTime.Add(2 * time.Hour), Kind: ports.AuditDiscarded, Actor: "bob", Status: ports.StatusDiscarded},
 		}
 		mustAppend(t, h.Audit, want...)
-		checkHistory(t, "History", want, mustHistory(t, h.Audit, id))
+		got := mustHistory(t, h.Audit, id)
+		checkHistory(t, "History", want, got)
+		// A record without targets (every record but an Attempted one, and
+		// an Attempted one from before targets were tracked) has none.
+		for i, r := range got {
+			if len(want[i].Targets) == 0 && r.Targets != nil {
+				t.Errorf("record %d: Targets = %+v, want nil", i, r.Targets)
+			}
+		}
 	})
 
 	t.Run("OldestFirstThenAppendOrder", func(t *testing.T) {

@@ -136,6 +136,7 @@ func exerciseClaim(t *testing.T, newHarness func(t *testing.T) Harness) {
 		n.TypeData = []byte(`{"k":[1,2]}`)
 		n.ExpiresAt = now.Add(time.Hour)
 		n.Priority = 3
+		n.Targets = NewTargetStates(BaseTime)
 		mustInsert(t, s, n)
 		got := mustClaim(t, s, ports.ClaimRequest{Owner: "node-a", Now: now, Lease: lease, Limit: 10})
 		if len(got) != 1 {

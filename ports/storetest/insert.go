@@ -26,6 +26,7 @@ func exerciseInsert(t *testing.T, newHarness func(t *testing.T) Harness) {
 			RetryCount:        4,
 			LastError:         "smtp: 550 mailbox unavailable",
 			ResolvedTargets:   []string{"a@example.test", "b@example.test", "c@example.test"},
+			Targets:           NewTargetStates(BaseTime.Add(4 * time.Minute)),
 			SourceSite:        "site-north",
 			SourceInstance:    "plc-12",
 			SourceScript:      "alarms/pump7.script",
@@ -239,14 +240,17 @@ func exerciseInsert(t *testing.T, newHarness func(t *testing.T) Harness) {
 		n := NewNotification(BaseTime)
 		n.TypeData = json.RawMessage(`{"k":"v"}`)
 		n.ResolvedTargets = []string{"a@example.test", "b@example.test"}
+		n.Targets = NewTargetStates(BaseTime)
 		want := n
 		want.TypeData = slices.Clone(n.TypeData)
 		want.ResolvedTargets = slices.Clone(n.ResolvedTargets)
+		want.Targets = NewTargetStates(BaseTime)
 		mustInsert(t, s, n)
 
 		// Mutating the caller's slices after Insert must not reach the store.
 		n.TypeData[2] = 'X'
 		n.ResolvedTargets[0] = "mutated"
+		n.Targets[0].Target = "mutated"
 		got := mustGet(t, s, want.ID)
 		checkSame(t, "after mutating the inserted value", want, got)
 
@@ -256,6 +260,9 @@ func exerciseInsert(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		if len(got.ResolvedTargets) > 0 {
 			got.ResolvedTargets[0] = "mutated"
+		}
+		if len(got.Targets) > 0 {
+			got.Targets[0].Status = ports.TargetFailed
 		}
 		checkSame(t, "after mutating a row read back", want, mustGet(t, s, want.ID))
 	})

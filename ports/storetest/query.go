@@ -55,6 +55,8 @@ func queryFixture(t *testing.T, s ports.Store) map[string]ports.Notification {
 		if sp.deliveredAt > 0 {
 			n.DeliveredAt = BaseTime.Add(time.Duration(sp.deliveredAt) * time.Minute)
 			n.ResolvedTargets = []string{"ops@example.test"}
+			n.Targets = []ports.TargetState{{Target: "ops@example.test", Status: ports.TargetDelivered, Attempts: 1,
+				LastAttemptAt: n.DeliveredAt, DeliveredAt: n.DeliveredAt}}
 		}
 		if sp.nextTry > 0 {
 			n.NextAttemptAt = BaseTime.Add(time.Duration(sp.nextTry) * time.Minute)

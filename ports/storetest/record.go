@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		n.RetryCount = u.RetryCount
 		n.LastError = u.LastError
 		n.ResolvedTargets = u.ResolvedTargets
+		n.Targets = u.Targets
 		n.LastAttemptAt = u.LastAttemptAt
 		n.NextAttemptAt = u.NextAttemptAt
 		n.DeliveredAt = u.DeliveredAt
@@ -43,10 +45,16 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 
 		claimOne(t, s, "a", now)
 		failed := ports.Update{
-			ID:            n.ID,
-			Status:        ports.StatusRetrying,
-			RetryCount:    1,
-			LastError:     "smtp: 421 try again later",
+			ID:         n.ID,
+			Status:     ports.StatusRetrying,
+			RetryCount: 1,
+			LastError:  "smtp: 421 try again later",
+			Targets: []ports.TargetState{
+				{Target: "a@example.test", Status: ports.TargetRetrying, Attempts: 1, LastError: "smtp: 421 try again later",
+					LastAttemptAt: now.Add(time.Second)},
+				{Target: "b@example.test", Status: ports.TargetDelivered, Attempts: 1,
+					LastAttemptAt: now.Add(time.Second), DeliveredAt: now.Add(time.Second + time.Microsecond)},
+			},
 			LastAttemptAt: now.Add(time.Second),
 			NextAttemptAt: now.Add(time.Minute),
 			UpdatedAt:     now.Add(2 * time.Second),
@@ -66,9 +74,15 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 			Status:          ports.StatusDelivered,
 			RetryCount:      1,
 			ResolvedTargets: []string{"a@example.test", "b@example.test"},
-			LastAttemptAt:   later.Add(time.Second),
-			DeliveredAt:     later.Add(2 * time.Second),
-			UpdatedAt:       later.Add(3 * time.Second),
+			Targets: []ports.TargetState{
+				{Target: "a@example.test", Status: ports.TargetDelivered, Attempts: 2,
+					LastAttemptAt: later.Add(time.Second), DeliveredAt: later.Add(2 * time.Second)},
+				{Target: "b@example.test", Status: ports.TargetDelivered, Attempts: 1,
+					LastAttemptAt: now.Add(time.Second), DeliveredAt: now.Add(time.Second + time.Microsecond)},
+			},
+			LastAttemptAt: later.Add(time.Second),
+			DeliveredAt:   later.Add(2 * time.Second),
+			UpdatedAt:     later.Add(3 * time.Second),
 		}
 		if lost := mustRecord(t, s, "b", success); len(lost) != 0 {
 			t.Fatalf("Record by the lease holder lost %v", lost)
@@ -82,6 +96,7 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		n.RetryCount = 3
 		n.LastError = "previous failure"
 		n.ResolvedTargets = []string{"old@example.test"}
+		n.Targets = NewTargetStates(BaseTime)
 		n.LastAttemptAt = BaseTime.Add(time.Minute)
 		n.NextAttemptAt = BaseTime.Add(2 * time.Minute)
 		n.DeliveredAt = BaseTime.Add(3 * time.Minute)
@@ -95,6 +110,93 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkSame(t, "row after an update of zero values", applied(n, u), got)
 		if !got.LastAttemptAt.IsZero() || !got.NextAttemptAt.IsZero() || !got.DeliveredAt.IsZero() {
 			t.Errorf("zero times in the update did not clear the row's times")
+		}
+		if got.Targets != nil {
+			t.Errorf("nil Targets in the update left the row's Targets %v, want nil", got.Targets)
+		}
+	})
+
+	t.Run("TargetsRoundTrip", func(t *testing.T) {
+		// The targets' states as Record writes them come back from Get,
+		// Claim and Query, each field kept; Record with nil clears them.
+		s := newHarness(t).Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		u := ports.Update{
+			ID: n.ID, Status: ports.StatusRetrying, RetryCount: 1, LastError: "http: 503",
+			Targets:       NewTargetStates(now),
+			LastAttemptAt: now, NextAttemptAt: now.Add(time.Minute), UpdatedAt: now,
+		}
+		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		want := applied(n, u)
+		requireSame(t, "Get after Record", want, mustGet(t, s, n.ID))
+		p, err := s.Query(t.Context(), ports.Filter{List: n.List}, ports.PageRequest{Limit: 10})
+		if err != nil || len(p.Items) != 1 {
+			t.Fatalf("Query = %d rows, %v; want the one row", len(p.Items), err)
+		}
+		checkSame(t, "Query after Record", want, p.Items[0])
+
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "b", Now: now.Add(time.Minute), Lease: lease, Limit: 10})
+		if len(got) != 1 {
+			t.Fatalf("claim of the retry got %d rows, want 1", len(got))
+		}
+		claimed := want
+		claimed.ClaimedBy = "b"
+		claimed.ClaimedUntil = now.Add(time.Minute + lease)
+		checkSame(t, "row as Claim returns it", claimed, got[0])
+
+		// Record with nil Targets clears them; the next attempt records
+		// them again.
+		cleared := u
+		cleared.Targets = nil
+		cleared.NextAttemptAt, cleared.UpdatedAt = now.Add(2*time.Minute), now.Add(time.Minute)
+		if lost := mustRecord(t, s, "b", cleared); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		if got := mustGet(t, s, n.ID); got.Targets != nil {
+			t.Errorf("Targets after a Record of nil = %v, want nil", got.Targets)
+		}
+		checkSame(t, "Get after a Record of nil Targets", applied(n, cleared), mustGet(t, s, n.ID))
+
+		claimOne(t, s, "c", now.Add(2*time.Minute))
+		next := cleared
+		next.Status, next.NextAttemptAt, next.UpdatedAt = ports.StatusDelivered, time.Time{}, now.Add(2*time.Minute)
+		next.Targets = []ports.TargetState{{Target: "env:OPS_HOOK", Status: ports.TargetDelivered, Attempts: 4,
+			LastAttemptAt: now.Add(2 * time.Minute), DeliveredAt: now.Add(2*time.Minute + time.Microsecond)}}
+		if lost := mustRecord(t, s, "c", next); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		checkSame(t, "Get after the third Record", applied(n, next), mustGet(t, s, n.ID))
+	})
+
+	t.Run("BatchKeepsEachRowsTargets", func(t *testing.T) {
+		// One Record of many rows, some with states and some without, as
+		// the dispatcher writes a claimed batch: each row gets its own.
+		s := newHarness(t).Store
+		var ns []ports.Notification
+		for i := range 7 {
+			ns = append(ns, NewNotification(BaseTime.Add(time.Duration(i)*time.Second)))
+		}
+		mustInsert(t, s, ns...)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: 10}); len(got) != len(ns) {
+			t.Fatalf("claimed %d rows, want %d", len(got), len(ns))
+		}
+		us := make([]ports.Update, len(ns))
+		for i, n := range ns {
+			us[i] = ports.Update{ID: n.ID, Status: ports.StatusDelivered, LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now}
+			if i%3 != 1 {
+				us[i].Targets = NewTargetStates(now.Add(time.Duration(i) * time.Microsecond))[:1+i%4]
+				us[i].Targets[0].Target = fmt.Sprintf("row%d@example.test", i)
+			}
+		}
+		if lost := mustRecord(t, s, "a", us...); len(lost) != 0 {
+			t.Fatalf("Record lost %v", lost)
+		}
+		for i, n := range ns {
+			checkSame(t, fmt.Sprintf("row %d", i), applied(n, us[i]), mustGet(t, s, n.ID))
 		}
 	})
 
@@ -159,6 +261,8 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		mk := func(id string) ports.Update {
 			return ports.Update{
 				ID: id, Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
+				Targets: []ports.TargetState{{Target: "x@example.test", Status: ports.TargetDelivered, Attempts: 1,
+					LastAttemptAt: now, DeliveredAt: now}},
 				LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
 			}
 		}
@@ -206,15 +310,18 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		claimOne(t, s, "a", now)
 		u := ports.Update{
 			ID: n.ID, Status: ports.StatusDelivered, ResolvedTargets: []string{"a@example.test", "b@example.test"},
+			Targets:       NewTargetStates(now),
 			LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now,
 		}
 		want := applied(n, u)
 		want.ResolvedTargets = []string{"a@example.test", "b@example.test"}
+		want.Targets = NewTargetStates(now)
 		if lost := mustRecord(t, s, "a", u); len(lost) != 0 {
 			t.Fatalf("Record lost %v", lost)
 		}
 		// Mutating the update's slice after Record must not reach the store.
 		u.ResolvedTargets[0] = "mutated"
+		u.Targets[1].Attempts = 99
 		checkSame(t, "row after mutating the recorded update", want, mustGet(t, s, n.ID))
 	})
 

@@ -86,12 +86,30 @@ func NewNotification(createdAt time.Time) ports.Notification {
 	}
 }
 
+// NewTargetStates returns the fate of four targets as an attempt at at
+// leaves them, one of each status: delivered (its second attempt), retrying
+// (an error text with quotes and non-ASCII), failed, and dropped (never
+// attempted, zero times); the second is a reference (env:NAME). Times carry
+// microsecond fractions.
+func NewTargetStates(at time.Time) []ports.TargetState {
+	return []ports.TargetState{
+		{Target: "a@example.test", Status: ports.TargetDelivered, Attempts: 2,
+			LastAttemptAt: at.Add(-time.Second + 3*time.Microsecond), DeliveredAt: at.Add(-time.Second + 4*time.Microsecond)},
+		{Target: "env:OPS_HOOK", Status: ports.TargetRetrying, Attempts: 3,
+			LastError: "http: 503 \"busy\" — réessayez", LastAttemptAt: at.Add(7 * time.Microsecond)},
+		{Target: "b@example.test", Status: ports.TargetFailed, Attempts: 1,
+			LastError: "smtp: 550 5.1.1 no such user", LastAttemptAt: at.Add(-time.Minute + 9*time.Microsecond)},
+		{Target: "old@example.test", Status: ports.TargetDropped},
+	}
+}
+
 // NewID returns a random UUID in canonical lowercase text form.
 func NewID() string { return uuid.NewString() }
 
 // DiffNotification lists the fields in which got differs from want, one line
 // per field, or nothing when they are equal. Times are compared with
-// [time.Time.Equal], nil and empty ResolvedTargets are equal, and TypeData is
+// [time.Time.Equal] (the times of Targets too), nil and empty
+// ResolvedTargets are equal, so are nil and empty Targets, and TypeData is
 // compared as JSON values (key order and white space do not matter; nil and
 // empty are equal).
 func DiffNotification(want, got ports.Notification) []string {
@@ -126,6 +144,7 @@ func DiffNotification(want, got ports.Notification) []string {
 	if !sameStrings(want.ResolvedTargets, got.ResolvedTargets) {
 		d = append(d, fmt.Sprintf("ResolvedTargets: want %q, got %q", want.ResolvedTargets, got.ResolvedTargets))
 	}
+	d = append(d, diffTargetStates(want.Targets, got.Targets)...)
 	str("SourceSite", want.SourceSite, got.SourceSite)
 	str("SourceInstance", want.SourceInstance, got.SourceInstance)
 	str("SourceScript", want.SourceScript, got.SourceScript)
@@ -141,6 +160,37 @@ func DiffNotification(want, got ports.Notification) []string {
 	str("ClaimedBy", want.ClaimedBy, got.ClaimedBy)
 	tm("ClaimedUntil", want.ClaimedUntil, got.ClaimedUntil)
 	return d
+}
+
+// diffTargetStates lists the differences between two lists of target
+// states, target by target; nil and empty are equal.
+func diffTargetStates(want, got []ports.TargetState) []string {
+	if len(want) != len(got) {
+		return []string{fmt.Sprintf("Targets: want %d, got %d: want %s, got %s",
+			len(want), len(got), fmtTargetStates(want), fmtTargetStates(got))}
+	}
+	var d []string
+	for i, w := range want {
+		g := got[i]
+		if w.Target != g.Target || w.Status != g.Status || w.Attempts != g.Attempts || w.LastError != g.LastError ||
+			!sameTime(w.LastAttemptAt, g.LastAttemptAt) || !sameTime(w.DeliveredAt, g.DeliveredAt) {
+			d = append(d, fmt.Sprintf("Targets[%d]: want %s, got %s", i, fmtTargetState(w), fmtTargetState(g)))
+		}
+	}
+	return d
+}
+
+func fmtTargetState(s ports.TargetState) string {
+	return fmt.Sprintf("{%q %s attempts %d error %q last attempt %s delivered %s}",
+		s.Target, s.Status, s.Attempts, s.LastError, fmtTime(s.LastAttemptAt), fmtTime(s.DeliveredAt))
+}
+
+func fmtTargetStates(ts []ports.TargetState) string {
+	out := make([]string, len(ts))
+	for i, s := range ts {
+		out[i] = fmtTargetState(s)
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
 
 // sameTime reports whether two times are the same instant; zero equals zero

@@ -26,6 +26,7 @@ func transitionFixture(t *testing.T, s ports.Store) map[string]ports.Notificatio
 	p1.LastError = "retries exhausted: smtp 421"
 	p1.LastAttemptAt = at(9)
 	p1.NextAttemptAt = at(11)
+	p1.Targets = NewTargetStates(at(9))
 	p2 := mk(2, ports.StatusParked, "L1", 30)
 	p2.LastError = "expired"
 	p3 := mk(3, ports.StatusParked, "L2", 30)
@@ -34,6 +35,8 @@ func transitionFixture(t *testing.T, s ports.Store) map[string]ports.Notificatio
 	d1 := mk(4, ports.StatusDelivered, "L1", 5)
 	d1.DeliveredAt = at(5)
 	d1.ResolvedTargets = []string{"a@example.test"}
+	d1.Targets = []ports.TargetState{{Target: "a@example.test", Status: ports.TargetDelivered, Attempts: 1,
+		LastAttemptAt: at(5), DeliveredAt: at(5)}}
 	r1 := mk(5, ports.StatusRetrying, "L1", 6)
 	r1.RetryCount = 2
 	r1.LastError = "timeout"
@@ -218,5 +221,33 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 		b.Status = ports.StatusRetrying
 		b.UpdatedAt = now.Add(time.Second)
 		checkSame(t, "row moved by filter", b, mustGet(t, s, b.ID))
+	})
+
+	t.Run("KeepsTargets", func(t *testing.T) {
+		// An operator's Retry and Discard move a row the dispatcher parked
+		// with its targets' states: the states stay as recorded (the core
+		// reads them to send the retry to the failed targets only).
+		s := newHarness(t).Store
+		rs := []ports.Notification{NewNotification(BaseTime), NewNotification(BaseTime.Add(time.Second))}
+		mustInsert(t, s, rs...)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: time.Hour, Limit: 10}); len(got) != 2 {
+			t.Fatalf("claimed %d rows, want 2", len(got))
+		}
+		parked := func(n ports.Notification) ports.Update {
+			return ports.Update{ID: n.ID, Status: ports.StatusParked, LastError: "smtp: 550 5.1.1 no such user",
+				Targets: NewTargetStates(now), LastAttemptAt: now, UpdatedAt: now}
+		}
+		mustRecord(t, s, "a", parked(rs[0]), parked(rs[1]))
+		retried := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{rs[0].ID}},
+			From: ports.StatusParked, To: ports.StatusPending, Now: now.Add(time.Minute), Reset: true})
+		checkIDs(t, "retried", []string{rs[0].ID}, retried)
+		discarded := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{rs[1].ID}},
+			From: ports.StatusParked, To: ports.StatusDiscarded, Now: now.Add(time.Minute)})
+		checkIDs(t, "discarded", []string{rs[1].ID}, discarded)
+		for _, n := range rs {
+			if d := diffTargetStates(NewTargetStates(now), mustGet(t, s, n.ID).Targets); len(d) > 0 {
+				t.Errorf("row %s after Transition: %v", n.ID, d)
+			}
+		}
 	})
 }

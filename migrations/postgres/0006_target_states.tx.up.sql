@@ -1,0 +1,16 @@
+-- Delivery tracked target by target (PostgreSQL). target_states holds the
+-- fate of each target of a notification, a JSON array in the order the
+-- targets were first attempted: [{"t": target, "s": status, "n": attempts,
+-- "e": last error, "a": last attempt, "d": delivered at}], times in Unix
+-- microseconds (UTC), empty fields left out. The targets of an Attempted
+-- audit record are a JSON array too: [{"t": target, "o": outcome,
+-- "e": error}]. Both are text, as resolved_targets is: the store reads them
+-- with the row and never queries their content. Both are NULL on rows from
+-- before: such a notification's targets share its status, as one group.
+-- Adding a nullable column without a default rewrites no row.
+
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS target_states text;
+
+--bun:split
+
+ALTER TABLE notification_audit ADD COLUMN IF NOT EXISTS targets text;
