@@ -3,7 +3,9 @@ package core
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -85,11 +87,23 @@ func targetResults(res ports.Result, n int) []ports.TargetResult {
 		switch r.Outcome {
 		case ports.OutcomeSuccess, ports.OutcomePermanent, ports.OutcomeTransient:
 		default:
-			out[i] = ports.TargetResult{Outcome: ports.OutcomeTransient,
+			r = ports.TargetResult{Outcome: ports.OutcomeTransient,
 				Error: fmt.Sprintf("channel answered an unknown outcome %q: %s", r.Outcome, r.Error)}
 		}
+		r.Error = storableText(r.Error)
+		out[i] = r
 	}
 	return out
+}
+
+// storableText is s as valid UTF-8 without NUL bytes, which every store can
+// keep: a channel's error text that is neither must not make the row's
+// outcome unrecordable (it would then be delivered again).
+func storableText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }
 
 // anySuccess reports whether some target was delivered.

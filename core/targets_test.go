@@ -236,6 +236,10 @@ func TestTargetResults(t *testing.T) {
 	if per[0].Outcome != ports.OutcomeSuccess || per[1].Outcome != ports.OutcomeTransient || !strings.Contains(per[1].Error, `unknown outcome "Maybe"`) {
 		t.Fatalf("per target: %+v", per)
 	}
+	bad := targetResults(ports.Result{Outcome: ports.OutcomePermanent, Error: "550 \xff\x00mailbox"}, 1)
+	if bad[0].Error != "550 \uFFFDmailbox" {
+		t.Fatalf("an error text no store can keep: %q", bad[0].Error)
+	}
 	wrong := targetResults(ports.Result{Outcome: ports.OutcomeSuccess, Targets: []ports.TargetResult{{Outcome: ports.OutcomeSuccess}}}, 2)
 	for _, r := range wrong {
 		if r.Outcome != ports.OutcomeTransient || !strings.Contains(r.Error, "answered for 1 targets, but the attempt went to 2") {
