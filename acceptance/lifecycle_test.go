@@ -138,6 +138,62 @@ func TestLifecycle(t *testing.T) {
 			e.status(id, ports.StatusDelivered)
 		})
 
+		// Each target on its own: of the list's two targets, one is
+		// delivered at once and never sent to again; the other retries,
+		// fails for good and parks the row; the operator's Retry sends to
+		// it alone.
+		t.Run("OneTargetOfTwoParksAndIsRetriedAlone", func(t *testing.T) {
+			e := newEnv(t, b, core.Config{})
+			ops, oncall := testLists[0].Targets[0], testLists[0].Targets[1]
+			id := e.send("ops")
+			e.ch.ScriptTarget(oncall, FailTransient, FailPermanent)
+			e.dispatch()
+			d := e.status(id, ports.StatusRetrying)
+			if got := targetStatuses(d); got != ops+"=Delivered "+oncall+"=Retrying" || d.RetryCount != 1 {
+				t.Fatalf("after the first attempt: %s, RetryCount %d", got, d.RetryCount)
+			}
+			if !d.Targets[0].DeliveredAt.Equal(t0) || d.Targets[1].Attempts != 1 || d.Targets[1].LastError != "scripted transient failure" {
+				t.Errorf("target states %+v", d.Targets)
+			}
+			e.clock.Advance(time.Minute)
+			e.dispatch()
+			d = e.status(id, ports.StatusParked)
+			if got := targetStatuses(d); got != ops+"=Delivered "+oncall+"=Failed" {
+				t.Fatalf("parked: %s", got)
+			}
+			if d.LastError != "1 of 2 targets not delivered: scripted permanent failure" || !slices.Equal(d.ResolvedTargets, []string{ops}) {
+				t.Errorf("parked: LastError %q, ResolvedTargets %q", d.LastError, d.ResolvedTargets)
+			}
+			if _, err := e.svc.Retry(ctx, ports.Action{Actor: "alice", IDs: []string{id}}); err != nil {
+				t.Fatal(err)
+			}
+			e.dispatch()
+			d = e.status(id, ports.StatusDelivered)
+			want := [][]string{{ops, oncall}, {oncall}, {oncall}}
+			if got := e.ch.SentTo(id); !slices.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("attempts went to %q, want %q", got, want)
+			}
+			if e.ch.Reached(ops) != 1 || e.ch.Reached(oncall) != 1 {
+				t.Errorf("reached %s %d times and %s %d times, want once each", ops, e.ch.Reached(ops), oncall, e.ch.Reached(oncall))
+			}
+			if d.Targets[1].Attempts != 3 || !slices.Equal(d.ResolvedTargets, []string{ops, oncall}) {
+				t.Errorf("delivered: %+v, resolved %q", d.Targets, d.ResolvedTargets)
+			}
+			var went [][]string
+			for _, r := range d.History {
+				if r.Kind == ports.AuditAttempted {
+					var ts []string
+					for _, at := range r.Targets {
+						ts = append(ts, at.Target)
+					}
+					went = append(went, ts)
+				}
+			}
+			if !slices.EqualFunc(went, want, slices.Equal) {
+				t.Errorf("the history's attempts went to %q, want %q", went, want)
+			}
+		})
+
 		t.Run("DiscardOnlyFromParked", func(t *testing.T) {
 			e := newEnv(t, b, core.Config{})
 			parked, delivered, retrying := e.send("ops"), e.send("ops"), e.send("ops")
