@@ -8,15 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/siteline/outbox/adapters/memdir"
-	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/adapters/pluginhost"
-	"github.com/siteline/outbox/core"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
-	"github.com/siteline/outbox/ports/waittest"
 )
 
 // perTargetChannel answers target by target, as a mail server would: a
@@ -143,36 +137,7 @@ func TestOneBadTargetDoesNotSilenceTheList(t *testing.T) {
 	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{selfPlugin(t, "per")}, Secrets: f.policy})
 	bad := "file:" + filepath.Join(f.dir, "..", filepath.Base(f.outside))
 	targets := []string{"a@example.com", "bounce@example.com", bad, "env:OUTBOX_SECRET_TEST_ADDR"}
-	dir, err := memdir.New([]ports.List{{Name: "ops", Type: "per", Targets: targets}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memstore.New()
-	svc, err := core.New(core.Config{DispatchInterval: 50 * time.Millisecond, DeliveryTimeout: 10 * time.Second},
-		core.Deps{Store: store, Audit: store, Directory: dir, Channels: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-
-	id := uuid.Must(uuid.NewV7()).String()
-	if res, err := svc.Submit(t.Context(), ports.SubmitRequest{Notifications: []ports.Submission{
-		{ID: id, List: "ops", Subject: "s", Body: "b", SourceSite: "plant-1", SiteEnqueuedAt: time.Now()}}}); err != nil || len(res.Accepted) != 1 {
-		t.Fatalf("submit: %v %+v", err, res)
-	}
-	var d ports.Detail
-	waittest.For(t, 30*time.Second, "the notification Parked", waittest.Holds(func() bool {
-		d, err = svc.Notification(t.Context(), id)
-		return err == nil && d.Status == ports.StatusParked
-	}))
+	d := deliverOne(t, h, ports.List{Name: "ops", Type: "per", Targets: targets}, ports.StatusParked)
 	want := map[string]ports.TargetStatus{targets[0]: ports.TargetDelivered, targets[1]: ports.TargetFailed,
 		targets[2]: ports.TargetFailed, targets[3]: ports.TargetDelivered}
 	if len(d.Targets) != len(targets) {

@@ -28,7 +28,23 @@ func TestCentralRecordsTheListsTargetsNotThePlugins(t *testing.T) {
 	t.Setenv("OUTBOX_SECRET_HOOK", "https://hooks.example.com/T0/secret-path")
 	h := startHost(t, pluginhost.Config{Plugins: []pluginhost.Plugin{selfPlugin(t, "liar")}, Secrets: f.policy})
 	targets := []string{"env:OUTBOX_SECRET_HOOK", "ops@example.com"}
-	dir, err := memdir.New([]ports.List{{Name: "ops", Type: "liar", Targets: targets}}, nil)
+	d := deliverOne(t, h, ports.List{Name: "ops", Type: "liar", Targets: targets}, ports.StatusDelivered)
+	if !slices.Equal(d.ResolvedTargets, targets) {
+		t.Errorf("recorded targets %q, want the list's as written %q", d.ResolvedTargets, targets)
+	}
+	for _, v := range d.ResolvedTargets {
+		if strings.Contains(v, liarValue) || strings.Contains(v, "secret-path") {
+			t.Errorf("recorded a value central did not write: %q", v)
+		}
+	}
+}
+
+// deliverOne runs the core's dispatcher over memstore with list, delivering
+// through h, submits one notification to it and returns it once it reached
+// status want.
+func deliverOne(t *testing.T, h *pluginhost.Host, list ports.List, want ports.Status) ports.Detail {
+	t.Helper()
+	dir, err := memdir.New([]ports.List{list}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,21 +66,14 @@ func TestCentralRecordsTheListsTargetsNotThePlugins(t *testing.T) {
 
 	id := uuid.Must(uuid.NewV7()).String()
 	res, err := svc.Submit(t.Context(), ports.SubmitRequest{Notifications: []ports.Submission{
-		{ID: id, List: "ops", Subject: "s", Body: "b", SourceSite: "plant-1", SiteEnqueuedAt: time.Now()}}})
+		{ID: id, List: list.Name, Subject: "s", Body: "b", SourceSite: "plant-1", SiteEnqueuedAt: time.Now()}}})
 	if err != nil || len(res.Accepted) != 1 {
 		t.Fatalf("submit: %v %+v", err, res)
 	}
 	var d ports.Detail
-	waittest.For(t, 30*time.Second, "the notification Delivered", waittest.Holds(func() bool {
+	waittest.For(t, 30*time.Second, "the notification "+string(want), waittest.Holds(func() bool {
 		d, err = svc.Notification(t.Context(), id)
-		return err == nil && d.Status == ports.StatusDelivered
+		return err == nil && d.Status == want
 	}))
-	if !slices.Equal(d.ResolvedTargets, targets) {
-		t.Errorf("recorded targets %q, want the list's as written %q", d.ResolvedTargets, targets)
-	}
-	for _, v := range d.ResolvedTargets {
-		if strings.Contains(v, liarValue) || strings.Contains(v, "secret-path") {
-			t.Errorf("recorded a value central did not write: %q", v)
-		}
-	}
+	return d
 }
