@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -471,6 +472,13 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 	if l.err != nil {
 		return fmt.Errorf("resolve list: %w", l.err)
 	}
+	// A target no store can keep (a list stored before the directory
+	// refused NUL bytes, say) would make the row's outcome, and its whole
+	// batch's, unrecordable: the row parks instead, untried.
+	if i := slices.IndexFunc(l.list.Targets, func(t string) bool { return storableText(t) != t }); i >= 0 {
+		s.park(j, now, fmt.Sprintf("list %q: target %d holds a NUL byte or is not valid UTF-8; correct the list and retry", row.List, i+1))
+		return nil
+	}
 	// The list's current type decides the channel, whatever the row's Type
 	// says: a list's targets never go through another list type's channel.
 	typ := l.list.Type
@@ -494,7 +502,7 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCa
 		if len(j.due) == 0 {
 			// Every target the list holds was delivered, or failed for
 			// good and waits for an operator: nothing to attempt.
-			s.finish(j, settle(row, j.states, nil, nil, j.policy, now))
+			s.finish(j, settle(row, j.states, nil, nil, j.policy, now, false))
 			return nil
 		}
 		j.req.Targets = make([]string, len(j.due))
@@ -567,8 +575,9 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	rs := targetResults(res, len(j.due))
 	if !anySuccess(rs) {
 		if ctx.Err() != nil {
-			// Cut short by shutdown: not an attempt. (A target delivered
-			// is recorded, or it would be sent the notification again.)
+			// Cut short by shutdown: not an attempt. (When a target was
+			// delivered, that is recorded, or it would be sent the
+			// notification again; the others stay due, see settle.)
 			return
 		}
 		if res.NotAttempted {
@@ -578,7 +587,7 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 		}
 	}
 	at := s.clock.Now()
-	st := settle(j.row, j.states, j.due, rs, j.policy, at)
+	st := settle(j.row, j.states, j.due, rs, j.policy, at, ctx.Err() != nil)
 	if err := Move(j.row.Status, st.update.Status); err != nil {
 		// Claim only returns Pending or Retrying rows, from which every
 		// outcome is legal; reaching this is a store bug.

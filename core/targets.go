@@ -149,8 +149,12 @@ type settled struct {
 // With no target due (rs empty), the row is settled as its targets stand.
 // LastError is the failed target's error for a list of one target, and a
 // summary naming how many targets were not delivered otherwise.
+//
+// An attempt cut short (a shutdown) is an attempt only for the targets it
+// delivered: the others keep their state, no retry is counted, and while
+// one of them is left the row is Retrying, due at once.
 func settle(row ports.Notification, states []ports.TargetState, due []int, rs []ports.TargetResult,
-	policy RetryPolicy, at time.Time) settled {
+	policy RetryPolicy, at time.Time, cutShort bool) settled {
 	u := ports.Update{
 		ID: row.ID, RetryCount: row.RetryCount, LastError: row.LastError,
 		LastAttemptAt: row.LastAttemptAt, UpdatedAt: at,
@@ -159,6 +163,10 @@ func settle(row ports.Notification, states []ports.TargetState, due []int, rs []
 	transient, retryAfter := false, time.Duration(0)
 	for i, k := range due {
 		t, r := &states[k], rs[i]
+		s.audit = append(s.audit, ports.AuditTarget{Target: t.Target, Outcome: r.Outcome, Error: r.Error})
+		if cutShort && r.Outcome != ports.OutcomeSuccess {
+			continue
+		}
 		t.Attempts++
 		t.LastAttemptAt = at
 		u.LastAttemptAt = at
@@ -171,7 +179,6 @@ func settle(row ports.Notification, states []ports.TargetState, due []int, rs []
 			t.Status, t.LastError = ports.TargetRetrying, r.Error
 			transient, retryAfter = true, max(retryAfter, r.RetryAfter)
 		}
-		s.audit = append(s.audit, ports.AuditTarget{Target: t.Target, Outcome: r.Outcome, Error: r.Error})
 	}
 	if len(rs) > 0 {
 		s.outcome = overall(rs)
@@ -189,6 +196,11 @@ func settle(row ports.Notification, states []ports.TargetState, due []int, rs []
 				}
 			}
 		}
+	}
+	if cutShort && slices.ContainsFunc(states, func(t ports.TargetState) bool {
+		return t.Status == "" || t.Status == ports.TargetRetrying
+	}) {
+		u.Status, u.NextAttemptAt = ports.StatusRetrying, at
 	}
 	if u.Status == "" {
 		u.Status, u.DeliveredAt = ports.StatusDelivered, at

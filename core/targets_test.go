@@ -179,7 +179,7 @@ func TestSettle(t *testing.T) {
 			if len(due) != len(tt.answers) {
 				t.Fatalf("%d targets due, the test answers %d", len(due), len(tt.answers))
 			}
-			s := settle(tt.row, states, due, tt.answers, policy, tAt)
+			s := settle(tt.row, states, due, tt.answers, policy, tAt, false)
 			u := s.update
 			if u.Status != tt.status || statuses(u.Targets) != tt.statuses {
 				t.Errorf("row %s with %q, want %s with %q", u.Status, statuses(u.Targets), tt.status, tt.statuses)

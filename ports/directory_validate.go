@@ -106,8 +106,8 @@ func (fe *FieldErrors) checkName(field, v, why string) {
 //     MaxDirectoryNameBytes bytes, is not UTF-8 or holds a NUL byte;
 //   - the type (the channel type that delivers to the list) breaks the same
 //     rules;
-//   - a target is blank or not valid UTF-8, or starts like a reference (env:
-//     or file:) but names nothing.
+//   - a target is blank, not valid UTF-8 or holds a NUL byte, or starts like
+//     a reference (env: or file:) but names nothing.
 //
 // A list without targets is valid, and so is a target that is a reference
 // (env:NAME or file:/path). Messages never repeat a target: targets are
@@ -123,6 +123,8 @@ func (l List) Validate() error {
 			fe.Add(at, "empty target in list %q", l.Name)
 		case !utf8.ValidString(t):
 			fe.Add(at, "target of list %q is not valid UTF-8", l.Name)
+		case strings.IndexByte(t, 0) >= 0:
+			fe.Add(at, "target of list %q holds a NUL byte", l.Name)
 		case looksLikeRef(t) && !IsSecretRef(t):
 			fe.Add(at, "reference in list %q names nothing (want env:NAME or file:/path)", l.Name)
 		}

@@ -57,15 +57,17 @@ func serve(t *testing.T, impl Channel) (*Client, *countingServer, *grpc.Server) 
 
 // gated answers Success with the notification id as the resolved target,
 // once the gate is open; with "wait for the deadline" as subject it waits
-// for its context instead. It records the ids it was asked to deliver.
+// for its context (or for slow to close) instead. It records the ids it was
+// asked to deliver.
 type gated struct {
 	gate chan struct{}
+	slow chan struct{}
 	mu   *sync.Mutex
 	seen map[string]bool
 }
 
 func newGated() gated {
-	return gated{gate: make(chan struct{}), mu: new(sync.Mutex), seen: map[string]bool{}}
+	return gated{gate: make(chan struct{}), slow: make(chan struct{}), mu: new(sync.Mutex), seen: map[string]bool{}}
 }
 
 func (g gated) Deliver(ctx context.Context, req Request) Result {
@@ -73,8 +75,12 @@ func (g gated) Deliver(ctx context.Context, req Request) Result {
 	g.seen[req.Notification.ID] = true
 	g.mu.Unlock()
 	if req.Notification.Subject == "wait for the deadline" {
-		<-ctx.Done()
-		return Retry(ctx.Err())
+		select {
+		case <-ctx.Done():
+			return Retry(ctx.Err())
+		case <-g.slow:
+			return Retry(errors.New("released"))
+		}
 	}
 	select {
 	case <-g.gate:
@@ -246,7 +252,9 @@ func TestClientSlowDeliveryDoesNotHoldBatch(t *testing.T) {
 		})
 	}
 	defer wg.Wait()
-	defer cancelSlow()
+	// The client waits for the plugin's answer to a delivery that left,
+	// even once its caller gave up: the slow ones end when released.
+	defer close(g.slow)
 	waittest.For(t, 30*time.Second, "every sender busy", func() (bool, string) {
 		return cs.items.Load() >= maxSenders, fmt.Sprintf("%d of %d senders busy", cs.items.Load(), maxSenders)
 	})

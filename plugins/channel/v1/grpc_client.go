@@ -136,9 +136,12 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 }
 
 // Deliver sends req to the plugin, batched with concurrent deliveries, and
-// waits for its result or the end of ctx. A failed call (the plugin died, say)
-// is a Transient result: the delivery may or may not have happened, and only
-// a retry can tell.
+// waits for its result. When ctx ends before the delivery left, it is not
+// sent; once it may have reached the plugin, Deliver waits for the plugin's
+// answer even after ctx ended (a shutdown), until the delivery's deadline
+// and deadlineGrace: the answer says which targets were delivered. A failed
+// call (the plugin died, say) is a Transient result: the delivery may or
+// may not have happened, and only a retry can tell.
 func (c *Client) Deliver(ctx context.Context, req Request) Result {
 	res, _ := c.Send(ctx, req)
 	return res
@@ -172,15 +175,23 @@ func (c *Client) Send(ctx context.Context, req Request) (res Result, sent bool) 
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !cl.taken {
 		// Still queued: take it out, so that it is never sent.
 		if i := slices.Index(c.queue, cl); i >= 0 {
 			c.queue = slices.Delete(c.queue, i, i+1)
 		}
+		c.mu.Unlock()
 		return Retry(fmt.Errorf("delivery not started: %w", ctx.Err())), false
 	}
-	return Retry(fmt.Errorf("delivery interrupted, its outcome is unknown: %w", ctx.Err())), true
+	c.mu.Unlock()
+	// It may have reached the plugin, which goes on under the delivery's
+	// own timeout and then answers, target by target. That answer says
+	// which targets were delivered; without it every target would be sent
+	// the notification again. It comes before the call's own deadline
+	// (the latest delivery deadline of its batch plus deadlineGrace), at
+	// which the call fails and the delivery is Transient, outcome unknown.
+	<-cl.done
+	return cl.res, !cl.refused
 }
 
 // Close refuses new deliveries and waits for the calls in flight to end.

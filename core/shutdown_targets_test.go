@@ -29,12 +29,12 @@ func (cutShort) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
 	return ports.Result{Outcome: ports.OutcomeTransient, Targets: rs}
 }
 
-// Review: an attempt cut short by shutdown is "not an attempt" (attempt's
-// doc, ARCHITECTURE.md) when nothing was delivered; when one target was,
-// the interrupted targets are settled as a real Transient failure: the
-// shutdown costs a retry and, on the last one allowed, marks a target that
-// never failed Failed and parks the row.
-func TestReviewShutdownDoesNotFailTheInterruptedTarget(t *testing.T) {
+// TestShutdownMidAttemptKeepsWhatWasDelivered: an attempt cut short by a
+// shutdown after one target of two was delivered records that target
+// delivered, counts no retry (the shutdown is no failure, even on the last
+// retry allowed), and leaves the other due at once; the next run sends to
+// it alone.
+func TestShutdownMidAttemptKeepsWhatWasDelivered(t *testing.T) {
 	dir, err := memdir.New(
 		[]ports.List{{Name: "mail", Type: "email", Targets: []string{"a@example.com", "b@example.com"}}},
 		[]ports.ChannelSettings{{Type: "email", Retry: ports.RetrySettings{Backoff: ports.BackoffFixed, MaxRetries: 1, Interval: time.Second}}})
@@ -59,8 +59,23 @@ func TestReviewShutdownDoesNotFailTheInterruptedTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Status == ports.StatusParked || n.RetryCount != 0 {
-		t.Fatalf("after a shutdown mid-attempt: %s, retry count %d, targets %s, last error %q",
-			n.Status, n.RetryCount, statuses(n.Targets), n.LastError)
+	if n.Status != ports.StatusRetrying || n.RetryCount != 0 || n.NextAttemptAt.After(time.Now()) || n.ClaimedBy != "" {
+		t.Fatalf("after a shutdown mid-attempt: %s, retry count %d, next attempt %v, claimed by %q",
+			n.Status, n.RetryCount, n.NextAttemptAt, n.ClaimedBy)
+	}
+	if got := statuses(n.Targets); got != "a@example.com=Delivered b@example.com=" {
+		t.Fatalf("targets %s", got)
+	}
+
+	ch := newTargetChannel(nil)
+	again, err := New(Config{}, Deps{Store: store, Audit: store, Directory: dir, Channels: ports.ChannelMap{"email": ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.DispatchOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := store.Get(t.Context(), id); n.Status != ports.StatusDelivered || ch.asked["a@example.com"] != 0 || ch.received["b@example.com"] != 1 {
+		t.Fatalf("the next run: %s, asked %v", n.Status, ch.asked)
 	}
 }

@@ -25,12 +25,13 @@ func (oneHangs) Deliver(ctx context.Context, req Request) Result {
 	return PerTarget(rs)
 }
 
-// Review: a target the plugin delivered must be reported delivered even
-// when another target of the same delivery runs into the deadline. Over
-// gRPC the client gives up at the deadline with one Transient outcome for
-// every target, although the plugin answers per target ~2 ms earlier; the
-// delivered target is then sent again at the next retry.
-func TestReviewDeadlineKeepsDeliveredTargets(t *testing.T) {
+// TestDeadlineKeepsDeliveredTargets: a target the plugin delivered is
+// reported delivered even when another target of the same delivery runs
+// into the deadline: the client waits for the plugin's answer (which it
+// gives just before the deadline) rather than give up at the deadline with
+// one Transient outcome for every target, which would send the delivered
+// target the notification again at the next retry.
+func TestDeadlineKeepsDeliveredTargets(t *testing.T) {
 	c, _, _ := serve(t, oneHangs{})
 	lost := 0
 	const runs = 20
@@ -50,12 +51,12 @@ func TestReviewDeadlineKeepsDeliveredTargets(t *testing.T) {
 	}
 }
 
-// Review: at shutdown central cancels the attempt's context. The plugin
-// goes on (its call has its own deadline) and delivers "ok", but the client
-// returns at once with one Transient outcome: the core then releases the
-// row untouched (core.attempt: no success and ctx ended) and "ok" is sent
-// the notification again after the restart.
-func TestReviewShutdownKeepsDeliveredTargets(t *testing.T) {
+// TestShutdownKeepsDeliveredTargets: at shutdown central cancels the
+// attempt's context. The plugin goes on under the delivery's own timeout
+// and delivers "ok"; the client waits for its answer, so that the core
+// records "ok" delivered rather than release the row untouched and send
+// "ok" the notification again after the restart.
+func TestShutdownKeepsDeliveredTargets(t *testing.T) {
 	c, _, _ := serve(t, oneHangs{})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
