@@ -38,8 +38,30 @@ type SiteConfig struct {
 	RetryInterval time.Duration
 	// CallTimeout bounds one call to central. Default 30 s.
 	CallTimeout time.Duration
-	// MaxStatusIDs caps the ids of one Status call. Default 1000.
+	// MaxStatusIDs caps the ids of one Status call, and of one Tracking
+	// call. Default 1000.
 	MaxStatusIDs int
+
+	// The cached operations (calls to external systems, database writes);
+	// they matter only when SiteDeps has Ops and Gateway.
+
+	// MaxOpPayloadBytes caps a cached call's parameters, or a cached
+	// write's SQL and arguments together. Default 64 KiB.
+	MaxOpPayloadBytes int
+	// OpConcurrency is how many buffered operations the redelivery loop
+	// attempts at once. Default 16.
+	OpConcurrency int
+	// OpBatch is the most due operations the redelivery loop takes from the
+	// store at a time, and the most terminal rows one purge step removes.
+	// Default 100.
+	OpBatch int
+	// OpRetention is how long a terminal operation (Delivered, Failed,
+	// Discarded) stays in the tracking table before the purge removes it.
+	// Default 7 days.
+	OpRetention time.Duration
+	// OpPurgeInterval is how often the purge of terminal operations runs.
+	// Default 1 h.
+	OpPurgeInterval time.Duration
 }
 
 // Defaults of SiteConfig.
@@ -49,6 +71,11 @@ const (
 	DefaultRetryInterval     = 5 * time.Second
 	DefaultCallTimeout       = 30 * time.Second
 	DefaultMaxStatusIDs      = 1000
+	DefaultMaxOpPayloadBytes = 64 << 10
+	DefaultOpConcurrency     = 16
+	DefaultOpBatch           = 100
+	DefaultOpRetention       = 7 * 24 * time.Hour
+	DefaultOpPurgeInterval   = time.Hour
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -63,12 +90,18 @@ func (c SiteConfig) WithDefaults() SiteConfig {
 	setInt(&c.ForwardBatch, DefaultForwardBatch)
 	setInt(&c.ForwardBatchBytes, DefaultForwardBatchBytes)
 	setInt(&c.MaxStatusIDs, DefaultMaxStatusIDs)
-	if c.RetryInterval == 0 {
-		c.RetryInterval = DefaultRetryInterval
+	setInt(&c.MaxOpPayloadBytes, DefaultMaxOpPayloadBytes)
+	setInt(&c.OpConcurrency, DefaultOpConcurrency)
+	setInt(&c.OpBatch, DefaultOpBatch)
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
 	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
+	setDur(&c.RetryInterval, DefaultRetryInterval)
+	setDur(&c.CallTimeout, DefaultCallTimeout)
+	setDur(&c.OpRetention, DefaultOpRetention)
+	setDur(&c.OpPurgeInterval, DefaultOpPurgeInterval)
 	return c
 }
 
@@ -94,7 +127,8 @@ func (c SiteConfig) Validate() error {
 		name string
 		v    int
 	}{{"ForwardBatch", c.ForwardBatch}, {"ForwardBatchBytes", c.ForwardBatchBytes}, {"MaxSubjectBytes", c.MaxSubjectBytes},
-		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxStatusIDs", c.MaxStatusIDs}} {
+		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxStatusIDs", c.MaxStatusIDs}, {"MaxOpPayloadBytes", c.MaxOpPayloadBytes},
+		{"OpConcurrency", c.OpConcurrency}, {"OpBatch", c.OpBatch}} {
 		if f.v <= 0 {
 			add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
 		}
@@ -102,7 +136,8 @@ func (c SiteConfig) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"RetryInterval", c.RetryInterval}, {"CallTimeout", c.CallTimeout}} {
+	}{{"RetryInterval", c.RetryInterval}, {"CallTimeout", c.CallTimeout}, {"OpRetention", c.OpRetention},
+		{"OpPurgeInterval", c.OpPurgeInterval}} {
 		if f.d <= 0 {
 			add(f.name, "must be positive, got %s (leave it out for the default)", f.d)
 		}
@@ -116,14 +151,24 @@ type SiteDeps struct {
 	Buffer ports.Buffer
 	// Central is the link to central.
 	Central ports.Central
+	// Ops is the replicated store of cached operations and Gateway the
+	// delivery to their targets: both or neither. Without them the site
+	// defines no external systems and no database connections: a cached
+	// call or write is refused as naming an unknown target (ErrInvalid),
+	// Tracking and ListOperations find nothing, and the redelivery and purge
+	// loops only wait for their end.
+	Ops     ports.OpStore
+	Gateway ports.OpGateway
 	// Clock defaults to ports.SystemClock.
 	Clock ports.Clock
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
 }
 
-// Site is a site node's domain: it implements the driving port ports.Site
-// (Send, Status, Health) and, in Forward, the forwarder. Which node
+// Site is a site node's domain: it implements the driving ports ports.Site
+// (Send, Status, Health) and ports.Operations (the cached calls and writes)
+// and, in Forward, Redeliver and PurgeOperations, the loops the leader
+// runs. Which node
 // leads is not its concern: the buffer refuses writes off the leader, and
 // the wiring runs Forward only while the node leads.
 type Site struct {
@@ -133,15 +178,28 @@ type Site struct {
 	clock   ports.Clock
 	log     *slog.Logger
 
-	// wake holds at most one pending wake-up of the forwarder.
-	wake chan struct{}
+	ops     ports.OpStore
+	gateway ports.OpGateway
+
+	// wake holds at most one pending wake-up of the forwarder, opWake of
+	// the redelivery loop.
+	wake   chan struct{}
+	opWake chan struct{}
+
+	// inflight holds the ids whose first attempt is under way on this
+	// node; a call with the same id waits for the channel to close.
+	opMu     sync.Mutex
+	inflight map[string]chan struct{}
 
 	mu          sync.Mutex
 	lastContact time.Time
 	lastErr     string
 }
 
-var _ ports.Site = (*Site)(nil)
+var (
+	_ ports.Site       = (*Site)(nil)
+	_ ports.Operations = (*Site)(nil)
+)
 
 // NewSite builds a Site. cfg's zero fields take their defaults; an invalid cfg
 // or a missing dependency is an error.
@@ -154,6 +212,9 @@ func NewSite(cfg SiteConfig, deps SiteDeps) (*Site, error) {
 	if deps.Central == nil {
 		errs = append(errs, errors.New("core: SiteDeps.Central is nil"))
 	}
+	if (deps.Ops == nil) != (deps.Gateway == nil) {
+		errs = append(errs, errors.New("core: SiteDeps.Ops and SiteDeps.Gateway go together: set both or neither"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -164,12 +225,16 @@ func NewSite(cfg SiteConfig, deps SiteDeps) (*Site, error) {
 		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Site{
-		cfg:     cfg,
-		buffer:  deps.Buffer,
-		central: deps.Central,
-		clock:   deps.Clock,
-		log:     deps.Logger,
-		wake:    make(chan struct{}, 1),
+		cfg:      cfg,
+		buffer:   deps.Buffer,
+		central:  deps.Central,
+		clock:    deps.Clock,
+		log:      deps.Logger,
+		ops:      deps.Ops,
+		gateway:  deps.Gateway,
+		wake:     make(chan struct{}, 1),
+		opWake:   make(chan struct{}, 1),
+		inflight: make(map[string]chan struct{}),
 	}, nil
 }
 
@@ -216,12 +281,18 @@ func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) 
 // sendID returns the caller's id in canonical form, or a new time-ordered
 // UUIDv7 (which keeps the buffer's and central's indexes append-mostly).
 func (s *Site) sendID(id string) (string, error) {
+	return newID(id, "notification")
+}
+
+// newID returns id in canonical form or, when id is empty, a new UUIDv7
+// for a what.
+func newID(id, what string) (string, error) {
 	if id != "" {
 		return parseID(id)
 	}
 	u, err := uuid.NewV7()
 	if err != nil {
-		return "", fmt.Errorf("generate a notification id: %w", err)
+		return "", fmt.Errorf("generate a %s id: %w", what, err)
 	}
 	return u.String(), nil
 }
@@ -231,16 +302,9 @@ func (s *Site) sendID(id string) (string, error) {
 // does not hold, Status fails with an error wrapping ErrUnavailable rather
 // than guess.
 func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Status, error) {
-	if len(ids) > s.cfg.MaxStatusIDs {
-		return nil, fmt.Errorf("%d ids exceed the limit of %d: %w", len(ids), s.cfg.MaxStatusIDs, ports.ErrInvalid)
-	}
-	canon := make([]string, len(ids))
-	for i, id := range ids {
-		c, err := parseID(id)
-		if err != nil {
-			return nil, err
-		}
-		canon[i] = c
+	canon, err := s.canonIDs(ids)
+	if err != nil {
+		return nil, err
 	}
 	buffered, err := s.buffer.Contains(ctx, canon)
 	if err != nil {
@@ -276,6 +340,22 @@ func (s *Site) Status(ctx context.Context, ids []string) (map[string]ports.Statu
 		out[ids[i]] = st
 	}
 	return out, nil
+}
+
+// canonIDs returns ids in canonical form, at most MaxStatusIDs of them.
+func (s *Site) canonIDs(ids []string) ([]string, error) {
+	if len(ids) > s.cfg.MaxStatusIDs {
+		return nil, fmt.Errorf("%d ids exceed the limit of %d: %w", len(ids), s.cfg.MaxStatusIDs, ports.ErrInvalid)
+	}
+	canon := make([]string, len(ids))
+	for i, id := range ids {
+		c, err := parseID(id)
+		if err != nil {
+			return nil, err
+		}
+		canon[i] = c
+	}
+	return canon, nil
 }
 
 // Health implements ports.Site.
