@@ -689,3 +689,50 @@ func TestSiteConfigValidatesOperationFields(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeliverLeavesARowChangedMeanwhile: when the row changed during the
+// attempt (another change was committed meanwhile), the loop's outcome does not
+// apply and the row keeps the change.
+func TestRedeliverLeavesARowChangedMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newOpsEnv(t, SiteConfig{}, newScriptedGateway(func(_ context.Context, _ ports.Operation, n int) ports.OpResult {
+			if n == 1 {
+				return downResult
+			}
+			<-release
+			return okResult
+		}))
+		id := e.call(t, "").Operation.ID
+		run(t, e.site.Redeliver)
+		time.Sleep(11 * time.Second)
+		synctest.Wait() // the retry is under way
+		op := e.get(t, id)
+		op.Status, op.NextAttemptAt = ports.OpParked, time.Time{}
+		if applied, err := e.ops.Put(context.Background(), []ports.OpChange{{From: ports.OpPending, Op: op}}); err != nil || !applied[0] {
+			t.Fatal(applied, err)
+		}
+		close(release)
+		synctest.Wait()
+		if got := e.get(t, id); got.Status != ports.OpParked || got.Version != 2 {
+			t.Errorf("the row changed meanwhile became %+v", got)
+		}
+	})
+}
+
+// TestRedeliverParksAnOperationWhoseTargetIsGone: an operation buffered for
+// a system the configuration no longer defines parks without an attempt.
+func TestRedeliverParksAnOperationWhoseTargetIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newOpsEnv(t, SiteConfig{}, newScriptedGateway(always(downResult)))
+		id := e.call(t, "").Operation.ID
+		delete(e.gw.policies, "erp")
+		run(t, e.site.Redeliver)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		op := e.get(t, id)
+		if op.Status != ports.OpParked || !strings.Contains(op.LastError, "not attempted") || len(e.gw.tries(id)) != 1 {
+			t.Errorf("%+v after %d attempts", op, len(e.gw.tries(id)))
+		}
+	})
+}
