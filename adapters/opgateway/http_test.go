@@ -113,9 +113,9 @@ func TestCallPlacesParamsByVerb(t *testing.T) {
 	tg := newTarget(t, nil)
 	g := newGateway(t, opgateway.Config{Systems: []opgateway.System{erp(tg.URL)}}, secretref.Policy{})
 	for _, c := range []struct {
-		method, params   string
+		method, params    string
 		verb, path, query string
-		body             string // "" means no body
+		body              string // "" means no body
 	}{
 		{"getOrder", `{"id":"a/b c?#..","status":"open","n":3,"tags":["x","y",null],"skip":null,"ok":true}`,
 			"GET", "/api/orders/a%2Fb%20c%3F%23..", "n=3&ok=true&status=open&tags=x&tags=y", ""},
@@ -348,7 +348,7 @@ func TestCheckCalls(t *testing.T) {
 		{callOp("getOrder", `{"id":1`), "not valid JSON"},
 		{callOp("getOrder", `{"id":1} {}`), "after the JSON object"},
 		{callOp("getOrder", "{\"id\":\"\xff\"}"), "not valid UTF-8"},
-		{callOp("getOrder", `{"id":"` + strings.Repeat("a", opgateway.MaxParamsBytes) + `"}`), "over the limit"},
+		{callOp("getOrder", `{"id":"`+strings.Repeat("a", opgateway.MaxParamsBytes)+`"}`), "over the limit"},
 		{callOp("getOrder", `{"id":1,"id":2}`), `name "id" twice`},
 		{callOp("getOrder", `{}`), "path parameter id is missing"},
 		{callOp("getOrder", `{"id":null}`), `path parameter "id" must be`},
