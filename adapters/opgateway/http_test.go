@@ -353,8 +353,8 @@ func TestCheckCalls(t *testing.T) {
 		{callOp("getOrder", `{}`), "path parameter id is missing"},
 		{callOp("getOrder", `{"id":null}`), `path parameter "id" must be`},
 		{callOp("getOrder", `{"id":{"a":1}}`), `path parameter "id" must be`},
-		{callOp("getOrder", `{"id":""}`), "is empty, . or .."},
-		{callOp("getOrder", `{"id":".."}`), "is empty, . or .."},
+		{callOp("getOrder", `{"id":""}`), `is empty, "." or ".."`},
+		{callOp("getOrder", `{"id":".."}`), `is empty, "." or ".."`},
 		{callOp("findOrders", `{"filter":{"a":1}}`), `parameter "filter" of a GET`},
 		{callOp("findOrders", `{"filter":[[1]]}`), `parameter "filter" of a GET`},
 	} {

@@ -107,7 +107,7 @@ func (t template) fill(values map[string]string) (string, error) {
 		case !ok:
 			return "", fmt.Errorf("path parameter %s is missing", name)
 		case v == "" || v == "." || v == "..":
-			return "", fmt.Errorf("path parameter %s is empty, . or ..", name)
+			return "", fmt.Errorf("path parameter %s is empty, \".\" or \"..\" (it would name another resource)", name)
 		}
 		b.WriteString(url.PathEscape(v))
 		b.WriteString(t.parts[i+1])
