@@ -53,7 +53,9 @@ type Options struct {
 // once it is valid: every rule of Validate, and every secret reference
 // allowed by secrets (checked, not yet resolved: secrets are resolved at
 // each call, a DSN when its pool opens). Its errors are *ports.FieldError,
-// joined. It opens no connection.
+// joined. It opens no connection. The site's configuration is the
+// operator's, so the wiring passes secretref.Own(the configuration's
+// directory) unless it narrows it.
 func New(cfg Config, secrets secretref.Policy, opts Options) (*Gateway, error) {
 	cfg = cfg.WithDefaults()
 	if err := errors.Join(cfg.Validate(), cfg.CheckRefs(secrets)); err != nil {

@@ -152,6 +152,10 @@ func (g *Gateway) call(ctx context.Context, s *system, m *method, op ports.Opera
 		// Its text quotes the URL: leave it out.
 		return ports.OpResult{Outcome: ports.OutcomePermanent, Error: what + ": the request cannot be built"}
 	}
+	// The system's headers may replace User-Agent and Accept, not what
+	// follows them (Validate refuses those names).
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("Accept", "application/json")
 	for k, v := range s.Headers {
 		req.Header.Set(k, v)
 	}
@@ -159,8 +163,6 @@ func (g *Gateway) call(ctx context.Context, s *system, m *method, op ports.Opera
 		req.Header[k] = v
 	}
 	req.Header.Set("Idempotency-Key", op.ID)
-	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set("Accept", "application/json")
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
