@@ -38,7 +38,7 @@ type target struct {
 	respond func(w http.ResponseWriter, r *http.Request)
 }
 
-func newTarget(t *testing.T, respond func(w http.ResponseWriter, r *http.Request)) *target {
+func newTarget(t testing.TB, respond func(w http.ResponseWriter, r *http.Request)) *target {
 	t.Helper()
 	tg := &target{respond: respond}
 	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +57,7 @@ func newTarget(t *testing.T, respond func(w http.ResponseWriter, r *http.Request
 	return tg
 }
 
-func (tg *target) last(t *testing.T) received {
+func (tg *target) last(t testing.TB) received {
 	t.Helper()
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
@@ -89,7 +89,7 @@ func policy(dir string) secretref.Policy {
 	return secretref.Policy{EnvPrefix: secretref.DefaultEnvPrefix, Dirs: []string{dir}}
 }
 
-func newGateway(t *testing.T, cfg opgateway.Config, p secretref.Policy) *opgateway.Gateway {
+func newGateway(t testing.TB, cfg opgateway.Config, p secretref.Policy) *opgateway.Gateway {
 	t.Helper()
 	g, err := opgateway.New(cfg, p, opgateway.Options{})
 	if err != nil {

@@ -32,7 +32,7 @@ type database struct {
 	ph func(n int) string
 }
 
-func sqliteDatabase(t *testing.T) database {
+func sqliteDatabase(t testing.TB) database {
 	t.Helper()
 	dsn := "file:" + filepath.Join(t.TempDir(), "plant.db") + "?_pragma=busy_timeout(5000)"
 	db, err := sql.Open("sqlite", dsn)
@@ -46,7 +46,7 @@ func sqliteDatabase(t *testing.T) database {
 // postgresDatabase creates a database of its own on the shared server of
 // OUTBOX_TEST_POSTGRES_DSN (so that its marker table is the test's alone)
 // and drops it at the end; it skips without that server.
-func postgresDatabase(t *testing.T) database {
+func postgresDatabase(t testing.TB) database {
 	t.Helper()
 	admin := os.Getenv("OUTBOX_TEST_POSTGRES_DSN")
 	if admin == "" {
@@ -80,7 +80,7 @@ func postgresDatabase(t *testing.T) database {
 
 // connect returns a gateway with one connection, "plant", to d, its DSN
 // read from a variable.
-func (d database) connect(t *testing.T, exactlyOnce bool) *opgateway.Gateway {
+func (d database) connect(t testing.TB, exactlyOnce bool) *opgateway.Gateway {
 	t.Helper()
 	t.Setenv("OUTBOX_SECRET_PLANT_DSN", d.dsn)
 	return newGateway(t, opgateway.Config{Connections: []opgateway.Connection{{
@@ -88,14 +88,14 @@ func (d database) connect(t *testing.T, exactlyOnce bool) *opgateway.Gateway {
 	}}}, policy(t.TempDir()))
 }
 
-func (d database) exec(t *testing.T, q string) {
+func (d database) exec(t testing.TB, q string) {
 	t.Helper()
 	if _, err := d.db.ExecContext(t.Context(), q); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
 
-func (d database) count(t *testing.T, q string) int {
+func (d database) count(t testing.TB, q string) int {
 	t.Helper()
 	var n int
 	if err := d.db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
@@ -111,7 +111,7 @@ func writeOp(sqlText, args string) ports.Operation {
 
 var databases = []struct {
 	name string
-	open func(*testing.T) database
+	open func(testing.TB) database
 }{{"sqlite", sqliteDatabase}, {"postgres", postgresDatabase}}
 
 func TestWriteAndClassify(t *testing.T) {
