@@ -46,9 +46,8 @@ const (
 
 // Config is what a site's configuration defines for its cached
 // operations: the external systems scripts call, and the database
-// connections they write to. A system and a connection may share a name
-// (an operation's kind says which one it targets); two systems, or two
-// connections, may not.
+// connections they write to. Their names are unique across both, so that
+// a target's name alone (a tracking row's, a filter's) says which it is.
 type Config struct {
 	Systems     []System     `yaml:"systems"`
 	Connections []Connection `yaml:"connections"`
@@ -175,29 +174,28 @@ func (c Config) WithDefaults() Config {
 
 // Validate returns one *ports.FieldError per broken rule, joined, each on
 // the Go path of its field ("Systems[0].Methods[1].Path"): those of every
-// system and connection, and names repeated. A zero is no default but a
+// system and connection, and a name given twice (to two systems, two
+// connections, or a system and a connection). A zero is no default but a
 // value: call it on c.WithDefaults().
 func (c Config) Validate() error {
 	var fe ports.FieldErrors
-	seen := map[string]int{}
+	seen := map[string]string{}
+	unique := func(at, name string) {
+		if other, ok := seen[name]; ok && name != "" {
+			fe.Add(at+".Name", "%q is also the name of %s", name, other)
+		} else {
+			seen[name] = at
+		}
+	}
 	for i, s := range c.Systems {
 		at := fmt.Sprintf("Systems[%d]", i)
 		fe.Nest(at, s.Validate())
-		if j, ok := seen[s.Name]; ok && s.Name != "" {
-			fe.Add(at+".Name", "%q is also the name of Systems[%d]", s.Name, j)
-		} else {
-			seen[s.Name] = i
-		}
+		unique(at, s.Name)
 	}
-	clear(seen)
 	for i, cn := range c.Connections {
 		at := fmt.Sprintf("Connections[%d]", i)
 		fe.Nest(at, cn.Validate())
-		if j, ok := seen[cn.Name]; ok && cn.Name != "" {
-			fe.Add(at+".Name", "%q is also the name of Connections[%d]", cn.Name, j)
-		} else {
-			seen[cn.Name] = i
-		}
+		unique(at, cn.Name)
 	}
 	return fe.Err()
 }

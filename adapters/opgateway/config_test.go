@@ -84,6 +84,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no name", func(c *opgateway.Config) { c.Systems[0].Name = " " }, []string{"Systems[0].Name"}},
 		{"two systems named alike", func(c *opgateway.Config) { c.Systems = append(c.Systems, c.Systems[0]) }, []string{"Systems[1].Name"}},
 		{"two connections named alike", func(c *opgateway.Config) { c.Connections = append(c.Connections, c.Connections[0]) }, []string{"Connections[1].Name"}},
+		{"a system and a connection named alike", func(c *opgateway.Config) { c.Connections[0].Name = "erp" }, []string{"Connections[0].Name"}},
 		{"a ftp URL", func(c *opgateway.Config) { c.Systems[0].BaseURL = "ftp://erp.example" }, []string{"Systems[0].BaseURL"}},
 		{"a relative URL", func(c *opgateway.Config) { c.Systems[0].BaseURL = "/api" }, []string{"Systems[0].BaseURL"}},
 		{"user information", func(c *opgateway.Config) { c.Systems[0].BaseURL = "https://u:p@erp.example" }, []string{"Systems[0].BaseURL"}},
