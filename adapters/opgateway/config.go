@@ -67,6 +67,11 @@ type System struct {
 	// whose system speaks no TLS): credentials and data then travel in
 	// clear.
 	AllowInsecure bool `yaml:"allow_insecure"`
+	// CAFile, when set, is a PEM file of the authorities that verify the
+	// system's certificate instead of the machine's (a plant's own CA). A
+	// relative path starts at the secretref.Policy's Base (the
+	// configuration's directory). New reads it.
+	CAFile string `yaml:"ca_file"`
 	// Methods are the system's methods; their names are unique.
 	Methods []Method `yaml:"methods"`
 	// Headers are sent with every call, as written. They carry no secret
@@ -268,6 +273,9 @@ func (s System) Validate() error {
 	var fe ports.FieldErrors
 	checkName(&fe, "Name", s.Name)
 	checkBaseURL(&fe, s.BaseURL, s.AllowInsecure)
+	if s.CAFile != "" && !strings.HasPrefix(s.BaseURL, "https://") {
+		fe.Add("CAFile", "set for a system that is not reached over https")
+	}
 	if len(s.Methods) == 0 {
 		fe.Add("Methods", "no method: a system needs at least one")
 	}

@@ -90,6 +90,8 @@ func TestConfigValidate(t *testing.T) {
 		{"user information", func(c *opgateway.Config) { c.Systems[0].BaseURL = "https://u:p@erp.example" }, []string{"Systems[0].BaseURL"}},
 		{"a query", func(c *opgateway.Config) { c.Systems[0].BaseURL = "https://erp.example/?key=1" }, []string{"Systems[0].BaseURL"}},
 		{"http off loopback", func(c *opgateway.Config) { c.Systems[0].BaseURL = "http://erp.example" }, []string{"Systems[0].BaseURL"}},
+		{"a CA file for http", func(c *opgateway.Config) { c.Systems[0].BaseURL, c.Systems[0].CAFile = "http://127.0.0.1", "ca.pem" },
+			[]string{"Systems[0].CAFile"}},
 		{"no method", func(c *opgateway.Config) { c.Systems[0].Methods = nil }, []string{"Systems[0].Methods"}},
 		{"two methods named alike", func(c *opgateway.Config) {
 			c.Systems[0].Methods = append(c.Systems[0].Methods, c.Systems[0].Methods[0])

@@ -21,6 +21,7 @@ type Gateway struct {
 	conns   map[string]*sqlConn
 	secrets secretref.Policy
 	client  *http.Client
+	own     []*http.Client // the systems' own clients
 	logger  *slog.Logger
 }
 
@@ -30,6 +31,8 @@ var _ ports.OpGateway = (*Gateway)(nil)
 type system struct {
 	System
 	methods map[string]*method
+	// client is the gateway's, or the system's own when it has a CAFile.
+	client *http.Client
 }
 
 type method struct {
@@ -66,15 +69,25 @@ func New(cfg Config, secrets secretref.Policy, opts Options) (*Gateway, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{
+		client:  newHTTPClient(opts.Transport, nil),
 		systems: make(map[string]*system, len(cfg.Systems)),
 		conns:   make(map[string]*sqlConn, len(cfg.Connections)),
 		secrets: secrets,
 		logger:  logger,
 	}
-	for _, s := range cfg.Systems {
+	for i, s := range cfg.Systems {
 		u, _ := url.Parse(s.BaseURL) // Validate parsed it
 		s.BaseURL = strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
-		sys := &system{System: s, methods: make(map[string]*method, len(s.Methods))}
+		sys := &system{System: s, methods: make(map[string]*method, len(s.Methods)), client: g.client}
+		if s.CAFile != "" {
+			roots, err := readCAFile(s.CAFile, secrets.Base)
+			if err != nil {
+				return nil, fmt.Errorf("opgateway: configuration: %w",
+					&ports.FieldError{Field: fmt.Sprintf("Systems[%d].CAFile", i), Msg: err.Error()})
+			}
+			sys.client = newHTTPClient(opts.Transport, roots)
+			g.own = append(g.own, sys.client)
+		}
 		for _, m := range s.Methods {
 			t, _ := parseTemplate(m.Path) // Validate parsed it
 			sys.methods[m.Name] = &method{Method: m, tmpl: t,
@@ -85,7 +98,6 @@ func New(cfg Config, secrets secretref.Policy, opts Options) (*Gateway, error) {
 	for _, c := range cfg.Connections {
 		g.conns[c.Name] = &sqlConn{Connection: c}
 	}
-	g.client = newHTTPClient(opts.Transport)
 	return g, nil
 }
 
@@ -93,6 +105,9 @@ func New(cfg Config, secrets secretref.Policy, opts Options) (*Gateway, error) {
 // made after it open them again.
 func (g *Gateway) Close() error {
 	g.client.CloseIdleConnections()
+	for _, c := range g.own {
+		c.CloseIdleConnections()
+	}
 	var errs []error
 	for _, c := range g.conns {
 		errs = append(errs, c.close())

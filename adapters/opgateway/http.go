@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,10 +50,15 @@ const (
 // UserAgent is sent with every call.
 const UserAgent = "siteline-outbox"
 
-func newHTTPClient(rt http.RoundTripper) *http.Client {
-	if rt == nil {
+// newHTTPClient returns a client over rt, or over a transport of its own
+// that trusts roots (nil: the machine's authorities).
+func newHTTPClient(rt http.RoundTripper, roots *x509.CertPool) *http.Client {
+	if rt == nil || roots != nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 32
+		if roots != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		}
 		rt = t
 	}
 	return &http.Client{
@@ -61,6 +67,23 @@ func newHTTPClient(rt http.RoundTripper) *http.Client {
 		// would send the credentials and the data elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// readCAFile reads a PEM file of certificate authorities, a relative path
+// against base.
+func readCAFile(path, base string) (*x509.CertPool, error) {
+	if !filepath.IsAbs(path) && base != "" {
+		path = filepath.Join(base, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the file: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, errors.New("the file holds no PEM certificate")
+	}
+	return roots, nil
 }
 
 // request is a call built from a method and its parameters.
@@ -167,7 +190,7 @@ func (g *Gateway) call(ctx context.Context, s *system, m *method, op ports.Opera
 		req.Header.Set("Content-Type", "application/json")
 	}
 
-	resp, err := g.client.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

@@ -3,6 +3,7 @@ package opgateway_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -376,5 +377,42 @@ func TestCheckCalls(t *testing.T) {
 	// failed: the operator may define it again.
 	if res := g.Attempt(t.Context(), ports.Operation{Kind: ports.OpCall, Target: "gone", Method: "x"}); res.Outcome != ports.OutcomeTransient {
 		t.Errorf("attempt on an unknown system: %+v", res)
+	}
+}
+
+func TestCallOverTLSWithTheSystemsCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"tls":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(dir, "plant-ca.pem"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The machine's authorities do not know the server's: Transient, the
+	// operator may fix it.
+	g := newGateway(t, opgateway.Config{Systems: []opgateway.System{erp(srv.URL)}}, secretref.Policy{})
+	if res := g.Attempt(t.Context(), callOp("findOrders", `{}`)); res.Outcome != ports.OutcomeTransient ||
+		!strings.Contains(res.Error, "unknown authority") {
+		t.Errorf("without the CA: %+v", res)
+	}
+	// With the system's CA file (relative to the policy's base).
+	sys := erp(srv.URL)
+	sys.CAFile = "plant-ca.pem"
+	g = newGateway(t, opgateway.Config{Systems: []opgateway.System{sys}}, secretref.Own(dir))
+	if res := g.Attempt(t.Context(), callOp("findOrders", `{}`)); res.Outcome != ports.OutcomeSuccess || string(res.Answer) != `{"tls":true}` {
+		t.Errorf("with the CA: %+v", res)
+	}
+	// A CA file that holds no certificate stops New.
+	if err := os.WriteFile(filepath.Join(dir, "empty.pem"), []byte("nothing"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys.CAFile = "empty.pem"
+	_, err := opgateway.New(opgateway.Config{Systems: []opgateway.System{sys}}, secretref.Own(dir), opgateway.Options{})
+	var fe *ports.FieldError
+	if !errors.As(err, &fe) || fe.Field != "Systems[0].CAFile" {
+		t.Errorf("an empty CA file: %v", err)
 	}
 }
