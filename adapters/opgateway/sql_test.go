@@ -307,3 +307,29 @@ func TestCheckWrites(t *testing.T) {
 		t.Errorf("Policy(plant) = %+v, %v", p, err)
 	}
 }
+
+func TestWriteSQLiteBusyIsTransient(t *testing.T) {
+	db := sqliteDatabase(t)
+	db.exec(t, `CREATE TABLE counts (tag text NOT NULL)`)
+	// The test holds the write lock; the gateway's DSN waits for none.
+	conn, err := db.db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	db.dsn = strings.TrimSuffix(db.dsn, "?_pragma=busy_timeout(5000)")
+	g := db.connect(t, true)
+	res := g.Attempt(t.Context(), writeOp("INSERT INTO counts (tag) VALUES (?)", `["x"]`))
+	if res.Outcome != ports.OutcomeTransient || !strings.Contains(res.Error, "locked") {
+		t.Errorf("a locked database: %+v", res)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if res := g.Attempt(t.Context(), writeOp("INSERT INTO counts (tag) VALUES (?)", `["x"]`)); res.Outcome != ports.OutcomeSuccess {
+		t.Errorf("once unlocked: %+v", res)
+	}
+}
