@@ -121,7 +121,8 @@ func (g *Gateway) Close() error {
 // parameter with a scalar, and whose other members fit the query when the
 // verb is GET or DELETE; a write's connection is defined, its SQL is
 // non-empty valid UTF-8 without NUL of at most MaxSQLBytes, and its Args a
-// JSON array of scalars (MaxArgs, MaxArgsBytes). Errors wrap
+// JSON array of scalars (MaxArgs, MaxArgsBytes), and in exactly-once mode
+// its id fits MarkerTable (64 bytes). Errors wrap
 // ports.ErrInvalid and never quote a parameter's value.
 func (g *Gateway) Check(op ports.Operation) error {
 	var err error
@@ -132,8 +133,12 @@ func (g *Gateway) Check(op ports.Operation) error {
 			_, err = m.build(op.Payload.Params)
 		}
 	case ports.OpWrite:
-		if _, err = g.conn(op.Target); err == nil {
+		var c *sqlConn
+		if c, err = g.conn(op.Target); err == nil {
 			_, err = checkWrite(op.Payload.SQL, op.Payload.Args)
+		}
+		if err == nil && c.ExactlyOnce && len(op.ID) > maxMarkerID {
+			err = fmt.Errorf("the operation id is over %d bytes, the longest %s records", maxMarkerID, MarkerTable)
 		}
 	default:
 		err = fmt.Errorf("unknown operation kind %q", op.Kind)

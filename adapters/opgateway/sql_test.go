@@ -300,6 +300,16 @@ func TestCheckWrites(t *testing.T) {
 			t.Errorf("Check(%.40q, %.40s) = %v, want ErrInvalid with %q", c.op.Payload.SQL, c.op.Payload.Args, err, c.want)
 		}
 	}
+	once := newGateway(t, opgateway.Config{Connections: []opgateway.Connection{{
+		Name: "plant", Driver: opgateway.DriverSQLite, DSN: "env:OUTBOX_SECRET_X", ExactlyOnce: true}}}, secretref.Own(""))
+	long := writeOp("SELECT 1", ``)
+	long.ID = strings.Repeat("a", 65)
+	if err := once.Check(long); !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "over 64 bytes") {
+		t.Errorf("a long id in exactly-once mode: %v", err)
+	}
+	if err := g.Check(long); err != nil {
+		t.Errorf("a long id without exactly-once: %v", err)
+	}
 	if err := g.Check(writeOp("SELECT ?", `[1, -2.5, 1e3, "x", true, null]`)); err != nil {
 		t.Errorf("scalar args: %v", err)
 	}
