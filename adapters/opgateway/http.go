@@ -286,7 +286,10 @@ func (g *Gateway) authHeader(s *system) (http.Header, []string, error) {
 	}
 	h := http.Header{}
 	h.Set(name, value)
-	return h, []string{value, secret}, nil
+	// The credentials without their scheme too: a server may echo them
+	// alone.
+	_, cred, _ := strings.Cut(value, " ")
+	return h, []string{value, cred, secret}, nil
 }
 
 // netErrorText describes the error of http.Client.Do without the URL (a
