@@ -53,8 +53,9 @@
 // 53), SQLite's busy and locked are Transient, and so is any error not
 // known; integrity constraints (class 23; MS SQL 2627, 2601, 547), syntax
 // and access errors (class 42; MS SQL 102, 156, 207, 208), bad data
-// (class 22) and SQLite's constraint, SQL, mismatch, range and too-big
-// errors are Permanent.
+// (class 22), SQLite's constraint, SQL, mismatch, range and too-big
+// errors, and the client-side refusal of arguments that do not fit the
+// statement (a count that differs) are Permanent.
 //
 // # Exactly once
 //

@@ -233,7 +233,7 @@ const maxSQLErrorText = 300
 //     2601, 547), syntax and access (postgres class 42; mssql 102, 156,
 //     207, 208), bad data (postgres class 22), and SQLite's constraint,
 //     SQL (syntax, no such table), type mismatch, range and too-big
-//     errors.
+//     errors, and arguments that do not fit the statement (argumentTexts).
 func classifySQL(err error, redact []string) (ports.Outcome, string) {
 	var (
 		pgErr *pgconn.PgError
@@ -264,6 +264,9 @@ func classifySQL(err error, redact []string) (ports.Outcome, string) {
 			outcome = ports.OutcomePermanent
 		}
 		text = "sqlite: " + sqErr.Error()
+	case argumentError(err):
+		outcome = ports.OutcomePermanent
+		text = err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		text = "timed out"
 	case errors.Is(err, context.Canceled):
@@ -286,6 +289,23 @@ func classifySQL(err error, redact []string) (ports.Outcome, string) {
 		text = strings.ToValidUTF8(text[:maxSQLErrorText], "") + "…"
 	}
 	return outcome, text
+}
+
+// argumentTexts are the errors database/sql and the drivers return,
+// before anything reaches the server, for arguments that do not fit the
+// statement: they recur at every attempt. They are plain errors, known by
+// their text; one a driver words otherwise stays Transient.
+var argumentTexts = []string{
+	"sql: expected ",                      // database/sql: "sql: expected 2 arguments, got 1"
+	"sql: converting argument",            // database/sql: a value the driver cannot take
+	"mismatched param and argument count", // pgx
+	"missing argument with index",         // modernc.org/sqlite
+	"missing named argument",              // modernc.org/sqlite
+}
+
+func argumentError(err error) bool {
+	text := err.Error()
+	return slices.ContainsFunc(argumentTexts, func(s string) bool { return strings.Contains(text, s) })
 }
 
 // dsnPassword finds a password in a key=value DSN (postgres, mssql).

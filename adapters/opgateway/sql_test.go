@@ -151,10 +151,17 @@ func TestWriteAndClassify(t *testing.T) {
 				{"not null violation", insert, `[3, null, 1, true]`},
 				{"missing table", "INSERT INTO no_such_table (id) VALUES (" + db.ph(1) + ")", `[1]`},
 				{"syntax error", "INSERT INTO readings VALUES (", `[]`},
+				{"too few args", insert, `[9]`},
 			} {
 				res := g.Attempt(t.Context(), writeOp(c.sql, c.args))
 				if res.Outcome != ports.OutcomePermanent || res.Error == "" {
 					t.Errorf("%s: %+v, want Permanent", c.what, res)
+				}
+			}
+			if db.driver == opgateway.DriverPostgres { // SQLite ignores extra arguments
+				res := g.Attempt(t.Context(), writeOp("INSERT INTO readings (id, tag) VALUES (9, 'x')", `[1]`))
+				if res.Outcome != ports.OutcomePermanent {
+					t.Errorf("too many args: %+v, want Permanent", res)
 				}
 			}
 			if n := db.count(t, "SELECT count(*) FROM readings"); n != 2 {
