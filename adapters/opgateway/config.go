@@ -84,8 +84,9 @@ type System struct {
 	Auth Auth `yaml:"auth"`
 	// Timeout bounds one call (default DefaultTimeout).
 	Timeout time.Duration `yaml:"timeout"`
-	// MaxRetries (default DefaultMaxRetries) and RetryInterval (fixed,
-	// default DefaultRetryInterval) are the system's retry policy.
+	// MaxRetries (default DefaultMaxRetries; at least 1, since zero is
+	// the default) and RetryInterval (fixed, default DefaultRetryInterval)
+	// are the system's retry policy.
 	MaxRetries    int           `yaml:"max_retries"`
 	RetryInterval time.Duration `yaml:"retry_interval"`
 }
@@ -336,8 +337,12 @@ func (a Auth) Validate() error {
 		}
 	}
 	unused := func(field, v string) {
-		if v != "" {
-			fe.Add(field, "not used by kind %q", a.Kind)
+		switch {
+		case v == "":
+		case a.Kind == AuthNone:
+			fe.Add(field, "set, but Kind is empty (no auth)")
+		default:
+			fe.Add(field, "not used by kind %s", a.Kind)
 		}
 	}
 	switch a.Kind {
