@@ -119,6 +119,9 @@ type Options struct {
 	MemberCAs []*x509.Certificate
 	Limits    siteapi.Limits
 	Logger    *slog.Logger
+	// Ops, when set, gives each node its cached operations (ServerConfig.Ops)
+	// by the node's name.
+	Ops func(name string) ports.Operations
 	// MemberCA, when set, makes the nodes members of one group ("leader"
 	// and "follower", unless Members says otherwise) whose certificates it
 	// issues: MemberCAs is it, and each node presents its own member
@@ -184,8 +187,13 @@ func Start(t testing.TB, name string, opt Options) *Node {
 		peer.Certificates = []tls.Certificate{opt.MemberCA.Issue(t, name)}
 		opt.PeerTLS = peer
 	}
+	var ops ports.Operations
+	if opt.Ops != nil {
+		ops = opt.Ops(name)
+	}
 	srv, err := siteapi.NewServer(siteapi.ServerConfig{
 		Site:      n.Site,
+		Ops:       ops,
 		Leader:    n.leaderView,
 		Token:     opt.Token,
 		TLS:       opt.TLS,
