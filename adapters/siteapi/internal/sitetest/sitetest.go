@@ -1,5 +1,6 @@
 // Package sitetest holds what the tests of adapters/siteapi and its notify
-// client share: a fake ports.Site that records its calls, site API servers on
+// client share: a fake ports.Site that records its calls, a scripted
+// ports.OpGateway that counts its attempts per node, site API servers on
 // 127.0.0.1 whose view of the leader a test sets, and TLS configurations made
 // up for one test.
 package sitetest
