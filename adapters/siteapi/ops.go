@@ -157,4 +157,3 @@ func (h *service) operatorAction(ctx context.Context, method string, req *pb.Ope
 	}
 	return pb.OperationToPB(op), nil
 }
-

@@ -238,8 +238,16 @@ func TestOpsBadInputIsRefusedAndNothingStored(t *testing.T) {
 	}{
 		{"unknown system", func() *pb.CachedCallRequest { r := callReq(newID(t), "x"); r.System = "mes"; return r }, `no external system "mes"`},
 		{"unknown method", func() *pb.CachedCallRequest { return callReq(newID(t), "cancel") }, `no method "cancel"`},
-		{"params not an object", func() *pb.CachedCallRequest { r := callReq(newID(t), sitetest.MethodOK); r.Params = []byte(`[1]`); return r }, "not a JSON object"},
-		{"params not JSON", func() *pb.CachedCallRequest { r := callReq(newID(t), sitetest.MethodOK); r.Params = []byte(`{"a":`); return r }, "not a JSON object"},
+		{"params not an object", func() *pb.CachedCallRequest {
+			r := callReq(newID(t), sitetest.MethodOK)
+			r.Params = []byte(`[1]`)
+			return r
+		}, "not a JSON object"},
+		{"params not JSON", func() *pb.CachedCallRequest {
+			r := callReq(newID(t), sitetest.MethodOK)
+			r.Params = []byte(`{"a":`)
+			return r
+		}, "not a JSON object"},
 		{"params not UTF-8", func() *pb.CachedCallRequest {
 			r := callReq(newID(t), sitetest.MethodOK)
 			r.Params = []byte("{\"a\":\"\xff\"}")
@@ -340,4 +348,3 @@ func TestOpRequestBytes(t *testing.T) {
 		t.Fatalf("a call of 1 MiB params is %d bytes, over the derived limit %d", n, limit)
 	}
 }
-
