@@ -62,8 +62,9 @@
 //
 // Send, Call and Write need a context with a deadline; without one they fail
 // at once and send nothing. Within that deadline, every call tries the nodes
-// in turn, each try bounded by its own timeout (5 s, or WithAttemptTimeout; less when
-// less time is left) so that a dead node does not take the whole deadline.
+// in turn, each try bounded by its own timeout (5 s, or WithAttemptTimeout;
+// less when less time is left) so that a dead node does not take the whole
+// deadline.
 // A try that fails because the node is unreachable, has no leader, or timed
 // out moves on to the next node; after each round of every node the client
 // waits a little (20 ms, doubling up to 1 s, with jitter). When the deadline
