@@ -3,10 +3,12 @@ package siteapi
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
+	"github.com/siteline/outbox/ports"
 )
 
 // The RPCs of cached operations. CachedCall, CachedWrite, RetryOperation
@@ -25,60 +27,70 @@ func (h *service) needOps(method string) error {
 	return nil
 }
 
-// CachedCall serves a cached call here on the leader, or passes it to the
-// leader.
-func (h *service) CachedCall(ctx context.Context, req *pb.CachedCallRequest) (*pb.OperationOutcome, error) {
-	const method = "CachedCall"
+// needDeadline refuses an RPC without Ops or without a deadline.
+func (h *service) needDeadline(ctx context.Context, method string) error {
 	if err := h.needOps(method); err != nil {
-		return nil, err
+		return err
 	}
 	if _, ok := ctx.Deadline(); !ok {
-		return nil, status.Error(codes.InvalidArgument, "CachedCall needs a deadline")
+		return status.Errorf(codes.InvalidArgument, "%s needs a deadline", method)
 	}
-	client, out, addr, err := h.s.route(ctx)
+	return nil
+}
+
+// atLeader serves an RPC that changes the site: with local here on the
+// leader, or with forward at the leader.
+func atLeader[R any](ctx context.Context, s *Server, method string,
+	forward func(context.Context, pb.SiteClient) (R, error), local func(context.Context) (R, error)) (R, error) {
+	var zero R
+	client, out, addr, err := s.route(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if client != nil {
-		resp, err := client.CachedCall(out, req)
+		resp, err := forward(out, client)
 		if err != nil {
-			return nil, h.s.forwardError(method, addr, err)
+			return zero, s.forwardError(method, addr, err)
 		}
 		return resp, nil
 	}
-	o, err := h.s.ops.CachedCall(ctx, pb.CallRequestFromPB(req))
+	resp, err := local(ctx)
 	if err != nil {
-		return nil, h.s.toStatus(method, err)
+		return zero, s.toStatus(method, err)
 	}
-	return pb.OutcomeToPB(o), nil
+	return resp, nil
+}
+
+// CachedCall serves a cached call here on the leader, or passes it to the
+// leader.
+func (h *service) CachedCall(ctx context.Context, req *pb.CachedCallRequest) (*pb.OperationOutcome, error) {
+	if err := h.needDeadline(ctx, "CachedCall"); err != nil {
+		return nil, err
+	}
+	return atLeader(ctx, h.s, "CachedCall",
+		func(ctx context.Context, c pb.SiteClient) (*pb.OperationOutcome, error) {
+			return c.CachedCall(ctx, req)
+		},
+		func(ctx context.Context) (*pb.OperationOutcome, error) {
+			o, err := h.s.ops.CachedCall(ctx, pb.CallRequestFromPB(req))
+			return pb.OutcomeToPB(o), err
+		})
 }
 
 // CachedWrite serves a cached write here on the leader, or passes it to
 // the leader.
 func (h *service) CachedWrite(ctx context.Context, req *pb.CachedWriteRequest) (*pb.OperationOutcome, error) {
-	const method = "CachedWrite"
-	if err := h.needOps(method); err != nil {
+	if err := h.needDeadline(ctx, "CachedWrite"); err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		return nil, status.Error(codes.InvalidArgument, "CachedWrite needs a deadline")
-	}
-	client, out, addr, err := h.s.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if client != nil {
-		resp, err := client.CachedWrite(out, req)
-		if err != nil {
-			return nil, h.s.forwardError(method, addr, err)
-		}
-		return resp, nil
-	}
-	o, err := h.s.ops.CachedWrite(ctx, pb.WriteRequestFromPB(req))
-	if err != nil {
-		return nil, h.s.toStatus(method, err)
-	}
-	return pb.OutcomeToPB(o), nil
+	return atLeader(ctx, h.s, "CachedWrite",
+		func(ctx context.Context, c pb.SiteClient) (*pb.OperationOutcome, error) {
+			return c.CachedWrite(ctx, req)
+		},
+		func(ctx context.Context) (*pb.OperationOutcome, error) {
+			o, err := h.s.ops.CachedWrite(ctx, pb.WriteRequestFromPB(req))
+			return pb.OutcomeToPB(o), err
+		})
 }
 
 // Tracking answers from this node's own copy of the tracking table.
@@ -112,18 +124,20 @@ func (h *service) ListOperations(ctx context.Context, req *pb.ListOperationsRequ
 // RetryOperation serves an operator's Retry here on the leader, or passes
 // it to the leader.
 func (h *service) RetryOperation(ctx context.Context, req *pb.OperationRequest) (*pb.Operation, error) {
-	return h.operatorAction(ctx, "RetryOperation", req)
+	return h.operatorAction(ctx, "RetryOperation", req, pb.SiteClient.RetryOperation, ports.Operations.RetryOperation)
 }
 
 // DiscardOperation serves an operator's Discard here on the leader, or
 // passes it to the leader.
 func (h *service) DiscardOperation(ctx context.Context, req *pb.OperationRequest) (*pb.Operation, error) {
-	return h.operatorAction(ctx, "DiscardOperation", req)
+	return h.operatorAction(ctx, "DiscardOperation", req, pb.SiteClient.DiscardOperation, ports.Operations.DiscardOperation)
 }
 
 // operatorAction is what RetryOperation and DiscardOperation share. A call
 // without a deadline gets forwardedStatusTimeout.
-func (h *service) operatorAction(ctx context.Context, method string, req *pb.OperationRequest) (*pb.Operation, error) {
+func (h *service) operatorAction(ctx context.Context, method string, req *pb.OperationRequest,
+	rpc func(pb.SiteClient, context.Context, *pb.OperationRequest, ...grpc.CallOption) (*pb.Operation, error),
+	act func(ports.Operations, context.Context, string) (ports.Operation, error)) (*pb.Operation, error) {
 	if err := h.needOps(method); err != nil {
 		return nil, err
 	}
@@ -132,28 +146,10 @@ func (h *service) operatorAction(ctx context.Context, method string, req *pb.Ope
 		ctx, cancel = context.WithTimeout(ctx, forwardedStatusTimeout)
 		defer cancel()
 	}
-	client, out, addr, err := h.s.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if client != nil {
-		call := client.RetryOperation
-		if method == "DiscardOperation" {
-			call = client.DiscardOperation
-		}
-		resp, err := call(out, req)
-		if err != nil {
-			return nil, h.s.forwardError(method, addr, err)
-		}
-		return resp, nil
-	}
-	act := h.s.ops.RetryOperation
-	if method == "DiscardOperation" {
-		act = h.s.ops.DiscardOperation
-	}
-	op, err := act(ctx, req.GetId())
-	if err != nil {
-		return nil, h.s.toStatus(method, err)
-	}
-	return pb.OperationToPB(op), nil
+	return atLeader(ctx, h.s, method,
+		func(ctx context.Context, c pb.SiteClient) (*pb.Operation, error) { return rpc(c, ctx, req) },
+		func(ctx context.Context) (*pb.Operation, error) {
+			op, err := act(h.s.ops, ctx, req.GetId())
+			return pb.OperationToPB(op), err
+		})
 }

@@ -348,3 +348,20 @@ func TestOpRequestBytes(t *testing.T) {
 		t.Fatalf("a call of 1 MiB params is %d bytes, over the derived limit %d", n, limit)
 	}
 }
+
+// TestOpsAreRateLimited: the RPCs of cached operations count against the
+// caller's bucket as a Send does; a call past it is refused before it is
+// read, and nothing is attempted.
+func TestOpsAreRateLimited(t *testing.T) {
+	o := newOpsSite()
+	leader, _ := sitetest.StartPair(t, o.options(t, sitetest.Options{Limits: siteapi.Limits{Rate: 0.001, Burst: 1}}))
+	c := client(t, leader.Addr, nil)
+	if _, err := c.Tracking(deadline(t), &pb.TrackingRequest{Ids: []string{testID}}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	_, err := c.CachedCall(deadline(t), callReq(newID(t), sitetest.MethodOK))
+	wantCode(t, err, codes.ResourceExhausted, "rate limit")
+	if n := o.script.AllAttempts(); n != 0 {
+		t.Fatalf("a call past the rate was attempted %d times", n)
+	}
+}
