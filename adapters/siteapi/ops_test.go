@@ -293,6 +293,16 @@ func TestOpsBadInputIsRefusedAndNothingStored(t *testing.T) {
 		_, err = c.Tracking(deadline(t), &pb.TrackingRequest{Ids: []string{"nope"}})
 		wantCode(t, err, codes.InvalidArgument, "nope")
 	}
+	// A string field that is not UTF-8 (the system, field 2) and garbage are
+	// not messages: grpc refuses them as they are read, with a code of its
+	// own, and the refusal is counted.
+	for _, body := range [][]byte{{0x12, 0x02, 0xff, 0xfe}, garbage} {
+		err := invokeRaw(t, follower.Addr, deadline(t), pb.Site_CachedCall_FullMethodName, body)
+		wantCode(t, err, codes.Internal, "unmarshal")
+	}
+	if n := follower.Server.Refusals().Count("malformed request"); n != 2 {
+		t.Fatalf("malformed requests counted: %d, want 2", n)
+	}
 	if n := o.script.AllAttempts(); n != 0 || len(o.stored(t)) != 0 {
 		t.Fatalf("bad input was attempted (%d) or stored (%d)", n, len(o.stored(t)))
 	}
