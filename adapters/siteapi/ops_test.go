@@ -375,3 +375,30 @@ func TestOpsAreRateLimited(t *testing.T) {
 		t.Fatalf("a call past the rate was attempted %d times", n)
 	}
 }
+
+// TestCachedCallForwardedOverMemberTLS: a script authenticated by its
+// certificate calls the follower, which passes the call to the leader over
+// member TLS; the leader limits it under the script's name, not the
+// follower's, and attempts it once.
+func TestCachedCallForwardedOverMemberTLS(t *testing.T) {
+	o := newOpsSite()
+	p := newPKI(t)
+	leader, follower := p.startPair(t, o.options(t, sitetest.Options{Limits: siteapi.Limits{Rate: slow, Burst: 1}}))
+	c := client(t, follower.Addr, p.script(t, "oven-watch"))
+	resp, err := c.CachedCall(deadline(t), callReq(newID(t), sitetest.MethodOK))
+	if err != nil || resp.GetOperation().GetStatus() != string(ports.OpDelivered) {
+		t.Fatalf("CachedCall over member TLS: %v, %v", resp, err)
+	}
+	// The script's one token is spent at the follower; another script's
+	// call through the same follower still passes at the leader.
+	other := client(t, follower.Addr, p.script(t, "kiln-watch"))
+	if _, err := other.CachedCall(deadline(t), callReq(newID(t), sitetest.MethodOK)); err != nil {
+		t.Fatalf("another script's call: %v", err)
+	}
+	if n, m := o.script.Attempts("leader"), o.script.Attempts("follower"); n != 2 || m != 0 {
+		t.Fatalf("attempts: leader %d, follower %d; want 2 and 0", n, m)
+	}
+	if n := leader.Server.Refusals().Count("rate limited"); n != 0 {
+		t.Fatalf("the leader limited forwarded calls under the follower's name: %d refusals", n)
+	}
+}
