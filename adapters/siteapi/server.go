@@ -168,8 +168,9 @@ type ServerConfig struct {
 	Ops ports.Operations
 	// Leader reports whether this node leads its group and, if not, the
 	// site API address of the leader it knows ("" when there is none). It is
-	// called on every Send and Status. Nil means this node serves every call
-	// itself (a single node).
+	// called on every call served at the leader (Send, Status, CachedCall,
+	// CachedWrite, RetryOperation, DiscardOperation). Nil means this node
+	// serves every call itself (a single node).
 	Leader func() (self bool, leaderAddr string)
 	// Token, when set, authenticates a caller that presents it as the
 	// metadata "authorization: Bearer <token>"; it is sent along with
