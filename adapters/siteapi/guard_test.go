@@ -57,13 +57,19 @@ var garbage = []byte{0xff, 0x01, 0xff, 0xff, 0xff, 0xff}
 
 func sendRaw(t *testing.T, addr string, ctx context.Context, body []byte) error {
 	t.Helper()
+	return invokeRaw(t, addr, ctx, pb.Site_Send_FullMethodName, body)
+}
+
+// invokeRaw calls method at addr with body as the request, as it is.
+func invokeRaw(t *testing.T, addr string, ctx context.Context, method string, body []byte) error {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	var out []byte
-	return conn.Invoke(ctx, pb.Site_Send_FullMethodName, body, &out, grpc.ForceCodecV2(rawCodec{}))
+	return conn.Invoke(ctx, method, body, &out, grpc.ForceCodecV2(rawCodec{}))
 }
 
 // TestAuthenticatesBeforeDecoding: a request of garbage without the token is

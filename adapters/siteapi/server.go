@@ -40,7 +40,7 @@ const (
 	CallerKey = "x-outbox-caller"
 
 	// forwardedStatusTimeout bounds a forwarded Status whose caller gave no
-	// deadline.
+	// deadline, and an operator's Retry or Discard without one.
 	forwardedStatusTimeout = 30 * time.Second
 	// stopGrace is how long Stop lets calls in flight finish.
 	stopGrace = 5 * time.Second
@@ -81,6 +81,15 @@ const (
 // maxSubject bytes and a body of maxBody bytes, and a Status of 1000 ids.
 func RequestBytes(maxSubject, maxBody int) int {
 	return max(maxSubject+maxBody, minRequestBytes) + requestRoom
+}
+
+// OpRequestBytes returns the request size that fits, besides what
+// RequestBytes fits, a cached call or write whose payload (a call's params,
+// a write's SQL and args together) is maxOpPayload bytes: the core's
+// SiteConfig.MaxOpPayloadBytes. DefaultMaxRequestBytes fits the default
+// 64 KiB.
+func OpRequestBytes(maxSubject, maxBody, maxOpPayload int) int {
+	return max(RequestBytes(maxSubject, maxBody), maxOpPayload+requestRoom)
 }
 
 // Limits bounds what callers can make a Server spend. Zero fields take the
@@ -154,10 +163,14 @@ func (l Limits) Validate() error {
 type ServerConfig struct {
 	// Site is the node's driving port; required.
 	Site ports.Site
+	// Ops is the node's cached operations (core.Site implements it). Nil,
+	// the RPCs of cached operations answer Unimplemented.
+	Ops ports.Operations
 	// Leader reports whether this node leads its group and, if not, the
 	// site API address of the leader it knows ("" when there is none). It is
-	// called on every Send and Status. Nil means this node serves every call
-	// itself (a single node).
+	// called on every call served at the leader (Send, Status, CachedCall,
+	// CachedWrite, RetryOperation, DiscardOperation). Nil means this node
+	// serves every call itself (a single node).
 	Leader func() (self bool, leaderAddr string)
 	// Token, when set, authenticates a caller that presents it as the
 	// metadata "authorization: Bearer <token>"; it is sent along with
@@ -200,6 +213,7 @@ type ServerConfig struct {
 // Serve, stop it with Stop.
 type Server struct {
 	site      ports.Site
+	ops       ports.Operations
 	leader    func() (bool, string)
 	bearer    string   // "Bearer <token>", "" when no token is required
 	bearerSum [32]byte // SHA-256 of bearer, compared in constant time
@@ -238,6 +252,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{
 		site:      cfg.Site,
+		ops:       cfg.Ops,
 		leader:    cfg.Leader,
 		clientCAs: slices.Clone(cfg.ClientCAs),
 		memberCAs: slices.Clone(cfg.MemberCAs),
@@ -481,6 +496,18 @@ func methodName(full string) string {
 		return "Status"
 	case pb.Site_Health_FullMethodName:
 		return "Health"
+	case pb.Site_CachedCall_FullMethodName:
+		return "CachedCall"
+	case pb.Site_CachedWrite_FullMethodName:
+		return "CachedWrite"
+	case pb.Site_Tracking_FullMethodName:
+		return "Tracking"
+	case pb.Site_ListOperations_FullMethodName:
+		return "ListOperations"
+	case pb.Site_RetryOperation_FullMethodName:
+		return "RetryOperation"
+	case pb.Site_DiscardOperation_FullMethodName:
+		return "DiscardOperation"
 	}
 	return "other"
 }
@@ -515,7 +542,7 @@ func clipKey(s string) string {
 	}, s)
 }
 
-// route decides where a Send or Status is served: here (client nil), or at
+// route decides where a call that changes the site is served: here (client nil), or at
 // the leader through client with the returned outgoing context. Its errors
 // are gRPC status errors.
 func (s *Server) route(ctx context.Context) (client pb.SiteClient, out context.Context, addr string, err error) {
@@ -585,11 +612,16 @@ func (s *Server) forwardError(method, addr string, err error) error {
 	return err
 }
 
-// toStatus maps an error of ports.Site to a gRPC status error.
+// toStatus maps an error of ports.Site or ports.Operations to a gRPC status
+// error.
 func (s *Server) toStatus(method string, err error) error {
 	switch {
 	case errors.Is(err, ports.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ports.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ports.ErrConflict):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ports.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, ports.ErrUnavailable):

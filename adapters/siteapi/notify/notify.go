@@ -1,5 +1,6 @@
 // Package notify is the Go client scripts use to send notifications through
-// their site, and to ask about them:
+// their site, to make cached calls to external systems and cached database
+// writes, and to ask about them:
 //
 //	c, err := notify.Dial("site-a:7101,site-b:7101",
 //		notify.WithToken(token),
@@ -15,11 +16,38 @@
 //	...
 //	st, err := c.Status(ctx, id) // ports.StatusForwarding, then central's status
 //
+// # Cached calls and writes
+//
+// Call and Write hand the site an operation that it delivers itself: a
+// call to a method of an external system, a write to a database
+// connection, both defined in the site's configuration. The site's leader
+// attempts it at once: delivered, the Result carries the target's answer;
+// the target unreachable, the site buffers it (Result.Operation is
+// Pending) and retries it at the target's interval, and the script goes
+// on; refused for good, the error wraps ErrFailed and carries the Failed
+// tracking row:
+//
+//	r, err := c.Call(ctx, "erp", "order", map[string]any{"part": "A-7", "qty": 3})
+//	if errors.Is(err, notify.ErrFailed) {
+//		... // the ERP said no; r.Operation.LastError says why
+//	}
+//	w, err := c.Write(ctx, "plant", "INSERT INTO counts (line, n) VALUES ($1, $2)", "line-3", 7)
+//	rows, err := c.Tracking(ctx, r.ID, w.ID) // answered by any node, central or not
+//
+// Tracking and Operations read the tracking table; Retry and Discard act on
+// an operation parked after its retries ran out. Call and Write make the
+// tracked id (UUIDv7) before the first try and keep it, as Send does: a
+// repeat finds the operation and answers its row, without a second
+// attempt. Each try is bounded by the attempt timeout, and the leader ends
+// its attempt of the target a little before the try's deadline, to commit:
+// a target slower than that is buffered and retried, not waited for.
+//
 // # Any node will do
 //
-// Give the client every node of the site. Any node accepts a Send or a
-// Status: a follower passes it to the leader (package siteapi), so the client
-// never needs to know which node leads. The client starts with the node that
+// Give the client every node of the site. Any node accepts every call: a
+// follower passes a Send, a Status, a cached call or write and an
+// operator's Retry or Discard to the leader (package siteapi), so the
+// client never needs to know which node leads. The client starts with the node that
 // answered last.
 //
 // # One id, however many tries
@@ -32,10 +60,11 @@
 //
 // # Retries
 //
-// Send needs a context with a deadline; without one it fails at once and
-// sends nothing. Within that deadline, Send and Status try the nodes in turn,
-// each try bounded by its own timeout (5 s, or WithAttemptTimeout; less when
-// less time is left) so that a dead node does not take the whole deadline.
+// Send, Call and Write need a context with a deadline; without one they fail
+// at once and send nothing. Within that deadline, every call tries the nodes
+// in turn, each try bounded by its own timeout (5 s, or WithAttemptTimeout;
+// less when less time is left) so that a dead node does not take the whole
+// deadline.
 // A try that fails because the node is unreachable, has no leader, or timed
 // out moves on to the next node; after each round of every node the client
 // waits a little (20 ms, doubling up to 1 s, with jitter). When the deadline
@@ -43,7 +72,8 @@
 // A refusal is returned at once, without a retry: invalid input (and a
 // request over the site's size limit) wraps ports.ErrInvalid with the site's
 // text (which names the field and why), missing or wrong credentials wrap
-// ports.ErrUnauthenticated.
+// ports.ErrUnauthenticated, an unknown operation ports.ErrNotFound, an
+// operator's action on an operation that is not parked ports.ErrConflict.
 //
 // # The site's rate limit
 //
@@ -433,8 +463,9 @@ func exhausted(op string, ctxErr, last error) error {
 }
 
 // callError is a failed call to one node. It wraps the ports sentinel of its
-// kind: ErrInvalid, ErrUnauthenticated, ErrUnavailable (worth another try),
-// or nothing (the node failed in some other way).
+// kind: ErrInvalid, ErrUnauthenticated, ErrNotFound, ErrConflict,
+// ErrUnavailable (worth another try), or nothing (the node failed in some
+// other way).
 type callError struct {
 	op, addr string
 	msg      string
@@ -463,6 +494,10 @@ func callErr(op, addr string, err error) error {
 		}
 	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ports.ErrInvalid
+	case codes.NotFound:
+		e.kind = ports.ErrNotFound
+	case codes.FailedPrecondition:
+		e.kind = ports.ErrConflict
 	case codes.Unauthenticated, codes.PermissionDenied:
 		e.kind = ports.ErrUnauthenticated
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:

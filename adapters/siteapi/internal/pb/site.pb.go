@@ -461,6 +461,707 @@ func (x *Replica) GetLeader() string {
 	return ""
 }
 
+// Source mirrors ports.OpSource: who makes a cached operation.
+type Source struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SourceInstance    string                 `protobuf:"bytes,1,opt,name=source_instance,json=sourceInstance,proto3" json:"source_instance,omitempty"`
+	SourceScript      string                 `protobuf:"bytes,2,opt,name=source_script,json=sourceScript,proto3" json:"source_script,omitempty"`
+	ExecutionId       string                 `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	ParentExecutionId string                 `protobuf:"bytes,4,opt,name=parent_execution_id,json=parentExecutionId,proto3" json:"parent_execution_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_site_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Source) GetSourceInstance() string {
+	if x != nil {
+		return x.SourceInstance
+	}
+	return ""
+}
+
+func (x *Source) GetSourceScript() string {
+	if x != nil {
+		return x.SourceScript
+	}
+	return ""
+}
+
+func (x *Source) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *Source) GetParentExecutionId() string {
+	if x != nil {
+		return x.ParentExecutionId
+	}
+	return ""
+}
+
+// CachedCallRequest mirrors ports.CallRequest.
+type CachedCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the tracked operation id: a UUID the caller made and keeps across
+	// its retries.
+	Id     string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
+	Method string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	// params is a JSON object.
+	Params        []byte  `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
+	Source        *Source `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CachedCallRequest) Reset() {
+	*x = CachedCallRequest{}
+	mi := &file_site_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CachedCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CachedCallRequest) ProtoMessage() {}
+
+func (x *CachedCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CachedCallRequest.ProtoReflect.Descriptor instead.
+func (*CachedCallRequest) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CachedCallRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CachedCallRequest) GetSystem() string {
+	if x != nil {
+		return x.System
+	}
+	return ""
+}
+
+func (x *CachedCallRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *CachedCallRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *CachedCallRequest) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// CachedWriteRequest mirrors ports.WriteRequest.
+type CachedWriteRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Connection string                 `protobuf:"bytes,2,opt,name=connection,proto3" json:"connection,omitempty"`
+	Sql        string                 `protobuf:"bytes,3,opt,name=sql,proto3" json:"sql,omitempty"`
+	// args is a JSON array of scalars.
+	Args          []byte  `protobuf:"bytes,4,opt,name=args,proto3" json:"args,omitempty"`
+	Source        *Source `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CachedWriteRequest) Reset() {
+	*x = CachedWriteRequest{}
+	mi := &file_site_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CachedWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CachedWriteRequest) ProtoMessage() {}
+
+func (x *CachedWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CachedWriteRequest.ProtoReflect.Descriptor instead.
+func (*CachedWriteRequest) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CachedWriteRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CachedWriteRequest) GetConnection() string {
+	if x != nil {
+		return x.Connection
+	}
+	return ""
+}
+
+func (x *CachedWriteRequest) GetSql() string {
+	if x != nil {
+		return x.Sql
+	}
+	return ""
+}
+
+func (x *CachedWriteRequest) GetArgs() []byte {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *CachedWriteRequest) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// Operation mirrors ports.Operation, the tracking row, without its payload.
+// Times are Unix microseconds, UTC; 0 is the zero time.
+type Operation struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Id                  string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind                string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Target              string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	Method              string                 `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	Status              string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	RetryCount          int64                  `protobuf:"varint,6,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	LastError           string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	NextAttemptAtMicros int64                  `protobuf:"varint,8,opt,name=next_attempt_at_micros,json=nextAttemptAtMicros,proto3" json:"next_attempt_at_micros,omitempty"`
+	Source              *Source                `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	CreatedAtMicros     int64                  `protobuf:"varint,10,opt,name=created_at_micros,json=createdAtMicros,proto3" json:"created_at_micros,omitempty"`
+	UpdatedAtMicros     int64                  `protobuf:"varint,11,opt,name=updated_at_micros,json=updatedAtMicros,proto3" json:"updated_at_micros,omitempty"`
+	TerminalAtMicros    int64                  `protobuf:"varint,12,opt,name=terminal_at_micros,json=terminalAtMicros,proto3" json:"terminal_at_micros,omitempty"`
+	Version             uint64                 `protobuf:"varint,13,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_site_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Operation) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Operation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Operation) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Operation) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Operation) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Operation) GetRetryCount() int64 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *Operation) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Operation) GetNextAttemptAtMicros() int64 {
+	if x != nil {
+		return x.NextAttemptAtMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *Operation) GetCreatedAtMicros() int64 {
+	if x != nil {
+		return x.CreatedAtMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetUpdatedAtMicros() int64 {
+	if x != nil {
+		return x.UpdatedAtMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetTerminalAtMicros() int64 {
+	if x != nil {
+		return x.TerminalAtMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// OperationOutcome mirrors ports.OpOutcome.
+type OperationOutcome struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Operation *Operation             `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// answer is the target's answer when the operation was delivered at once.
+	Answer        []byte `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationOutcome) Reset() {
+	*x = OperationOutcome{}
+	mi := &file_site_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationOutcome) ProtoMessage() {}
+
+func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
+func (*OperationOutcome) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *OperationOutcome) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *OperationOutcome) GetAnswer() []byte {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+type TrackingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrackingRequest) Reset() {
+	*x = TrackingRequest{}
+	mi := &file_site_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrackingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrackingRequest) ProtoMessage() {}
+
+func (x *TrackingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrackingRequest.ProtoReflect.Descriptor instead.
+func (*TrackingRequest) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TrackingRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type TrackingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operations maps each id the site knows to its row; unknown ids are absent.
+	Operations    map[string]*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrackingResponse) Reset() {
+	*x = TrackingResponse{}
+	mi := &file_site_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrackingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrackingResponse) ProtoMessage() {}
+
+func (x *TrackingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrackingResponse.ProtoReflect.Descriptor instead.
+func (*TrackingResponse) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TrackingResponse) GetOperations() map[string]*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// ListOperationsRequest mirrors ports.OpFilter and ports.PageRequest.
+type ListOperationsRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Kind              string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Statuses          []string               `protobuf:"bytes,2,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	Target            string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	CreatedFromMicros int64                  `protobuf:"varint,4,opt,name=created_from_micros,json=createdFromMicros,proto3" json:"created_from_micros,omitempty"`
+	CreatedToMicros   int64                  `protobuf:"varint,5,opt,name=created_to_micros,json=createdToMicros,proto3" json:"created_to_micros,omitempty"`
+	Limit             int32                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	After             string                 `protobuf:"bytes,7,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ListOperationsRequest) Reset() {
+	*x = ListOperationsRequest{}
+	mi := &file_site_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsRequest) ProtoMessage() {}
+
+func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListOperationsRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ListOperationsRequest) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListOperationsRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ListOperationsRequest) GetCreatedFromMicros() int64 {
+	if x != nil {
+		return x.CreatedFromMicros
+	}
+	return 0
+}
+
+func (x *ListOperationsRequest) GetCreatedToMicros() int64 {
+	if x != nil {
+		return x.CreatedToMicros
+	}
+	return 0
+}
+
+func (x *ListOperationsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListOperationsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+type ListOperationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*Operation           `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	Next          string                 `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsResponse) Reset() {
+	*x = ListOperationsResponse{}
+	mi := &file_site_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsResponse) ProtoMessage() {}
+
+func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListOperationsResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *ListOperationsResponse) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+type OperationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationRequest) Reset() {
+	*x = OperationRequest{}
+	mi := &file_site_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationRequest) ProtoMessage() {}
+
+func (x *OperationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationRequest.ProtoReflect.Descriptor instead.
+func (*OperationRequest) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OperationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 var File_site_proto protoreflect.FileDescriptor
 
 const file_site_proto_rawDesc = "" +
@@ -498,11 +1199,81 @@ const file_site_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
-	"\x06leader\x18\x04 \x01(\tR\x06leader2\xdb\x01\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\"\xa9\x01\n" +
+	"\x06Source\x12'\n" +
+	"\x0fsource_instance\x18\x01 \x01(\tR\x0esourceInstance\x12#\n" +
+	"\rsource_script\x18\x02 \x01(\tR\fsourceScript\x12!\n" +
+	"\fexecution_id\x18\x03 \x01(\tR\vexecutionId\x12.\n" +
+	"\x13parent_execution_id\x18\x04 \x01(\tR\x11parentExecutionId\"\x9b\x01\n" +
+	"\x11CachedCallRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06system\x18\x02 \x01(\tR\x06system\x12\x16\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x04 \x01(\fR\x06params\x12.\n" +
+	"\x06source\x18\x05 \x01(\v2\x16.outbox.site.v1.SourceR\x06source\"\x9a\x01\n" +
+	"\x12CachedWriteRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\n" +
+	"connection\x18\x02 \x01(\tR\n" +
+	"connection\x12\x10\n" +
+	"\x03sql\x18\x03 \x01(\tR\x03sql\x12\x12\n" +
+	"\x04args\x18\x04 \x01(\fR\x04args\x12.\n" +
+	"\x06source\x18\x05 \x01(\v2\x16.outbox.site.v1.SourceR\x06source\"\xbc\x03\n" +
+	"\tOperation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1f\n" +
+	"\vretry_count\x18\x06 \x01(\x03R\n" +
+	"retryCount\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x123\n" +
+	"\x16next_attempt_at_micros\x18\b \x01(\x03R\x13nextAttemptAtMicros\x12.\n" +
+	"\x06source\x18\t \x01(\v2\x16.outbox.site.v1.SourceR\x06source\x12*\n" +
+	"\x11created_at_micros\x18\n" +
+	" \x01(\x03R\x0fcreatedAtMicros\x12*\n" +
+	"\x11updated_at_micros\x18\v \x01(\x03R\x0fupdatedAtMicros\x12,\n" +
+	"\x12terminal_at_micros\x18\f \x01(\x03R\x10terminalAtMicros\x12\x18\n" +
+	"\aversion\x18\r \x01(\x04R\aversion\"c\n" +
+	"\x10OperationOutcome\x127\n" +
+	"\toperation\x18\x01 \x01(\v2\x19.outbox.site.v1.OperationR\toperation\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\fR\x06answer\"#\n" +
+	"\x0fTrackingRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"\xbe\x01\n" +
+	"\x10TrackingResponse\x12P\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v20.outbox.site.v1.TrackingResponse.OperationsEntryR\n" +
+	"operations\x1aX\n" +
+	"\x0fOperationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.outbox.site.v1.OperationR\x05value:\x028\x01\"\xe7\x01\n" +
+	"\x15ListOperationsRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bstatuses\x18\x02 \x03(\tR\bstatuses\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12.\n" +
+	"\x13created_from_micros\x18\x04 \x01(\x03R\x11createdFromMicros\x12*\n" +
+	"\x11created_to_micros\x18\x05 \x01(\x03R\x0fcreatedToMicros\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x14\n" +
+	"\x05after\x18\a \x01(\tR\x05after\"g\n" +
+	"\x16ListOperationsResponse\x129\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x19.outbox.site.v1.OperationR\n" +
+	"operations\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next\"\"\n" +
+	"\x10OperationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\xd3\x05\n" +
 	"\x04Site\x12A\n" +
 	"\x04Send\x12\x1b.outbox.site.v1.SendRequest\x1a\x1c.outbox.site.v1.SendResponse\x12G\n" +
 	"\x06Status\x12\x1d.outbox.site.v1.StatusRequest\x1a\x1e.outbox.site.v1.StatusResponse\x12G\n" +
-	"\x06Health\x12\x1d.outbox.site.v1.HealthRequest\x1a\x1e.outbox.site.v1.HealthResponseB9Z7github.com/siteline/outbox/adapters/siteapi/internal/pbb\x06proto3"
+	"\x06Health\x12\x1d.outbox.site.v1.HealthRequest\x1a\x1e.outbox.site.v1.HealthResponse\x12Q\n" +
+	"\n" +
+	"CachedCall\x12!.outbox.site.v1.CachedCallRequest\x1a .outbox.site.v1.OperationOutcome\x12S\n" +
+	"\vCachedWrite\x12\".outbox.site.v1.CachedWriteRequest\x1a .outbox.site.v1.OperationOutcome\x12M\n" +
+	"\bTracking\x12\x1f.outbox.site.v1.TrackingRequest\x1a .outbox.site.v1.TrackingResponse\x12_\n" +
+	"\x0eListOperations\x12%.outbox.site.v1.ListOperationsRequest\x1a&.outbox.site.v1.ListOperationsResponse\x12M\n" +
+	"\x0eRetryOperation\x12 .outbox.site.v1.OperationRequest\x1a\x19.outbox.site.v1.Operation\x12O\n" +
+	"\x10DiscardOperation\x12 .outbox.site.v1.OperationRequest\x1a\x19.outbox.site.v1.OperationB9Z7github.com/siteline/outbox/adapters/siteapi/internal/pbb\x06proto3"
 
 var (
 	file_site_proto_rawDescOnce sync.Once
@@ -516,31 +1287,61 @@ func file_site_proto_rawDescGZIP() []byte {
 	return file_site_proto_rawDescData
 }
 
-var file_site_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_site_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_site_proto_goTypes = []any{
-	(*SendRequest)(nil),    // 0: outbox.site.v1.SendRequest
-	(*SendResponse)(nil),   // 1: outbox.site.v1.SendResponse
-	(*StatusRequest)(nil),  // 2: outbox.site.v1.StatusRequest
-	(*StatusResponse)(nil), // 3: outbox.site.v1.StatusResponse
-	(*HealthRequest)(nil),  // 4: outbox.site.v1.HealthRequest
-	(*HealthResponse)(nil), // 5: outbox.site.v1.HealthResponse
-	(*Replica)(nil),        // 6: outbox.site.v1.Replica
-	nil,                    // 7: outbox.site.v1.StatusResponse.StatusesEntry
+	(*SendRequest)(nil),            // 0: outbox.site.v1.SendRequest
+	(*SendResponse)(nil),           // 1: outbox.site.v1.SendResponse
+	(*StatusRequest)(nil),          // 2: outbox.site.v1.StatusRequest
+	(*StatusResponse)(nil),         // 3: outbox.site.v1.StatusResponse
+	(*HealthRequest)(nil),          // 4: outbox.site.v1.HealthRequest
+	(*HealthResponse)(nil),         // 5: outbox.site.v1.HealthResponse
+	(*Replica)(nil),                // 6: outbox.site.v1.Replica
+	(*Source)(nil),                 // 7: outbox.site.v1.Source
+	(*CachedCallRequest)(nil),      // 8: outbox.site.v1.CachedCallRequest
+	(*CachedWriteRequest)(nil),     // 9: outbox.site.v1.CachedWriteRequest
+	(*Operation)(nil),              // 10: outbox.site.v1.Operation
+	(*OperationOutcome)(nil),       // 11: outbox.site.v1.OperationOutcome
+	(*TrackingRequest)(nil),        // 12: outbox.site.v1.TrackingRequest
+	(*TrackingResponse)(nil),       // 13: outbox.site.v1.TrackingResponse
+	(*ListOperationsRequest)(nil),  // 14: outbox.site.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil), // 15: outbox.site.v1.ListOperationsResponse
+	(*OperationRequest)(nil),       // 16: outbox.site.v1.OperationRequest
+	nil,                            // 17: outbox.site.v1.StatusResponse.StatusesEntry
+	nil,                            // 18: outbox.site.v1.TrackingResponse.OperationsEntry
 }
 var file_site_proto_depIdxs = []int32{
-	7, // 0: outbox.site.v1.StatusResponse.statuses:type_name -> outbox.site.v1.StatusResponse.StatusesEntry
-	6, // 1: outbox.site.v1.HealthResponse.replica:type_name -> outbox.site.v1.Replica
-	0, // 2: outbox.site.v1.Site.Send:input_type -> outbox.site.v1.SendRequest
-	2, // 3: outbox.site.v1.Site.Status:input_type -> outbox.site.v1.StatusRequest
-	4, // 4: outbox.site.v1.Site.Health:input_type -> outbox.site.v1.HealthRequest
-	1, // 5: outbox.site.v1.Site.Send:output_type -> outbox.site.v1.SendResponse
-	3, // 6: outbox.site.v1.Site.Status:output_type -> outbox.site.v1.StatusResponse
-	5, // 7: outbox.site.v1.Site.Health:output_type -> outbox.site.v1.HealthResponse
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	17, // 0: outbox.site.v1.StatusResponse.statuses:type_name -> outbox.site.v1.StatusResponse.StatusesEntry
+	6,  // 1: outbox.site.v1.HealthResponse.replica:type_name -> outbox.site.v1.Replica
+	7,  // 2: outbox.site.v1.CachedCallRequest.source:type_name -> outbox.site.v1.Source
+	7,  // 3: outbox.site.v1.CachedWriteRequest.source:type_name -> outbox.site.v1.Source
+	7,  // 4: outbox.site.v1.Operation.source:type_name -> outbox.site.v1.Source
+	10, // 5: outbox.site.v1.OperationOutcome.operation:type_name -> outbox.site.v1.Operation
+	18, // 6: outbox.site.v1.TrackingResponse.operations:type_name -> outbox.site.v1.TrackingResponse.OperationsEntry
+	10, // 7: outbox.site.v1.ListOperationsResponse.operations:type_name -> outbox.site.v1.Operation
+	10, // 8: outbox.site.v1.TrackingResponse.OperationsEntry.value:type_name -> outbox.site.v1.Operation
+	0,  // 9: outbox.site.v1.Site.Send:input_type -> outbox.site.v1.SendRequest
+	2,  // 10: outbox.site.v1.Site.Status:input_type -> outbox.site.v1.StatusRequest
+	4,  // 11: outbox.site.v1.Site.Health:input_type -> outbox.site.v1.HealthRequest
+	8,  // 12: outbox.site.v1.Site.CachedCall:input_type -> outbox.site.v1.CachedCallRequest
+	9,  // 13: outbox.site.v1.Site.CachedWrite:input_type -> outbox.site.v1.CachedWriteRequest
+	12, // 14: outbox.site.v1.Site.Tracking:input_type -> outbox.site.v1.TrackingRequest
+	14, // 15: outbox.site.v1.Site.ListOperations:input_type -> outbox.site.v1.ListOperationsRequest
+	16, // 16: outbox.site.v1.Site.RetryOperation:input_type -> outbox.site.v1.OperationRequest
+	16, // 17: outbox.site.v1.Site.DiscardOperation:input_type -> outbox.site.v1.OperationRequest
+	1,  // 18: outbox.site.v1.Site.Send:output_type -> outbox.site.v1.SendResponse
+	3,  // 19: outbox.site.v1.Site.Status:output_type -> outbox.site.v1.StatusResponse
+	5,  // 20: outbox.site.v1.Site.Health:output_type -> outbox.site.v1.HealthResponse
+	11, // 21: outbox.site.v1.Site.CachedCall:output_type -> outbox.site.v1.OperationOutcome
+	11, // 22: outbox.site.v1.Site.CachedWrite:output_type -> outbox.site.v1.OperationOutcome
+	13, // 23: outbox.site.v1.Site.Tracking:output_type -> outbox.site.v1.TrackingResponse
+	15, // 24: outbox.site.v1.Site.ListOperations:output_type -> outbox.site.v1.ListOperationsResponse
+	10, // 25: outbox.site.v1.Site.RetryOperation:output_type -> outbox.site.v1.Operation
+	10, // 26: outbox.site.v1.Site.DiscardOperation:output_type -> outbox.site.v1.Operation
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_site_proto_init() }
@@ -554,7 +1355,7 @@ func file_site_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_site_proto_rawDesc), len(file_site_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

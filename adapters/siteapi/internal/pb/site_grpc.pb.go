@@ -23,17 +23,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Site_Send_FullMethodName   = "/outbox.site.v1.Site/Send"
-	Site_Status_FullMethodName = "/outbox.site.v1.Site/Status"
-	Site_Health_FullMethodName = "/outbox.site.v1.Site/Health"
+	Site_Send_FullMethodName             = "/outbox.site.v1.Site/Send"
+	Site_Status_FullMethodName           = "/outbox.site.v1.Site/Status"
+	Site_Health_FullMethodName           = "/outbox.site.v1.Site/Health"
+	Site_CachedCall_FullMethodName       = "/outbox.site.v1.Site/CachedCall"
+	Site_CachedWrite_FullMethodName      = "/outbox.site.v1.Site/CachedWrite"
+	Site_Tracking_FullMethodName         = "/outbox.site.v1.Site/Tracking"
+	Site_ListOperations_FullMethodName   = "/outbox.site.v1.Site/ListOperations"
+	Site_RetryOperation_FullMethodName   = "/outbox.site.v1.Site/RetryOperation"
+	Site_DiscardOperation_FullMethodName = "/outbox.site.v1.Site/DiscardOperation"
 )
 
 // SiteClient is the client API for Site service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Site is served by every site node. A follower passes Send and Status to the
-// leader; Health is always the answering node's own.
+// Site is served by every site node. A follower passes Send, Status,
+// CachedCall, CachedWrite, RetryOperation and DiscardOperation to the leader;
+// Health, Tracking and ListOperations are always the answering node's own.
 type SiteClient interface {
 	// Send buffers one notification and returns its id once it is committed.
 	// The call must carry a deadline.
@@ -42,6 +49,20 @@ type SiteClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// Health reports the answering node's health.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// CachedCall makes a call to a method of an external system: attempted at
+	// once by the leader, buffered and retried when the system is down. The
+	// call must carry a deadline.
+	CachedCall(ctx context.Context, in *CachedCallRequest, opts ...grpc.CallOption) (*OperationOutcome, error)
+	// CachedWrite is CachedCall for a write to a database connection.
+	CachedWrite(ctx context.Context, in *CachedWriteRequest, opts ...grpc.CallOption) (*OperationOutcome, error)
+	// Tracking returns the tracking rows of the ids the site knows.
+	Tracking(ctx context.Context, in *TrackingRequest, opts ...grpc.CallOption) (*TrackingResponse, error)
+	// ListOperations returns one page of tracking rows.
+	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
+	// RetryOperation moves a parked operation back to the retry queue.
+	RetryOperation(ctx context.Context, in *OperationRequest, opts ...grpc.CallOption) (*Operation, error)
+	// DiscardOperation discards a parked operation.
+	DiscardOperation(ctx context.Context, in *OperationRequest, opts ...grpc.CallOption) (*Operation, error)
 }
 
 type siteClient struct {
@@ -82,12 +103,73 @@ func (c *siteClient) Health(ctx context.Context, in *HealthRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *siteClient) CachedCall(ctx context.Context, in *CachedCallRequest, opts ...grpc.CallOption) (*OperationOutcome, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OperationOutcome)
+	err := c.cc.Invoke(ctx, Site_CachedCall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteClient) CachedWrite(ctx context.Context, in *CachedWriteRequest, opts ...grpc.CallOption) (*OperationOutcome, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OperationOutcome)
+	err := c.cc.Invoke(ctx, Site_CachedWrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteClient) Tracking(ctx context.Context, in *TrackingRequest, opts ...grpc.CallOption) (*TrackingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TrackingResponse)
+	err := c.cc.Invoke(ctx, Site_Tracking_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOperationsResponse)
+	err := c.cc.Invoke(ctx, Site_ListOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteClient) RetryOperation(ctx context.Context, in *OperationRequest, opts ...grpc.CallOption) (*Operation, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Operation)
+	err := c.cc.Invoke(ctx, Site_RetryOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *siteClient) DiscardOperation(ctx context.Context, in *OperationRequest, opts ...grpc.CallOption) (*Operation, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Operation)
+	err := c.cc.Invoke(ctx, Site_DiscardOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SiteServer is the server API for Site service.
 // All implementations must embed UnimplementedSiteServer
 // for forward compatibility.
 //
-// Site is served by every site node. A follower passes Send and Status to the
-// leader; Health is always the answering node's own.
+// Site is served by every site node. A follower passes Send, Status,
+// CachedCall, CachedWrite, RetryOperation and DiscardOperation to the leader;
+// Health, Tracking and ListOperations are always the answering node's own.
 type SiteServer interface {
 	// Send buffers one notification and returns its id once it is committed.
 	// The call must carry a deadline.
@@ -96,6 +178,20 @@ type SiteServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// Health reports the answering node's health.
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// CachedCall makes a call to a method of an external system: attempted at
+	// once by the leader, buffered and retried when the system is down. The
+	// call must carry a deadline.
+	CachedCall(context.Context, *CachedCallRequest) (*OperationOutcome, error)
+	// CachedWrite is CachedCall for a write to a database connection.
+	CachedWrite(context.Context, *CachedWriteRequest) (*OperationOutcome, error)
+	// Tracking returns the tracking rows of the ids the site knows.
+	Tracking(context.Context, *TrackingRequest) (*TrackingResponse, error)
+	// ListOperations returns one page of tracking rows.
+	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
+	// RetryOperation moves a parked operation back to the retry queue.
+	RetryOperation(context.Context, *OperationRequest) (*Operation, error)
+	// DiscardOperation discards a parked operation.
+	DiscardOperation(context.Context, *OperationRequest) (*Operation, error)
 	mustEmbedUnimplementedSiteServer()
 }
 
@@ -114,6 +210,24 @@ func (UnimplementedSiteServer) Status(context.Context, *StatusRequest) (*StatusR
 }
 func (UnimplementedSiteServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedSiteServer) CachedCall(context.Context, *CachedCallRequest) (*OperationOutcome, error) {
+	return nil, status.Error(codes.Unimplemented, "method CachedCall not implemented")
+}
+func (UnimplementedSiteServer) CachedWrite(context.Context, *CachedWriteRequest) (*OperationOutcome, error) {
+	return nil, status.Error(codes.Unimplemented, "method CachedWrite not implemented")
+}
+func (UnimplementedSiteServer) Tracking(context.Context, *TrackingRequest) (*TrackingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Tracking not implemented")
+}
+func (UnimplementedSiteServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOperations not implemented")
+}
+func (UnimplementedSiteServer) RetryOperation(context.Context, *OperationRequest) (*Operation, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryOperation not implemented")
+}
+func (UnimplementedSiteServer) DiscardOperation(context.Context, *OperationRequest) (*Operation, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiscardOperation not implemented")
 }
 func (UnimplementedSiteServer) mustEmbedUnimplementedSiteServer() {}
 func (UnimplementedSiteServer) testEmbeddedByValue()              {}
@@ -190,6 +304,114 @@ func _Site_Health_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Site_CachedCall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CachedCallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).CachedCall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_CachedCall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).CachedCall(ctx, req.(*CachedCallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Site_CachedWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CachedWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).CachedWrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_CachedWrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).CachedWrite(ctx, req.(*CachedWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Site_Tracking_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TrackingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).Tracking(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_Tracking_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).Tracking(ctx, req.(*TrackingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Site_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).ListOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_ListOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).ListOperations(ctx, req.(*ListOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Site_RetryOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).RetryOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_RetryOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).RetryOperation(ctx, req.(*OperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Site_DiscardOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SiteServer).DiscardOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Site_DiscardOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SiteServer).DiscardOperation(ctx, req.(*OperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Site_ServiceDesc is the grpc.ServiceDesc for Site service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +430,30 @@ var Site_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Site_Health_Handler,
+		},
+		{
+			MethodName: "CachedCall",
+			Handler:    _Site_CachedCall_Handler,
+		},
+		{
+			MethodName: "CachedWrite",
+			Handler:    _Site_CachedWrite_Handler,
+		},
+		{
+			MethodName: "Tracking",
+			Handler:    _Site_Tracking_Handler,
+		},
+		{
+			MethodName: "ListOperations",
+			Handler:    _Site_ListOperations_Handler,
+		},
+		{
+			MethodName: "RetryOperation",
+			Handler:    _Site_RetryOperation_Handler,
+		},
+		{
+			MethodName: "DiscardOperation",
+			Handler:    _Site_DiscardOperation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,5 +1,6 @@
 // Package sitetest holds what the tests of adapters/siteapi and its notify
-// client share: a fake ports.Site that records its calls, site API servers on
+// client share: a fake ports.Site that records its calls, a scripted
+// ports.OpGateway that counts its attempts per node, site API servers on
 // 127.0.0.1 whose view of the leader a test sets, and TLS configurations made
 // up for one test.
 package sitetest
@@ -119,6 +120,9 @@ type Options struct {
 	MemberCAs []*x509.Certificate
 	Limits    siteapi.Limits
 	Logger    *slog.Logger
+	// Ops, when set, gives each node its cached operations (ServerConfig.Ops)
+	// by the node's name.
+	Ops func(name string) ports.Operations
 	// MemberCA, when set, makes the nodes members of one group ("leader"
 	// and "follower", unless Members says otherwise) whose certificates it
 	// issues: MemberCAs is it, and each node presents its own member
@@ -184,8 +188,13 @@ func Start(t testing.TB, name string, opt Options) *Node {
 		peer.Certificates = []tls.Certificate{opt.MemberCA.Issue(t, name)}
 		opt.PeerTLS = peer
 	}
+	var ops ports.Operations
+	if opt.Ops != nil {
+		ops = opt.Ops(name)
+	}
 	srv, err := siteapi.NewServer(siteapi.ServerConfig{
 		Site:      n.Site,
+		Ops:       ops,
 		Leader:    n.leaderView,
 		Token:     opt.Token,
 		TLS:       opt.TLS,
