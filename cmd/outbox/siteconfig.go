@@ -1,16 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/opgateway"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi"
+	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -37,6 +41,15 @@ type SiteConfig struct {
 	Central CentralLinkConfig
 	Metrics MetricsConfig
 	Log     LogConfig
+	// Targets are the external systems and database connections that
+	// scripts' cached calls and writes go to (record settings
+	// external_systems and database_connections).
+	Targets opgateway.Config
+
+	// ConfigDir is the configuration file's directory, against which
+	// relative file: references and CA files resolve; empty (no file) is
+	// the working directory. The loader sets it.
+	ConfigDir string
 }
 
 // MemberConfig is one node of the group, an entry of the record setting
@@ -139,6 +152,8 @@ var siteSettings = []settings.Setting[SiteConfig]{
 	setting("forward.call_timeout", "", "", "bound of one call to central", func(c *SiteConfig) any { return &c.Core.CallTimeout }),
 	setting("forward.max_subject_bytes", "", "", "Send refuses a longer subject", func(c *SiteConfig) any { return &c.Core.MaxSubjectBytes }),
 	setting("forward.max_body_bytes", "", "", "Send refuses a longer body", func(c *SiteConfig) any { return &c.Core.MaxBodyBytes }),
+	setting("external_systems", "", "", "the external systems scripts' cached calls go to", func(c *SiteConfig) any { return &c.Targets.Systems }),
+	setting("database_connections", "", "", "the databases scripts' cached writes go to", func(c *SiteConfig) any { return &c.Targets.Connections }),
 	setting("metrics.listen", "OUTBOX_METRICS_LISTEN", "metrics", "`address` of the Prometheus /metrics endpoint", func(c *SiteConfig) any { return &c.Metrics.Listen }),
 	setting("log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *SiteConfig) any { return &c.Log.Level }),
 	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *SiteConfig) any { return &c.Log.Format }),
@@ -151,6 +166,7 @@ var siteSchema = schema[SiteConfig]{
 		Settings: siteSettings,
 		Validate: SiteConfig.Validate,
 		Resolve: func(c *SiteConfig, dir string) {
+			c.ConfigDir = dir
 			c.API.Token = absRef(c.API.Token, dir)
 			c.Central.Token = absRef(c.Central.Token, dir)
 		},
@@ -164,6 +180,9 @@ var siteSchema = schema[SiteConfig]{
 	},
 	log: func(c SiteConfig) LogConfig { return c.Log },
 }
+
+// targetKeys are the keys of the record settings of SiteConfig.Targets.
+var targetKeys = map[string]string{"Systems": "external_systems", "Connections": "database_connections"}
 
 // defaultSiteConfig returns the defaults: core's forwarder defaults, the
 // site API's limits, info logs in the automatic format.
@@ -181,6 +200,11 @@ func defaultSiteConfig() SiteConfig {
 func (c SiteConfig) Validate() error {
 	var r rules
 	if err := settings.Fields("Core", c.Core.Validate()); err != nil {
+		r = append(r, err)
+	}
+	targets := c.Targets.WithDefaults()
+	if err := settings.RecordFields(targetKeys, reflect.TypeFor[opgateway.Config](),
+		errors.Join(targets.Validate(), targets.CheckRefs(secretref.Own(c.ConfigDir)))); err != nil {
 		r = append(r, err)
 	}
 	if strings.TrimSpace(c.Node) == "" {

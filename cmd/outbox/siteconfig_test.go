@@ -143,6 +143,11 @@ func TestSiteValidationRules(t *testing.T) {
 			want: []string{"api.tls: required (cert and key): members[2].api 192.168.1.3:7103 is off loopback", "api: no credentials"}},
 		"api over tls in a group whose raft runs in clear": {yaml: validSite + "api:\n  token: env:SITE_API_TOKEN\n  tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
 			want: []string{"raft.tls: required (cert, key and ca) with api.tls in a group of 3 members: a follower passes calls, with the scripts' token, to the leader's API only once the leader's Raft certificate proved it a member"}},
+		"targets of cached operations": {yaml: validSite + "external_systems:\n  - name: erp\n    base_url: http://erp.plant:8080\n" +
+			"    methods: [{name: order, verb: POST, path: orders}]\n    auth: {kind: bearer, token: s3cret}\n" +
+			"database_connections:\n  - {name: erp, driver: oracle, dsn: 'postgres://u:pw@h/db'}\n",
+			want: []string{"external_systems[0].base_url:", "external_systems[0].methods[0].path:", "external_systems[0].auth.token:",
+				"database_connections[0].name:", "database_connections[0].driver:", "database_connections[0].dsn:"}},
 		"api limits": {yaml: validSite + "api:\n  limits: {rate: 0, burst: -1, max_request_bytes: 1000, conns_per_address: 10, conns_total: 5, idle_timeout: 0s}\n",
 			want: []string{"api.limits.rate: must be positive, got 0", "api.limits.burst: must be positive, got -1",
 				"api.limits.max_request_bytes: 1000 is below 69887, the largest Send", "api.limits.conns_total: 5 is below api.limits.conns_per_address (10)",

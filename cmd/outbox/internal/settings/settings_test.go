@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -245,6 +246,37 @@ func TestFieldsNestedSibling(t *testing.T) {
 	_, err := loadTest(t, "engine:\n  conns: {per_address: 8, total: 2}\n", nil)
 	want := []string{`engine.conns.total: 2 is below engine.conns.per_address (8) [c.yaml:2]`}
 	if got := messages(err); !slices.Equal(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRecordFieldsWritesYAMLKeys: a component's errors on the Go paths of
+// its record entries come back on the file's keys.
+func TestRecordFieldsWritesYAMLKeys(t *testing.T) {
+	type method struct {
+		Name string `yaml:"name"`
+		Path string `yaml:"path"`
+	}
+	type system struct {
+		Name    string   `yaml:"name"`
+		Methods []method `yaml:"methods"`
+	}
+	type targets struct {
+		Systems []system `yaml:"systems"`
+	}
+	err := errors.Join(
+		&ports.FieldError{Field: "Systems[1].Methods[0].Path", Msg: "must start with / (see Systems[0].Methods[0].Path; Name says which)"},
+		&ports.FieldError{Field: "Systems[0].Name", Msg: "required"},
+		&ports.FieldError{Field: "Systems[0].Unknown", Msg: "kept"},
+		errors.New("other"))
+	got := messages(RecordFields(map[string]string{"Systems": "external_systems"}, reflect.TypeFor[targets](), err))
+	want := []string{
+		"external_systems[1].methods[0].path: must start with / (see external_systems[0].methods[0].path; external_systems[1].methods[0].name says which)",
+		"external_systems[0].name: required",
+		"external_systems[0].Unknown: kept",
+		"other",
+	}
+	if !slices.Equal(got, want) {
 		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
