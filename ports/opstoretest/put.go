@@ -3,6 +3,7 @@ package opstoretest
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,6 +39,18 @@ func exercisePut(t *testing.T, open func(t *testing.T) ports.OpStore) {
 		op.Payload.Params = json.RawMessage(`{"b":2,"a":1,"a":3}`)
 		insert(t, s, op)
 		requireStored(t, s, stored(op, 1))
+	})
+
+	t.Run("CopiesAreOwnedByTheCaller", func(t *testing.T) {
+		s := open(t)
+		op := NewCall(BaseTime)
+		want := stored(op, 1)
+		want.Payload.Params = slices.Clone(op.Payload.Params)
+		insert(t, s, op)
+		op.Payload.Params[0] = 'X' // the caller reuses its slice
+		got := requireStored(t, s, want)
+		got.Payload.Params[0] = 'Y' // and scribbles on what it read
+		requireStored(t, s, want)
 	})
 
 	t.Run("AppliesOnlyFromTheStoredStatus", func(t *testing.T) {
