@@ -7,6 +7,7 @@ import (
 	"github.com/siteline/outbox/adapters/membuffer"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/opstoretest"
 )
 
 func TestContract(t *testing.T) {
@@ -80,4 +81,14 @@ func TestScanLimitBelowOneIsInvalid(t *testing.T) {
 	if _, err := b.Scan(t.Context(), 0, 0); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("Scan with limit 0: err = %v, want one wrapping ErrInvalid", err)
 	}
+}
+
+func TestOpStoreContract(t *testing.T) {
+	opstoretest.Exercise(t, opstoretest.Harness{
+		Open: func(t *testing.T) ports.OpStore { return membuffer.NewOps() },
+		Refusing: func(t *testing.T, s ports.OpStore) ports.OpStore {
+			s.(*membuffer.Ops).SetAvailable(false)
+			return s
+		},
+	})
 }

@@ -42,8 +42,8 @@ func (s *Ops) Put(ctx context.Context, changes []ports.OpChange) ([]bool, error)
 		return nil, fmt.Errorf("membuffer: put operations: %w", err)
 	}
 	for i, c := range changes {
-		if c.Op.ID == "" || !c.Op.Status.Valid() {
-			return nil, fmt.Errorf("membuffer: put operations: change %d: empty id or unknown status %q: %w", i, c.Op.Status, ports.ErrInvalid)
+		if err := checkChange(c); err != nil {
+			return nil, fmt.Errorf("membuffer: put operations: change %d: %w", i, err)
 		}
 	}
 	s.mu.Lock()
@@ -66,6 +66,22 @@ func (s *Ops) Put(ctx context.Context, changes []ports.OpChange) ([]bool, error)
 		applied[i] = true
 	}
 	return applied, nil
+}
+
+// checkChange refuses a change no store keeps: an empty id, an unknown
+// kind, status or from-status.
+func checkChange(c ports.OpChange) error {
+	switch {
+	case c.Op.ID == "":
+		return fmt.Errorf("empty id: %w", ports.ErrInvalid)
+	case c.Op.Kind != ports.OpCall && c.Op.Kind != ports.OpWrite:
+		return fmt.Errorf("unknown kind %q: %w", c.Op.Kind, ports.ErrInvalid)
+	case !c.Op.Status.Valid():
+		return fmt.Errorf("unknown status %q: %w", c.Op.Status, ports.ErrInvalid)
+	case c.From != "" && !c.From.Valid():
+		return fmt.Errorf("unknown from-status %q: %w", c.From, ports.ErrInvalid)
+	}
+	return nil
 }
 
 // Get implements ports.OpStore.
@@ -173,6 +189,9 @@ func decodeOpCursor(c string) (time.Time, string, error) {
 func (s *Ops) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("membuffer: purge operations: %w", err)
+	}
+	if limit <= 0 {
+		return 0, fmt.Errorf("membuffer: purge operations: limit %d: %w", limit, ports.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

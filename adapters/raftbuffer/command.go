@@ -15,8 +15,10 @@ import (
 // of that type. The byte doubles as the format version: a change old nodes
 // cannot read gets a new byte, never a new meaning for an old one.
 const (
-	cmdAppend byte = 1
-	cmdRemove byte = 2
+	cmdAppend   byte = 1
+	cmdRemove   byte = 2
+	cmdPutOps   byte = 3
+	cmdPurgeOps byte = 4
 )
 
 // itemV1 is the version byte in front of every notification stored in the
@@ -30,10 +32,12 @@ const maxIDLen = 1024
 // errUnknownCommand is the FSM's answer to a log entry it cannot read.
 var errUnknownCommand = errors.New("unknown command")
 
-// command is one decoded log entry: exactly one of append and remove is set.
+// command is one decoded log entry: exactly one field is set.
 type command struct {
-	append *pb.Append
-	remove *pb.Remove
+	append   *pb.Append
+	remove   *pb.Remove
+	putOps   *pb.PutOps
+	purgeOps *pb.PurgeOps
 }
 
 // encodeAppend returns the Append command for ns.
@@ -75,6 +79,18 @@ func decodeCommand(data []byte) (command, error) {
 			return command{}, fmt.Errorf("decode remove command: %w", err)
 		}
 		return command{remove: &m}, nil
+	case cmdPutOps:
+		var m pb.PutOps
+		if err := proto.Unmarshal(data[1:], &m); err != nil {
+			return command{}, fmt.Errorf("decode put operations command: %w", err)
+		}
+		return command{putOps: &m}, nil
+	case cmdPurgeOps:
+		var m pb.PurgeOps
+		if err := proto.Unmarshal(data[1:], &m); err != nil {
+			return command{}, fmt.Errorf("decode purge operations command: %w", err)
+		}
+		return command{purgeOps: &m}, nil
 	}
 	return command{}, fmt.Errorf("command type %d: %w", data[0], errUnknownCommand)
 }

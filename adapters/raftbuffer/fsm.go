@@ -117,7 +117,7 @@ func openBufferDB(path string) (*bbolt.DB, error) {
 		return nil, fmt.Errorf("open buffer file %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketItems, bucketIDs, bucketMeta} {
+		for _, name := range append([][]byte{bucketItems, bucketIDs, bucketMeta}, opBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -219,12 +219,12 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		if l.Type == raft.LogCommand {
-			rejected, err := applyCommand(tx, &m, l.Data)
+			answer, err := applyCommand(tx, &m, l.Data)
 			if err != nil {
 				f.fail(fmt.Errorf("apply log %d: %w", l.Index, err))
 				return fill(f.failure())
 			}
-			resp[i] = rejected
+			resp[i] = answer
 		}
 		m.appliedIndex, m.appliedTerm = l.Index, l.Term
 		changed = true
@@ -243,13 +243,20 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return resp
 }
 
-// applyCommand applies one command inside tx. rejected is the command's
-// answer when it cannot be read or is invalid (nothing changed); err is a
-// storage failure.
-func applyCommand(tx *bbolt.Tx, m *meta, data []byte) (rejected, err error) {
+// applyCommand applies one command inside tx. answer is the command's
+// answer: an error when it cannot be read or is invalid (nothing changed),
+// else nil for Append and Remove, the applied flags for PutOps, the count
+// removed for PurgeOps. err is a storage failure.
+func applyCommand(tx *bbolt.Tx, m *meta, data []byte) (answer any, err error) {
 	cmd, err := decodeCommand(data)
 	if err != nil {
 		return err, nil
+	}
+	switch {
+	case cmd.putOps != nil:
+		return applyPutOps(tx, cmd.putOps)
+	case cmd.purgeOps != nil:
+		return applyPurgeOps(tx, cmd.purgeOps)
 	}
 	items, ids := tx.Bucket(bucketItems), tx.Bucket(bucketIDs)
 	items.FillPercent = 0.9 // Seqs only grow: pack the pages

@@ -181,32 +181,48 @@ func FuzzDecodeCommand(f *testing.F) {
 	ns := buffertest.NewSubmissions(buffertest.BaseTime, 2)
 	app, _ := encodeAppend(toPBs(ns))
 	rem, _ := encodeRemove([]string{ns[0].ID, "x"})
-	for _, seed := range [][]byte{nil, {0}, {cmdAppend}, {cmdRemove}, {99, 1}, app, rem} {
+	put, purge := opsSeeds(f)
+	for _, seed := range [][]byte{nil, {0}, {cmdAppend}, {cmdRemove}, {cmdPutOps}, {cmdPurgeOps}, {99, 1}, app, rem, put, purge} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmd, err := decodeCommand(data)
-		if err == nil && (cmd.append == nil) == (cmd.remove == nil) {
-			t.Fatalf("decoded a command that is neither or both: %+v", cmd)
+		set := 0
+		for _, isSet := range []bool{cmd.append != nil, cmd.remove != nil, cmd.putOps != nil, cmd.purgeOps != nil} {
+			if isSet {
+				set++
+			}
+		}
+		if err == nil && set != 1 {
+			t.Fatalf("decoded a command with %d kinds set: %+v", set, cmd)
 		}
 		for _, s := range cmd.append.GetNotifications() {
 			_ = fromPB(s)
 		}
+		for _, c := range cmd.putOps.GetChanges() {
+			_ = checkChange(c)
+			_ = opFromPB(c.GetOp())
+		}
 		_, _ = decodeItem(data)
+		if op, err := decodeOp(data); err == nil {
+			_ = opFromPB(op)
+		}
 	})
 }
 
 // FuzzApplyCommand feeds whatever a peer could put in a log entry to a real
 // FSM, after a few valid commands: it never panics, never fails the FSM
 // (only storage can), and the buffer stays consistent — the count in meta,
-// the items and the ids index agree.
+// the items and the ids index agree, and so do the operations, their
+// indexes and their counts.
 func FuzzApplyCommand(f *testing.F) {
 	ns := buffertest.NewSubmissions(buffertest.BaseTime, 3)
 	app, _ := encodeAppend(toPBs(ns))
 	rem, _ := encodeRemove([]string{ns[0].ID, "x", ""})
 	empty, _ := encodeAppend([]*pb.Submission{{}})
+	put, purge := opsSeeds(f)
 	for _, seed := range [][]byte{nil, {0}, {cmdAppend}, {cmdRemove}, {99, 1}, app, rem, empty,
-		append([]byte{cmdAppend}, 0x0a, 0x02, 0x0a, 0x00)} {
+		append([]byte{cmdAppend}, 0x0a, 0x02, 0x0a, 0x00), put, purge, {cmdPutOps, 0x0a, 0x00}} {
 		f.Add(seed)
 	}
 	fsm, err := openFSM(filepath.Join(f.TempDir(), bufferFile), testLogger())
@@ -217,7 +233,7 @@ func FuzzApplyCommand(f *testing.F) {
 	fsm.db.NoSync = true // the fuzzer's throughput; durability is not what is tested
 	var index uint64
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, d := range [][]byte{app, data, data} {
+		for _, d := range [][]byte{app, put, data, data} {
 			index++
 			fsm.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: d})
 		}
@@ -229,6 +245,9 @@ func FuzzApplyCommand(f *testing.F) {
 			items, idx := tx.Bucket(bucketItems).Stats().KeyN, tx.Bucket(bucketIDs).Stats().KeyN
 			if uint64(items) != m.count || uint64(idx) != m.count {
 				t.Fatalf("meta count %d, %d items, %d ids", m.count, items, idx)
+			}
+			if err := checkOpsConsistent(tx); err != nil {
+				t.Fatalf("operations inconsistent: %v", err)
 			}
 			return tx.Bucket(bucketItems).ForEach(func(_, v []byte) error {
 				_, err := decodeItem(v)

@@ -87,7 +87,10 @@ type Node struct {
 	closeErr  error
 }
 
-var _ ports.Buffer = (*Node)(nil)
+var (
+	_ ports.Buffer  = (*Node)(nil)
+	_ ports.OpStore = (*Node)(nil)
+)
 
 // Open starts the node: it opens (or creates) the stores in cfg.Dir,
 // bootstraps the group from cfg.Peers when the node has no Raft state yet,
@@ -516,10 +519,16 @@ func (n *Node) leaderText() string {
 // applied here, or ctx ends. Every failure wraps ports.ErrUnavailable except
 // a command the FSM refused.
 func (n *Node) apply(ctx context.Context, op string, cmds [][]byte) error {
+	_, err := n.applyAll(ctx, op, cmds)
+	return err
+}
+
+// applyAll is apply that returns each command's answer from the FSM.
+func (n *Node) applyAll(ctx context.Context, op string, cmds [][]byte) ([]any, error) {
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
-			return fmt.Errorf("raftbuffer: %s: %w", op, context.DeadlineExceeded)
+			return nil, fmt.Errorf("raftbuffer: %s: %w", op, context.DeadlineExceeded)
 		}
 	}
 	futures := make([]raft.ApplyFuture, len(cmds))
@@ -535,14 +544,16 @@ func (n *Node) apply(ctx context.Context, op string, cmds [][]byte) error {
 		return nil
 	})
 	if err != nil {
-		return n.unavailable(op, err)
+		return nil, n.unavailable(op, err)
 	}
-	for _, f := range futures {
-		if e, ok := f.Response().(error); ok && e != nil {
-			return fmt.Errorf("raftbuffer: %s: %w", op, e)
+	answers := make([]any, len(futures))
+	for i, f := range futures {
+		answers[i] = f.Response()
+		if e, ok := answers[i].(error); ok && e != nil {
+			return nil, fmt.Errorf("raftbuffer: %s: %w", op, e)
 		}
 	}
-	return nil
+	return answers, nil
 }
 
 // errOutcomeUnknown reports a wait that ctx ended before raft answered.

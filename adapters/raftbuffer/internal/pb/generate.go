@@ -1,5 +1,6 @@
-// Package pb holds the protobuf messages of the site buffer's Raft commands
-// and of the notifications it stores. Only package raftbuffer imports it.
+// Package pb holds the protobuf messages of the site buffer's Raft commands,
+// of the notifications it stores and of the cached operations it tracks.
+// Only package raftbuffer imports it.
 package pb
 
 // Regenerate after editing buffer.proto (needs protoc and protoc-gen-go on
