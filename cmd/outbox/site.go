@@ -21,6 +21,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
+	"github.com/siteline/outbox/adapters/opgateway"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/sitelink"
@@ -95,8 +96,19 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 	}
 	defer link.Close()
 
-	svc, err := core.NewSite(cfg.Core, core.SiteDeps{Buffer: node, Central: link,
-		Logger: logger.With("component", "forwarder")})
+	deps := core.SiteDeps{Buffer: node, Central: link, Logger: logger.With("component", "forwarder")}
+	if len(cfg.Targets.Systems)+len(cfg.Targets.Connections) > 0 {
+		// Cached calls and writes: the tracking table and retry buffer
+		// live in the node's replicated state beside the notifications.
+		gw, err := opgateway.New(cfg.Targets, secretref.Own(cfg.ConfigDir),
+			opgateway.Options{Logger: logger.With("component", "operations")})
+		if err != nil {
+			return fmt.Errorf("external_systems, database_connections: %w", err)
+		}
+		defer gw.Close()
+		deps.Ops, deps.Gateway = node, gw
+	}
+	svc, err := core.NewSite(cfg.Core, deps)
 	if err != nil {
 		return fmt.Errorf("build the site: %w", err)
 	}
@@ -125,7 +137,17 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 			cancel(fmt.Errorf("site API: %w", err))
 		}
 	})
-	wg.Go(func() { node.Lead(ctx, svc.Forward) })
+	// While this node leads: the forwarder, and the redelivery and purge
+	// of cached operations.
+	wg.Go(func() {
+		node.Lead(ctx, func(ctx context.Context) {
+			var lead sync.WaitGroup
+			lead.Go(func() { svc.Forward(ctx) })
+			lead.Go(func() { svc.Redeliver(ctx) })
+			lead.Go(func() { svc.PurgeOperations(ctx) })
+			lead.Wait()
+		})
+	})
 	if cfg.Metrics.Listen != "" {
 		h, err := metrics.Handler(append(refusals, metrics.NewSiteCollector(svc, logger))...)
 		if err != nil {
@@ -206,6 +228,7 @@ func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger
 	logger = logger.With("component", "api")
 	sc := siteapi.ServerConfig{
 		Site: svc,
+		Ops:  svc,
 		Leader: func() (bool, string) {
 			id, self := node.Leader()
 			return self, cfg.apiAddr(id)

@@ -414,7 +414,7 @@ const minSendRoom = 4 << 10
 func (c SiteConfig) requestLimits() siteapi.Limits {
 	l := c.API.Limits
 	if l.GRPC.MaxRecvMsgBytes == 0 {
-		l.GRPC.MaxRecvMsgBytes = siteapi.RequestBytes(c.Core.MaxSubjectBytes, c.Core.MaxBodyBytes)
+		l.GRPC.MaxRecvMsgBytes = siteapi.OpRequestBytes(c.Core.MaxSubjectBytes, c.Core.MaxBodyBytes, c.Core.MaxOpPayloadBytes)
 	}
 	return l
 }

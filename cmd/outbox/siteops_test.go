@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/adapters/opgateway"
+	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
+)
+
+// erpServer is an external system: POST /orders answers 503 until up is
+// set, 400 to an order without an item, and 201 otherwise. It counts the
+// calls it accepted per Idempotency-Key.
+type erpServer struct {
+	*httptest.Server
+	up       atomic.Bool
+	mu       sync.Mutex
+	accepted map[string]int
+	refused  atomic.Int64
+}
+
+func newERP(t *testing.T) *erpServer {
+	e := &erpServer{accepted: map[string]int{}}
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !e.up.Load() {
+			e.refused.Add(1)
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Query().Get("item") == "" && r.ContentLength < 12 {
+			http.Error(w, "no item", http.StatusBadRequest)
+			return
+		}
+		e.mu.Lock()
+		e.accepted[r.Header.Get("Idempotency-Key")]++
+		e.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"order":"A-1"}`)
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+// TestSiteCachedCallThroughAGroup runs a three-node site as outbox site
+// wires it, with an external system defined in its configuration. A
+// script's cached call through a follower, with the system down, is
+// buffered (Pending) on every node; once the system is back the leader
+// delivers it once, and every node's tracking row says Delivered. A call
+// the system refuses for good comes back to the script as an error, its
+// row Failed.
+func TestSiteCachedCallThroughAGroup(t *testing.T) {
+	erp := newERP(t)
+	dir := t.TempDir()
+	t.Setenv("OUTBOX_TEST_CENTRAL_TOKEN", "unused-no-central-listens")
+	ids := []string{"a", "b", "c"}
+	var members []MemberConfig
+	var raftLis, apiLis []net.Listener
+	for _, id := range ids {
+		r, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raftLis, apiLis = append(raftLis, r), append(apiLis, a)
+		members = append(members, MemberConfig{ID: id, Raft: r.Addr().String(), API: a.Addr().String()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for i := range ids {
+			_ = raftLis[i].Close()
+			_ = apiLis[i].Close()
+		}
+	})
+	nodes := make([]*raftbuffer.Node, len(ids))
+	var mu sync.Mutex
+	for i, id := range ids {
+		cfg := defaultSiteConfig()
+		cfg.Core.Site, cfg.Node, cfg.DataDir, cfg.Members = "plant-1", id, filepath.Join(dir, id), members
+		cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "env:OUTBOX_TEST_CENTRAL_TOKEN"}
+		cfg.Targets.Systems = []opgateway.System{{Name: "erp", BaseURL: erp.URL,
+			Methods:       []opgateway.Method{{Name: "order", Verb: http.MethodPost, Path: "/orders"}},
+			RetryInterval: 100 * time.Millisecond, MaxRetries: 1000}}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
+			started: func(_ string, n *raftbuffer.Node) { mu.Lock(); nodes[i] = n; mu.Unlock() }}
+		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+		wg.Go(func() {
+			if err := runSiteNode(ctx, cfg, opt, logger); err != nil {
+				t.Errorf("node %s: %v", id, err)
+			}
+		})
+	}
+	follower := -1
+	waittest.For(t, 30*time.Second, "a follower of an elected leader", waittest.Holds(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, n := range nodes {
+			if n == nil {
+				continue
+			}
+			if leader, self := n.Leader(); leader != "" && !self {
+				follower = i
+			}
+		}
+		return follower >= 0
+	}))
+
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	c, err := notify.Dial(members[follower].API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Call(sctx, "erp", "order", map[string]any{"item": "valve", "qty": 2})
+	if err != nil || res.Operation.Status != ports.OpPending {
+		t.Fatalf("a call with the system down: %+v, %v; want it buffered (Pending)", res.Operation, err)
+	}
+	// Every node holds it, and answers its status on its own.
+	for i := range ids {
+		n, err := notify.Dial(members[i].API)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		waittest.For(t, 30*time.Second, fmt.Sprintf("node %s to track %s", ids[i], res.ID), waittest.Holds(func() bool {
+			got, err := n.Tracking(sctx, res.ID)
+			return err == nil && got[res.ID].Status.Buffered()
+		}))
+	}
+
+	erp.up.Store(true)
+	for i := range ids {
+		n, err := notify.Dial(members[i].API)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		waittest.For(t, 30*time.Second, fmt.Sprintf("node %s to track %s Delivered", ids[i], res.ID), func() (bool, string) {
+			got, err := n.Tracking(sctx, res.ID)
+			return err == nil && got[res.ID].Status == ports.OpDelivered, fmt.Sprint(got[res.ID].Status, err)
+		})
+	}
+	erp.mu.Lock()
+	if erp.accepted[res.ID] != 1 || len(erp.accepted) != 1 {
+		t.Errorf("the system accepted %v, want the call once, under its tracked id", erp.accepted)
+	}
+	erp.mu.Unlock()
+	if erp.refused.Load() < 1 {
+		t.Error("the system never refused the call while down")
+	}
+
+	_, err = c.Call(sctx, "erp", "order", map[string]any{})
+	var oe *notify.OperationError
+	if !errors.Is(err, notify.ErrFailed) || !errors.As(err, &oe) || oe.Operation.Status != ports.OpFailed {
+		t.Fatalf("an order the system refuses: %v, want ErrFailed with the Failed row", err)
+	}
+}
