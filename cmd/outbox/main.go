@@ -14,6 +14,10 @@
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
 //	outbox site recover -config FILE -yes   make a stopped node its group's only member
 //	outbox notify send|status|health ...    talk to a site as a script does
+//	outbox call [flags] SYSTEM METHOD       a cached call to an external system, through a site
+//	outbox write [flags] CONNECTION SQL     a cached database write, through a site
+//	outbox tracking status|list|retry|discard ...
+//	                                        a site's cached calls and writes
 //	outbox plugin serve|list|describe|deliver ...
 //	                                        serve, list, describe or try a channel plugin
 //	outbox version                          print the version
@@ -107,6 +111,12 @@ func init() {
 			summary: "run one node of a site's Raft group (\"outbox help site\")"},
 		{name: "notify", helpArgs: []string{"help"}, run: clientCmd(opscli.Notify),
 			summary: "send a notification through a site, ask a status or a node's health"},
+		{name: "call", helpArgs: []string{"-h"}, run: clientCmd(opscli.Call),
+			summary: "make a cached call to an external system through a site"},
+		{name: "write", helpArgs: []string{"-h"}, run: clientCmd(opscli.Write),
+			summary: "make a cached database write through a site"},
+		{name: "tracking", helpArgs: []string{"help"}, run: clientCmd(opscli.Tracking),
+			summary: "a site's cached calls and writes: status, list, retry, discard"},
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
 			return runPlugin(ctx, args, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},

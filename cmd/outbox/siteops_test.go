@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,5 +177,30 @@ func TestSiteCachedCallThroughAGroup(t *testing.T) {
 	var oe *notify.OperationError
 	if !errors.Is(err, notify.ErrFailed) || !errors.As(err, &oe) || oe.Operation.Status != ports.OpFailed {
 		t.Fatalf("an order the system refuses: %v, want ErrFailed with the Failed row", err)
+	}
+
+	// The same through the CLI, as an operator at the site would.
+	env := append(childEnv(), "OUTBOX_SITE_ADDR="+members[follower].API)
+	code, out, errw := runCLI(t, env, "", "call", "-params", `{"item":"pump","qty":1}`, "erp", "order")
+	if code != 0 || !strings.Contains(out, "Delivered") || !strings.Contains(out, `answer: {"order":"A-1"}`) {
+		t.Fatalf("outbox call: exit %d\n%s%s", code, out, errw)
+	}
+	code, out, errw = runCLI(t, env, "", "call", "-params", `{}`, "erp", "order")
+	if code != 1 || !strings.Contains(out, "Failed") || !strings.Contains(errw, "400") {
+		t.Fatalf("outbox call refused for good: exit %d\n%s%s", code, out, errw)
+	}
+	code, out, errw = runCLI(t, env, "", "tracking", "status", res.ID)
+	if code != 0 || !strings.Contains(out, res.ID) || !strings.Contains(out, "erp.order") || !strings.Contains(out, "Delivered") {
+		t.Fatalf("outbox tracking status: exit %d\n%s%s", code, out, errw)
+	}
+	// A follower applies what the leader committed a heartbeat later: the
+	// list through it holds both refused calls once it has.
+	waittest.For(t, 30*time.Second, "the follower's list to hold both refused calls", func() (bool, string) {
+		code, out, errw = runCLI(t, env, "", "tracking", "list", "-status", "Failed")
+		return code == 0 && strings.Count(out, "Failed") == 2 && !strings.Contains(out, "Delivered"), out + errw
+	})
+	code, _, errw = runCLI(t, env, "", "tracking", "retry", res.ID)
+	if code != 1 || !strings.Contains(errw, "Delivered") {
+		t.Fatalf("outbox tracking retry of a delivered call: exit %d\n%s", code, errw)
 	}
 }
