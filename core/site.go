@@ -364,9 +364,18 @@ func (s *Site) Health(ctx context.Context) (ports.SiteHealth, error) {
 	if err != nil {
 		return ports.SiteHealth{}, fmt.Errorf("read the buffer's stats: %w", err)
 	}
+	var ops []ports.OpKindStats
+	if s.ops != nil {
+		os, err := s.ops.OpStats(ctx)
+		if err != nil {
+			return ports.SiteHealth{}, fmt.Errorf("read the cached operations' stats: %w", err)
+		}
+		ops = os.Kinds
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return ports.SiteHealth{
+		Operations:         ops,
 		Site:               s.cfg.Site,
 		Node:               st.Replica.Node,
 		Backlog:            st.Count,

@@ -63,6 +63,10 @@ type SiteHealth struct {
 	// the last failed call since then, "" if the last call succeeded.
 	LastCentralContact time.Time
 	LastCentralError   string
+	// Operations are the node's cached calls and writes, per kind: the
+	// backlog waiting for a retry, the parked ones and the oldest buffered
+	// one's creation. Empty when the site defines no target.
+	Operations []OpKindStats
 }
 
 // Buffer is a site's replicated store-and-forward buffer: the

@@ -21,12 +21,14 @@ const scrapeTimeout = 5 * time.Second
 
 // SiteCollector is a prometheus.Collector of one site node's health:
 // backlog, oldest buffered age, Raft role and term, last contact with
-// central.
+// central, and per kind of cached operation (ExternalCall, DatabaseWrite)
+// the backlog, the parked ones and the oldest buffered one's age.
 type SiteCollector struct {
 	site ports.Site
 	log  *slog.Logger
 
 	backlog, oldestAge, term, role, lastContact, centralErr, up *prometheus.Desc
+	opBacklog, opParked, opOldestAge                            *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*SiteCollector)(nil)
@@ -47,12 +49,16 @@ func NewSiteCollector(site ports.Site, logger *slog.Logger) *SiteCollector {
 		lastContact: d("last_central_contact_timestamp_seconds", "Unix time of the node's last completed call to central; 0 if none."),
 		centralErr:  d("central_error", "1 when the node's last call to central failed."),
 		up:          prometheus.NewDesc("outbox_site_health_up", "1 when the node's health could be read.", nil, nil),
+		opBacklog:   d("operations_backlog", "Cached calls or writes buffered at the site, waiting for a retry.", "kind"),
+		opParked:    d("operations_parked", "Cached calls or writes parked at the site after their retries ran out.", "kind"),
+		opOldestAge: d("operations_oldest_buffered_age_seconds", "Age of the oldest buffered (waiting or parked) cached call or write; 0 when none.", "kind"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *SiteCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.backlog, c.oldestAge, c.term, c.role, c.lastContact, c.centralErr, c.up} {
+	for _, d := range []*prometheus.Desc{c.backlog, c.oldestAge, c.term, c.role, c.lastContact, c.centralErr, c.up,
+		c.opBacklog, c.opParked, c.opOldestAge} {
 		ch <- d
 	}
 }
@@ -95,6 +101,15 @@ func (c *SiteCollector) Collect(ch chan<- prometheus.Metric) {
 		errv = 1
 	}
 	gauge(c.centralErr, errv)
+	for _, k := range h.Operations {
+		gauge(c.opBacklog, float64(k.Backlog), string(k.Kind))
+		gauge(c.opParked, float64(k.Parked), string(k.Kind))
+		age := 0.0
+		if !k.OldestBufferedAt.IsZero() {
+			age = max(0, time.Since(k.OldestBufferedAt).Seconds())
+		}
+		gauge(c.opOldestAge, age, string(k.Kind))
+	}
 }
 
 // Handler returns an http.Handler serving /metrics for cs plus the Go

@@ -40,6 +40,8 @@ func TestSiteCollectorExportsHealth(t *testing.T) {
 		Site: "plant-1", Node: "a", Backlog: 42, OldestEnqueuedAt: time.Now().Add(-time.Minute),
 		Replica:            ports.ReplicaState{Node: "a", Role: ports.RoleLeader, Term: 7, Leader: "a"},
 		LastCentralContact: contact, LastCentralError: "central unreachable",
+		Operations: []ports.OpKindStats{{Kind: ports.OpCall, Backlog: 5, Parked: 2, OldestBufferedAt: time.Now().Add(-2 * time.Minute)},
+			{Kind: ports.OpWrite}},
 	}})
 	for _, want := range []string{
 		`outbox_site_backlog{node="a",site="plant-1"} 42`,
@@ -49,6 +51,11 @@ func TestSiteCollectorExportsHealth(t *testing.T) {
 		`outbox_site_last_central_contact_timestamp_seconds{node="a",site="plant-1"} 1.8e+09`,
 		`outbox_site_central_error{node="a",site="plant-1"} 1`,
 		`outbox_site_health_up 1`,
+		`outbox_site_operations_backlog{kind="ExternalCall",node="a",site="plant-1"} 5`,
+		`outbox_site_operations_parked{kind="ExternalCall",node="a",site="plant-1"} 2`,
+		`outbox_site_operations_backlog{kind="DatabaseWrite",node="a",site="plant-1"} 0`,
+		`outbox_site_operations_oldest_buffered_age_seconds{kind="ExternalCall",node="a",site="plant-1"} 12`,
+		`outbox_site_operations_oldest_buffered_age_seconds{kind="DatabaseWrite",node="a",site="plant-1"} 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -162,13 +163,15 @@ func TestHealthIsTheNodesOwn(t *testing.T) {
 		Site: "site-a", Node: "follower", Backlog: 42, OldestEnqueuedAt: oldest,
 		Replica:          ports.ReplicaState{Node: "follower", Role: ports.RoleFollower, Term: 7, Leader: "leader"},
 		LastCentralError: "central unreachable",
+		Operations: []ports.OpKindStats{{Kind: ports.OpCall, Backlog: 3, Parked: 1, OldestBufferedAt: oldest, Terminal: 9},
+			{Kind: ports.OpWrite}},
 	}
 	resp, err := client(t, follower.Addr, nil).Health(deadline(t), &pb.HealthRequest{})
 	if err != nil {
 		t.Fatalf("Health: %v", err)
 	}
 	got := pb.HealthFromPB(resp)
-	if got != follower.Site.HealthReply {
+	if !reflect.DeepEqual(got, follower.Site.HealthReply) {
 		t.Fatalf("Health = %+v, want %+v", got, follower.Site.HealthReply)
 	}
 	if !got.LastCentralContact.IsZero() {

@@ -152,6 +152,17 @@ func TestSiteCachedCallThroughAGroup(t *testing.T) {
 		}))
 	}
 
+	// The node's health counts it: one call waiting for a retry.
+	waittest.For(t, 30*time.Second, "the follower's health to count the buffered call", func() (bool, string) {
+		h, err := c.Health(sctx, members[follower].API)
+		for _, k := range h.Operations {
+			if k.Kind == ports.OpCall {
+				return k.Backlog == 1 && !k.OldestBufferedAt.IsZero(), fmt.Sprintf("%+v", k)
+			}
+		}
+		return false, fmt.Sprint(h.Operations, err)
+	})
+
 	erp.up.Store(true)
 	for i := range ids {
 		n, err := notify.Dial(members[i].API)
@@ -199,6 +210,10 @@ func TestSiteCachedCallThroughAGroup(t *testing.T) {
 		code, out, errw = runCLI(t, env, "", "tracking", "list", "-status", "Failed")
 		return code == 0 && strings.Count(out, "Failed") == 2 && !strings.Contains(out, "Delivered"), out + errw
 	})
+	code, out, errw = runCLI(t, env, "", "notify", "health")
+	if code != 0 || !strings.Contains(out, "operations ExternalCall: backlog 0, parked 0") {
+		t.Fatalf("outbox notify health: exit %d\n%s%s", code, out, errw)
+	}
 	code, _, errw = runCLI(t, env, "", "tracking", "retry", res.ID)
 	if code != 1 || !strings.Contains(errw, "Delivered") {
 		t.Fatalf("outbox tracking retry of a delivered call: exit %d\n%s", code, errw)

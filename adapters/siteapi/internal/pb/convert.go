@@ -70,7 +70,30 @@ func HealthToPB(h ports.SiteHealth) *HealthResponse {
 			Term:   h.Replica.Term,
 			Leader: h.Replica.Leader,
 		},
+		Operations: opKindsToPB(h.Operations),
 	}
+}
+
+func opKindsToPB(ks []ports.OpKindStats) []*OperationKindStats {
+	var out []*OperationKindStats
+	for _, k := range ks {
+		out = append(out, &OperationKindStats{Kind: string(k.Kind), Backlog: k.Backlog, Parked: k.Parked,
+			OldestBufferedAtMicros: micros(k.OldestBufferedAt), Terminal: k.Terminal})
+	}
+	return out
+}
+
+// maxOpKinds bounds the kinds of a health answer a client takes: there are
+// two.
+const maxOpKinds = 16
+
+func opKindsFromPB(ks []*OperationKindStats) []ports.OpKindStats {
+	var out []ports.OpKindStats
+	for _, k := range ks[:min(len(ks), maxOpKinds)] {
+		out = append(out, ports.OpKindStats{Kind: ports.OpKind(k.GetKind()), Backlog: k.GetBacklog(), Parked: k.GetParked(),
+			OldestBufferedAt: fromMicros(k.GetOldestBufferedAtMicros()), Terminal: k.GetTerminal()})
+	}
+	return out
 }
 
 // HealthFromPB converts a wire HealthResponse to a ports.SiteHealth.
@@ -88,6 +111,7 @@ func HealthFromPB(r *HealthResponse) ports.SiteHealth {
 			Term:   r.GetReplica().GetTerm(),
 			Leader: r.GetReplica().GetLeader(),
 		},
+		Operations: opKindsFromPB(r.GetOperations()),
 	}
 }
 

@@ -309,8 +309,10 @@ type HealthResponse struct {
 	Replica                  *Replica               `protobuf:"bytes,5,opt,name=replica,proto3" json:"replica,omitempty"`
 	LastCentralContactMicros int64                  `protobuf:"varint,6,opt,name=last_central_contact_micros,json=lastCentralContactMicros,proto3" json:"last_central_contact_micros,omitempty"`
 	LastCentralError         string                 `protobuf:"bytes,7,opt,name=last_central_error,json=lastCentralError,proto3" json:"last_central_error,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// operations are the node's cached calls and writes, per kind.
+	Operations    []*OperationKindStats `protobuf:"bytes,8,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HealthResponse) Reset() {
@@ -392,6 +394,90 @@ func (x *HealthResponse) GetLastCentralError() string {
 	return ""
 }
 
+func (x *HealthResponse) GetOperations() []*OperationKindStats {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// OperationKindStats mirrors ports.OpKindStats.
+type OperationKindStats struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Kind                   string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Backlog                int64                  `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Parked                 int64                  `protobuf:"varint,3,opt,name=parked,proto3" json:"parked,omitempty"`
+	OldestBufferedAtMicros int64                  `protobuf:"varint,4,opt,name=oldest_buffered_at_micros,json=oldestBufferedAtMicros,proto3" json:"oldest_buffered_at_micros,omitempty"`
+	Terminal               int64                  `protobuf:"varint,5,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *OperationKindStats) Reset() {
+	*x = OperationKindStats{}
+	mi := &file_site_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationKindStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationKindStats) ProtoMessage() {}
+
+func (x *OperationKindStats) ProtoReflect() protoreflect.Message {
+	mi := &file_site_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationKindStats.ProtoReflect.Descriptor instead.
+func (*OperationKindStats) Descriptor() ([]byte, []int) {
+	return file_site_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OperationKindStats) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OperationKindStats) GetBacklog() int64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *OperationKindStats) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
+func (x *OperationKindStats) GetOldestBufferedAtMicros() int64 {
+	if x != nil {
+		return x.OldestBufferedAtMicros
+	}
+	return 0
+}
+
+func (x *OperationKindStats) GetTerminal() int64 {
+	if x != nil {
+		return x.Terminal
+	}
+	return 0
+}
+
 // Replica mirrors ports.ReplicaState.
 type Replica struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -405,7 +491,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_site_proto_msgTypes[6]
+	mi := &file_site_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +503,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[6]
+	mi := &file_site_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +516,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{6}
+	return file_site_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Replica) GetNode() string {
@@ -474,7 +560,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_site_proto_msgTypes[7]
+	mi := &file_site_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +572,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[7]
+	mi := &file_site_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +585,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{7}
+	return file_site_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Source) GetSourceInstance() string {
@@ -547,7 +633,7 @@ type CachedCallRequest struct {
 
 func (x *CachedCallRequest) Reset() {
 	*x = CachedCallRequest{}
-	mi := &file_site_proto_msgTypes[8]
+	mi := &file_site_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +645,7 @@ func (x *CachedCallRequest) String() string {
 func (*CachedCallRequest) ProtoMessage() {}
 
 func (x *CachedCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[8]
+	mi := &file_site_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +658,7 @@ func (x *CachedCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedCallRequest.ProtoReflect.Descriptor instead.
 func (*CachedCallRequest) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{8}
+	return file_site_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CachedCallRequest) GetId() string {
@@ -625,7 +711,7 @@ type CachedWriteRequest struct {
 
 func (x *CachedWriteRequest) Reset() {
 	*x = CachedWriteRequest{}
-	mi := &file_site_proto_msgTypes[9]
+	mi := &file_site_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +723,7 @@ func (x *CachedWriteRequest) String() string {
 func (*CachedWriteRequest) ProtoMessage() {}
 
 func (x *CachedWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[9]
+	mi := &file_site_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +736,7 @@ func (x *CachedWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedWriteRequest.ProtoReflect.Descriptor instead.
 func (*CachedWriteRequest) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{9}
+	return file_site_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CachedWriteRequest) GetId() string {
@@ -711,7 +797,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_site_proto_msgTypes[10]
+	mi := &file_site_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +809,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[10]
+	mi := &file_site_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +822,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{10}
+	return file_site_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Operation) GetId() string {
@@ -842,7 +928,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_site_proto_msgTypes[11]
+	mi := &file_site_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +940,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[11]
+	mi := &file_site_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +953,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{11}
+	return file_site_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OperationOutcome) GetOperation() *Operation {
@@ -893,7 +979,7 @@ type TrackingRequest struct {
 
 func (x *TrackingRequest) Reset() {
 	*x = TrackingRequest{}
-	mi := &file_site_proto_msgTypes[12]
+	mi := &file_site_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +991,7 @@ func (x *TrackingRequest) String() string {
 func (*TrackingRequest) ProtoMessage() {}
 
 func (x *TrackingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[12]
+	mi := &file_site_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1004,7 @@ func (x *TrackingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackingRequest.ProtoReflect.Descriptor instead.
 func (*TrackingRequest) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{12}
+	return file_site_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TrackingRequest) GetIds() []string {
@@ -938,7 +1024,7 @@ type TrackingResponse struct {
 
 func (x *TrackingResponse) Reset() {
 	*x = TrackingResponse{}
-	mi := &file_site_proto_msgTypes[13]
+	mi := &file_site_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1036,7 @@ func (x *TrackingResponse) String() string {
 func (*TrackingResponse) ProtoMessage() {}
 
 func (x *TrackingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[13]
+	mi := &file_site_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1049,7 @@ func (x *TrackingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackingResponse.ProtoReflect.Descriptor instead.
 func (*TrackingResponse) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{13}
+	return file_site_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TrackingResponse) GetOperations() map[string]*Operation {
@@ -989,7 +1075,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_site_proto_msgTypes[14]
+	mi := &file_site_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1087,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[14]
+	mi := &file_site_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1100,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{14}
+	return file_site_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOperationsRequest) GetKind() string {
@@ -1076,7 +1162,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_site_proto_msgTypes[15]
+	mi := &file_site_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1174,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[15]
+	mi := &file_site_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1187,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{15}
+	return file_site_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -1127,7 +1213,7 @@ type OperationRequest struct {
 
 func (x *OperationRequest) Reset() {
 	*x = OperationRequest{}
-	mi := &file_site_proto_msgTypes[16]
+	mi := &file_site_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1225,7 @@ func (x *OperationRequest) String() string {
 func (*OperationRequest) ProtoMessage() {}
 
 func (x *OperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_site_proto_msgTypes[16]
+	mi := &file_site_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1238,7 @@ func (x *OperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRequest.ProtoReflect.Descriptor instead.
 func (*OperationRequest) Descriptor() ([]byte, []int) {
-	return file_site_proto_rawDescGZIP(), []int{16}
+	return file_site_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperationRequest) GetId() string {
@@ -1186,7 +1272,7 @@ const file_site_proto_rawDesc = "" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x0f\n" +
-	"\rHealthRequest\"\xad\x02\n" +
+	"\rHealthRequest\"\xf1\x02\n" +
 	"\x0eHealthResponse\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
@@ -1194,7 +1280,16 @@ const file_site_proto_rawDesc = "" +
 	"\x19oldest_enqueued_at_micros\x18\x04 \x01(\x03R\x16oldestEnqueuedAtMicros\x121\n" +
 	"\areplica\x18\x05 \x01(\v2\x17.outbox.site.v1.ReplicaR\areplica\x12=\n" +
 	"\x1blast_central_contact_micros\x18\x06 \x01(\x03R\x18lastCentralContactMicros\x12,\n" +
-	"\x12last_central_error\x18\a \x01(\tR\x10lastCentralError\"]\n" +
+	"\x12last_central_error\x18\a \x01(\tR\x10lastCentralError\x12B\n" +
+	"\n" +
+	"operations\x18\b \x03(\v2\".outbox.site.v1.OperationKindStatsR\n" +
+	"operations\"\xb1\x01\n" +
+	"\x12OperationKindStats\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\abacklog\x18\x02 \x01(\x03R\abacklog\x12\x16\n" +
+	"\x06parked\x18\x03 \x01(\x03R\x06parked\x129\n" +
+	"\x19oldest_buffered_at_micros\x18\x04 \x01(\x03R\x16oldestBufferedAtMicros\x12\x1a\n" +
+	"\bterminal\x18\x05 \x01(\x03R\bterminal\"]\n" +
 	"\aReplica\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -1287,7 +1382,7 @@ func file_site_proto_rawDescGZIP() []byte {
 	return file_site_proto_rawDescData
 }
 
-var file_site_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_site_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_site_proto_goTypes = []any{
 	(*SendRequest)(nil),            // 0: outbox.site.v1.SendRequest
 	(*SendResponse)(nil),           // 1: outbox.site.v1.SendResponse
@@ -1295,53 +1390,55 @@ var file_site_proto_goTypes = []any{
 	(*StatusResponse)(nil),         // 3: outbox.site.v1.StatusResponse
 	(*HealthRequest)(nil),          // 4: outbox.site.v1.HealthRequest
 	(*HealthResponse)(nil),         // 5: outbox.site.v1.HealthResponse
-	(*Replica)(nil),                // 6: outbox.site.v1.Replica
-	(*Source)(nil),                 // 7: outbox.site.v1.Source
-	(*CachedCallRequest)(nil),      // 8: outbox.site.v1.CachedCallRequest
-	(*CachedWriteRequest)(nil),     // 9: outbox.site.v1.CachedWriteRequest
-	(*Operation)(nil),              // 10: outbox.site.v1.Operation
-	(*OperationOutcome)(nil),       // 11: outbox.site.v1.OperationOutcome
-	(*TrackingRequest)(nil),        // 12: outbox.site.v1.TrackingRequest
-	(*TrackingResponse)(nil),       // 13: outbox.site.v1.TrackingResponse
-	(*ListOperationsRequest)(nil),  // 14: outbox.site.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil), // 15: outbox.site.v1.ListOperationsResponse
-	(*OperationRequest)(nil),       // 16: outbox.site.v1.OperationRequest
-	nil,                            // 17: outbox.site.v1.StatusResponse.StatusesEntry
-	nil,                            // 18: outbox.site.v1.TrackingResponse.OperationsEntry
+	(*OperationKindStats)(nil),     // 6: outbox.site.v1.OperationKindStats
+	(*Replica)(nil),                // 7: outbox.site.v1.Replica
+	(*Source)(nil),                 // 8: outbox.site.v1.Source
+	(*CachedCallRequest)(nil),      // 9: outbox.site.v1.CachedCallRequest
+	(*CachedWriteRequest)(nil),     // 10: outbox.site.v1.CachedWriteRequest
+	(*Operation)(nil),              // 11: outbox.site.v1.Operation
+	(*OperationOutcome)(nil),       // 12: outbox.site.v1.OperationOutcome
+	(*TrackingRequest)(nil),        // 13: outbox.site.v1.TrackingRequest
+	(*TrackingResponse)(nil),       // 14: outbox.site.v1.TrackingResponse
+	(*ListOperationsRequest)(nil),  // 15: outbox.site.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil), // 16: outbox.site.v1.ListOperationsResponse
+	(*OperationRequest)(nil),       // 17: outbox.site.v1.OperationRequest
+	nil,                            // 18: outbox.site.v1.StatusResponse.StatusesEntry
+	nil,                            // 19: outbox.site.v1.TrackingResponse.OperationsEntry
 }
 var file_site_proto_depIdxs = []int32{
-	17, // 0: outbox.site.v1.StatusResponse.statuses:type_name -> outbox.site.v1.StatusResponse.StatusesEntry
-	6,  // 1: outbox.site.v1.HealthResponse.replica:type_name -> outbox.site.v1.Replica
-	7,  // 2: outbox.site.v1.CachedCallRequest.source:type_name -> outbox.site.v1.Source
-	7,  // 3: outbox.site.v1.CachedWriteRequest.source:type_name -> outbox.site.v1.Source
-	7,  // 4: outbox.site.v1.Operation.source:type_name -> outbox.site.v1.Source
-	10, // 5: outbox.site.v1.OperationOutcome.operation:type_name -> outbox.site.v1.Operation
-	18, // 6: outbox.site.v1.TrackingResponse.operations:type_name -> outbox.site.v1.TrackingResponse.OperationsEntry
-	10, // 7: outbox.site.v1.ListOperationsResponse.operations:type_name -> outbox.site.v1.Operation
-	10, // 8: outbox.site.v1.TrackingResponse.OperationsEntry.value:type_name -> outbox.site.v1.Operation
-	0,  // 9: outbox.site.v1.Site.Send:input_type -> outbox.site.v1.SendRequest
-	2,  // 10: outbox.site.v1.Site.Status:input_type -> outbox.site.v1.StatusRequest
-	4,  // 11: outbox.site.v1.Site.Health:input_type -> outbox.site.v1.HealthRequest
-	8,  // 12: outbox.site.v1.Site.CachedCall:input_type -> outbox.site.v1.CachedCallRequest
-	9,  // 13: outbox.site.v1.Site.CachedWrite:input_type -> outbox.site.v1.CachedWriteRequest
-	12, // 14: outbox.site.v1.Site.Tracking:input_type -> outbox.site.v1.TrackingRequest
-	14, // 15: outbox.site.v1.Site.ListOperations:input_type -> outbox.site.v1.ListOperationsRequest
-	16, // 16: outbox.site.v1.Site.RetryOperation:input_type -> outbox.site.v1.OperationRequest
-	16, // 17: outbox.site.v1.Site.DiscardOperation:input_type -> outbox.site.v1.OperationRequest
-	1,  // 18: outbox.site.v1.Site.Send:output_type -> outbox.site.v1.SendResponse
-	3,  // 19: outbox.site.v1.Site.Status:output_type -> outbox.site.v1.StatusResponse
-	5,  // 20: outbox.site.v1.Site.Health:output_type -> outbox.site.v1.HealthResponse
-	11, // 21: outbox.site.v1.Site.CachedCall:output_type -> outbox.site.v1.OperationOutcome
-	11, // 22: outbox.site.v1.Site.CachedWrite:output_type -> outbox.site.v1.OperationOutcome
-	13, // 23: outbox.site.v1.Site.Tracking:output_type -> outbox.site.v1.TrackingResponse
-	15, // 24: outbox.site.v1.Site.ListOperations:output_type -> outbox.site.v1.ListOperationsResponse
-	10, // 25: outbox.site.v1.Site.RetryOperation:output_type -> outbox.site.v1.Operation
-	10, // 26: outbox.site.v1.Site.DiscardOperation:output_type -> outbox.site.v1.Operation
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	18, // 0: outbox.site.v1.StatusResponse.statuses:type_name -> outbox.site.v1.StatusResponse.StatusesEntry
+	7,  // 1: outbox.site.v1.HealthResponse.replica:type_name -> outbox.site.v1.Replica
+	6,  // 2: outbox.site.v1.HealthResponse.operations:type_name -> outbox.site.v1.OperationKindStats
+	8,  // 3: outbox.site.v1.CachedCallRequest.source:type_name -> outbox.site.v1.Source
+	8,  // 4: outbox.site.v1.CachedWriteRequest.source:type_name -> outbox.site.v1.Source
+	8,  // 5: outbox.site.v1.Operation.source:type_name -> outbox.site.v1.Source
+	11, // 6: outbox.site.v1.OperationOutcome.operation:type_name -> outbox.site.v1.Operation
+	19, // 7: outbox.site.v1.TrackingResponse.operations:type_name -> outbox.site.v1.TrackingResponse.OperationsEntry
+	11, // 8: outbox.site.v1.ListOperationsResponse.operations:type_name -> outbox.site.v1.Operation
+	11, // 9: outbox.site.v1.TrackingResponse.OperationsEntry.value:type_name -> outbox.site.v1.Operation
+	0,  // 10: outbox.site.v1.Site.Send:input_type -> outbox.site.v1.SendRequest
+	2,  // 11: outbox.site.v1.Site.Status:input_type -> outbox.site.v1.StatusRequest
+	4,  // 12: outbox.site.v1.Site.Health:input_type -> outbox.site.v1.HealthRequest
+	9,  // 13: outbox.site.v1.Site.CachedCall:input_type -> outbox.site.v1.CachedCallRequest
+	10, // 14: outbox.site.v1.Site.CachedWrite:input_type -> outbox.site.v1.CachedWriteRequest
+	13, // 15: outbox.site.v1.Site.Tracking:input_type -> outbox.site.v1.TrackingRequest
+	15, // 16: outbox.site.v1.Site.ListOperations:input_type -> outbox.site.v1.ListOperationsRequest
+	17, // 17: outbox.site.v1.Site.RetryOperation:input_type -> outbox.site.v1.OperationRequest
+	17, // 18: outbox.site.v1.Site.DiscardOperation:input_type -> outbox.site.v1.OperationRequest
+	1,  // 19: outbox.site.v1.Site.Send:output_type -> outbox.site.v1.SendResponse
+	3,  // 20: outbox.site.v1.Site.Status:output_type -> outbox.site.v1.StatusResponse
+	5,  // 21: outbox.site.v1.Site.Health:output_type -> outbox.site.v1.HealthResponse
+	12, // 22: outbox.site.v1.Site.CachedCall:output_type -> outbox.site.v1.OperationOutcome
+	12, // 23: outbox.site.v1.Site.CachedWrite:output_type -> outbox.site.v1.OperationOutcome
+	14, // 24: outbox.site.v1.Site.Tracking:output_type -> outbox.site.v1.TrackingResponse
+	16, // 25: outbox.site.v1.Site.ListOperations:output_type -> outbox.site.v1.ListOperationsResponse
+	11, // 26: outbox.site.v1.Site.RetryOperation:output_type -> outbox.site.v1.Operation
+	11, // 27: outbox.site.v1.Site.DiscardOperation:output_type -> outbox.site.v1.Operation
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_site_proto_init() }
@@ -1355,7 +1452,7 @@ func file_site_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_site_proto_rawDesc), len(file_site_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -207,14 +207,38 @@ func printHealth(w io.Writer, h ports.SiteHealth, asJSON bool) {
 	if !h.LastCentralContact.IsZero() {
 		contact = h.LastCentralContact.Format(time.RFC3339Nano)
 	}
+	type opKind struct {
+		Kind             ports.OpKind `json:"kind"`
+		Backlog          int64        `json:"backlog"`
+		Parked           int64        `json:"parked"`
+		OldestAgeSeconds float64      `json:"oldest_age_seconds"`
+	}
+	var ops []opKind
+	for _, k := range h.Operations {
+		o := opKind{Kind: k.Kind, Backlog: k.Backlog, Parked: k.Parked}
+		if !k.OldestBufferedAt.IsZero() {
+			o.OldestAgeSeconds = time.Since(k.OldestBufferedAt).Round(time.Millisecond).Seconds()
+		}
+		ops = append(ops, o)
+	}
 	if asJSON {
-		_ = json.NewEncoder(w).Encode(map[string]any{
+		m := map[string]any{
 			"site": h.Site, "node": h.Node, "role": h.Replica.Role, "term": h.Replica.Term, "leader": h.Replica.Leader,
 			"backlog": h.Backlog, "oldest_age_seconds": age.Seconds(), "last_central_contact": h.LastCentralContact,
 			"last_central_error": h.LastCentralError,
-		})
+		}
+		if len(ops) > 0 {
+			m["operations"] = ops
+		}
+		_ = json.NewEncoder(w).Encode(m)
 		return
 	}
+	defer func() {
+		for _, o := range ops {
+			fmt.Fprintf(w, "operations %s: backlog %d, parked %d, oldest_age %s\n", o.Kind, o.Backlog, o.Parked,
+				time.Duration(o.OldestAgeSeconds*float64(time.Second)).Round(time.Millisecond))
+		}
+	}()
 	fmt.Fprintf(w, "site: %s\nnode: %s\nrole: %s\nterm: %d\nleader: %s\nbacklog: %d\noldest_age: %s\nlast_central_contact: %s\n",
 		h.Site, h.Node, h.Replica.Role, h.Replica.Term, h.Replica.Leader, h.Backlog, age, contact)
 	if h.LastCentralError != "" {
