@@ -196,7 +196,15 @@ func (g *Gateway) Attempt(ctx context.Context, op ports.Operation) ports.OpResul
 		return ports.OpResult{Outcome: ports.OutcomePermanent, Error: fmt.Sprintf("unknown operation kind %q", op.Kind)}
 	}
 	if res.Outcome != ports.OutcomeSuccess {
-		g.logger.LogAttrs(ctx, slog.LevelInfo, "cached operation attempt failed",
+		// A transient failure is what a target that is down answers to
+		// every call and every retry: at Debug, or the log would grow by
+		// a line per call for as long as it is down (the core warns when
+		// an operation parks). A permanent one is the script's, once.
+		level := slog.LevelDebug
+		if res.Outcome == ports.OutcomePermanent {
+			level = slog.LevelInfo
+		}
+		g.logger.LogAttrs(ctx, level, "cached operation attempt failed",
 			slog.String("id", op.ID), slog.String("kind", string(op.Kind)), slog.String("target", op.Summary()),
 			slog.String("outcome", string(res.Outcome)), slog.Duration("retry_after", res.RetryAfter),
 			slog.String("err", res.Error))

@@ -55,7 +55,11 @@ const UserAgent = "siteline-outbox"
 func newHTTPClient(rt http.RoundTripper, roots *x509.CertPool) *http.Client {
 	if rt == nil || roots != nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 32
+		// As many idle connections per system as calls run at once (the
+		// site API runs up to 256 per connection, the redelivery 16), so
+		// that a busy system's connections are kept rather than dialled
+		// again after each call.
+		t.MaxIdleConnsPerHost = 256
 		if roots != nil {
 			t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}
