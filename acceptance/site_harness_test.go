@@ -896,9 +896,16 @@ func isUnavailable(err error) bool { return errors.Is(err, ports.ErrUnavailable)
 // code and output.
 func runOutbox(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runBinary(t, testBinary(t), args...)
+}
+
+// runBinary runs the outbox binary bin with args to its end, 2 minutes at
+// most, and returns its exit code and output.
+func runBinary(t testing.TB, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = childEnv()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
