@@ -370,6 +370,31 @@ func checkAgreement(t *testing.T, rows map[string]map[string]ports.Operation, id
 	}
 }
 
+// failover is a kill -9 of a site leader and the election after it.
+type failover struct {
+	victim, next    *siteNode
+	killedAt, ledAt time.Time // the kill, and when next was seen leading
+	witnessLed      bool      // the witness won an election in between
+}
+
+func (f failover) String() string {
+	return fmt.Sprintf("killed leader %s; %s leads %s later (the witness led in between: %t)",
+		f.victim.id, f.next.id, f.ledAt.Sub(f.killedAt).Round(time.Millisecond), f.witnessLed)
+}
+
+// killLeader kills g's leader (kill -9) and waits for another data node
+// to lead.
+func killLeader(t *testing.T, g *siteGroup) failover {
+	t.Helper()
+	f := failover{victim: g.leader()}
+	f.killedAt = time.Now()
+	f.victim.kill()
+	f.next = g.leader(f.victim)
+	f.ledAt = time.Now()
+	f.witnessLed = witnessHandedOver(g)
+	return f
+}
+
 // witnessHandedOver reports whether g's witness, in its current run, handed
 // leadership over: it won an election.
 func witnessHandedOver(g *siteGroup) bool {
@@ -411,14 +436,10 @@ func TestSiteCachedCallsLeaderKilled(t *testing.T) {
 		return g.client.CallWithID(ctx, id, "erp", "order", map[string]any{"item": "valve", "n": i})
 	})
 	b.waitMark(t)
-	victim := g.leader()
-	killedAt := time.Now()
-	victim.kill()
-	next := g.leader(victim)
-	ledAt := time.Now()
+	f := killLeader(t, g)
+	victim, next, killedAt, ledAt := f.victim, f.next, f.killedAt, f.ledAt
 	inFlight := b.inFlightDuring(killedAt, ledAt, func(int) bool { return true })
-	t.Logf("killed leader %s after %d calls returned; %s leads %s later (the witness led in between: %t); %d calls in flight in between",
-		victim.id, b.returned.Load(), next.id, ledAt.Sub(killedAt).Round(time.Millisecond), witnessHandedOver(g), inFlight)
+	t.Logf("%s after %d calls returned; %d calls in flight in between", f, b.returned.Load(), inFlight)
 	b.wait(t)
 
 	acked, _, statuses, fails := b.results()
@@ -854,18 +875,13 @@ func TestSiteCachedOpsLeaderKilledTargetsUp(t *testing.T) {
 		return plant.write(ctx, g.client, i%3 == 1, id, i)
 	})
 	b.waitMark(t)
-	victim := g.leader()
-	killedAt := time.Now()
-	victim.kill()
-	next := g.leader(victim)
-	ledAt := time.Now()
+	f := killLeader(t, g)
+	victim, killedAt, ledAt, witnessLed := f.victim, f.killedAt, f.ledAt, f.witnessLed
 	var bound [3]int64
 	for k := range bound {
 		bound[k] = b.inFlightDuring(killedAt, ledAt, kind(k))
 	}
-	witnessLed := witnessHandedOver(g)
-	t.Logf("killed leader %s after %d returned; %s leads %s later (the witness led in between: %t); %v operations in flight in between (calls, exactly-once writes, writes)",
-		victim.id, b.returned.Load(), next.id, ledAt.Sub(killedAt).Round(time.Millisecond), witnessLed, bound)
+	t.Logf("%s after %d returned; %v operations in flight in between (calls, exactly-once writes, writes)", f, b.returned.Load(), bound)
 	b.wait(t)
 	victim.start()
 	victim.waitHealth(leaderTimeout, "rejoined as a follower", func(h ports.SiteHealth) bool {
