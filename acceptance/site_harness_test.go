@@ -455,6 +455,9 @@ type siteSpec struct {
 	RetryInterval string
 	// Race selects the binary: with the race detector or not.
 	Race bool
+	// Extra is YAML appended to every node's configuration (the targets
+	// of cached operations: external_systems, database_connections).
+	Extra string
 }
 
 // threeVoters is a pair plus a witness, as configs/site-*.yaml.
@@ -483,7 +486,7 @@ func newSiteGroup(t testing.TB, c *centralLink, spec siteSpec) *siteGroup {
 	}
 	if spec.Nodes == nil {
 		spec = siteSpec{Site: spec.Site, Nodes: threeVoters.Nodes, Witness: threeVoters.Witness,
-			Token: spec.Token, RetryInterval: spec.RetryInterval, Race: spec.Race}
+			Token: spec.Token, RetryInterval: spec.RetryInterval, Race: spec.Race, Extra: spec.Extra}
 	}
 	if spec.Token == "" {
 		spec.Token = tokenPlant1
@@ -518,6 +521,7 @@ func newSiteGroup(t testing.TB, c *centralLink, spec siteSpec) *siteGroup {
 		// group takes them: the per-caller limit is not what they measure.
 		fmt.Fprintf(&b, "api:\n  limits: {rate: 1000000, burst: 1000000}\n")
 		fmt.Fprintf(&b, "log:\n  level: info\n  format: text\n")
+		b.WriteString(spec.Extra)
 		if err := os.MkdirAll(n.dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -892,9 +896,16 @@ func isUnavailable(err error) bool { return errors.Is(err, ports.ErrUnavailable)
 // code and output.
 func runOutbox(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runBinary(t, testBinary(t), args...)
+}
+
+// runBinary runs the outbox binary bin with args to its end, 2 minutes at
+// most, and returns its exit code and output.
+func runBinary(t testing.TB, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = childEnv()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
