@@ -601,6 +601,18 @@ func (n *Node) Leader() (id string, self bool) {
 	return string(l), l != "" && string(l) == n.id
 }
 
+// Leads reports whether this node leads and may take writes now: it is the
+// Raft leader and, for a witness, has settled its attempt to hand
+// leadership over (while it hands over, raft refuses every write). A site
+// API that attempts a cached call before it commits the outcome asks this
+// first, so that a node about to refuse the commit never attempts.
+func (n *Node) Leads() bool {
+	if n.raft.State() != raft.Leader {
+		return false
+	}
+	return !n.witness || n.settled(n.raft.CurrentTerm())
+}
+
 // WaitLeader blocks until the node knows a leader, and returns its id. It
 // fails when ctx ends or the node closes, with an error wrapping
 // ports.ErrUnavailable.

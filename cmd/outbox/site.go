@@ -230,8 +230,12 @@ func siteAPIServer(cfg SiteConfig, svc *core.Site, node *raftbuffer.Node, logger
 		Site: svc,
 		Ops:  svc,
 		Leader: func() (bool, string) {
+			// A witness handing leadership over is the leader Raft knows
+			// but refuses writes: it serves nothing, so that it never
+			// attempts a cached call whose outcome it could not commit
+			// (the call would be attempted again by the next leader).
 			id, self := node.Leader()
-			return self, cfg.apiAddr(id)
+			return self && node.Leads(), cfg.apiAddr(id)
 		},
 		Token:    token,
 		Limits:   cfg.requestLimits(),
