@@ -219,3 +219,61 @@ func TestSiteCachedCallThroughAGroup(t *testing.T) {
 		t.Fatalf("outbox tracking retry of a delivered call: exit %d\n%s", code, errw)
 	}
 }
+
+// TestSiteOperationsRetention: a one-node site with operations.retention
+// and operations.purge_interval short purges a finished operation's
+// tracking row, and the site then knows it no more.
+func TestSiteOperationsRetention(t *testing.T) {
+	erp := newERP(t)
+	erp.up.Store(true)
+	t.Setenv("OUTBOX_TEST_CENTRAL_TOKEN", "unused-no-central-listens")
+	r, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultSiteConfig()
+	cfg.Core.Site, cfg.Node, cfg.DataDir = "plant-1", "a", filepath.Join(t.TempDir(), "a")
+	cfg.Members = []MemberConfig{{ID: "a", Raft: r.Addr().String(), API: a.Addr().String()}}
+	cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "env:OUTBOX_TEST_CENTRAL_TOKEN"}
+	cfg.Core.OpRetention, cfg.Core.OpPurgeInterval = 200*time.Millisecond, 50*time.Millisecond
+	cfg.Targets.Systems = []opgateway.System{{Name: "erp", BaseURL: erp.URL,
+		Methods: []opgateway.Method{{Name: "order", Verb: http.MethodPost, Path: "/orders"}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = r.Close()
+		_ = a.Close()
+	})
+	wg.Go(func() {
+		if err := runSiteNode(ctx, cfg, siteOptions{raftListener: r, apiListener: a}, slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("node: %v", err)
+		}
+	})
+	c, err := notify.Dial(a.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	var res notify.Result
+	waittest.For(t, 30*time.Second, "a delivered call", func() (bool, string) {
+		var err error
+		res, err = c.Call(sctx, "erp", "order", map[string]any{"item": "valve"})
+		return err == nil && res.Delivered(), fmt.Sprint(res.Operation.Status, err)
+	})
+	waittest.For(t, 30*time.Second, "the finished row purged", func() (bool, string) {
+		got, err := c.Tracking(sctx, res.ID)
+		_, known := got[res.ID]
+		return err == nil && !known, fmt.Sprint(got, err)
+	})
+}
