@@ -7,18 +7,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/guard"
-	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
@@ -66,69 +62,15 @@ func TestSiteNodesOverTLS(t *testing.T) {
 	}
 
 	ids := []string{"a", "b", "c"}
-	var members []MemberConfig
-	var raftLis, apiLis []net.Listener
-	for _, id := range ids {
-		r, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		raftLis, apiLis = append(raftLis, r), append(apiLis, a)
-		members = append(members, MemberConfig{ID: id, Raft: r.Addr().String(), API: a.Addr().String()})
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for i := range ids {
-			_ = raftLis[i].Close()
-			_ = apiLis[i].Close()
-		}
-	})
-	nodes := make([]*raftbuffer.Node, len(ids))
-	var mu sync.Mutex
-	for i, id := range ids {
+	g := startLoopbackGroup(t, ids, func(id string, cfg *SiteConfig) {
 		crt, key := writePEM(t, dir, id, siteCA.Issue(t, id))
 		apiCrt, apiKey := writePEM(t, dir, id+"-api", siteCA.Issue(t, "site node "+id))
-		cfg := defaultSiteConfig()
-		cfg.Core.Site, cfg.Node, cfg.DataDir, cfg.Members = "plant-1", id, filepath.Join(dir, id), members
+		cfg.Core.Site = "plant-1"
 		cfg.Raft.TLS = TLSFiles{Cert: crt, Key: key, CA: siteCAFile}
 		cfg.API.TLS = TLSFiles{Cert: apiCrt, Key: apiKey, CA: scriptsCAFile}
 		cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "file:" + tokenFile}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
-			started: func(_ string, n *raftbuffer.Node) { mu.Lock(); nodes[i] = n; mu.Unlock() }}
-		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-		wg.Go(func() {
-			if err := runSiteNode(ctx, cfg, opt, logger); err != nil {
-				t.Errorf("node %s: %v", id, err)
-			}
-		})
-	}
-
-	// A follower, once the group has a leader.
-	follower := -1
-	waittest.For(t, 30*time.Second, "a follower of an elected leader", waittest.Holds(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for i, n := range nodes {
-			if n == nil {
-				continue
-			}
-			if leader, self := n.Leader(); leader != "" && !self {
-				follower = i
-			}
-		}
-		return follower >= 0
-	}))
+	})
+	members, follower, nodes := g.members, g.follower(t), g.nodes
 
 	trust := &tls.Config{RootCAs: siteCA.Pool, MinVersion: tls.VersionTLS12}
 	script := trust.Clone()
@@ -155,8 +97,8 @@ func TestSiteNodesOverTLS(t *testing.T) {
 		t.Fatalf("Send without a certificate: %v, want ErrUnauthenticated", err)
 	}
 	// Every node ends up holding it.
-	mu.Lock()
-	defer mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for i, n := range nodes {
 		waittest.For(t, 30*time.Second, fmt.Sprintf("node %s to hold %s", ids[i], id), func() (bool, string) {
 			got, err := n.Contains(sctx, []string{id})

@@ -65,68 +65,16 @@ func newERP(t *testing.T) *erpServer {
 // row Failed.
 func TestSiteCachedCallThroughAGroup(t *testing.T) {
 	erp := newERP(t)
-	dir := t.TempDir()
 	t.Setenv("OUTBOX_TEST_CENTRAL_TOKEN", "unused-no-central-listens")
 	ids := []string{"a", "b", "c"}
-	var members []MemberConfig
-	var raftLis, apiLis []net.Listener
-	for _, id := range ids {
-		r, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		raftLis, apiLis = append(raftLis, r), append(apiLis, a)
-		members = append(members, MemberConfig{ID: id, Raft: r.Addr().String(), API: a.Addr().String()})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for i := range ids {
-			_ = raftLis[i].Close()
-			_ = apiLis[i].Close()
-		}
-	})
-	nodes := make([]*raftbuffer.Node, len(ids))
-	var mu sync.Mutex
-	for i, id := range ids {
-		cfg := defaultSiteConfig()
-		cfg.Core.Site, cfg.Node, cfg.DataDir, cfg.Members = "plant-1", id, filepath.Join(dir, id), members
+	g := startLoopbackGroup(t, ids, func(_ string, cfg *SiteConfig) {
+		cfg.Core.Site = "plant-1"
 		cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "env:OUTBOX_TEST_CENTRAL_TOKEN"}
 		cfg.Targets.Systems = []opgateway.System{{Name: "erp", BaseURL: erp.URL,
 			Methods:       []opgateway.Method{{Name: "order", Verb: http.MethodPost, Path: "/orders"}},
 			RetryInterval: 100 * time.Millisecond, MaxRetries: 1000}}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
-			started: func(_ string, n *raftbuffer.Node) { mu.Lock(); nodes[i] = n; mu.Unlock() }}
-		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-		wg.Go(func() {
-			if err := runSiteNode(ctx, cfg, opt, logger); err != nil {
-				t.Errorf("node %s: %v", id, err)
-			}
-		})
-	}
-	follower := -1
-	waittest.For(t, 30*time.Second, "a follower of an elected leader", waittest.Holds(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for i, n := range nodes {
-			if n == nil {
-				continue
-			}
-			if leader, self := n.Leader(); leader != "" && !self {
-				follower = i
-			}
-		}
-		return follower >= 0
-	}))
+	})
+	members, follower := g.members, g.follower(t)
 
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
@@ -227,38 +175,14 @@ func TestSiteOperationsRetention(t *testing.T) {
 	erp := newERP(t)
 	erp.up.Store(true)
 	t.Setenv("OUTBOX_TEST_CENTRAL_TOKEN", "unused-no-central-listens")
-	r, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := defaultSiteConfig()
-	cfg.Core.Site, cfg.Node, cfg.DataDir = "plant-1", "a", filepath.Join(t.TempDir(), "a")
-	cfg.Members = []MemberConfig{{ID: "a", Raft: r.Addr().String(), API: a.Addr().String()}}
-	cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "env:OUTBOX_TEST_CENTRAL_TOKEN"}
-	cfg.Core.OpRetention, cfg.Core.OpPurgeInterval = 200*time.Millisecond, 50*time.Millisecond
-	cfg.Targets.Systems = []opgateway.System{{Name: "erp", BaseURL: erp.URL,
-		Methods: []opgateway.Method{{Name: "order", Verb: http.MethodPost, Path: "/orders"}}}}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		_ = r.Close()
-		_ = a.Close()
+	g := startLoopbackGroup(t, []string{"a"}, func(_ string, cfg *SiteConfig) {
+		cfg.Core.Site = "plant-1"
+		cfg.Central = CentralLinkConfig{Addr: freeLoopback(t), Token: "env:OUTBOX_TEST_CENTRAL_TOKEN"}
+		cfg.Core.OpRetention, cfg.Core.OpPurgeInterval = 200*time.Millisecond, 50*time.Millisecond
+		cfg.Targets.Systems = []opgateway.System{{Name: "erp", BaseURL: erp.URL,
+			Methods: []opgateway.Method{{Name: "order", Verb: http.MethodPost, Path: "/orders"}}}}
 	})
-	wg.Go(func() {
-		if err := runSiteNode(ctx, cfg, siteOptions{raftListener: r, apiListener: a}, slog.New(slog.DiscardHandler)); err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	c, err := notify.Dial(a.Addr().String())
+	c, err := notify.Dial(g.members[0].API)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,4 +200,81 @@ func TestSiteOperationsRetention(t *testing.T) {
 		_, known := got[res.ID]
 		return err == nil && !known, fmt.Sprint(got, err)
 	})
+}
+
+// loopbackGroup is a site group run in this process as outbox site wires
+// it, on loopback listeners, until the test ends.
+type loopbackGroup struct {
+	members []MemberConfig
+	mu      sync.Mutex
+	nodes   []*raftbuffer.Node // set as each node starts
+}
+
+// startLoopbackGroup starts one node per id; configure sets each node's
+// configuration on top of the defaults and its node, data directory and
+// members. A node that fails fails the test.
+func startLoopbackGroup(t *testing.T, ids []string, configure func(id string, cfg *SiteConfig)) *loopbackGroup {
+	t.Helper()
+	dir := t.TempDir()
+	g := &loopbackGroup{nodes: make([]*raftbuffer.Node, len(ids))}
+	var raftLis, apiLis []net.Listener
+	for _, id := range ids {
+		r, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raftLis, apiLis = append(raftLis, r), append(apiLis, a)
+		g.members = append(g.members, MemberConfig{ID: id, Raft: r.Addr().String(), API: a.Addr().String()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for i := range ids {
+			_ = raftLis[i].Close()
+			_ = apiLis[i].Close()
+		}
+	})
+	for i, id := range ids {
+		cfg := defaultSiteConfig()
+		cfg.Node, cfg.DataDir, cfg.Members = id, filepath.Join(dir, id), g.members
+		configure(id, &cfg)
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		opt := siteOptions{raftListener: raftLis[i], apiListener: apiLis[i],
+			started: func(_ string, n *raftbuffer.Node) { g.mu.Lock(); g.nodes[i] = n; g.mu.Unlock() }}
+		wg.Go(func() {
+			if err := runSiteNode(ctx, cfg, opt, slog.New(slog.DiscardHandler)); err != nil {
+				t.Errorf("node %s: %v", id, err)
+			}
+		})
+	}
+	return g
+}
+
+// follower waits for an elected leader and returns the index of a node
+// that follows it.
+func (g *loopbackGroup) follower(t *testing.T) int {
+	t.Helper()
+	follower := -1
+	waittest.For(t, 30*time.Second, "a follower of an elected leader", waittest.Holds(func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for i, n := range g.nodes {
+			if n == nil {
+				continue
+			}
+			if leader, self := n.Leader(); leader != "" && !self {
+				follower = i
+			}
+		}
+		return follower >= 0
+	}))
+	return follower
 }

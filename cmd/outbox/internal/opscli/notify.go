@@ -83,18 +83,10 @@ func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, erro
 // Notify is `outbox notify`: a site's client, as a script is.
 func Notify(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		w := stderr
-		if len(args) > 0 {
-			w = stdout
-		}
-		fmt.Fprint(w, notifyUsage)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	cmd, rest, usageCode, ok := opsSubcommand("notify", notifyUsage, args, env, "send", "status", "health")
+	if !ok {
+		return usageCode
 	}
-	cmd, rest := args[0], args[1:]
 	var nf notifyFlags
 	fs := flag.NewFlagSet("outbox notify "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -116,9 +108,6 @@ func Notify(ctx context.Context, env Env, args []string) int {
 	case "status":
 	case "health":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
-	default:
-		fmt.Fprintf(stderr, "outbox notify: unknown command %q\n\n%s", cmd, notifyUsage)
-		return exitUsage
 	}
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -149,18 +149,10 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 // Tracking is `outbox tracking`.
 func Tracking(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		w := stderr
-		if len(args) > 0 {
-			w = stdout
-		}
-		fmt.Fprint(w, trackingUsage)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	cmd, rest, usageCode, ok := opsSubcommand("tracking", trackingUsage, args, env, "status", "list", "retry", "discard")
+	if !ok {
+		return usageCode
 	}
-	cmd, rest := args[0], args[1:]
 	var nf notifyFlags
 	fs := flag.NewFlagSet("outbox tracking "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -179,10 +171,6 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 		fs.StringVar(&kind, "kind", "", "only this `kind`: ExternalCall or DatabaseWrite")
 		fs.StringVar(&tgt, "target", "", "only this external system or database connection `name`")
 		fs.IntVar(&limit, "limit", 50, "at most this many `rows`")
-	case "retry", "discard":
-	default:
-		fmt.Fprintf(stderr, "outbox tracking: unknown command %q\n\n%s", cmd, trackingUsage)
-		return exitUsage
 	}
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
