@@ -327,6 +327,14 @@ func (s *Server) Refusals() *guard.Refusals { return s.refusals }
 // Connections past the limits are closed at once.
 func (s *Server) Serve(lis net.Listener) error {
 	if err := s.grpc.Serve(guard.LimitListener(lis, s.limits.Conns, s.refusals)); err != nil {
+		s.mu.Lock()
+		stopped := s.stopped
+		s.mu.Unlock()
+		if stopped && errors.Is(err, grpc.ErrServerStopped) {
+			// Stop came first (a shutdown right after the start): the
+			// server did what was asked, as when Stop ends a Serve.
+			return nil
+		}
 		return fmt.Errorf("site API: serve on %s: %w", lis.Addr(), err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -374,4 +375,23 @@ func TestStop(t *testing.T) {
 	}
 	// Stop is idempotent (the cleanup stops it again).
 	follower.Server.Stop()
+}
+
+// TestServeAfterStopReturnsNil: a Stop that comes before Serve has started
+// (a shutdown right after the start) ends Serve with nil, as a Stop during
+// Serve does, not with an error.
+func TestServeAfterStopReturnsNil(t *testing.T) {
+	srv, err := siteapi.NewServer(siteapi.ServerConfig{Site: &sitetest.Site{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	srv.Stop()
+	if err := srv.Serve(lis); err != nil {
+		t.Fatalf("Serve after Stop: %v", err)
+	}
 }

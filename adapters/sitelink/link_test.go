@@ -744,3 +744,23 @@ func TestNoClientCAs(t *testing.T) {
 		t.Errorf("token of site-a with an unrequested certificate: %+v, %v; want it accepted as site-a", res, err)
 	}
 }
+
+// TestServeAfterStopReturnsNil: a Stop before Serve has started (a
+// shutdown right after the start) ends Serve with nil, as a Stop during
+// Serve does.
+func TestServeAfterStopReturnsNil(t *testing.T) {
+	svc, _ := newCore(t)
+	srv, err := NewServer(ServerConfig{Central: svc, Sites: tokenSites})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	srv.Stop()
+	if err := srv.Serve(lis); err != nil {
+		t.Fatalf("Serve after Stop: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -258,6 +259,9 @@ type Server struct {
 	conns     guard.ConnLimits
 	quota     *quota
 	calls     *callSlots
+	// stopped is set by Stop: a Serve that finds the server stopped
+	// returns nil.
+	stopped atomic.Bool
 	// grace bounds Stop's graceful phase (stopGrace; tests shorten it).
 	grace time.Duration
 }
@@ -341,6 +345,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		"conns_per_address", s.conns.PerAddress, "conns_total", s.conns.Total,
 		"quota_rows_per_second", int64(s.quota.rowRate), "quota_bytes_per_second", int64(s.quota.byteRate))
 	if err := s.grpc.Serve(guard.LimitListener(lis, s.conns, s.refusals)); err != nil {
+		if s.stopped.Load() && errors.Is(err, grpc.ErrServerStopped) {
+			// Stop came first (a shutdown right after the start).
+			return nil
+		}
 		return fmt.Errorf("site link: serve %s: %w", addr, err)
 	}
 	return nil
@@ -351,6 +359,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // cancelled) and closes every connection. It returns when the server has
 // stopped.
 func (s *Server) Stop() {
+	s.stopped.Store(true)
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
