@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -202,7 +201,7 @@ func (g *Gateway) call(ctx context.Context, s *system, m *method, op ports.Opera
 		case actx.Err() != nil:
 			return transient(fmt.Sprintf("%s: no answer within the timeout of %s", what, s.Timeout))
 		}
-		return transient(what + ": " + netErrorText(err, secrets))
+		return transient(what + ": " + httpdeliver.NetErrorText(err, secrets))
 	}
 	defer func() {
 		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
@@ -294,71 +293,4 @@ func (g *Gateway) authHeader(s *system) (http.Header, []string, error) {
 	// alone.
 	_, cred, _ := strings.Cut(value, " ")
 	return h, []string{value, cred, secret}, nil
-}
-
-// netErrorText describes the error of http.Client.Do without the URL (a
-// *url.Error quotes it whole, query included), the addresses or a
-// secret.
-func netErrorText(err error, secrets []string) string {
-	var (
-		dnsErr  *net.DNSError
-		hostErr x509.HostnameError
-		authErr x509.UnknownAuthorityError
-		certErr x509.CertificateInvalidError
-		tlsErr  *tls.CertificateVerificationError
-		recErr  tls.RecordHeaderError
-		netErr  net.Error
-	)
-	switch {
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "host name lookup: no such host"
-		}
-		return "host name lookup failed"
-	case errors.As(err, &hostErr):
-		return "TLS: the certificate is not valid for the system's host"
-	case errors.As(err, &authErr):
-		return "TLS: the certificate is signed by an unknown authority"
-	case errors.As(err, &certErr), errors.As(err, &tlsErr):
-		return "TLS: the certificate could not be verified"
-	case errors.As(err, &recErr):
-		return "TLS: the server did not answer with TLS"
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "the server closed the connection without an answer"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "timed out"
-	}
-	var op string
-	for {
-		switch e := err.(type) {
-		case *url.Error:
-			err = e.Err
-			continue
-		case *net.OpError:
-			if op == "" {
-				op = e.Op + ": "
-			}
-			err = e.Err
-			continue
-		case *os.SyscallError:
-			err = e.Err
-			continue
-		}
-		break
-	}
-	if err == nil {
-		return "network error"
-	}
-	text := op + err.Error()
-	for _, s := range secrets {
-		if s != "" {
-			text = strings.ReplaceAll(text, s, "[redacted]")
-		}
-	}
-	if len(text) > 200 {
-		text = strings.ToValidUTF8(text[:200], "") + "…"
-	}
-	return text
 }

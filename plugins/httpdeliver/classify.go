@@ -173,10 +173,14 @@ func (e *safeError) Unwrap() error { return e.cause }
 // (a *net.OpError names both ends) nor a host name, while wrapping the
 // cause.
 func describeNetError(err error, secrets []string) error {
-	return &safeError{msg: "POST failed: " + netErrorText(err, secrets), cause: err}
+	return &safeError{msg: "POST failed: " + NetErrorText(err, secrets), cause: err}
 }
 
-func netErrorText(err error, secrets []string) string {
+// NetErrorText describes the error of http.Client.Do without the URL (a
+// *url.Error quotes it whole, query included), the addresses (a
+// *net.OpError names both ends) or any of secrets: a TLS or DNS failure by
+// its kind, anything else by its innermost text, sanitized and bounded.
+func NetErrorText(err error, secrets []string) string {
 	var (
 		dnsErr  *net.DNSError
 		hostErr x509.HostnameError

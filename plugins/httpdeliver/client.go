@@ -250,7 +250,7 @@ func (c *Client) post(ctx context.Context, target *url.URL, msg Message) Attempt
 	req, err := http.NewRequestWithContext(pctx, http.MethodPost, target.String(), bytes.NewReader(msg.Body))
 	if err != nil {
 		return Attempt{Outcome: channel.Permanent, Err: &safeError{
-			msg:   "build the request: " + netErrorText(err, secrets),
+			msg:   "build the request: " + NetErrorText(err, secrets),
 			cause: err,
 		}}
 	}
