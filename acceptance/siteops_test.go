@@ -10,11 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/devkit/pgserver"
 	"github.com/siteline/outbox/adapters/siteapi/notify"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
@@ -489,153 +487,21 @@ func TestSiteCachedCallsLeaderKilled(t *testing.T) {
 	}
 }
 
-// targetPostgres is a PostgreSQL server of one test's own, which the test
-// stops and starts: initdb in a temporary directory, trust authentication,
-// loopback only, the same port every time. As root it runs as the user
-// postgres, since PostgreSQL refuses to run as root.
-type targetPostgres struct {
-	bin  string   // the directory of initdb and pg_ctl
-	dir  string   // the data directory's parent, also the socket directory
-	as   []string // the command prefix that runs as its user
-	opts string   // the server's options
-	dsn  string
-}
-
-// pgServerBinDir finds a directory holding initdb and pg_ctl:
-// OUTBOX_TEST_PG_BINDIR, PATH, or /usr/lib/postgresql/*/bin, newest first.
-func pgServerBinDir() string {
-	has := func(d string) bool {
-		for _, f := range []string{"initdb", "pg_ctl"} {
-			if st, err := os.Stat(filepath.Join(d, f)); err != nil || st.IsDir() {
-				return false
-			}
-		}
-		return true
-	}
-	if d := os.Getenv("OUTBOX_TEST_PG_BINDIR"); d != "" {
-		return d
-	}
-	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
-		return filepath.Dir(p)
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int {
-		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
-		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
-		return vb - va
-	})
-	for _, d := range dirs {
-		if has(d) {
-			return d
-		}
-	}
-	return ""
-}
-
-// startTargetPostgres initdbs and starts a server for this test, stopped
-// at its end; it skips the test when the server's programs are missing.
-func startTargetPostgres(t *testing.T) *targetPostgres {
-	t.Helper()
-	bin := pgServerBinDir()
-	if bin == "" {
-		t.Skip("no PostgreSQL server programs (initdb, pg_ctl) on PATH, in /usr/lib/postgresql/*/bin or in OUTBOX_TEST_PG_BINDIR: install postgresql (.ci/test.sh does)")
-	}
-	// In /tmp whatever TMPDIR says: the socket path must stay short, and
-	// the user postgres must reach it.
-	dir, err := os.MkdirTemp("/tmp", "outbox-sitepg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	pg := &targetPostgres{bin: bin, dir: dir}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Skipf("running as root and there is no user postgres to run PostgreSQL as (.ci/test.sh creates it): %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		pg.as = []string{"runuser", "-u", "postgres", "--"}
-	}
-	if out, err := pg.run("initdb", "-D", pg.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	var lastErr error
-	for range 5 {
-		_, port, _ := strings.Cut(freeAddr(t), ":")
-		pg.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %s -k %s -c fsync=off -c max_connections=100", port, dir)
-		if lastErr = pg.start(); lastErr == nil {
-			pg.dsn = "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable&connect_timeout=5"
-			t.Cleanup(func() {
-				if out, err := pg.run("pg_ctl", "-D", pg.data(), "-m", "immediate", "-w", "stop"); err != nil && pg.running() {
-					t.Logf("stop PostgreSQL: %v\n%s", err, out)
-				}
-			})
-			return pg
-		}
-	}
-	log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-	t.Fatalf("start PostgreSQL: %v\n%s", lastErr, log)
-	return nil
-}
-
-func (pg *targetPostgres) data() string { return filepath.Join(pg.dir, "data") }
-
-// start starts the server and waits until it accepts connections.
-func (pg *targetPostgres) start() error {
-	out, err := pg.run("pg_ctl", "-D", pg.data(), "-l", filepath.Join(pg.dir, "postgres.log"), "-w", "-t", "60", "-o", pg.opts, "start")
-	if err != nil {
-		return fmt.Errorf("pg_ctl start: %w\n%s", err, out)
-	}
-	return nil
-}
-
-// stopNow stops the server as a crash would (pg_ctl stop -m immediate:
-// sessions cut, no checkpoint, crash recovery at the next start).
-func (pg *targetPostgres) stopNow() error {
-	out, err := pg.run("pg_ctl", "-D", pg.data(), "-m", "immediate", "-w", "-t", "60", "stop")
-	if err != nil {
-		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
-	}
-	return nil
-}
-
-// running reports whether the server runs.
-func (pg *targetPostgres) running() bool {
-	_, err := pg.run("pg_ctl", "-D", pg.data(), "status")
-	return err == nil
-}
-
-// run runs one of the server's programs as its user, 2 minutes at most.
-func (pg *targetPostgres) run(prog string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	argv := append(slices.Clone(pg.as), filepath.Join(pg.bin, prog))
-	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], args...)...)
-	cmd.Dir = pg.dir
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return out, fmt.Errorf("%s timed out: %w", prog, ctx.Err())
-	}
-	return out, err
-}
-
 // plantDB is a plant database on a PostgreSQL server of the test's own:
 // tables readings_once and readings_plain (op text, n int), the targets of
 // the connections plant_once (exactly-once) and plant_plain.
 type plantDB struct {
-	pg      *targetPostgres
+	pg      *pgserver.Server
 	db      *sql.DB
 	dsnFile string
 }
 
 func newPlantDB(t *testing.T) *plantDB {
 	t.Helper()
-	pg := startTargetPostgres(t)
-	db, err := sql.Open("pgx", pg.dsn)
+	pg := pgserver.Run(t)
+	// A short connect timeout: the server is stopped on purpose.
+	dsn := pg.DSN + "&connect_timeout=5"
+	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +514,7 @@ func newPlantDB(t *testing.T) *plantDB {
 		}
 	}
 	p := &plantDB{pg: pg, db: db, dsnFile: filepath.Join(t.TempDir(), "plant.dsn")}
-	if err := os.WriteFile(p.dsnFile, []byte(pg.dsn), 0o600); err != nil {
+	if err := os.WriteFile(p.dsnFile, []byte(dsn), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -798,7 +664,7 @@ func TestSiteCachedWritesDatabaseStopped(t *testing.T) {
 	b.waitMark(t)
 	stoppedAt := b.returned.Load()
 	stopFrom := time.Now()
-	if err := plant.pg.stopNow(); err != nil {
+	if err := plant.pg.StopImmediate(); err != nil {
 		t.Fatal(err)
 	}
 	stopTo := time.Now()
@@ -808,7 +674,7 @@ func TestSiteCachedWritesDatabaseStopped(t *testing.T) {
 		return b.returned.Load() >= stoppedAt+down
 	}))
 	returnedDown := b.returned.Load() - stoppedAt
-	if err := plant.pg.start(); err != nil {
+	if err := plant.pg.Start(); err != nil {
 		t.Fatal(err)
 	}
 	startedAt := time.Now()

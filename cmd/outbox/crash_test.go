@@ -1,19 +1,14 @@
 package main
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/devkit/pgserver"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
@@ -314,22 +310,24 @@ func TestCentralKilledMidDispatch(t *testing.T) {
 // notification delivered exactly once: the database is back well within the
 // lease, so outcomes that failed to record are recorded when it is.
 func TestCentralsSurviveDatabaseRestart(t *testing.T) {
-	pg := startOwnPostgres(t)
+	pg := pgserver.Run(t)
 	dir := t.TempDir()
-	env := childEnv("OUTBOX_STORE_DRIVER=postgres", "OUTBOX_STORE_DSN="+pg.dsn)
+	env := childEnv("OUTBOX_STORE_DRIVER=postgres", "OUTBOX_STORE_DSN="+pg.DSN)
 	if code, out := runToEnd(t, dir, env, "migrate"); code != 0 {
 		t.Fatalf("migrate: exit %d:\n%s", code, out)
 	}
-	db := openPostgres(t, pg.dsn)
+	db := openPostgres(t, pg.DSN)
 	hook := newHookReceiver(t)
-	ids := insertPending(t, pg.dsn, crashRows)
+	ids := insertPending(t, pg.DSN, crashRows)
 	a := startCentral(t, dir, env, crashCentral(t, dir, "central-a", hook))
 	b := startCentral(t, dir, env, crashCentral(t, dir, "central-b", hook))
 	hook.waitDeliveries(t, crashRows/5)
 
 	restarted := time.Now()
 	atRestart := hook.deliveries()
-	pg.restartImmediate(t)
+	if err := pg.RestartImmediate(); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("PostgreSQL restarted (immediate) after %d deliveries, back in %s", atRestart, time.Since(restarted).Round(time.Millisecond))
 	if atRestart >= crashRows {
 		t.Fatalf("all %d delivered before the restart: the test did not restart under load", crashRows)
@@ -354,130 +352,4 @@ func TestCentralsSurviveDatabaseRestart(t *testing.T) {
 			t.Errorf("node output:\n%s", tail(p.Output(), 40))
 		}
 	}
-}
-
-// ownPostgres is a PostgreSQL server of one test's own, which the test may
-// restart: initdb in a temporary directory, trust authentication, loopback
-// only. As root it runs as the user postgres, since PostgreSQL refuses to run
-// as root.
-type ownPostgres struct {
-	bin  string   // the directory of initdb and pg_ctl
-	dir  string   // its data directory's parent, also the socket directory
-	as   []string // the command prefix that runs as its user
-	dsn  string
-	opts string
-}
-
-// pgBinDirEnv names the directory of PostgreSQL's initdb and pg_ctl, for
-// the tests that run a server of their own. Unset, the tests look on PATH
-// and in /usr/lib/postgresql/*/bin.
-const pgBinDirEnv = "OUTBOX_TEST_PG_BINDIR"
-
-// pgBinDir finds a directory holding initdb and pg_ctl.
-func pgBinDir() string {
-	ok := func(d string) bool {
-		for _, f := range []string{"initdb", "pg_ctl"} {
-			if st, err := os.Stat(filepath.Join(d, f)); err != nil || st.IsDir() {
-				return false
-			}
-		}
-		return true
-	}
-	if d := os.Getenv(pgBinDirEnv); d != "" {
-		return d
-	}
-	if p, err := exec.LookPath("initdb"); err == nil && ok(filepath.Dir(p)) {
-		return filepath.Dir(p)
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int {
-		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
-		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
-		return vb - va
-	})
-	for _, d := range dirs {
-		if ok(d) {
-			return d
-		}
-	}
-	return ""
-}
-
-// startOwnPostgres starts a server for this test and stops it at the end.
-func startOwnPostgres(t *testing.T) *ownPostgres {
-	t.Helper()
-	bin := pgBinDir()
-	if bin == "" {
-		t.Skipf("no PostgreSQL server binaries (initdb, pg_ctl) found: set %s or install postgresql (.ci/test.sh does)", pgBinDirEnv)
-	}
-	// In /tmp whatever TMPDIR says: the socket path must stay short, and
-	// the user postgres must reach it.
-	dir, err := os.MkdirTemp("/tmp", "outbox-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg := &ownPostgres{bin: bin, dir: dir}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Skipf("running as root and there is no user postgres to run PostgreSQL as (.ci/test.sh creates it): %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		pg.as = []string{"runuser", "-u", "postgres", "--"}
-	}
-	if out, err := pg.run(t, "initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	var lastErr error
-	for range 5 {
-		_, port, _ := strings.Cut(freeLoopback(t), ":")
-		pg.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %s -k %s -c fsync=off -c max_connections=200", port, dir)
-		out, err := pg.run(t, "pg_ctl", "-D", filepath.Join(dir, "data"), "-l", filepath.Join(dir, "postgres.log"),
-			"-w", "-t", "60", "-o", pg.opts, "start")
-		if err == nil {
-			pg.dsn = "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
-			t.Cleanup(func() {
-				if out, err := pg.run(t, "pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "-w", "stop"); err != nil {
-					t.Logf("stop PostgreSQL: %v\n%s", err, out)
-				}
-			})
-			return pg
-		}
-		lastErr = fmt.Errorf("pg_ctl start, output:\n%s\n: %w", out, err)
-	}
-	log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-	t.Fatalf("start PostgreSQL: %v\n%s", lastErr, log)
-	return nil
-}
-
-// restartImmediate restarts the server as a crash would (pg_ctl restart -m
-// immediate: no checkpoint, crash recovery at start) and waits until it
-// accepts connections again.
-func (pg *ownPostgres) restartImmediate(t *testing.T) {
-	t.Helper()
-	if out, err := pg.run(t, "pg_ctl", "-D", filepath.Join(pg.dir, "data"), "-l", filepath.Join(pg.dir, "postgres.log"),
-		"-m", "immediate", "-w", "-t", "60", "-o", pg.opts, "restart"); err != nil {
-		t.Fatalf("pg_ctl restart: %v\n%s", err, out)
-	}
-}
-
-// run runs one of the server's programs as its user.
-func (pg *ownPostgres) run(t *testing.T, prog string, args ...string) ([]byte, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // also at cleanup, after t.Context ended
-	defer cancel()
-	argv := append(slices.Clone(pg.as), filepath.Join(pg.bin, prog))
-	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], args...)...)
-	cmd.Dir = pg.dir
-	out, err := cmd.CombinedOutput()
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return out, fmt.Errorf("%s timed out: %w", prog, ctx.Err())
-	}
-	return out, err
 }
