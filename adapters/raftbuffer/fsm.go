@@ -61,6 +61,10 @@ type fsm struct {
 	failed   error
 	failedCh chan struct{}
 
+	// unsynced is set when the file is written without an fsync per
+	// transaction, a marker beside it (see unsynced.go).
+	unsynced bool
+
 	// commits counts write transactions and dropSize is the file's size at
 	// the last dropMapping (ApplyBatch runs on one goroutine): the file's
 	// pages leave the RSS every dropEvery transactions or dropGrowth bytes.
@@ -102,13 +106,26 @@ func boltOptions(mmap int) *bbolt.Options {
 // buffered notifications of a few hundred bytes before the first remap.
 const bufferMmapSize = 1 << 30
 
-// openFSM opens (creating if needed) the buffer file at path.
+// openFSM opens (creating if needed) the buffer file at path, first
+// setting it aside if it may be torn, and marks it as written unsynced
+// where the kernel gives a boot id.
 func openFSM(path string, log *slog.Logger) (*fsm, error) {
+	if err := setAsideTorn(path, log); err != nil {
+		return nil, err
+	}
 	db, err := openBufferDB(path)
 	if err != nil {
 		return nil, err
 	}
-	return &fsm{path: path, log: log, db: db, failedCh: make(chan struct{})}, nil
+	f := &fsm{path: path, log: log, db: db, failedCh: make(chan struct{})}
+	if boot := bootID(); boot != "" {
+		if err := markUnsynced(path, boot); err != nil {
+			db.Close()
+			return nil, err
+		}
+		f.unsynced, db.NoSync = true, true
+	}
+	return f, nil
 }
 
 func openBufferDB(path string) (*bbolt.DB, error) {
@@ -142,19 +159,29 @@ func openBufferDB(path string) (*bbolt.DB, error) {
 	return db, nil
 }
 
-// close closes the bbolt file.
+// close closes the bbolt file; an unsynced one is synced first and its
+// marker removed after. A file that could not be synced keeps its marker.
 func (f *fsm) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
 		return nil
 	}
+	var serr error
+	if f.unsynced {
+		if serr = f.db.Sync(); serr != nil {
+			serr = fmt.Errorf("sync buffer file: %w", serr)
+		}
+	}
 	err := f.db.Close()
 	f.db = nil
 	if err != nil {
-		return fmt.Errorf("close buffer file: %w", err)
+		return errors.Join(serr, fmt.Errorf("close buffer file: %w", err))
 	}
-	return nil
+	if serr != nil || !f.unsynced {
+		return serr
+	}
+	return clearUnsynced(f.path)
 }
 
 // fail records the first fatal error and closes failedCh.
@@ -182,8 +209,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch applies the entries in one bbolt write transaction, one fsync
-// for the whole batch. Entries at or below the last applied index stored in
+// ApplyBatch applies the entries in one bbolt write transaction, synced
+// for the whole batch where the file is not written unsynced. Entries at or below the last applied index stored in
 // the file were applied before (a restart replays the log from the last
 // snapshot) and are skipped. Each entry's response is nil or an error: a
 // command that cannot be read or is invalid changes nothing and answers an
@@ -531,6 +558,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.fail(err)
 		return f.failure()
 	}
+	db.NoSync = f.unsynced
 	f.db = db
 	return nil
 }
