@@ -32,6 +32,13 @@ type param struct {
 // decodeParams reads a call's Params: a JSON object of at most
 // MaxParamsBytes of valid UTF-8, each member name once. Empty params are
 // an empty object.
+//
+// It runs twice on every call (the check before the commit, the attempt),
+// so it validates with json.Valid and then walks the members of the valid
+// object by hand: the standard library's token stream, which keeps member
+// order, cost 2 µs and 46 allocations for three members, a tenth of all
+// that a busy site leader allocated. FuzzParamsDecode holds it to the
+// token stream's answers.
 func decodeParams(raw json.RawMessage) ([]param, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
@@ -42,35 +49,131 @@ func decodeParams(raw json.RawMessage) ([]param, error) {
 	if !utf8.Valid(raw) {
 		return nil, errors.New("params are not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	i := skipSpace(raw, 0)
+	if raw[i] != '{' {
 		return nil, errors.New("params are not a JSON object")
 	}
+	if !json.Valid(raw) {
+		return nil, paramsSyntaxError(raw)
+	}
 	var out []param
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	var seen map[string]bool // once there are more than a few names
+	for i = skipSpace(raw, i+1); raw[i] != '}'; i = skipSpace(raw, i) {
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		end := stringEnd(raw, i)
+		name, err := unquote(raw[i:end])
 		if err != nil {
 			return nil, fmt.Errorf("params are not valid JSON: %w", err)
 		}
-		name, _ := tok.(string)
-		if seen[name] {
+		if twice(out, &seen, name) {
 			return nil, fmt.Errorf("params name %s twice", strconv.Quote(name))
 		}
-		seen[name] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("params are not valid JSON: %w", err)
-		}
-		out = append(out, param{name: name, value: v})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("params are not valid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("params hold something after the JSON object")
+		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
+		end = valueEnd(raw, i)
+		out = append(out, param{name: name, value: raw[i:end:end]})
+		i = end
 	}
 	return out, nil
+}
+
+// twice reports whether name is among the params read so far: a look
+// through them while they are few, a map once they are more.
+func twice(ps []param, seen *map[string]bool, name string) bool {
+	const few = 16
+	if len(ps) < few {
+		for _, p := range ps {
+			if p.name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]bool, 2*len(ps))
+		for _, p := range ps {
+			(*seen)[p.name] = true
+		}
+	}
+	if (*seen)[name] {
+		return true
+	}
+	(*seen)[name] = true
+	return false
+}
+
+// paramsSyntaxError says why params that open an object are not valid
+// JSON.
+func paramsSyntaxError(raw []byte) error {
+	var v json.RawMessage
+	if json.NewDecoder(bytes.NewReader(raw)).Decode(&v) == nil {
+		return errors.New("params hold something after the JSON object")
+	}
+	err := json.Unmarshal(raw, &v)
+	return fmt.Errorf("params are not valid JSON: %w", err)
+}
+
+// The helpers below walk JSON that json.Valid accepted: every string is
+// closed, every bracket matched, so they need not check for the end of
+// the input.
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string that opens at i.
+func stringEnd(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// valueEnd returns the index just past the value that starts at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	}
+	for i < len(b) && !strings.ContainsRune(", \t\n\r}]", rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// unquote returns the text of a JSON string: its bytes between the quotes
+// when it has no escape, else the decoded text.
+func unquote(q []byte) (string, error) {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 // scalarText returns the text a scalar JSON value has in a path or a
