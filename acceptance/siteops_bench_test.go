@@ -197,6 +197,26 @@ func benchCalls(b *testing.B, s *opsSite, system string, callers int, want ports
 		b.Fatalf("%d calls failed; the first: %v", n, first.Load())
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(peakRSS(b, s.leader), "leader-peak-MB")
+}
+
+// peakRSS is n's peak resident set size in MB since it started (VmHWM).
+func peakRSS(b *testing.B, n *siteNode) float64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(n.pid()) + "/status")
+	if err != nil {
+		b.Fatalf("read the memory of node %s: %v", n.id, err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatalf("node %s: VmHWM %q: %v", n.id, v, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("node %s: no VmHWM in /proc/PID/status", n.id)
+	return 0
 }
 
 // benchCallLatency makes b.N calls to the system up, one after the other,
