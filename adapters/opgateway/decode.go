@@ -72,6 +72,8 @@ func decodeParams(raw json.RawMessage) ([]param, error) {
 		}
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
 		end = valueEnd(raw, i)
+		// The value is a piece of raw, not a copy: callers use it while
+		// raw lives.
 		out = append(out, param{name: name, value: raw[i:end:end]})
 		i = end
 	}

@@ -81,6 +81,12 @@ func paramsByTokens(raw []byte) ([]param, error) {
 	if len(raw) > MaxParamsBytes || !utf8.Valid(raw) {
 		return nil, errors.New("too long or not UTF-8")
 	}
+	// json.Valid counts the outer object toward the nesting limit of
+	// 10,000, which the token stream's Decode of a member does not:
+	// decodeParams takes json.Valid's answer.
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, errors.New("not a JSON object")

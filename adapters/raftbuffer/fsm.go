@@ -62,8 +62,10 @@ type fsm struct {
 	failedCh chan struct{}
 
 	// unsynced is set when the file is written without an fsync per
-	// transaction, a marker beside it (see unsynced.go).
+	// transaction, a marker beside it (see unsynced.go); setAside when
+	// openFSM set the previous file aside as possibly torn.
 	unsynced bool
+	setAside bool
 
 	// commits counts write transactions and dropSize is the file's size at
 	// the last dropMapping (ApplyBatch runs on one goroutine): the file's
@@ -110,20 +112,27 @@ const bufferMmapSize = 1 << 30
 // setting it aside if it may be torn, and marks it as written unsynced
 // where the kernel gives a boot id.
 func openFSM(path string, log *slog.Logger) (*fsm, error) {
-	if err := setAsideTorn(path, log); err != nil {
+	aside, err := setAsideTorn(path, log)
+	if err != nil {
 		return nil, err
 	}
 	db, err := openBufferDB(path)
 	if err != nil {
 		return nil, err
 	}
-	f := &fsm{path: path, log: log, db: db, failedCh: make(chan struct{})}
-	if boot := bootID(); boot != "" {
-		if err := markUnsynced(path, boot); err != nil {
-			db.Close()
-			return nil, err
-		}
+	f := &fsm{path: path, log: log, db: db, failedCh: make(chan struct{}), setAside: aside}
+	boot := bootID()
+	if boot == "" {
+		// Synced from now on: a marker left from elsewhere would set this
+		// file aside at every later start.
+		err = clearUnsynced(path)
+	} else {
+		err = markUnsynced(path, boot)
 		f.unsynced, db.NoSync = true, true
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	return f, nil
 }
@@ -160,7 +169,8 @@ func openBufferDB(path string) (*bbolt.DB, error) {
 }
 
 // close closes the bbolt file; an unsynced one is synced first and its
-// marker removed after. A file that could not be synced keeps its marker.
+// marker removed after. A file that could not be synced gets a marker that
+// no boot matches.
 func (f *fsm) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -170,7 +180,9 @@ func (f *fsm) close() error {
 	var serr error
 	if f.unsynced {
 		if serr = f.db.Sync(); serr != nil {
-			serr = fmt.Errorf("sync buffer file: %w", serr)
+			// Pages the kernel could not write may read back stale even in
+			// this boot: a marker no boot matches sets the file aside.
+			serr = errors.Join(fmt.Errorf("sync buffer file: %w", serr), markUnsynced(f.path, syncFailed))
 		}
 	}
 	err := f.db.Close()

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -63,6 +64,7 @@ type Node struct {
 	fsm      *fsm
 	trans    *raft.NetworkTransport
 	store    *raftboltdb.BoltStore
+	logs     raft.LogStore
 	observer *raft.Observer
 	obsCh    chan raft.Observation
 
@@ -78,6 +80,18 @@ type Node struct {
 	// leadership over; settledTerm the last in which that attempt ended.
 	transferTerm uint64
 	settledTerm  uint64
+	// barrierTerm is the last term in which this node started a barrier
+	// as a new leader, caughtTerm the last in which that barrier returned:
+	// the buffer then holds everything committed before the term.
+	barrierTerm uint64
+	caughtTerm  uint64
+
+	// rebuilding is set when Open set buffer.db aside as possibly torn:
+	// until the node has applied its log again (openLastIndex, or what the
+	// leader says is committed) its copy is older than what it had, and
+	// its reads answer ErrUnavailable.
+	rebuilding    atomic.Bool
+	openLastIndex uint64
 
 	// restoreSkipped records that Open found buffer.db up to date with the
 	// newest snapshot and told raft not to restore it.
@@ -166,6 +180,10 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		log.Info("raftbuffer: bootstrapped the group", "peers", len(cfg.Peers))
 	}
+	openLast, err := st.logs.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("raftbuffer: read the last log index in %s: %w", cfg.Dir, err)
+	}
 	r, err := raft.NewRaft(rc, f, st.logs, st.store, st.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("raftbuffer: start raft: %w", err)
@@ -180,12 +198,15 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		fsm:     f,
 		trans:   trans,
 		store:   st.store,
+		logs:    st.logs,
 		obsCh:   make(chan raft.Observation, 64),
 		stop:    make(chan struct{}),
 		changed: make(chan struct{}),
 
 		restoreSkipped: skip,
+		openLastIndex:  openLast,
 	}
+	n.rebuilding.Store(f.setAside)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.RaftState, raft.LeaderObservation:
@@ -443,6 +464,9 @@ func (n *Node) Scan(ctx context.Context, after uint64, limit int) ([]ports.Buffe
 	if limit < 1 {
 		return nil, fmt.Errorf("raftbuffer: scan: limit %d is below 1: %w", limit, ports.ErrInvalid)
 	}
+	if err := n.fresh("scan"); err != nil {
+		return nil, err
+	}
 	out, err := n.fsm.scan(after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("raftbuffer: scan: %w", err)
@@ -454,6 +478,9 @@ func (n *Node) Scan(ctx context.Context, after uint64, limit int) ([]ports.Buffe
 func (n *Node) Contains(ctx context.Context, ids []string) (map[string]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("raftbuffer: contains: %w", err)
+	}
+	if err := n.fresh("contains"); err != nil {
+		return nil, err
 	}
 	out, err := n.fsm.contains(ids)
 	if err != nil {
@@ -602,15 +629,109 @@ func (n *Node) Leader() (id string, self bool) {
 }
 
 // Leads reports whether this node leads and may take writes now: it is the
-// Raft leader and, for a witness, has settled its attempt to hand
-// leadership over (while it hands over, raft refuses every write). A site
-// API that attempts a cached call before it commits the outcome asks this
-// first, so that a node about to refuse the commit never attempts.
+// Raft leader, its buffer holds everything committed before its term (a
+// barrier of the term has returned) and, for a witness, it has settled its
+// attempt to hand leadership over (while it hands over, raft refuses every
+// write). A site API that attempts a cached call before it commits the
+// outcome asks this first, so that a node about to refuse the commit, or
+// whose copy does not yet show a row committed in an earlier term, never
+// attempts.
 func (n *Node) Leads() bool {
 	if n.raft.State() != raft.Leader {
 		return false
 	}
-	return !n.witness || n.settled(n.raft.CurrentTerm())
+	term := n.raft.CurrentTerm()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.caughtTerm >= term && (!n.witness || n.settledTerm >= term)
+}
+
+// checkCaughtUp starts, when this node has just become leader, a barrier
+// whose return Leads waits for.
+func (n *Node) checkCaughtUp() {
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	term := n.raft.CurrentTerm()
+	n.mu.Lock()
+	if n.closed || term <= n.barrierTerm {
+		n.mu.Unlock()
+		return
+	}
+	n.barrierTerm = term
+	n.wg.Add(1)
+	n.mu.Unlock()
+	go n.catchUp(term)
+}
+
+// catchUp runs barriers while the node leads in term, until one returns,
+// and records it.
+func (n *Node) catchUp(term uint64) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends with catchUp: cancel, or the node's stop
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for n.leads(term) {
+		if err := n.barrier(ctx); err == nil {
+			n.mu.Lock()
+			n.caughtTerm = max(n.caughtTerm, term)
+			n.mu.Unlock()
+			n.broadcast()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		n.pause(ctx, term)
+	}
+}
+
+// fsmReached reports whether buffer.db has applied every command up to
+// index. Raft counts an entry applied once it is handed to the FSM, not
+// once the FSM has applied it; and the FSM sees only commands, so its own
+// index stays below a later no-op or configuration entry. So: every entry
+// between the FSM's index and index is not a command.
+func (n *Node) fsmReached(index uint64) bool {
+	applied, err := n.fsm.applied()
+	if err != nil {
+		return false
+	}
+	for i := index; i > applied; i-- {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+			return false
+		}
+	}
+	return true
+}
+
+// fresh returns nil when this node's copy may answer reads: always, except
+// after Open set buffer.db aside as possibly torn, until raft has applied
+// again what the log held at Open, or what a known leader says is
+// committed. Until then the copy is the newest snapshot's, older than
+// what the node had answered before, and fresh returns an error wrapping
+// ports.ErrUnavailable: the caller asks another node.
+func (n *Node) fresh(op string) error {
+	if !n.rebuilding.Load() {
+		return nil
+	}
+	target := n.openLastIndex
+	if leader, _ := n.Leader(); leader != "" && n.raft.CommitIndex() > 0 {
+		target = n.raft.CommitIndex()
+	}
+	if n.raft.AppliedIndex() >= target && n.fsmReached(target) {
+		n.rebuilding.Store(false)
+		n.log.Info("raftbuffer: the buffer file is rebuilt from the snapshot and the log", "applied_index", target)
+		return nil
+	}
+	return fmt.Errorf("raftbuffer: %s: node %q is rebuilding its buffer from its log after the machine restarted: %w",
+		op, n.id, ports.ErrUnavailable)
 }
 
 // WaitLeader blocks until the node knows a leader, and returns its id. It
@@ -782,11 +903,13 @@ func (n *Node) watch() {
 	defer n.wg.Done()
 	failed := n.fsm.failedCh
 	n.checkWitness() // leadership gained before the observer was registered
+	n.checkCaughtUp()
 	for {
 		select {
 		case <-n.obsCh:
 			n.broadcast()
 			n.checkWitness()
+			n.checkCaughtUp()
 		case <-failed:
 			failed = nil
 			n.log.Error("raftbuffer: shutting raft down: the buffer file no longer follows the log; restart the node",

@@ -91,6 +91,9 @@ func (n *Node) Get(ctx context.Context, id string) (ports.Operation, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.Operation{}, fmt.Errorf("raftbuffer: get operation: %w", err)
 	}
+	if err := n.fresh("get operation"); err != nil {
+		return ports.Operation{}, err
+	}
 	op, err := n.fsm.getOp(id)
 	if err != nil {
 		return ports.Operation{}, fmt.Errorf("raftbuffer: get operation: %w", err)
@@ -108,6 +111,9 @@ func (n *Node) Due(ctx context.Context, now time.Time, limit int) ([]ports.Opera
 	}
 	if limit < 1 {
 		return nil, fmt.Errorf("raftbuffer: due operations: limit %d is below 1: %w", limit, ports.ErrInvalid)
+	}
+	if err := n.fresh("due operations"); err != nil {
+		return nil, err
 	}
 	out, err := n.fsm.dueOps(now, limit)
 	if err != nil {
@@ -132,6 +138,9 @@ func (n *Node) List(ctx context.Context, f ports.OpFilter, page ports.PageReques
 		if after, err = decodeOpCursor(page.After); err != nil {
 			return ports.OpPage{}, fmt.Errorf("raftbuffer: list operations: %w", err)
 		}
+	}
+	if err := n.fresh("list operations"); err != nil {
+		return ports.OpPage{}, err
 	}
 	out, err := n.fsm.listOps(f, page.Limit, after)
 	if err != nil {
@@ -177,6 +186,9 @@ func (n *Node) Purge(ctx context.Context, cutoff time.Time, limit int) (int, err
 func (n *Node) OpStats(ctx context.Context) (ports.OpStats, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.OpStats{}, fmt.Errorf("raftbuffer: operation stats: %w", err)
+	}
+	if err := n.fresh("operation stats"); err != nil {
+		return ports.OpStats{}, err
 	}
 	out, err := n.fsm.opStats()
 	if err != nil {

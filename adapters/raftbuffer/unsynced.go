@@ -43,35 +43,40 @@ const (
 // platform has none. A variable for tests, which play another boot.
 var bootID = kernelBootID
 
-// setAsideTorn renames the buffer file at path to path.untrusted when a
-// marker says it was written unsynced during another boot. The marker
-// stays: openFSM rewrites it for this boot, and until then a second power
-// loss finds it again.
-func setAsideTorn(path string, log *slog.Logger) error {
+// syncFailed is the marker of a file whose last sync failed: it matches no
+// boot.
+const syncFailed = "sync-failed"
+
+// setAsideTorn renames the buffer file at path to path.untrusted (replacing
+// the one a previous restart set aside) when a marker says it was written
+// unsynced during another boot, or its last sync failed, and reports
+// whether it did. The marker stays: openFSM rewrites it for this boot, and
+// until then a second power loss finds it again.
+func setAsideTorn(path string, log *slog.Logger) (bool, error) {
 	mark, err := os.ReadFile(path + unsyncedSuffix)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("read %s: %w", path+unsyncedSuffix, err)
+		return false, fmt.Errorf("read %s: %w", path+unsyncedSuffix, err)
 	}
 	boot := bootID()
 	if boot != "" && string(bytes.TrimSpace(mark)) == boot {
-		return nil // same boot: every write is in the page cache
+		return false, nil // same boot: every write is in the page cache
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	aside := path + untrustedSuffix
 	if err := os.Rename(path, aside); err != nil {
-		return fmt.Errorf("set aside %s: %w", path, err)
+		return false, fmt.Errorf("set aside %s: %w", path, err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		return err
+		return false, err
 	}
-	log.Warn("raftbuffer: the buffer file was written unsynced before the machine restarted and may be torn; "+
-		"it is set aside and the node rebuilds it from its snapshot and log", "file", aside)
-	return nil
+	log.Warn("raftbuffer: the buffer file was written unsynced before the machine restarted, or its last sync "+
+		"failed, and may be torn; it is set aside and the node rebuilds it from its snapshot and log", "file", aside)
+	return true, nil
 }
 
 // markUnsynced writes the marker for this boot and syncs it, before the

@@ -1,6 +1,8 @@
 package raftbuffer
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/buffertest"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // TestUnsyncedBufferAfterARestart: buffer.db is written unsynced with a
@@ -67,6 +70,10 @@ func TestUnsyncedBufferAfterARestart(t *testing.T) {
 		c.start(i)
 	}
 	for i, n := range c.nodes {
+		waittest.For(t, 30*time.Second, n.id+" answering reads", func() (bool, string) {
+			_, err := n.Scan(t.Context(), 0, 1)
+			return err == nil, fmt.Sprint(err)
+		})
 		_, err := os.Stat(filepath.Join(c.cfgs[i].Dir, bufferFile+untrustedSuffix))
 		if aside := err == nil; aside != (i == 2) || n.restoreSkipped != (i != 2) {
 			t.Errorf("%s: set aside %v, snapshot restore skipped %v", n.id, aside, n.restoreSkipped)
@@ -96,5 +103,90 @@ func TestSyncedBufferWithoutABootID(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.cfgs[0].Dir, bufferFile+unsyncedSuffix)); !os.IsNotExist(err) {
 		t.Fatalf("a marker was written without a boot id: %v", err)
+	}
+}
+
+// TestRebuiltNodeAnswersOnlyOnceCaughtUp: after the whole group lost power,
+// every node rebuilds from an old snapshot. A node alone (no quorum, so no
+// way to apply its log) refuses reads with ErrUnavailable instead of
+// answering the snapshot's old state; once the group is back, the first
+// moment a node Leads its copy holds everything committed, and every
+// node's reads answer it.
+func TestRebuiltNodeAnswersOnlyOnceCaughtUp(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("this kernel gives no boot id: buffer.db is synced on every transaction here")
+	}
+	c := newCluster(t, 3)
+	l := c.leader()
+	old := buffertest.NewSubmissions(buffertest.BaseTime, 10)
+	mustAppend(t, l, old...)
+	c.waitReplicated(l)
+	for _, n := range c.running() {
+		if err := n.Snapshot(); err != nil {
+			t.Fatalf("%s: Snapshot: %v", n.id, err)
+		}
+	}
+	recent := buffertest.NewSubmissions(buffertest.BaseTime.Add(time.Hour), 200)
+	for i := range recent {
+		mustAppend(t, l, recent[i])
+	}
+	before := c.waitReplicated(l)
+	c.closeAll()
+	for i := range c.nodes {
+		if err := os.WriteFile(filepath.Join(c.cfgs[i].Dir, bufferFile+unsyncedSuffix), []byte("another-boot\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	alone := c.start(2)
+	if _, err := alone.Scan(t.Context(), 0, 1000); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("a rebuilt node alone: Scan = %v, want ErrUnavailable", err)
+	}
+	if _, err := alone.Get(t.Context(), "x"); !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("a rebuilt node alone: Get = %v, want ErrUnavailable", err)
+	}
+
+	c.start(0)
+	c.start(1)
+	var leader *Node
+	waittest.For(t, 30*time.Second, "a node that Leads", func() (bool, string) {
+		for _, n := range c.running() {
+			if n.Leads() {
+				leader = n
+				return true, ""
+			}
+		}
+		return false, "no node leads"
+	})
+	if got := contents(t, leader); !sameContents(before, got) {
+		t.Fatalf("at the first moment %s Leads it holds %d notifications, want %d", leader.id, len(got), len(before))
+	}
+	for _, n := range c.running() {
+		waittest.For(t, 30*time.Second, n.id+" answering reads", func() (bool, string) {
+			_, err := n.Scan(t.Context(), 0, 1)
+			return err == nil, fmt.Sprint(err)
+		})
+		requireContents(t, n.id, n, append(append([]ports.Submission{}, old...), recent...))
+	}
+}
+
+// TestFailedSyncAtCloseSetsTheFileAside: a marker whose last sync failed
+// matches no boot, so the next start sets the file aside even in the same
+// boot.
+func TestFailedSyncAtCloseSetsTheFileAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, bufferFile)
+	if err := os.WriteFile(path, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := markUnsynced(path, syncFailed); err != nil {
+		t.Fatal(err)
+	}
+	aside, err := setAsideTorn(path, testLogger())
+	if err != nil || !aside {
+		t.Fatalf("setAsideTorn after a failed sync = %v, %v; want set aside", aside, err)
+	}
+	if _, err := os.Stat(path + untrustedSuffix); err != nil {
+		t.Fatalf("no %s: %v", untrustedSuffix, err)
 	}
 }
