@@ -133,8 +133,9 @@ func storedOp(tx *bbolt.Tx, id string) (*pb.Operation, error) {
 // applyPutOps applies a PutOps command inside tx: every change is checked
 // first (one invalid change refuses the command, nothing changes), then
 // each applies in order when the stored status is its from. The answer is
-// the applied flags, or the refusal; err is a storage failure.
-func applyPutOps(tx *bbolt.Tx, m *pb.PutOps) (resp any, err error) {
+// the applied flags, or the refusal; err is a storage failure. A change
+// that applies moves its row to the feed position of log entry index.
+func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index, term uint64) (resp any, err error) {
 	changes := m.GetChanges()
 	for i, c := range changes {
 		if err := checkChange(c); err != nil {
@@ -171,6 +172,9 @@ func applyPutOps(tx *bbolt.Tx, m *pb.PutOps) (resp any, err error) {
 		if err := indexOp(tx, op); err != nil {
 			return nil, err
 		}
+		if err := feedOp(tx, op.GetId(), index, term, m.GetFeedNonce()); err != nil {
+			return nil, err
+		}
 		applied[i] = true
 	}
 	return applied, nil
@@ -200,6 +204,9 @@ func applyPurgeOps(tx *bbolt.Tx, m *pb.PurgeOps) (resp any, err error) {
 			return nil, fmt.Errorf("terminal index names operation %s, which is not stored", clipText(id))
 		}
 		if err := unindexOp(tx, op); err != nil {
+			return nil, err
+		}
+		if err := unfeedOp(tx, id); err != nil {
 			return nil, err
 		}
 		if err := ops.Delete(idKey(id)); err != nil {

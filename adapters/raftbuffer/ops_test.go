@@ -41,6 +41,19 @@ func TestOpStoreContractThreeNodes(t *testing.T) {
 			waitApplied(t, l, f)
 			return f
 		},
+		Replicas: func(t *testing.T, s ports.OpStore) []ports.OpStore {
+			b := s.(*leaderBuffer)
+			l, _, err := b.node(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []ports.OpStore{l}
+			for _, f := range b.c.followers(l) {
+				waitApplied(t, l, f)
+				out = append(out, f)
+			}
+			return out
+		},
 	})
 }
 
@@ -475,4 +488,12 @@ func TestOpsBounds(t *testing.T) {
 			t.Fatalf("Get(%s) = %s v%d, %v; want Retrying v2", m.Op.ID, got.Status, got.Version, err)
 		}
 	}
+}
+
+func (b *leaderBuffer) Changes(ctx context.Context, after string, limit int) (ports.OpChanges, error) {
+	n, _, err := b.node(ctx)
+	if err != nil {
+		return ports.OpChanges{}, err
+	}
+	return n.Changes(ctx, after, limit)
 }
