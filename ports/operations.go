@@ -195,7 +195,9 @@ type OpChanges struct {
 	// Epoch names the feed: fixed by the first operation the store ever
 	// held, the same on every node of a group and different between two
 	// groups (a site whose data was wiped starts a new feed). Empty while
-	// the store has never held an operation.
+	// the store has never held an operation, and in a store kept before
+	// the feed existed until its first change since (a reader that sees
+	// the epoch change reads the feed again from the start).
 	Epoch string
 }
 

@@ -276,8 +276,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // applyCommand applies one command inside tx. answer is the command's
 // answer: an error when it cannot be read or is invalid (nothing changed),
 // else nil for Append and Remove, the applied flags for PutOps, the count
-// removed for PurgeOps. err is a storage failure. The entry's index and
-// term place the changes of operations in the feed.
+// removed for PurgeOps. err is a storage failure. The entry's index
+// places the changes of operations in the feed.
 func applyCommand(tx *bbolt.Tx, m *meta, l *raft.Log) (answer any, err error) {
 	cmd, err := decodeCommand(l.Data)
 	if err != nil {
@@ -285,7 +285,7 @@ func applyCommand(tx *bbolt.Tx, m *meta, l *raft.Log) (answer any, err error) {
 	}
 	switch {
 	case cmd.putOps != nil:
-		return applyPutOps(tx, cmd.putOps, l.Index, l.Term)
+		return applyPutOps(tx, cmd.putOps, l.Index)
 	case cmd.purgeOps != nil:
 		return applyPurgeOps(tx, cmd.purgeOps)
 	}

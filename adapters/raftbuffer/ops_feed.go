@@ -2,7 +2,6 @@ package raftbuffer
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -19,7 +18,8 @@ import (
 // last changed it followed by its id; ops_changed holds each row's index,
 // to find that entry again. Both are written in the Apply transaction, so
 // every node holds the same positions. A row stored before the feed existed
-// has index 0 (no ops_changed entry), so it comes first.
+// has index 0 (no ops_changed entry), so it comes first; so does a change
+// committed by a leader that did not know the feed yet (see feedOp).
 var (
 	bucketOpsChanges = []byte("ops_changes") // index (8 bytes) + id → empty
 	bucketOpsChanged = []byte("ops_changed") // id key → index of the row's last change
@@ -82,15 +82,24 @@ func idFromKey(k []byte) (string, error) {
 	return "", fmt.Errorf("operation key %x is malformed", k)
 }
 
-// feedOp moves the feed entry of id to the change made by log entry index,
-// and fixes the epoch when it is the first row the file ever stored, from
-// the command's nonce.
-func feedOp(tx *bbolt.Tx, id string, index, term uint64, nonce []byte) error {
+// feedOp moves the feed entry of id to the change made by log entry
+// index, a PutOps command carrying nonce. A command without a nonce was
+// written by a leader of a version before the feed: its change has no
+// position (index 0), as it would on a node that applied the command
+// before it was upgraded. The first command with a nonce that stores a
+// row fixes the epoch: its nonce, in hex.
+func feedOp(tx *bbolt.Tx, id string, index uint64, nonce []byte) error {
+	if len(nonce) != feedNonceLen {
+		index = 0
+	}
 	if err := unfeedOp(tx, id); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketOpsChanges).Put(feedKey(index, id), []byte{}); err != nil {
 		return err
+	}
+	if index == 0 {
+		return nil
 	}
 	if err := putUint(tx.Bucket(bucketOpsChanged), idKey(id), index); err != nil {
 		return err
@@ -99,7 +108,7 @@ func feedOp(tx *bbolt.Tx, id string, index, term uint64, nonce []byte) error {
 	if m.Get(keyEpoch) != nil {
 		return nil
 	}
-	return m.Put(keyEpoch, []byte(newEpoch(nonce, index, term, id)))
+	return m.Put(keyEpoch, []byte(hex.EncodeToString(nonce)))
 }
 
 // unfeedOp removes the feed entry of id.
@@ -112,25 +121,11 @@ func unfeedOp(tx *bbolt.Tx, id string) error {
 	return changed.Delete(k)
 }
 
-// feedNonceLen is the length of a PutOps command's feed nonce.
-const feedNonceLen = 16
-
-// newEpoch names the feed when the command of log entry index (and term)
-// stores its first row, id: the 16 random bytes the leader put in the
-// command, in hex, so that two groups (a site rebuilt from nothing
+// feedNonceLen is the length of a PutOps command's feed nonce: random
+// bytes the leader draws, so that two groups (a site rebuilt from nothing
 // included, whose first entries have the same index and term and may
-// carry the same id) never share one. A command without a nonce of that
-// length (a peer's crafted entry) gets a hash of the index, term and id:
-// deterministic all the same.
-func newEpoch(nonce []byte, index, term uint64, id string) string {
-	if len(nonce) == feedNonceLen {
-		return hex.EncodeToString(nonce)
-	}
-	h := sha256.New()
-	h.Write(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term))
-	h.Write([]byte(id))
-	return hex.EncodeToString(h.Sum(nil)[:feedNonceLen])
-}
+// carry the same id) never share an epoch.
+const feedNonceLen = 16
 
 // encodePosition and decodePosition: a position is a feed key in unpadded
 // URL-safe base64.

@@ -135,7 +135,7 @@ func storedOp(tx *bbolt.Tx, id string) (*pb.Operation, error) {
 // each applies in order when the stored status is its from. The answer is
 // the applied flags, or the refusal; err is a storage failure. A change
 // that applies moves its row to the feed position of log entry index.
-func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index, term uint64) (resp any, err error) {
+func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index uint64) (resp any, err error) {
 	changes := m.GetChanges()
 	for i, c := range changes {
 		if err := checkChange(c); err != nil {
@@ -172,7 +172,7 @@ func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index, term uint64) (resp any, err 
 		if err := indexOp(tx, op); err != nil {
 			return nil, err
 		}
-		if err := feedOp(tx, op.GetId(), index, term, m.GetFeedNonce()); err != nil {
+		if err := feedOp(tx, op.GetId(), index, m.GetFeedNonce()); err != nil {
 			return nil, err
 		}
 		applied[i] = true
