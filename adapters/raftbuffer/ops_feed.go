@@ -131,16 +131,7 @@ const feedNonceLen = 16
 // URL-safe base64.
 func encodePosition(key []byte) string { return base64.RawURLEncoding.EncodeToString(key) }
 
-func decodePosition(p string) ([]byte, error) {
-	if len(p) > base64.RawURLEncoding.EncodedLen(positionLen+maxIDLen) {
-		return nil, fmt.Errorf("malformed position: %w", ports.ErrInvalid)
-	}
-	k, err := base64.RawURLEncoding.DecodeString(p)
-	if err != nil || len(k) <= positionLen {
-		return nil, fmt.Errorf("malformed position: %w", ports.ErrInvalid)
-	}
-	return k, nil
-}
+func decodePosition(p string) ([]byte, error) { return decodeKey(p, "position", positionLen) }
 
 // changes reads up to limit rows of the feed after the position after
 // (nil for the start), with the epoch.

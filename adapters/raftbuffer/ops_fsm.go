@@ -276,13 +276,18 @@ func indexedOp(tx *bbolt.Tx, id []byte) (ports.Operation, error) {
 // key of the page's last item, in unpadded URL-safe base64.
 func encodeOpCursor(key []byte) string { return base64.RawURLEncoding.EncodeToString(key) }
 
-func decodeOpCursor(c string) ([]byte, error) {
-	if len(c) > base64.RawURLEncoding.EncodedLen(timeKeyLen+maxIDLen) {
-		return nil, fmt.Errorf("malformed cursor: %w", ports.ErrInvalid)
+func decodeOpCursor(c string) ([]byte, error) { return decodeKey(c, "cursor", timeKeyLen) }
+
+// decodeKey reads an index key handed out in base64: a prefix of n bytes
+// (a time, a log index) followed by an id of 1 to maxIDLen bytes;
+// anything else is ErrInvalid, named what.
+func decodeKey(s, what string, n int) ([]byte, error) {
+	if len(s) > base64.RawURLEncoding.EncodedLen(n+maxIDLen) {
+		return nil, fmt.Errorf("malformed %s: %w", what, ports.ErrInvalid)
 	}
-	k, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(k) <= timeKeyLen {
-		return nil, fmt.Errorf("malformed cursor: %w", ports.ErrInvalid)
+	k, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(k) <= n {
+		return nil, fmt.Errorf("malformed %s: %w", what, ports.ErrInvalid)
 	}
 	return k, nil
 }
