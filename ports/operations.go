@@ -176,6 +176,29 @@ type OpStore interface {
 
 	// OpStats counts the operations by kind and status.
 	OpStats(ctx context.Context) (OpStats, error)
+
+	// Changes reads the change feed: up to limit operations in the order
+	// of their last change, after the position after ("" for the start).
+	// A row appears once, at its last change; a purged row no longer
+	// appears. Positions and the epoch are the same on every node, and a
+	// position is opaque: a malformed one, or a limit below 1, is
+	// ErrInvalid. It answers from the local copy.
+	Changes(ctx context.Context, after string, limit int) (OpChanges, error)
+}
+
+// OpChanges is one page of a site's change feed.
+type OpChanges struct {
+	Items []Operation
+	// Next is the position of the last item, or the request's position
+	// when there is none: the next page is read after it.
+	Next string
+	// Epoch names the feed: fixed by the first operation the store ever
+	// held, the same on every node of a group and different between two
+	// groups (a site whose data was wiped starts a new feed). Empty while
+	// the store has never held an operation, and in a store kept before
+	// the feed existed until its first change since (a reader that sees
+	// the epoch change reads the feed again from the start).
+	Epoch string
 }
 
 // OpFilter selects operations. Zero fields do not filter; set fields are

@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -20,12 +23,20 @@ type Ops struct {
 	mu          sync.Mutex
 	unavailable bool
 	ops         map[string]ports.Operation
+	// changed is the position of each row's last change: the count of
+	// changes applied when it was made. epoch is set when the first row is
+	// stored.
+	changed map[string]uint64
+	changes uint64
+	epoch   string
 }
 
 var _ ports.OpStore = (*Ops)(nil)
 
 // NewOps returns an empty store.
-func NewOps() *Ops { return &Ops{ops: make(map[string]ports.Operation)} }
+func NewOps() *Ops {
+	return &Ops{ops: make(map[string]ports.Operation), changed: make(map[string]uint64)}
+}
 
 // SetAvailable makes writes succeed (true, the default) or fail with an
 // error wrapping ports.ErrUnavailable (false), as on a node that cannot
@@ -63,6 +74,11 @@ func (s *Ops) Put(ctx context.Context, changes []ports.OpChange) ([]bool, error)
 			op.Payload = ports.OpPayload{}
 		}
 		s.ops[op.ID] = op
+		s.changes++
+		s.changed[op.ID] = s.changes
+		if s.epoch == "" {
+			s.epoch = uuid.NewString()
+		}
 		applied[i] = true
 	}
 	return applied, nil
@@ -210,6 +226,7 @@ func (s *Ops) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 	n := min(limit, len(old))
 	for _, op := range old[:n] {
 		delete(s.ops, op.ID)
+		delete(s.changed, op.ID)
 	}
 	return n, nil
 }
@@ -261,4 +278,43 @@ func cloneOp(op ports.Operation) ports.Operation {
 		}
 	}
 	return op
+}
+
+// Changes implements ports.OpStore. A position is the count of changes the
+// store had applied when it made the row's last change, in unpadded
+// URL-safe base64; the epoch is a random UUID drawn when the first row is
+// stored.
+func (s *Ops) Changes(ctx context.Context, after string, limit int) (ports.OpChanges, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.OpChanges{}, fmt.Errorf("membuffer: operation changes: %w", err)
+	}
+	if limit <= 0 {
+		return ports.OpChanges{}, fmt.Errorf("membuffer: operation changes: limit %d: %w", limit, ports.ErrInvalid)
+	}
+	var from uint64
+	if after != "" {
+		b, err := base64.RawURLEncoding.DecodeString(after)
+		if err != nil || len(b) != 8 {
+			return ports.OpChanges{}, fmt.Errorf("membuffer: operation changes: malformed position: %w", ports.ErrInvalid)
+		}
+		from = binary.BigEndian.Uint64(b)
+	}
+	s.mu.Lock()
+	out := ports.OpChanges{Next: after, Epoch: s.epoch}
+	var items []ports.Operation
+	for id, at := range s.changed {
+		if at > from {
+			items = append(items, cloneOp(s.ops[id]))
+		}
+	}
+	slices.SortFunc(items, func(a, b ports.Operation) int { return cmp.Compare(s.changed[a.ID], s.changed[b.ID]) })
+	if len(items) > limit {
+		items = items[:limit]
+	}
+	if len(items) > 0 {
+		out.Next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, s.changed[items[len(items)-1].ID]))
+	}
+	s.mu.Unlock()
+	out.Items = items
+	return out, nil
 }

@@ -143,7 +143,8 @@ func openBufferDB(path string) (*bbolt.DB, error) {
 		return nil, fmt.Errorf("open buffer file %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range append([][]byte{bucketItems, bucketIDs, bucketMeta}, opBuckets...) {
+		names := append([][]byte{bucketItems, bucketIDs, bucketMeta}, opBuckets...)
+		for _, name := range append(names, feedBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -154,12 +155,14 @@ func openBufferDB(path string) (*bbolt.DB, error) {
 			if err := putUint(m, keyFormat, formatV1); err != nil {
 				return err
 			}
-			return putUint(m, keyNextSeq, 1)
+			if err := putUint(m, keyNextSeq, 1); err != nil {
+				return err
+			}
 		case formatV1:
-			return nil
 		default:
 			return fmt.Errorf("format %d is newer than this program knows (%d)", f, formatV1)
 		}
+		return upgradeFeed(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -258,7 +261,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		if l.Type == raft.LogCommand {
-			answer, err := applyCommand(tx, &m, l.Data)
+			answer, err := applyCommand(tx, &m, l)
 			if err != nil {
 				f.fail(fmt.Errorf("apply log %d: %w", l.Index, err))
 				return fill(f.failure())
@@ -285,15 +288,16 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // applyCommand applies one command inside tx. answer is the command's
 // answer: an error when it cannot be read or is invalid (nothing changed),
 // else nil for Append and Remove, the applied flags for PutOps, the count
-// removed for PurgeOps. err is a storage failure.
-func applyCommand(tx *bbolt.Tx, m *meta, data []byte) (answer any, err error) {
-	cmd, err := decodeCommand(data)
+// removed for PurgeOps. err is a storage failure. The entry's index
+// places the changes of operations in the feed.
+func applyCommand(tx *bbolt.Tx, m *meta, l *raft.Log) (answer any, err error) {
+	cmd, err := decodeCommand(l.Data)
 	if err != nil {
 		return err, nil
 	}
 	switch {
 	case cmd.putOps != nil:
-		return applyPutOps(tx, cmd.putOps)
+		return applyPutOps(tx, cmd.putOps, l.Index)
 	case cmd.purgeOps != nil:
 		return applyPurgeOps(tx, cmd.purgeOps)
 	}

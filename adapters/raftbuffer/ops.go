@@ -196,3 +196,31 @@ func (n *Node) OpStats(ctx context.Context) (ports.OpStats, error) {
 	}
 	return out, nil
 }
+
+// Changes reads this node's change feed: up to limit operations after the
+// position after, in the order of their last change. A position is the
+// Raft log index of the entry that last changed the row and its id, so
+// every node that applied the same log answers the same; rows stored
+// before the feed existed have index 0 and come first. A position that is
+// not one, or a limit below 1, is ports.ErrInvalid.
+func (n *Node) Changes(ctx context.Context, after string, limit int) (ports.OpChanges, error) {
+	const op = "operation changes"
+	if err := ctx.Err(); err != nil {
+		return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: %w", op, err)
+	}
+	if limit < 1 {
+		return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: limit %d is below 1: %w", op, limit, ports.ErrInvalid)
+	}
+	var pos []byte
+	if after != "" {
+		var err error
+		if pos, err = decodePosition(after); err != nil {
+			return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: %w", op, err)
+		}
+	}
+	out, err := n.fsm.changes(pos, limit)
+	if err != nil {
+		return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: %w", op, err)
+	}
+	return out, nil
+}

@@ -1,6 +1,7 @@
 package raftbuffer
 
 import (
+	"crypto/rand"
 	"fmt"
 	"unicode/utf8"
 
@@ -28,9 +29,12 @@ const (
 // Purge removes that many and says so, the caller purges again.
 const maxPurgeOps = 10000
 
-// encodePutOps returns the PutOps command for changes.
+// encodePutOps returns the PutOps command for changes, with a fresh feed
+// nonce (the epoch of a feed it would start).
 func encodePutOps(changes []*pb.OpChange) ([]byte, error) {
-	return encode(cmdPutOps, &pb.PutOps{Changes: changes})
+	nonce := make([]byte, feedNonceLen)
+	_, _ = rand.Read(nonce) // never fails (crypto/rand)
+	return encode(cmdPutOps, &pb.PutOps{Changes: changes, FeedNonce: nonce})
 }
 
 // encodePurgeOps returns the PurgeOps command.

@@ -133,8 +133,9 @@ func storedOp(tx *bbolt.Tx, id string) (*pb.Operation, error) {
 // applyPutOps applies a PutOps command inside tx: every change is checked
 // first (one invalid change refuses the command, nothing changes), then
 // each applies in order when the stored status is its from. The answer is
-// the applied flags, or the refusal; err is a storage failure.
-func applyPutOps(tx *bbolt.Tx, m *pb.PutOps) (resp any, err error) {
+// the applied flags, or the refusal; err is a storage failure. A change
+// that applies moves its row to the feed position of log entry index.
+func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index uint64) (resp any, err error) {
 	changes := m.GetChanges()
 	for i, c := range changes {
 		if err := checkChange(c); err != nil {
@@ -171,6 +172,9 @@ func applyPutOps(tx *bbolt.Tx, m *pb.PutOps) (resp any, err error) {
 		if err := indexOp(tx, op); err != nil {
 			return nil, err
 		}
+		if err := feedOp(tx, op.GetId(), index, m.GetFeedNonce()); err != nil {
+			return nil, err
+		}
 		applied[i] = true
 	}
 	return applied, nil
@@ -200,6 +204,9 @@ func applyPurgeOps(tx *bbolt.Tx, m *pb.PurgeOps) (resp any, err error) {
 			return nil, fmt.Errorf("terminal index names operation %s, which is not stored", clipText(id))
 		}
 		if err := unindexOp(tx, op); err != nil {
+			return nil, err
+		}
+		if err := unfeedOp(tx, id); err != nil {
 			return nil, err
 		}
 		if err := ops.Delete(idKey(id)); err != nil {
@@ -269,13 +276,18 @@ func indexedOp(tx *bbolt.Tx, id []byte) (ports.Operation, error) {
 // key of the page's last item, in unpadded URL-safe base64.
 func encodeOpCursor(key []byte) string { return base64.RawURLEncoding.EncodeToString(key) }
 
-func decodeOpCursor(c string) ([]byte, error) {
-	if len(c) > base64.RawURLEncoding.EncodedLen(timeKeyLen+maxIDLen) {
-		return nil, fmt.Errorf("malformed cursor: %w", ports.ErrInvalid)
+func decodeOpCursor(c string) ([]byte, error) { return decodeKey(c, "cursor", timeKeyLen) }
+
+// decodeKey reads an index key handed out in base64: a prefix of n bytes
+// (a time, a log index) followed by an id of 1 to maxIDLen bytes;
+// anything else is ErrInvalid, named what.
+func decodeKey(s, what string, n int) ([]byte, error) {
+	if len(s) > base64.RawURLEncoding.EncodedLen(n+maxIDLen) {
+		return nil, fmt.Errorf("malformed %s: %w", what, ports.ErrInvalid)
 	}
-	k, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(k) <= timeKeyLen {
-		return nil, fmt.Errorf("malformed cursor: %w", ports.ErrInvalid)
+	k, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(k) <= n {
+		return nil, fmt.Errorf("malformed %s: %w", what, ports.ErrInvalid)
 	}
 	return k, nil
 }

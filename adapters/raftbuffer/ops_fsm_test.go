@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,8 @@ func opsSeeds(f *testing.F) (put, purge []byte) {
 }
 
 // checkOpsConsistent verifies, inside tx, that every stored operation has
-// exactly its index entries and is counted once, and that every index
-// entry names a stored operation that has it.
+// exactly its index entries and its feed entry and is counted once, and
+// that every index entry names a stored operation that has it.
 func checkOpsConsistent(tx *bbolt.Tx) error {
 	want := map[string]map[string]bool{}
 	for _, b := range opBuckets[1:] {
@@ -101,7 +102,7 @@ func checkOpsConsistent(tx *bbolt.Tx) error {
 	if n != len(counts) {
 		return fmt.Errorf("%d counts kept, %d statuses held", n, len(counts))
 	}
-	return nil
+	return checkFeedConsistent(tx)
 }
 
 // opsLogs is a log of operation commands: inserts, conditional moves (some
@@ -169,6 +170,11 @@ func TestFSMOpsAreDeterministic(t *testing.T) {
 	if d := diffOps(a, b); d != "" || len(a) != 19 {
 		t.Fatalf("two FSMs fed the same log differ (%d operations, want 19): %s", len(a), d)
 	}
+	fa, ea := fsmFeed(t, one)
+	fb, eb := fsmFeed(t, each)
+	if strings.Join(fa, " ") != strings.Join(fb, " ") || ea != eb || len(fa) != 19 || ea == "" {
+		t.Fatalf("two FSMs fed the same log have different feeds:\n%v %q\n%v %q", fa, ea, fb, eb)
+	}
 	for _, f := range []*fsm{one, each} {
 		if err := f.view(checkOpsConsistent); err != nil {
 			t.Fatal(err)
@@ -198,6 +204,11 @@ func TestFSMOpsSnapshotRestore(t *testing.T) {
 	}
 	if d := diffOps(fsmOps(t, src), fsmOps(t, dst)); d != "" {
 		t.Fatalf("the restored FSM differs: %s", d)
+	}
+	fa, ea := fsmFeed(t, src)
+	fb, eb := fsmFeed(t, dst)
+	if strings.Join(fa, " ") != strings.Join(fb, " ") || ea != eb {
+		t.Fatalf("the restored FSM's feed differs:\n%v %q\n%v %q", fa, ea, fb, eb)
 	}
 	a, _ := src.opStats()
 	b, _ := dst.opStats()

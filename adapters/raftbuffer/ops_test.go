@@ -41,6 +41,19 @@ func TestOpStoreContractThreeNodes(t *testing.T) {
 			waitApplied(t, l, f)
 			return f
 		},
+		Replicas: func(t *testing.T, s ports.OpStore) []ports.OpStore {
+			b := s.(*leaderBuffer)
+			l, _, err := b.node(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []ports.OpStore{l}
+			for _, f := range b.c.followers(l) {
+				waitApplied(t, l, f)
+				out = append(out, f)
+			}
+			return out
+		},
 	})
 }
 
@@ -167,15 +180,20 @@ func diffOps(a, b []ports.Operation) string {
 }
 
 // waitOpsReplicated waits until every running node lists the operations
-// the leader l lists, every field and version alike, and returns them.
+// the leader l lists, every field and version alike, and reads the same
+// change feed, positions and epoch alike; it returns the operations.
 func (c *cluster) waitOpsReplicated(l *Node) []ports.Operation {
 	c.t.Helper()
 	var want []ports.Operation
 	waittest.For(c.t, waitFor, "every node to hold the leader's operations", func() (bool, string) {
 		want = allOps(c.t, l)
+		feed := feedPositions(c.t, l)
 		for _, n := range c.followers(l) {
 			if d := diffOps(want, allOps(c.t, n)); d != "" {
 				return false, fmt.Sprintf("%s against the leader %s: %s", n.id, l.id, d)
+			}
+			if got := feedPositions(c.t, n); got != feed {
+				return false, fmt.Sprintf("%s's change feed:\n%s\nthe leader %s's:\n%s", n.id, got, l.id, feed)
 			}
 		}
 		return true, ""
@@ -227,8 +245,8 @@ func inserts(ops []ports.Operation) []ports.OpChange {
 	return out
 }
 
-// requireSameReads fails unless n answers Get, Due, List and OpStats as
-// want does.
+// requireSameReads fails unless n answers Get, Due, List, OpStats and
+// Changes as want does.
 func requireSameReads(t *testing.T, want, n *Node, ids []string, now time.Time) {
 	t.Helper()
 	for _, id := range ids {
@@ -251,6 +269,9 @@ func requireSameReads(t *testing.T, want, n *Node, ids []string, now time.Time) 
 	}
 	if d := diffOps(allOps(t, want), allOps(t, n)); d != "" {
 		t.Fatalf("List on %s differs from %s: %s", n.id, want.id, d)
+	}
+	if a, b := feedPositions(t, want), feedPositions(t, n); a != b {
+		t.Fatalf("the change feed on %s:\n%s\ndiffers from %s's:\n%s", n.id, b, want.id, a)
 	}
 	sa, errA := want.OpStats(t.Context())
 	sb, errB := n.OpStats(t.Context())
@@ -416,9 +437,12 @@ func TestOpsLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 	}
 	back := c.start(lagIdx)
 	c.waitOpsReplicated(l)
-	if got := back.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
-		t.Fatalf("the follower caught up without installing a snapshot (last_snapshot_index %q)", got)
-	}
+	// raft records the installed snapshot just after the FSM restored it:
+	// the follower may already hold the rows, not yet the record.
+	waittest.For(t, waitFor, "the follower to have installed a snapshot", func() (bool, string) {
+		got := back.raft.Stats()["last_snapshot_index"]
+		return got != "0" && got != "", "last_snapshot_index " + got
+	})
 	requireSameReads(t, l, back, nil, opstoretest.BaseTime.Add(time.Hour))
 }
 
@@ -475,4 +499,12 @@ func TestOpsBounds(t *testing.T) {
 			t.Fatalf("Get(%s) = %s v%d, %v; want Retrying v2", m.Op.ID, got.Status, got.Version, err)
 		}
 	}
+}
+
+func (b *leaderBuffer) Changes(ctx context.Context, after string, limit int) (ports.OpChanges, error) {
+	n, _, err := b.node(ctx)
+	if err != nil {
+		return ports.OpChanges{}, err
+	}
+	return n.Changes(ctx, after, limit)
 }

@@ -9,7 +9,7 @@
 //	}
 //
 // The suite is organised one file per area of the port (put, get and due,
-// list, purge, stats, availability). Every subtest asks for a fresh store and
+// list, purge, stats, the change feed, availability). Every subtest asks for a fresh store and
 // uses nothing else, so an implementation may back each one with its own
 // group of nodes. The store handed to the suite must accept writes: for a
 // replicated store, the leader's, already elected.
@@ -50,6 +50,12 @@ type Harness struct {
 	// must fail with ErrUnavailable and change nothing, and its reads
 	// answer from its copy. When nil, that area is skipped.
 	Refusing func(t *testing.T, s ports.OpStore) ports.OpStore
+
+	// Replicas, when set, returns every copy of s's data (for a
+	// replicated store, each node's, s's own included), each having
+	// applied everything s committed: their change feeds must be the same,
+	// positions and epoch included. When nil, that subtest is skipped.
+	Replicas func(t *testing.T, s ports.OpStore) []ports.OpStore
 }
 
 // Exercise runs the whole contract against an implementation.
@@ -61,6 +67,7 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("List", func(t *testing.T) { exerciseList(t, h.Open) })
 	t.Run("Purge", func(t *testing.T) { exercisePurge(t, h.Open) })
 	t.Run("Stats", func(t *testing.T) { exerciseStats(t, h.Open) })
+	t.Run("Changes", func(t *testing.T) { exerciseChanges(t, h) })
 	t.Run("Unavailable", func(t *testing.T) {
 		if h.Refusing == nil {
 			t.Skip("the implementation has no way to refuse writes here")

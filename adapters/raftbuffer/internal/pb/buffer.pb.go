@@ -330,9 +330,13 @@ func (x *Time) GetNanos() int32 {
 
 // PutOps commits changes to cached operations, in order. A change applies
 // only when the stored row's status is its from ("" for an absent row).
+// feed_nonce is 16 random bytes the leader draws for the command: when the
+// command stores the first row the state machine ever held, it becomes the
+// change feed's epoch, so two groups never share one.
 type PutOps struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Changes       []*OpChange            `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	FeedNonce     []byte                 `protobuf:"bytes,2,opt,name=feed_nonce,json=feedNonce,proto3" json:"feed_nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,6 +374,13 @@ func (*PutOps) Descriptor() ([]byte, []int) {
 func (x *PutOps) GetChanges() []*OpChange {
 	if x != nil {
 		return x.Changes
+	}
+	return nil
+}
+
+func (x *PutOps) GetFeedNonce() []byte {
+	if x != nil {
+		return x.FeedNonce
 	}
 	return nil
 }
@@ -702,9 +713,11 @@ const file_buffer_proto_rawDesc = "" +
 	"\x10site_enqueued_at\x18\x0e \x01(\v2\x1a.outbox.raftbuffer.v1.TimeR\x0esiteEnqueuedAt\"6\n" +
 	"\x04Time\x12\x18\n" +
 	"\aseconds\x18\x01 \x01(\x03R\aseconds\x12\x14\n" +
-	"\x05nanos\x18\x02 \x01(\x05R\x05nanos\"B\n" +
+	"\x05nanos\x18\x02 \x01(\x05R\x05nanos\"a\n" +
 	"\x06PutOps\x128\n" +
-	"\achanges\x18\x01 \x03(\v2\x1e.outbox.raftbuffer.v1.OpChangeR\achanges\"O\n" +
+	"\achanges\x18\x01 \x03(\v2\x1e.outbox.raftbuffer.v1.OpChangeR\achanges\x12\x1d\n" +
+	"\n" +
+	"feed_nonce\x18\x02 \x01(\fR\tfeedNonce\"O\n" +
 	"\bOpChange\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12/\n" +
 	"\x02op\x18\x02 \x01(\v2\x1f.outbox.raftbuffer.v1.OperationR\x02op\"T\n" +
