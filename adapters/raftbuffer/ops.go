@@ -218,6 +218,9 @@ func (n *Node) Changes(ctx context.Context, after string, limit int) (ports.OpCh
 			return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: %w", op, err)
 		}
 	}
+	if err := n.fresh(op); err != nil {
+		return ports.OpChanges{}, err
+	}
 	out, err := n.fsm.changes(pos, limit)
 	if err != nil {
 		return ports.OpChanges{}, fmt.Errorf("raftbuffer: %s: %w", op, err)
