@@ -201,6 +201,9 @@ func (s *SiteCalls) ReportSiteCalls(ctx context.Context, site string, ops []port
 		}
 		rows = append(rows, r)
 	}
+	// In key order, so that two reports of overlapping rows (telemetry and
+	// a reconciliation, on two central nodes) lock them in the same order.
+	slices.SortFunc(rows, func(a, b siteCallRow) int { return strings.Compare(a.ID, b.ID) })
 	var changed int64
 	err := s.write(ctx, false, func(ctx context.Context, c conn) error {
 		res, err := s.writes().reportSiteCalls(s.w, c, &rows).Exec(ctx)
