@@ -54,8 +54,8 @@ func TestMSSQLSiteCalls(t *testing.T) {
 	check("count", s.countSiteCallsQuery(f).String(), `SELECT COUNT_BIG(*) FROM "site_calls" AS "sc" WHERE ("site" = N'site-1')`)
 	check("kpis", s.siteCallKPIsQuery(ports.SiteCallKPIRequest{FailedSince: base}).String(),
 		`SELECT "site", "status", COUNT_BIG(*) AS "n", MIN("created_at") AS "oldest" FROM "site_calls" WHERE ("status" IN (N'Pending', N'Retrying', N'Parked')) GROUP BY "site", "status"`,
-		` UNION ALL (SELECT "site", "status", COUNT_BIG(*), CAST(NULL AS datetime2(6)) FROM "site_calls" WHERE ("status" = N'Failed') AND ("terminal_at" IS NOT NULL) AND ("terminal_at" >= `+ts+`) GROUP BY "site", "status")`,
-		` UNION ALL (SELECT "site", N'', 0, CAST(NULL AS datetime2(6)) FROM "site_calls" GROUP BY "site")`)
+		` UNION ALL (SELECT "site", "status", COUNT_BIG(*), CAST(NULL AS datetime2(6)) FROM "site_calls" WHERE ("status" = N'Failed') AND ("terminal_at" IS NOT NULL) AND ("terminal_at" >= `+ts+`) GROUP BY "site", "status")`)
+	check("kpi sites", s.siteCallSitesQuery().String(), `SELECT "site" FROM "site_calls" GROUP BY "site"`)
 	check("purge", s.purgeSiteCallsQuery(nil, base, 1000).String(),
 		`WITH "old" AS (SELECT "site", "id", "status", "terminal_at" FROM "site_calls" WHERE ("status" IN (N'Delivered', N'Failed', N'Discarded')) AND ("terminal_at" < `+ts+`) ORDER BY "terminal_at", "site", "id" OFFSET 0 ROWS FETCH NEXT 1000 ROWS ONLY) DELETE FROM "old"`)
 	check("purge commands", s.purgeSiteCommandsQuery(base).String(),
@@ -108,5 +108,45 @@ func TestSiteCallReportSQLitePostgres(t *testing.T) {
 		if strings.Contains(sql, `"site" = EXCLUDED."site"`) {
 			t.Errorf("report sets the key:\n%s", sql)
 		}
+	}
+	pg := &SiteCalls{&handle{driver: DriverPostgres, d: pgDialect{}}}
+	pg.use(renderDB(pgDialect{}.newBun()).DB, renderDB(pgDialect{}.newBun()).DB)
+	var rs []siteCallRow
+	mustContain(t, "postgres keyword", pg.querySiteCallsQuery(&rs, ports.SiteCallFilter{Keyword: "erp"}, nil, 10).String(),
+		siteCallKeywordText+` ~ '[eE][rR][pP]'`)
+}
+
+// TestSiteCallKeywordIndexPostgres: the keyword condition PostgreSQL's
+// QuerySiteCalls writes is the expression of the trigram index of
+// migration 0007, so the planner can read the candidates through it.
+func TestSiteCallKeywordIndexPostgres(t *testing.T) {
+	t.Parallel()
+	db := newPostgresStore(t, postgresDSN(t))
+	s := db.SiteCalls()
+	var rows []siteCallRow
+	q := s.querySiteCallsQuery(&rows, ports.SiteCallFilter{Keyword: "pump"}, nil, 10).String()
+	conn, err := db.writer().Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	rs, err := conn.QueryContext(t.Context(), "EXPLAIN "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var line string
+		if err := rs.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "site_calls_keyword_trgm_idx") {
+		t.Errorf("the keyword query does not use site_calls_keyword_trgm_idx:\n%s", strings.Join(plan, "\n"))
 	}
 }

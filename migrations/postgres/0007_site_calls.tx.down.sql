@@ -1,3 +1,7 @@
+DROP INDEX IF EXISTS site_calls_keyword_trgm_idx;
+
+--bun:split
+
 DROP TABLE IF EXISTS site_health;
 
 --bun:split

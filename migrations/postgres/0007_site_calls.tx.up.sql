@@ -103,3 +103,34 @@ CREATE TABLE IF NOT EXISTS site_health (
     health      text NOT NULL,
     CONSTRAINT site_health_pkey PRIMARY KEY (site, node)
 );
+
+--bun:split
+
+-- QuerySiteCalls by keyword: a pg_trgm GIN index on the six texts the
+-- keyword is looked for in, joined by spaces (the expression the store
+-- writes, siteCallKeywordText). A row holding the keyword in one of them
+-- holds it in the joined text, so the store adds the joined text's match to
+-- the six columns' own, and the planner finds the candidates through the
+-- index; the columns' own matches decide. Without pg_trgm (see 0004) the
+-- migration succeeds without the index, and the keyword search scans.
+DO $$
+DECLARE
+    trgm_schema text;
+BEGIN
+    SELECT n.nspname INTO trgm_schema
+        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'pg_trgm';
+    IF trgm_schema IS NULL THEN
+        RAISE NOTICE 'outbox migration 0007: no pg_trgm, so no index for the keyword search of site calls, which will scan';
+        RETURN;
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS site_calls_keyword_trgm_idx ON site_calls USING gin ('
+            '("id" || '' '' || "target" || '' '' || "method" || '' '' || "last_error" || '' '' || '
+            '"source_instance" || '' '' || "source_script") %I.gin_trgm_ops)', trgm_schema);
+    EXCEPTION WHEN insufficient_privilege OR undefined_object OR invalid_schema_name THEN
+        RAISE NOTICE 'outbox migration 0007: cannot use pg_trgm in schema %: %; the keyword search of site calls will scan',
+            trgm_schema, SQLERRM;
+    END;
+END
+$$;
