@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -45,8 +46,9 @@ func (s *Store) ReportSiteCalls(ctx context.Context, site string, ops []ports.Op
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memstore: report site calls: %w", err)
 	}
-	if site == "" {
-		return 0, fmt.Errorf("memstore: report site calls: empty site: %w", ports.ErrInvalid)
+	if site == "" || len(site) > ports.MaxSiteCallNameBytes || !utf8.ValidString(site) {
+		return 0, fmt.Errorf("memstore: report site calls: the site is empty, over %d bytes, or not UTF-8: %w",
+			ports.MaxSiteCallNameBytes, ports.ErrInvalid)
 	}
 	if len(ops) > ports.MaxSiteCallReport {
 		return 0, fmt.Errorf("memstore: report site calls: %d rows, over %d: %w", len(ops), ports.MaxSiteCallReport, ports.ErrInvalid)

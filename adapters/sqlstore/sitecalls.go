@@ -170,8 +170,9 @@ func keyText(vs ...string) bool {
 // ReportSiteCalls implements ports.SiteCallStore: one conditional upsert of
 // every row.
 func (s *SiteCalls) ReportSiteCalls(ctx context.Context, site string, ops []ports.Operation, now time.Time) (int, error) {
-	if err := ports.ValidateSiteCursor(site, ports.SiteCursor{}); err != nil || !keyText(site) {
-		return 0, fmt.Errorf("sqlstore: report site calls: the site is empty, too long or not UTF-8: %w", ports.ErrInvalid)
+	if site == "" || len(site) > ports.MaxSiteCallNameBytes || !keyText(site) {
+		return 0, fmt.Errorf("sqlstore: report site calls: the site is empty, over %d bytes, or not UTF-8 without NUL: %w",
+			ports.MaxSiteCallNameBytes, ports.ErrInvalid)
 	}
 	if len(ops) > ports.MaxSiteCallReport {
 		return 0, fmt.Errorf("sqlstore: report site calls: %d rows, over %d: %w", len(ops), ports.MaxSiteCallReport, ports.ErrInvalid)
