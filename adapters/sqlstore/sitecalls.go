@@ -537,10 +537,11 @@ func (s *SiteCalls) purgeSiteCallsQuery(c bun.IConn, cutoff time.Time, limit int
 		return q.Where(`"status" IN (?)`, bun.List(siteTerminal)).Where(`"terminal_at" < ?`, at(cutoff))
 	}
 	if s.driver == DriverMSSQL {
-		// DELETE TOP (n) takes any n rows: delete through an ordered CTE.
-		sub := s.w.NewSelect().TableExpr(`"site_calls"`).Column("site", "id", "status", "terminal_at").
-			ApplyQueryBuilder(old).OrderExpr(`"terminal_at", "site", "id"`).Limit(int64(limit))
-		return s.w.NewRaw(`WITH "old" AS (?) DELETE FROM "old"`, sub).Conn(c)
+		// DELETE TOP (n) takes any n rows: delete through a CTE of the
+		// first n in order (TOP, which keeps the CTE updatable).
+		return s.w.NewRaw(`WITH "old" AS (SELECT TOP (?) "site", "id" FROM "site_calls" WHERE "status" IN (?) `+
+			`AND "terminal_at" < ? ORDER BY "terminal_at", "site", "id") DELETE FROM "old"`,
+			limit, bun.List(siteTerminal), at(cutoff)).Conn(c)
 	}
 	sub := s.w.NewSelect().TableExpr(`"site_calls"`).Column("site", "id").ApplyQueryBuilder(old).
 		OrderExpr(`"terminal_at", "site", "id"`).Limit(int64(limit))

@@ -57,7 +57,7 @@ func TestMSSQLSiteCalls(t *testing.T) {
 		` UNION ALL (SELECT "site", "status", COUNT_BIG(*), CAST(NULL AS datetime2(6)) FROM "site_calls" WHERE ("status" = N'Failed') AND ("terminal_at" IS NOT NULL) AND ("terminal_at" >= `+ts+`) GROUP BY "site", "status")`)
 	check("kpi sites", s.siteCallSitesQuery().String(), `SELECT "site" FROM "site_calls" GROUP BY "site"`)
 	check("purge", s.purgeSiteCallsQuery(nil, base, 1000).String(),
-		`WITH "old" AS (SELECT "site", "id", "status", "terminal_at" FROM "site_calls" WHERE ("status" IN (N'Delivered', N'Failed', N'Discarded')) AND ("terminal_at" < `+ts+`) ORDER BY "terminal_at", "site", "id" OFFSET 0 ROWS FETCH NEXT 1000 ROWS ONLY) DELETE FROM "old"`)
+		`WITH "old" AS (SELECT TOP (1000) "site", "id" FROM "site_calls" WHERE "status" IN (N'Delivered', N'Failed', N'Discarded') AND "terminal_at" < `+ts+` ORDER BY "terminal_at", "site", "id") DELETE FROM "old"`)
 	check("purge commands", s.purgeSiteCommandsQuery(base).String(),
 		`DELETE FROM "site_commands" WHERE ("state" <> N'Requested') AND ("finished_at" < `+ts+`)`)
 

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,6 +241,38 @@ func exerciseReport(t *testing.T, newStore func(t *testing.T) ports.SiteCallStor
 		wantErr(t, "ReportSiteCalls over MaxSiteCallReport", err, ports.ErrInvalid)
 		if n, err := s.CountSiteCalls(t.Context(), ports.SiteCallFilter{}); err != nil || n != 0 {
 			t.Errorf("CountSiteCalls after refused reports = %d, %v; want 0", n, err)
+		}
+	})
+
+	t.Run("ConcurrentReportsKeepTheNewest", func(t *testing.T) {
+		// As from several central nodes at once: telemetry and
+		// reconciliation pages carrying versions 1 to 12 of three rows, in
+		// every order.
+		s := ctx(t)
+		ops := []ports.Operation{NewOperation(BaseTime), NewOperation(BaseTime), NewOperation(BaseTime)}
+		const versions = 12
+		var wg sync.WaitGroup
+		errs := make(chan error, versions)
+		for v := range uint64(versions) {
+			wg.Go(func() {
+				batch := make([]ports.Operation, len(ops))
+				for i, op := range ops {
+					op.Version, op.RetryCount = versions-v, int(versions-v)
+					batch[(i+int(v))%len(ops)] = op
+				}
+				if _, err := s.ReportSiteCalls(t.Context(), "site-1", batch, now); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("ReportSiteCalls: %v", err)
+		}
+		for _, op := range ops {
+			op.Version, op.RetryCount = versions, versions
+			wantRow(t, s, mirrored("site-1", op, now))
 		}
 	})
 
