@@ -44,16 +44,17 @@ type SiteCallStore interface {
 	// when the report's Version is above the stored one, so a late or
 	// repeated report changes nothing. A newer report whose Status is not
 	// Parked clears the row's Requested. Payload is ignored. It returns how
-	// many rows it inserted or replaced. More than MaxSiteCallReport rows,
-	// or one that [ValidateSiteCallReport] refuses, is an error wrapping
-	// ErrInvalid, and nothing is stored.
+	// many rows it inserted or replaced; of rows with one ID in one
+	// report, the highest Version counts. An empty site, more than
+	// MaxSiteCallReport rows, or one that [ValidateSiteCallReport]
+	// refuses, is an error wrapping ErrInvalid, and nothing is stored.
 	ReportSiteCalls(ctx context.Context, site string, ops []Operation, now time.Time) (changed int, err error)
 
 	// GetSiteCall returns one row, or an error wrapping ErrNotFound.
 	GetSiteCall(ctx context.Context, site, id string) (SiteCall, error)
 
 	// QuerySiteCalls returns one page of rows matching f, newest first
-	// (CreatedAt descending, then Site, then ID descending), with keyset
+	// ((CreatedAt, Site, ID) descending, texts compared byte by byte), with keyset
 	// paging as Store.Query: an opaque cursor, a malformed one ErrInvalid.
 	QuerySiteCalls(ctx context.Context, f SiteCallFilter, page PageRequest) (SiteCallPage, error)
 
@@ -74,13 +75,14 @@ type SiteCallStore interface {
 
 	// SiteCursor returns how far central's reconciliation of site has
 	// read (the zero SiteCursor when it never has). SetSiteCursor stores
-	// it.
+	// it; an empty site, or an Epoch or After over MaxSiteCursorBytes, is
+	// ErrInvalid.
 	SiteCursor(ctx context.Context, site string) (SiteCursor, error)
 	SetSiteCursor(ctx context.Context, site string, c SiteCursor) error
 
 	// RecordSiteHealth stores h as the latest health of its node,
-	// replacing the one before. An empty site or node, or text over its
-	// bound, is ErrInvalid.
+	// replacing the one before. What [ValidateSiteHealth] refuses is
+	// ErrInvalid.
 	RecordSiteHealth(ctx context.Context, h SiteNodeHealth) error
 
 	// SiteHealth returns the latest health of every node of every site,
@@ -88,36 +90,129 @@ type SiteCallStore interface {
 	SiteHealth(ctx context.Context) ([]SiteNodeHealth, error)
 
 	// RequestSiteCommands stores cmds as Requested (each ID must be new:
-	// one already stored is ErrConflict, and nothing is stored) and marks
+	// one already stored, or twice in cmds, is ErrConflict, and nothing is
+	// stored; one that [ValidateSiteCommand] refuses is ErrInvalid) and marks
 	// each named row Requested with the command's action, actor and time.
 	// A command naming a row that is not stored is stored all the same.
 	RequestSiteCommands(ctx context.Context, cmds []SiteCommand) error
 
 	// PendingSiteCommands returns up to limit Requested commands of site,
-	// oldest first.
+	// oldest first (RequestedAt, then ID). A limit below 1 is ErrInvalid.
 	PendingSiteCommands(ctx context.Context, site string, limit int) ([]SiteCommand, error)
 
 	// FinishSiteCommand records the site's answer to a command of site:
-	// Applied or Refused (with the site's reason), at now. A command
+	// Applied or Refused (with the site's reason, at most
+	// MaxSiteCallErrorBytes), at now; another state is ErrInvalid. A command
 	// already finished, or of another site, is left as it is and the call
 	// returns an error wrapping ErrConflict; an unknown id ErrNotFound. A
 	// Refused command clears its row's Requested.
 	FinishSiteCommand(ctx context.Context, site, id string, state SiteCommandState, result string, now time.Time) error
 
 	// SiteCommands returns the commands of one operation of site, oldest
-	// first: the history an operator sees beside the row.
+	// first (RequestedAt, then ID): the history an operator sees beside the
+	// row.
 	SiteCommands(ctx context.Context, site, operationID string) ([]SiteCommand, error)
 }
 
 // MaxSiteCallReport bounds the rows of one ReportSiteCalls.
 const MaxSiteCallReport = 1000
 
-// Bounds on the text of a reported row.
+// Bounds on the text of a reported row (a site's and a node's id, an
+// actor, are names too).
 const (
 	MaxSiteCallIDBytes    = 64
 	MaxSiteCallNameBytes  = 200
 	MaxSiteCallErrorBytes = 1024
 )
+
+// MaxSiteCursorBytes bounds each text of a SiteCursor.
+const MaxSiteCursorBytes = 512
+
+// checkText appends to errs why v, a field called name, is not a text of
+// at most limit bytes of valid UTF-8 (nor empty, when required).
+func checkText(errs []error, name, v string, limit int, required bool) []error {
+	switch {
+	case required && v == "":
+		errs = append(errs, fmt.Errorf("%s is empty", name))
+	case len(v) > limit:
+		errs = append(errs, fmt.Errorf("%s is %d bytes, over %d", name, len(v), limit))
+	case !utf8.ValidString(v):
+		errs = append(errs, fmt.Errorf("%s is not valid UTF-8", name))
+	}
+	return errs
+}
+
+// ValidateSiteHealth checks a node's health before central stores it: a
+// Site and Node of 1 to MaxSiteCallNameBytes, the replica's node, role and
+// leader and each name of at most MaxSiteCallNameBytes, LastCentralError
+// of at most MaxSiteCallErrorBytes, all valid UTF-8, no negative count,
+// and at most one entry per known kind in Operations. The error wraps
+// ErrInvalid.
+func ValidateSiteHealth(h SiteHealth) error {
+	var errs []error
+	errs = checkText(errs, "site", h.Site, MaxSiteCallNameBytes, true)
+	errs = checkText(errs, "node", h.Node, MaxSiteCallNameBytes, true)
+	errs = checkText(errs, "replica node", h.Replica.Node, MaxSiteCallNameBytes, false)
+	errs = checkText(errs, "role", string(h.Replica.Role), MaxSiteCallNameBytes, false)
+	errs = checkText(errs, "leader", h.Replica.Leader, MaxSiteCallNameBytes, false)
+	errs = checkText(errs, "last central error", h.LastCentralError, MaxSiteCallErrorBytes, false)
+	if h.Backlog < 0 {
+		errs = append(errs, errors.New("backlog is negative"))
+	}
+	seen := map[OpKind]bool{}
+	for _, k := range h.Operations {
+		switch {
+		case k.Kind != OpCall && k.Kind != OpWrite:
+			errs = append(errs, fmt.Errorf("operation kind %.40q is unknown", k.Kind))
+		case seen[k.Kind]:
+			errs = append(errs, fmt.Errorf("operation kind %s is given twice", k.Kind))
+		case k.Backlog < 0 || k.Parked < 0 || k.Terminal < 0:
+			errs = append(errs, fmt.Errorf("operation kind %s has a negative count", k.Kind))
+		}
+		seen[k.Kind] = true
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("site health %.64q: %w: %w", h.Node, errors.Join(errs...), ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateSiteCommand checks a command before central stores it: an ID
+// and OperationID of 1 to MaxSiteCallIDBytes, a Site and Actor of 1 to
+// MaxSiteCallNameBytes, all valid UTF-8, a known Action, and a
+// RequestedAt. State, Result and FinishedAt are not read. The error wraps
+// ErrInvalid.
+func ValidateSiteCommand(c SiteCommand) error {
+	var errs []error
+	errs = checkText(errs, "id", c.ID, MaxSiteCallIDBytes, true)
+	errs = checkText(errs, "site", c.Site, MaxSiteCallNameBytes, true)
+	errs = checkText(errs, "operation id", c.OperationID, MaxSiteCallIDBytes, true)
+	errs = checkText(errs, "actor", c.Actor, MaxSiteCallNameBytes, true)
+	if c.Action != SiteRetry && c.Action != SiteDiscard {
+		errs = append(errs, fmt.Errorf("action %.40q is unknown", c.Action))
+	}
+	if c.RequestedAt.IsZero() {
+		errs = append(errs, errors.New("requested time is zero"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("site command %.64q: %w: %w", c.ID, errors.Join(errs...), ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateSiteCursor checks a reconciliation cursor before central stores
+// it: a site of 1 to MaxSiteCallNameBytes, an Epoch and After of at most
+// MaxSiteCursorBytes, all valid UTF-8. The error wraps ErrInvalid.
+func ValidateSiteCursor(site string, c SiteCursor) error {
+	var errs []error
+	errs = checkText(errs, "site", site, MaxSiteCallNameBytes, true)
+	errs = checkText(errs, "epoch", c.Epoch, MaxSiteCursorBytes, false)
+	errs = checkText(errs, "position", c.After, MaxSiteCursorBytes, false)
+	if len(errs) > 0 {
+		return fmt.Errorf("site cursor of %.64q: %w: %w", site, errors.Join(errs...), ErrInvalid)
+	}
+	return nil
+}
 
 // ValidateSiteCallReport checks one reported row before it is stored: an
 // ID of 1 to MaxSiteCallIDBytes, a known Kind and Status, a Version of at
@@ -127,16 +222,7 @@ const (
 // the status is terminal. The error wraps ErrInvalid.
 func ValidateSiteCallReport(op Operation) error {
 	var errs []error
-	text := func(name, v string, limit int, required bool) {
-		switch {
-		case required && v == "":
-			errs = append(errs, fmt.Errorf("%s is empty", name))
-		case len(v) > limit:
-			errs = append(errs, fmt.Errorf("%s is %d bytes, over %d", name, len(v), limit))
-		case !utf8.ValidString(v):
-			errs = append(errs, fmt.Errorf("%s is not valid UTF-8", name))
-		}
-	}
+	text := func(name, v string, limit int, required bool) { errs = checkText(errs, name, v, limit, required) }
 	text("id", op.ID, MaxSiteCallIDBytes, true)
 	text("target", op.Target, MaxSiteCallNameBytes, true)
 	text("method", op.Method, MaxSiteCallNameBytes, false)

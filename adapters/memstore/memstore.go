@@ -1,7 +1,8 @@
 // Package memstore is an in-memory [ports.Store], [ports.AuditLog],
-// [ports.AccountStore] and [ports.AdminAudit]: the reference adapter of the
-// store, account and admin audit contracts (ports/storetest,
-// ports/accountstest, ports/adminaudittest) and the store of the core's
+// [ports.AccountStore], [ports.AdminAudit] and [ports.SiteCallStore]: the
+// reference adapter of the store, account, admin audit and site-call
+// contracts (ports/storetest, ports/accountstest, ports/adminaudittest,
+// ports/sitecallstest) and the store of the core's
 // unit tests. It keeps everything in maps guarded by one mutex and is safe
 // for concurrent use; nothing survives the process.
 //
@@ -56,6 +57,9 @@ type Store struct {
 	// admin is the admin audit log in append order; a record's ID is its
 	// index plus one (adminaudit.go).
 	admin []ports.AdminRecord
+
+	// sc is the mirror of the sites' cached operations (sitecalls.go).
+	sc siteCallTables
 }
 
 // row is one stored notification and the generation of its claim-index entry.

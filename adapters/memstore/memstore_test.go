@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/sitecallstest"
 	"github.com/siteline/outbox/ports/storetest"
 )
 
@@ -20,6 +21,10 @@ func TestContract(t *testing.T) {
 		s := memstore.New()
 		return storetest.Harness{Store: s, Audit: s}
 	})
+}
+
+func TestSiteCallContract(t *testing.T) {
+	sitecallstest.Exercise(t, func(t *testing.T) ports.SiteCallStore { return memstore.New() })
 }
 
 // TestClaimMatchesScan drives the store's claim index through random claims,

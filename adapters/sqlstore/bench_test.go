@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/sitecallstest"
 	"github.com/siteline/outbox/ports/storetest"
 )
 
@@ -257,6 +258,132 @@ func BenchmarkQueries1M(b *testing.B) {
 				for b.Loop() {
 					if err := c.run(); err != nil {
 						b.Fatal(fmt.Errorf("%s: %w", c.name, err))
+					}
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkReportSiteCalls measures the site-call mirror's intake: reports
+// of 200 new rows from 10 sites at once. One op is one report.
+func BenchmarkReportSiteCalls(b *testing.B) {
+	const batch, sites = 200, 10
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
+		s := newStore(b).SiteCalls()
+		ctx := context.Background()
+		base := time.Now().UTC().Truncate(time.Microsecond)
+		reports := make([][]ports.Operation, b.N)
+		for i := range reports {
+			reports[i] = make([]ports.Operation, batch)
+			for j := range reports[i] {
+				reports[i][j] = sitecallstest.NewOperation(base.Add(time.Duration(i*batch+j) * time.Microsecond))
+			}
+		}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		start := time.Now()
+		for w := range sites {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(reports) {
+						return
+					}
+					n, err := s.ReportSiteCalls(ctx, "site-"+strconv.Itoa(w), reports[i], base)
+					if err != nil || n != batch {
+						b.Errorf("report: %d of %d rows, %v", n, batch, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkQuerySiteCalls measures the reads of the site-call page on a
+// mirror of OUTBOX_BENCH_SITECALL_ROWS rows (100,000 unless set) over 30
+// sites: the first page of 50, newest first, unfiltered, of one site, of
+// the parked rows, by keyword, a page deep in the list; the count of one
+// site; the KPIs. One op is one read.
+func BenchmarkQuerySiteCalls(b *testing.B) {
+	rows := 100_000
+	if v, err := strconv.Atoi(os.Getenv("OUTBOX_BENCH_SITECALL_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
+		s := newStore(b).SiteCalls()
+		ctx := context.Background()
+		base := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Duration(rows) * time.Millisecond)
+		statuses := []ports.OpStatus{ports.OpDelivered, ports.OpDelivered, ports.OpDelivered, ports.OpRetrying, ports.OpParked, ports.OpFailed}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					from := int(next.Add(ports.MaxSiteCallReport)) - ports.MaxSiteCallReport
+					if from >= rows {
+						return
+					}
+					site := "site-" + strconv.Itoa(from/ports.MaxSiteCallReport%30)
+					ops := make([]ports.Operation, 0, ports.MaxSiteCallReport)
+					for i := from; i < min(rows, from+ports.MaxSiteCallReport); i++ {
+						op := sitecallstest.NewOperation(base.Add(time.Duration(i) * time.Millisecond))
+						op.Status = statuses[i%len(statuses)]
+						if op.Status.Terminal() {
+							op.TerminalAt = op.UpdatedAt
+						}
+						ops = append(ops, op)
+					}
+					if _, err := s.ReportSiteCalls(ctx, site, ops, base); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if s.driver == DriverPostgres {
+			if _, err := s.w.ExecContext(ctx, `ANALYZE site_calls`); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deep, err := s.QuerySiteCalls(ctx, ports.SiteCallFilter{}, ports.PageRequest{Limit: rows / 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		page := func(f ports.SiteCallFilter, after string) func() error {
+			return func() error {
+				_, err := s.QuerySiteCalls(ctx, f, ports.PageRequest{Limit: 50, After: after})
+				return err
+			}
+		}
+		for _, r := range []struct {
+			name string
+			fn   func() error
+		}{
+			{"first", page(ports.SiteCallFilter{}, "")},
+			{"site", page(ports.SiteCallFilter{Site: "site-7"}, "")},
+			{"parked", page(ports.SiteCallFilter{Statuses: []ports.OpStatus{ports.OpParked}}, "")},
+			{"keyword", page(ports.SiteCallFilter{Keyword: "503"}, "")},
+			{"keyword-rare", page(ports.SiteCallFilter{Keyword: "no-such-word"}, "")},
+			{"deep", page(ports.SiteCallFilter{}, deep.Next)},
+			{"count-site", func() error {
+				_, err := s.CountSiteCalls(ctx, ports.SiteCallFilter{Site: "site-7"})
+				return err
+			}},
+			{"kpis", func() error {
+				_, err := s.SiteCallKPIs(ctx, ports.SiteCallKPIRequest{FailedSince: time.Now().Add(-time.Hour)})
+				return err
+			}},
+		} {
+			b.Run(r.name, func(b *testing.B) {
+				for b.Loop() {
+					if err := r.fn(); err != nil {
+						b.Fatal(err)
 					}
 				}
 			})

@@ -37,6 +37,10 @@ type writeDialect interface {
 	insertNew(db *bun.DB, c bun.IConn, model any, unique ...string) executor
 	// returningID has q return the "id" column the database gave the row.
 	returningID(q *bun.InsertQuery) *bun.InsertQuery
+	// reportSiteCalls inserts rows (distinct keys) into site_calls, or
+	// replaces a stored row whose version is below the reported one,
+	// keeping its request while the reported status is Parked (sitecalls.go).
+	reportSiteCalls(db *bun.DB, c bun.IConn, rows *[]siteCallRow) executor
 }
 
 // executor is a statement ready to run.
@@ -53,9 +57,15 @@ func (s *handle) writes() writeDialect { return s.d.writes() }
 type conflictWrites struct{}
 
 func (conflictWrites) upsert(db *bun.DB, c bun.IConn, model any) executor {
-	key := modelTable(db, model).PKs[0].SQLName
+	var keys []byte
+	for i, pk := range modelTable(db, model).PKs {
+		if i > 0 {
+			keys = append(keys, ", "...)
+		}
+		keys = append(keys, pk.SQLName...)
+	}
 	// With no SET, bun sets every other column from EXCLUDED.
-	return db.NewInsert().Conn(c).Model(model).On("CONFLICT (?) DO UPDATE", bun.Safe(key))
+	return db.NewInsert().Conn(c).Model(model).On("CONFLICT (?) DO UPDATE", bun.Safe(keys))
 }
 
 func (conflictWrites) insertNew(db *bun.DB, c bun.IConn, model any, _ ...string) executor {
@@ -66,7 +76,12 @@ func (conflictWrites) returningID(q *bun.InsertQuery) *bun.InsertQuery {
 	return q.Returning("?", bun.Ident("id"))
 }
 
-// modelTable returns bun's table of model, a pointer to a row struct.
+// modelTable returns bun's table of model, a pointer to a row struct or
+// to a slice of them.
 func modelTable(db *bun.DB, model any) *schema.Table {
-	return db.Table(reflect.TypeOf(model).Elem())
+	t := reflect.TypeOf(model).Elem()
+	if t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return db.Table(t)
 }

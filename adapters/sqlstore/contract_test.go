@@ -15,6 +15,7 @@ import (
 	"github.com/siteline/outbox/ports/accountstest"
 	"github.com/siteline/outbox/ports/adminaudittest"
 	"github.com/siteline/outbox/ports/directorytest"
+	"github.com/siteline/outbox/ports/sitecallstest"
 	"github.com/siteline/outbox/ports/storetest"
 )
 
@@ -197,4 +198,26 @@ func newMSSQLStore(t testing.TB, dsn string) *DB {
 		t.Fatalf("migrate mssql: %v", err)
 	}
 	return s
+}
+
+func TestSiteCallContractSQLite(t *testing.T) {
+	t.Parallel()
+	sitecallstest.Exercise(t, func(t *testing.T) ports.SiteCallStore { return newSQLiteStore(t).SiteCalls() })
+}
+
+func TestSiteCallContractPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDSN(t)
+	sitecallstest.Exercise(t, func(t *testing.T) ports.SiteCallStore { return newPostgresStore(t, dsn).SiteCalls() })
+}
+
+// TestSiteCallContractMSSQL runs the site-call suite on the MS SQL server
+// of OUTBOX_TEST_MSSQL_DSN (see TestContractMSSQL).
+func TestSiteCallContractMSSQL(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv(envMSSQL)
+	if dsn == "" {
+		t.Skipf("set %s to a sqlserver:// URL whose login may create databases to run against MS SQL", envMSSQL)
+	}
+	sitecallstest.Exercise(t, func(t *testing.T) ports.SiteCallStore { return newMSSQLStore(t, dsn).SiteCalls() })
 }

@@ -56,6 +56,10 @@ type dialect interface {
 	// subjectContains is the condition of Filter.Subject: the subject holds
 	// keyword, ignoring the case of ASCII letters only.
 	subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder
+	// contains is the condition that column col holds keyword, ignoring
+	// the case of ASCII letters only, LIKE wildcards matching literally:
+	// its text with one placeholder, and the placeholder's value.
+	contains(col, keyword string) (string, any)
 	// ownerHasPrefix is the condition that claimed_by begins with prefix,
 	// byte for byte.
 	ownerHasPrefix(q *bun.UpdateQuery, prefix string) *bun.UpdateQuery

@@ -179,3 +179,8 @@ func (mssqlDialect) createMigrationsTable() []string {
 		`CREATE UNIQUE INDEX "outbox_migrations_name_key" ON "outbox_migrations" ("name")`,
 	}
 }
+
+// contains is subjectContains's LIKE on col.
+func (mssqlDialect) contains(col, keyword string) (string, any) {
+	return `"` + col + `" COLLATE Latin1_General_100_BIN2 LIKE ? ESCAPE '\'`, "%" + likeEscapeFold(keyword) + "%"
+}

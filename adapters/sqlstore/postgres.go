@@ -318,3 +318,8 @@ func (pgDialect) createMigrationsTable() []string {
 		`CREATE UNIQUE INDEX "outbox_migrations_name_key" ON "outbox_migrations" ("name")`,
 	}
 }
+
+// contains is subjectContains's regular expression on col.
+func (pgDialect) contains(col, keyword string) (string, any) {
+	return `"` + col + `" ~ ?`, asciiFoldRegexp(keyword)
+}

@@ -477,6 +477,10 @@ func TestMigrationFiles(t *testing.T) {
 			"operator_tokens":       tokenColumns,
 			"operator_sessions":     sessionColumns,
 			"admin_audit":           append([]string{"id"}, adminColumns...),
+			"site_calls":            rowColumns((*siteCallRow)(nil)),
+			"site_commands":         rowColumns((*siteCommandRow)(nil)),
+			"site_cursors":          rowColumns((*siteCursorRow)(nil)),
+			"site_health":           rowColumns((*siteHealthRow)(nil)),
 		} {
 			got := slices.Clone(tables[table])
 			w := slices.Clone(want)

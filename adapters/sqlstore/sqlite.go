@@ -638,3 +638,8 @@ func (sqliteDialect) createMigrationsTable() []string {
 		`CREATE UNIQUE INDEX "outbox_migrations_name_key" ON "outbox_migrations" ("name")`,
 	}
 }
+
+// contains: SQLite's LIKE ignores the case of ASCII letters only.
+func (sqliteDialect) contains(col, keyword string) (string, any) {
+	return `"` + col + `" LIKE ? ESCAPE '\'`, "%" + likeEscape(keyword) + "%"
+}

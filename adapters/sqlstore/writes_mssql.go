@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"fmt"
+
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
 )
@@ -29,7 +31,13 @@ func columns(t *schema.Table, prefix string) bun.Safe {
 // upsert: MERGE ... WITH (HOLDLOCK), the row as a VALUES source.
 func (mssqlWrites) upsert(db *bun.DB, c bun.IConn, model any) executor {
 	t := modelTable(db, model)
-	key := t.PKs[0].SQLName
+	var on []byte
+	for i, pk := range t.PKs {
+		if i > 0 {
+			on = append(on, " AND "...)
+		}
+		on = fmt.Appendf(on, "t.%s = v.%s", pk.SQLName, pk.SQLName)
+	}
 	var set []byte
 	for _, f := range t.DataFields {
 		if len(set) > 0 {
@@ -39,9 +47,9 @@ func (mssqlWrites) upsert(db *bun.DB, c bun.IConn, model any) executor {
 		set = append(set, " = v."...)
 		set = append(set, f.SQLName...)
 	}
-	return db.NewRaw("MERGE INTO ? WITH (HOLDLOCK) AS t USING (?) AS v (?) ON t.? = v.? "+
+	return db.NewRaw("MERGE INTO ? WITH (HOLDLOCK) AS t USING (?) AS v (?) ON ? "+
 		"WHEN MATCHED THEN UPDATE SET ? WHEN NOT MATCHED THEN INSERT (?) VALUES (?);",
-		t.SQLName, db.NewValues(model), columns(t, ""), bun.Safe(key), bun.Safe(key),
+		t.SQLName, db.NewValues(model), columns(t, ""), bun.Safe(on),
 		bun.Safe(set), columns(t, ""), columns(t, "v.")).Conn(c)
 }
 

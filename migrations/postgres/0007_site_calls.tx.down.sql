@@ -1,0 +1,17 @@
+DROP INDEX IF EXISTS site_calls_keyword_trgm_idx;
+
+--bun:split
+
+DROP TABLE IF EXISTS site_health;
+
+--bun:split
+
+DROP TABLE IF EXISTS site_cursors;
+
+--bun:split
+
+DROP TABLE IF EXISTS site_commands;
+
+--bun:split
+
+DROP TABLE IF EXISTS site_calls;
