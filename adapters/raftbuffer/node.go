@@ -80,11 +80,13 @@ type Node struct {
 	// leadership over; settledTerm the last in which that attempt ended.
 	transferTerm uint64
 	settledTerm  uint64
-	// barrierTerm is the last term in which this node started a barrier
-	// as a new leader, caughtTerm the last in which that barrier returned:
-	// the buffer then holds everything committed before the term.
-	barrierTerm uint64
-	caughtTerm  uint64
+	// leadTerm is the last term Leads saw this node lead in, leadIndex the
+	// log's last index then; caughtTerm the last term in which the FSM had
+	// applied up to it: the buffer then holds everything committed before
+	// the term.
+	leadTerm   uint64
+	leadIndex  uint64
+	caughtTerm uint64
 
 	// rebuilding is set when Open set buffer.db aside as possibly torn:
 	// until the node has applied its log again (openLastIndex, or what the
@@ -629,67 +631,44 @@ func (n *Node) Leader() (id string, self bool) {
 }
 
 // Leads reports whether this node leads and may take writes now: it is the
-// Raft leader, its buffer holds everything committed before its term (a
-// barrier of the term has returned) and, for a witness, it has settled its
-// attempt to hand leadership over (while it hands over, raft refuses every
-// write). A site API that attempts a cached call before it commits the
-// outcome asks this first, so that a node about to refuse the commit, or
-// whose copy does not yet show a row committed in an earlier term, never
-// attempts.
+// Raft leader, its buffer holds everything committed before its term and,
+// for a witness, it has settled its attempt to hand leadership over (while
+// it hands over, raft refuses every write). A site API that attempts a
+// cached call before it commits the outcome asks this first, so that a
+// node about to refuse the commit, or whose copy does not yet show a row
+// committed in an earlier term, never attempts.
+//
+// "Holds everything" is read from the log, not from a barrier: a barrier's
+// future that raft takes into its queue as it shuts down is never answered
+// (its apply queue is buffered), and whoever waits for it would hold up
+// Close. The first call in a term notes the log's last index; the term is
+// caught up once the FSM has applied up to it.
 func (n *Node) Leads() bool {
 	if n.raft.State() != raft.Leader {
 		return false
 	}
 	term := n.raft.CurrentTerm()
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.caughtTerm >= term && (!n.witness || n.settledTerm >= term)
-}
-
-// checkCaughtUp starts, when this node has just become leader, a barrier
-// whose return Leads waits for.
-func (n *Node) checkCaughtUp() {
-	if n.raft.State() != raft.Leader {
-		return
-	}
-	term := n.raft.CurrentTerm()
-	n.mu.Lock()
-	if n.closed || term <= n.barrierTerm {
+	if n.witness && n.settledTerm < term {
 		n.mu.Unlock()
-		return
+		return false
 	}
-	n.barrierTerm = term
-	n.wg.Add(1)
+	if n.caughtTerm >= term {
+		n.mu.Unlock()
+		return true
+	}
+	if n.leadTerm != term {
+		n.leadTerm, n.leadIndex = term, n.raft.LastIndex()
+	}
+	target := n.leadIndex
 	n.mu.Unlock()
-	go n.catchUp(term)
-}
-
-// catchUp runs barriers while the node leads in term, until one returns,
-// and records it.
-func (n *Node) catchUp(term uint64) {
-	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // ends with catchUp: cancel, or the node's stop
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for n.leads(term) {
-		if err := n.barrier(ctx); err == nil {
-			n.mu.Lock()
-			n.caughtTerm = max(n.caughtTerm, term)
-			n.mu.Unlock()
-			n.broadcast()
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		n.pause(ctx, term)
+	if n.raft.AppliedIndex() < target || !n.fsmReached(target) {
+		return false
 	}
+	n.mu.Lock()
+	n.caughtTerm = max(n.caughtTerm, term)
+	n.mu.Unlock()
+	return true
 }
 
 // fsmReached reports whether buffer.db has applied every command up to
@@ -903,13 +882,11 @@ func (n *Node) watch() {
 	defer n.wg.Done()
 	failed := n.fsm.failedCh
 	n.checkWitness() // leadership gained before the observer was registered
-	n.checkCaughtUp()
 	for {
 		select {
 		case <-n.obsCh:
 			n.broadcast()
 			n.checkWitness()
-			n.checkCaughtUp()
 		case <-failed:
 			failed = nil
 			n.log.Error("raftbuffer: shutting raft down: the buffer file no longer follows the log; restart the node",
