@@ -432,7 +432,8 @@ func TestOversizeIsNotRetried(t *testing.T) {
 		t.Fatalf("oversize Send: %v, want ErrInvalid", err)
 	}
 	if n := leader.Server.Refusals().Count("request too large"); n != 1 {
-		t.Fatalf("the site refused %d oversize Sends, want 1", n)
+		t.Fatalf("the site refused %d oversize Sends, want 1 (the client's error: %v; malformed requests counted: %d)",
+			n, err, leader.Server.Refusals().Count("malformed request"))
 	}
 }
 
