@@ -237,6 +237,9 @@ func (s *Service) poll(ctx context.Context, site, node string, wait time.Duratio
 	for {
 		woken := s.relay.signal()
 		ans, err := s.ask(ctx, site, node)
+		if err != nil && ctx.Err() != nil {
+			return ports.SyncAnswer{}, nil // the caller left
+		}
 		if err != nil || len(ans.Commands) > 0 || ans.Feed != nil || timeout == nil {
 			return ans, err
 		}
