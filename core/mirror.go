@@ -59,12 +59,13 @@ func (s *Service) ReportOperations(ctx context.Context, req ports.OpReport) erro
 
 // continues reports whether page, read after page.From in page.Epoch,
 // continues the stored cursor c: the same feed from where c stands, or
-// another feed (the site's store was rebuilt) from its start.
+// from its start another feed (the site's store was rebuilt) or one whose
+// epoch c does not know (a site reads such a feed from the start).
 func continues(c ports.SiteCursor, page ports.FeedPage) bool {
-	if page.Epoch == c.Epoch {
-		return page.From == c.After
+	if page.From == "" && (page.Epoch != c.Epoch || c.Epoch == "") {
+		return true
 	}
-	return page.From == ""
+	return page.Epoch == c.Epoch && page.From == c.After
 }
 
 // SiteCall implements ports.SiteCalls.

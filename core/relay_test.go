@@ -237,6 +237,17 @@ func TestReconciliationEpochChange(t *testing.T) {
 	if c := send(ports.FeedPage{Epoch: "E1", From: "p7", Next: "p8"}); c != (ports.SiteCursor{Epoch: "E2", After: "q1"}) {
 		t.Fatalf("a late page of the old epoch moved the cursor to %+v", c)
 	}
+	// A feed without an epoch (a store kept before the feed had one) is
+	// read from the start each time: each such page continues.
+	if c := send(ports.FeedPage{Epoch: "", From: "", Next: "r1"}); c != (ports.SiteCursor{After: "r1"}) {
+		t.Fatalf("a page without an epoch from the start: cursor %+v; want /r1", c)
+	}
+	if c := send(ports.FeedPage{Epoch: "", From: "", Next: "r2"}); c != (ports.SiteCursor{After: "r2"}) {
+		t.Fatalf("a page without an epoch read again from the start: cursor %+v; want /r2", c)
+	}
+	if c := send(ports.FeedPage{Epoch: "", From: "r1", Next: "r3"}); c != (ports.SiteCursor{After: "r2"}) {
+		t.Fatalf("a page after a position the cursor has left moved it to %+v", c)
+	}
 }
 
 // TestSiteCommandsOnlyForParkedRows: Retry and Discard request a command
