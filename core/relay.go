@@ -174,7 +174,7 @@ func (s *Service) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAn
 		case err != nil:
 			return ports.SyncAnswer{}, fmt.Errorf("sync of site %.64q: record the answer to command %.64q: %w", req.Site, a.ID, err)
 		case a.State == ports.CommandRefused:
-			s.log.Info("a site refused a command", "site", req.Site, "command", a.ID, "reason", a.Result)
+			s.log.Info("a site refused a command", "site", req.Site, "command", a.ID, "reason", truncateText(a.Result, ports.MaxSiteCallErrorBytes))
 		}
 	}
 	return s.poll(ctx, req.Site, h.Node, min(req.Wait, ports.MaxSyncWait))
