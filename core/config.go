@@ -53,6 +53,10 @@ type Config struct {
 	// Defaults 255 and 65536.
 	MaxSubjectBytes int
 	MaxBodyBytes    int
+	// ReconcileInterval is how often central asks each site's leader for
+	// the tracking rows changed since its cursor, besides when the site's
+	// leader first calls this node or changes. Default 5 min.
+	ReconcileInterval time.Duration
 }
 
 // Defaults of Config.
@@ -69,6 +73,7 @@ const (
 	DefaultMaxBatch            = 1000
 	DefaultMaxSubjectBytes     = 255
 	DefaultMaxBodyBytes        = 64 << 10
+	DefaultReconcileInterval   = 5 * time.Minute
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -95,6 +100,7 @@ func (c Config) WithDefaults() Config {
 	defInt(&c.MaxBatch, DefaultMaxBatch)
 	defInt(&c.MaxSubjectBytes, DefaultMaxSubjectBytes)
 	defInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	def(&c.ReconcileInterval, DefaultReconcileInterval)
 	return c
 }
 
@@ -150,5 +156,6 @@ func (c Config) Validate() error {
 	positiveInt("MaxBatch", c.MaxBatch)
 	positiveInt("MaxSubjectBytes", c.MaxSubjectBytes)
 	positiveInt("MaxBodyBytes", c.MaxBodyBytes)
+	positive("ReconcileInterval", c.ReconcileInterval)
 	return errors.Join(errs...)
 }

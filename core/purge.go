@@ -22,6 +22,13 @@ func (s *Service) purgeLoop(ctx context.Context) {
 		} else if n > 0 {
 			s.log.Info("purged terminal notifications", "rows", n, "retention", s.cfg.TerminalRetention.String())
 		}
+		if n, err := s.PurgeSiteCalls(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("purge of the site-call mirror failed", "err", err)
+			}
+		} else if n > 0 {
+			s.log.Info("purged terminal site calls", "rows", n, "retention", s.cfg.TerminalRetention.String())
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -53,6 +60,28 @@ func (s *Service) Purge(ctx context.Context) (int, error) {
 			}
 		}
 		if len(ids) < purgeChunk {
+			return total, nil
+		}
+	}
+}
+
+// PurgeSiteCalls deletes the mirror's terminal rows (Delivered, Failed,
+// Discarded at their site) that ended TerminalRetention ago, and the
+// commands answered as long ago, and returns how many rows it deleted.
+// Without a mirror it does nothing.
+func (s *Service) PurgeSiteCalls(ctx context.Context) (int, error) {
+	if s.siteCalls == nil {
+		return 0, nil
+	}
+	cutoff := s.clock.Now().Add(-s.cfg.TerminalRetention)
+	total := 0
+	for {
+		n, err := s.siteCalls.PurgeSiteCalls(ctx, cutoff, purgeChunk)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge site calls before %s: %w", cutoff.Format(time.RFC3339), err)
+		}
+		if n < purgeChunk {
 			return total, nil
 		}
 	}

@@ -26,6 +26,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observer, when set, is told about every delivery attempt (metrics).
 	Observer ports.DeliveryObserver
+	// SiteCalls is the mirror of the sites' cached operations, their
+	// nodes' health and the commands relayed to them. Without it,
+	// ReportOperations, Sync and the ports.SiteCalls methods fail with an
+	// error wrapping ErrUnavailable.
+	SiteCalls ports.SiteCallStore
 }
 
 // Service is central's outbox: it implements the driving port ports.Outbox
@@ -39,6 +44,10 @@ type Service struct {
 	clock     ports.Clock
 	log       *slog.Logger
 	observer  ports.DeliveryObserver
+	siteCalls ports.SiteCallStore
+
+	// relay is the state of the site link's reconciliation and long polls.
+	relay relayState
 
 	// owner names this Service's leases: ports.LeaseOwner of NodeID and a
 	// random run id, so two runs under one NodeID never share a lease. The
@@ -64,7 +73,10 @@ type Service struct {
 	running bool
 }
 
-var _ ports.Outbox = (*Service)(nil)
+var (
+	_ ports.Outbox    = (*Service)(nil)
+	_ ports.SiteCalls = (*Service)(nil)
+)
 
 // New builds a Service. cfg's zero fields take their defaults; an invalid cfg
 // or a missing dependency is an error.
@@ -111,11 +123,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		clock:     deps.Clock,
 		log:       deps.Logger,
 		observer:  deps.Observer,
+		siteCalls: deps.SiteCalls,
 		namedNode: namedNode,
 		wake:      make(chan struct{}, 1),
 		inFlight:  make(chan struct{}, cfg.DispatchConcurrency),
 		policies:  make(map[string]cachedPolicy),
 	}
+	s.relay.init()
 	s.setOwner()
 	return s, nil
 }

@@ -70,6 +70,187 @@ type Central interface {
 	// notifications are answered: another site's id maps to StatusUnknown,
 	// exactly as an id nobody knows, so a site learns nothing of the others.
 	Status(ctx context.Context, req StatusRequest) (map[string]Status, error)
+
+	// ReportOperations stores what a site reports of its cached operations:
+	// rows as they are after a change (telemetry), or a page of its change
+	// feed central asked for (req.Feed set). It is idempotent: a row stored
+	// at the same or a newer version is left as it is (see
+	// SiteCallStore.ReportSiteCalls). More than MaxSiteCallReport rows, or
+	// an invalid one, is refused whole with ErrInvalid.
+	ReportOperations(ctx context.Context, req OpReport) error
+
+	// Sync is a site node's standing call to central. It records the
+	// node's health; from the node that leads it also takes the answers to
+	// earlier commands, and it returns what central asks of the site now:
+	// commands to apply and, when central reconciles, the page of the
+	// change feed to send. With nothing to ask it waits up to req.Wait
+	// (at most MaxSyncWait) for something, then answers empty.
+	Sync(ctx context.Context, req SyncRequest) (SyncAnswer, error)
+}
+
+// OpReport is what a site reports of its cached operations.
+type OpReport struct {
+	// Site is the reporting site: the caller's authenticated id, set by the
+	// link (a site never names another).
+	Site string
+	// Ops are the rows as they are now, payloads left out.
+	Ops []Operation
+	// Feed, when set, says Ops are the page of the site's change feed that
+	// central asked for.
+	Feed *FeedPage
+}
+
+// FeedPage places a page of a site's change feed: it was read after From
+// in feed Epoch, and ends at Next. Last says nothing followed it then.
+type FeedPage struct {
+	Epoch string
+	From  string
+	Next  string
+	Last  bool
+}
+
+// MaxSyncWait bounds how long Sync waits for something to ask.
+const MaxSyncWait = 30 * time.Second
+
+// SyncRequest is a site node's Sync.
+type SyncRequest struct {
+	// Site is the caller's authenticated id, set by the link.
+	Site string
+	// Health is the node's health (its Node names it).
+	Health SiteHealth
+	// Leads says the node leads its group: only then does central take its
+	// answers and ask it for commands and feed pages.
+	Leads bool
+	// Answers are the site's answers to commands central sent before.
+	Answers []CommandAnswer
+	// Wait is how long Sync may wait for something to ask.
+	Wait time.Duration
+}
+
+// CommandAnswer is a site's answer to one command: Applied, or Refused
+// with the reason.
+type CommandAnswer struct {
+	ID     string
+	State  SiteCommandState
+	Result string
+}
+
+// SyncAnswer is what central asks of a site.
+type SyncAnswer struct {
+	// Commands are the operators' Retry and Discard commands still to
+	// apply, oldest first. A command comes again until the site answers
+	// it, so applying one must be idempotent.
+	Commands []SiteCommand
+	// Feed, when set, asks for the page of the change feed after
+	// Feed.After in feed Feed.Epoch; a site whose feed has another epoch
+	// sends its feed from the start.
+	Feed *SiteCursor
+}
+
+// SiteCalls is the operators' view of the sites' cached operations and
+// health at central: what the API, the page and the CLI call. core.Service
+// implements it over ports.SiteCallStore. Errors wrap ErrInvalid for bad
+// input and ErrNotFound for an unknown row.
+type SiteCalls interface {
+	// SiteCall returns one mirror row with the commands relayed for it.
+	SiteCall(ctx context.Context, site, id string) (SiteCallDetail, error)
+
+	// QuerySiteCalls returns one page of mirror rows matching f, newest
+	// first.
+	QuerySiteCalls(ctx context.Context, f SiteCallFilter, page PageRequest) (SiteCallPage, error)
+
+	// CountSiteCalls returns how many mirror rows match f.
+	CountSiteCalls(ctx context.Context, f SiteCallFilter) (int64, error)
+
+	// SiteCallKPIs returns the mirror's counts per site (Failed over the
+	// last hour).
+	SiteCallKPIs(ctx context.Context) ([]SiteCallKPI, error)
+
+	// RetrySiteCalls and DiscardSiteCalls relay an operator's Retry or
+	// Discard of the selected Parked rows to their sites as commands, and
+	// mark the rows Requested; the mirror's status changes only when the
+	// site reports. Rows not Parked are refused, each with a reason.
+	RetrySiteCalls(ctx context.Context, a SiteCallAction) (SiteCallActionResult, error)
+	DiscardSiteCalls(ctx context.Context, a SiteCallAction) (SiteCallActionResult, error)
+
+	// Sites returns every site that ever reported, with its nodes' latest
+	// health and its state, sorted by site.
+	Sites(ctx context.Context) ([]SiteView, error)
+}
+
+// SiteCallDetail is one mirror row and its commands, oldest first.
+type SiteCallDetail struct {
+	SiteCall
+	Commands []SiteCommand
+}
+
+// SiteCallAction selects the rows an operator's Retry or Discard acts on:
+// Keys, or the Parked rows matching Filter (All with an empty Filter: every
+// Parked row), at most MaxSiteCallBulk of them. As for notifications, a
+// confirmation pins what the operator counted with Filter.UpdatedTo, the
+// instant the count was shown.
+type SiteCallAction struct {
+	Keys   []SiteCallKey
+	Filter SiteCallFilter
+	All    bool
+	// Actor is the operator, recorded with each command; required.
+	Actor string
+}
+
+// MaxSiteCallBulk bounds the rows one SiteCallAction selects by filter.
+const MaxSiteCallBulk = 10000
+
+// SiteCallKey names one mirror row.
+type SiteCallKey struct {
+	Site string
+	ID   string
+}
+
+// SiteCallActionResult says which rows got a command and which were
+// refused, with why.
+type SiteCallActionResult struct {
+	Requested []SiteCallKey
+	Refused   []SiteCallRefusal
+}
+
+// SiteCallRefusal is one row an action refused.
+type SiteCallRefusal struct {
+	SiteCallKey
+	Reason string
+}
+
+// SiteState is how recently a site's nodes reported.
+type SiteState string
+
+// The states of a site: connected while a node reported within
+// SiteStaleAfter, stale until SiteDisconnectedAfter, disconnected after.
+const (
+	SiteConnected    SiteState = "connected"
+	SiteStale        SiteState = "stale"
+	SiteDisconnected SiteState = "disconnected"
+)
+
+// How long after its nodes' last report a site turns stale, then
+// disconnected. A node reports at least every SiteReportInterval.
+const (
+	SiteReportInterval    = 15 * time.Second
+	SiteStaleAfter        = 45 * time.Second
+	SiteDisconnectedAfter = 3 * time.Minute
+)
+
+// SiteView is one site as an operator sees it at central.
+type SiteView struct {
+	Site  string
+	State SiteState
+	// LastContact is the newest report of any of its nodes.
+	LastContact time.Time
+	// Leader is the node that reported it leads most recently ("" when
+	// none did).
+	Leader string
+	// Nodes are the latest health of each node, sorted by node.
+	Nodes []SiteNodeHealth
+	// Calls are the mirror's counts for the site.
+	Calls SiteCallKPI
 }
 
 // The range of Submission.Priority. Dispatch takes due notifications by

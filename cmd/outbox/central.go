@@ -328,6 +328,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		Clock:     ports.SystemClock{},
 		Logger:    logger,
 		Observer:  delivery,
+		SiteCalls: store.SiteCalls(),
 	})
 	if err != nil {
 		return fmt.Errorf("build outbox: %w", err)
@@ -352,6 +353,7 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		"claim_lease", cc.ClaimLease.String(),
 		"purge_interval", cc.PurgeInterval.String(),
 		"terminal_retention", cc.TerminalRetention.String(),
+		"reconcile_interval", cc.ReconcileInterval.String(),
 		"config_file", opt.configFile,
 	)
 	logger.Info("central started", attrs...)

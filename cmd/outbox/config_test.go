@@ -249,7 +249,7 @@ channels:
 	}
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
-		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes) [FILE:6]`,
+		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes, reconcile_interval) [FILE:6]`,
 		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics, secrets) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,

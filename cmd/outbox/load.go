@@ -108,6 +108,7 @@ var centralSettings = []settings.Setting[Config]{
 	setting("outbox.max_batch", "OUTBOX_MAX_BATCH", "", "most submissions in one site batch", func(c *Config) any { return &c.Outbox.MaxBatch }),
 	setting("outbox.max_subject_bytes", "OUTBOX_MAX_SUBJECT_BYTES", "", "longest subject", func(c *Config) any { return &c.Outbox.MaxSubjectBytes }),
 	setting("outbox.max_body_bytes", "OUTBOX_MAX_BODY_BYTES", "", "longest body", func(c *Config) any { return &c.Outbox.MaxBodyBytes }),
+	setting("outbox.reconcile_interval", "OUTBOX_RECONCILE_INTERVAL", "", "how often central asks each site's leader for the tracking rows changed since its cursor", func(c *Config) any { return &c.Outbox.ReconcileInterval }),
 
 	setting("log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }),
 	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *Config) any { return &c.Log.Format }),

@@ -62,3 +62,38 @@ func TestCoreAsSite(t *testing.T) {
 			Stored: centraltest.FromStore(store), Trusted: svc}
 	})
 }
+
+// siteCaller is core.Service called as an authenticated site, as the site
+// link's server calls it: the request's site is the caller's.
+type siteCaller struct {
+	*core.Service
+	site string
+}
+
+func (c siteCaller) ReportOperations(ctx context.Context, req ports.OpReport) error {
+	req.Site = c.site
+	return c.Service.ReportOperations(ctx, req)
+}
+
+func (c siteCaller) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
+	req.Site = c.site
+	return c.Service.Sync(ctx, req)
+}
+
+// TestCoreSites runs the contract of a site's cached operations on
+// core.Service over memstore's mirror.
+func TestCoreSites(t *testing.T) {
+	centraltest.ExerciseSites(t, func(t *testing.T) centraltest.SitesTarget {
+		store := memstore.New()
+		dir, err := memdir.New(centraltest.Lists, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir,
+			Channels: ports.ChannelMap{}, SiteCalls: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return centraltest.SitesTarget{Central: siteCaller{Service: svc, site: "site-north"}, Site: "site-north", Mirror: store}
+	})
+}
