@@ -611,3 +611,20 @@ func TestSyncFollowerSendsHealthOnly(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkTelemetryEmit measures what telemetry adds to a committed
+// change: queuing the row (the sender is not running; the queue overflows
+// and drops, as with central out of reach).
+func BenchmarkTelemetryEmit(b *testing.B) {
+	s, err := NewSite(SiteConfig{Site: "plant-1"}, SiteDeps{Buffer: membuffer.New("a"), Central: newLinkCentral()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := ports.Operation{ID: "0193a000-0000-7000-8000-000000000001", Kind: ports.OpCall, Target: "erp", Method: "post",
+		Status: ports.OpPending, Version: 1, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s.emit(op)
+		}
+	})
+}
