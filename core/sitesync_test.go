@@ -36,6 +36,10 @@ type linkCentral struct {
 	// all of them).
 	failReports atomic.Int64
 	reportCalls atomic.Int64
+	// failAnswers fails that many more Syncs that carry answers; noWait
+	// answers a leader at once.
+	failAnswers atomic.Int64
+	noWait      atomic.Bool
 }
 
 func newLinkCentral() *linkCentral {
@@ -90,6 +94,9 @@ func (c *linkCentral) signal() {
 }
 
 func (c *linkCentral) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
+	if len(req.Answers) > 0 && c.failAnswers.Add(-1) >= 0 {
+		return ports.SyncAnswer{}, fmt.Errorf("connection reset: %w", ports.ErrUnavailable)
+	}
 	c.mu.Lock()
 	c.syncs = append(c.syncs, req)
 	if req.Leads {
@@ -110,7 +117,7 @@ func (c *linkCentral) Sync(ctx context.Context, req ports.SyncRequest) (ports.Sy
 			ans.Feed = &cur
 		}
 		c.mu.Unlock()
-		if len(ans.Commands) > 0 || ans.Feed != nil || !req.Leads {
+		if len(ans.Commands) > 0 || ans.Feed != nil || !req.Leads || c.noWait.Load() {
 			return ans, nil
 		}
 		select {
@@ -625,6 +632,45 @@ func BenchmarkTelemetryEmit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s.emit(op)
+		}
+	})
+}
+
+// TestSyncKeepsAnswersUntilCentralHasThem: answers whose Sync failed go in
+// the next one, after RetryInterval; and a central that answers a leader's
+// long poll at once does not make it call more than once a second.
+func TestSyncKeepsAnswersUntilCentralHasThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSyncEnv(t, SiteConfig{RetryInterval: 5 * time.Second})
+		p := e.call(t, "plant")
+		e.central.failAnswers.Store(1)
+		e.central.ask(false, ports.SiteCommand{ID: "c1", Site: "plant-1", OperationID: p.ID, Action: ports.SiteDiscard,
+			Actor: "ana", RequestedAt: time.Now()})
+		e.sync(t)
+		synctest.Wait()
+		e.central.mu.Lock()
+		n := len(e.central.answers)
+		e.central.mu.Unlock()
+		if n != 0 || e.site.LinkStats().SyncFailures != 1 {
+			t.Fatalf("%d answers, %d failures", n, e.site.LinkStats().SyncFailures)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		e.central.mu.Lock()
+		got := fmt.Sprint(e.central.answers)
+		e.central.mu.Unlock()
+		if got != "[{c1 Applied }]" {
+			t.Errorf("answers after the retry: %s", got)
+		}
+
+		e.central.noWait.Store(true)
+		e.central.signal() // ends the long poll under way
+		synctest.Wait()
+		before := e.site.LinkStats().Syncs
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := e.site.LinkStats().Syncs - before; n < 59 || n > 61 {
+			t.Errorf("%d Syncs in a minute against a central that does not wait, want 60", n)
 		}
 	})
 }
