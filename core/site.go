@@ -62,6 +62,10 @@ type SiteConfig struct {
 	// OpPurgeInterval is how often the purge of terminal operations runs.
 	// Default 1 h.
 	OpPurgeInterval time.Duration
+	// TelemetryQueue bounds the rows queued for telemetry to central; when
+	// it is full the oldest is dropped (and counted): reconciliation heals
+	// it. Default 10000.
+	TelemetryQueue int
 }
 
 // Defaults of SiteConfig.
@@ -76,6 +80,7 @@ const (
 	DefaultOpBatch           = 100
 	DefaultOpRetention       = 7 * 24 * time.Hour
 	DefaultOpPurgeInterval   = time.Hour
+	DefaultTelemetryQueue    = 10000
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -93,6 +98,7 @@ func (c SiteConfig) WithDefaults() SiteConfig {
 	setInt(&c.MaxOpPayloadBytes, DefaultMaxOpPayloadBytes)
 	setInt(&c.OpConcurrency, DefaultOpConcurrency)
 	setInt(&c.OpBatch, DefaultOpBatch)
+	setInt(&c.TelemetryQueue, DefaultTelemetryQueue)
 	setDur := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
@@ -128,7 +134,7 @@ func (c SiteConfig) Validate() error {
 		v    int
 	}{{"ForwardBatch", c.ForwardBatch}, {"ForwardBatchBytes", c.ForwardBatchBytes}, {"MaxSubjectBytes", c.MaxSubjectBytes},
 		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxStatusIDs", c.MaxStatusIDs}, {"MaxOpPayloadBytes", c.MaxOpPayloadBytes},
-		{"OpConcurrency", c.OpConcurrency}, {"OpBatch", c.OpBatch}} {
+		{"OpConcurrency", c.OpConcurrency}, {"OpBatch", c.OpBatch}, {"TelemetryQueue", c.TelemetryQueue}} {
 		if f.v <= 0 {
 			add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
 		}
@@ -168,7 +174,7 @@ type SiteDeps struct {
 // Site is a site node's domain: it implements the driving ports ports.Site
 // (Send, Status, Health) and ports.Operations (the cached calls and writes)
 // and, in Forward, Redeliver and PurgeOperations, the loops the leader
-// runs. Which node
+// runs, and in Sync the link to central every node runs. Which node
 // leads is not its concern: the buffer refuses writes off the leader, and
 // the wiring runs Forward only while the node leads.
 type Site struct {
@@ -190,6 +196,9 @@ type Site struct {
 	// node; a call with the same id waits for the channel to close.
 	opMu     sync.Mutex
 	inflight map[string]chan struct{}
+
+	// link is the telemetry queue and the Sync loop's state.
+	link *link
 
 	mu          sync.Mutex
 	lastContact time.Time
@@ -235,6 +244,7 @@ func NewSite(cfg SiteConfig, deps SiteDeps) (*Site, error) {
 		wake:     make(chan struct{}, 1),
 		opWake:   make(chan struct{}, 1),
 		inflight: make(map[string]chan struct{}),
+		link:     newLink(),
 	}, nil
 }
 

@@ -75,6 +75,22 @@ func (c *flakyCentral) Status(ctx context.Context, req ports.StatusRequest) (map
 	return c.svc.Status(ctx, req)
 }
 
+func (c *flakyCentral) ReportOperations(ctx context.Context, req ports.OpReport) error {
+	if c.down.Load() {
+		return fmt.Errorf("connection refused: %w", ports.ErrUnavailable)
+	}
+	req.Site = c.site
+	return c.svc.ReportOperations(ctx, req)
+}
+
+func (c *flakyCentral) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
+	if c.down.Load() {
+		return ports.SyncAnswer{}, fmt.Errorf("connection refused: %w", ports.ErrUnavailable)
+	}
+	req.Site = c.site
+	return c.svc.Sync(ctx, req)
+}
+
 func (c *flakyCentral) stored(t *testing.T, id string) bool {
 	t.Helper()
 	_, err := c.store.Get(context.Background(), id)

@@ -262,6 +262,7 @@ func (s *Site) firstAttempt(ctx context.Context, op ports.Operation) (ports.OpOu
 		s.wakeOps()
 	}
 	op.Version = 1 // committed as a new row
+	s.emit(op)
 	return ports.OpOutcome{Operation: op, Answer: answer}, nil
 }
 
@@ -421,5 +422,6 @@ func (s *Site) operatorAction(ctx context.Context, id, verb string, change func(
 		return ports.Operation{}, fmt.Errorf("%s operation %s: it stopped being Parked meanwhile: %w", verb, c, ports.ErrConflict)
 	}
 	next.Version = op.Version + 1
+	s.emit(next)
 	return next, nil
 }

@@ -172,6 +172,10 @@ func (s *Site) redeliverOne(ctx context.Context, op ports.Operation) bool {
 	if err != nil {
 		return false
 	}
+	if applied[0] {
+		next.Version = op.Version + 1
+		s.emit(next)
+	}
 	attrs := []any{"id", op.ID, "kind", op.Kind, "target", op.Summary(), "retries", next.RetryCount}
 	switch {
 	case !applied[0]:
