@@ -40,9 +40,9 @@ const (
 	// leader when central asked nothing: a central that answers a long
 	// poll at once does not make the leader spin.
 	minSyncGap = time.Second
-	// maxSyncCommands bounds the commands applied from one Sync answer;
+	// maxAppliedCommands bounds the commands applied from one Sync answer;
 	// the others come again.
-	maxSyncCommands = 1000
+	maxAppliedCommands = 1000
 	// rememberedCommands bounds the answers kept to commands applied in
 	// this process, so that a command that comes again is answered
 	// without being applied again.
@@ -238,8 +238,8 @@ func (s *Site) syncOnce(ctx context.Context, lead bool, answers []ports.CommandA
 // known now (the store cannot commit: leadership lost) gets no answer and
 // comes again.
 func (s *Site) applyCommands(ctx context.Context, cmds []ports.SiteCommand) []ports.CommandAnswer {
-	if len(cmds) > maxSyncCommands {
-		cmds = cmds[:maxSyncCommands]
+	if len(cmds) > maxAppliedCommands {
+		cmds = cmds[:maxAppliedCommands]
 	}
 	var out []ports.CommandAnswer
 	for _, c := range cmds {
@@ -381,9 +381,6 @@ func (s *Site) readFeed(ctx context.Context, cur ports.SiteCursor) (ports.OpChan
 		return ports.OpChanges{}, "", nil
 	}
 	after := cur.After
-	if cur.Epoch == "" {
-		after = ""
-	}
 	page, err := s.ops.Changes(ctx, after, feedPageSize)
 	if after != "" && (errors.Is(err, ports.ErrInvalid) || err == nil && page.Epoch != cur.Epoch) {
 		// Another feed than central's cursor: from the start.
