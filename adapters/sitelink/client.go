@@ -113,10 +113,12 @@ const resolverScheme = "outbox-central"
 // one connected address and moves on only when that connection fails. And
 // a call that fails UNAVAILABLE — its central died under it, or refused the
 // connection — is sent again by grpc, up to twice, after 100 ms and then
-// up to 400 ms, to whichever central answers then: both calls are
-// idempotent (Submit is insert-if-not-exists on the id, Status reads), so a
-// batch cut in flight reaches the next central at once instead of after the
-// forwarder's retry interval. Other codes (a refused credential, a quota,
+// up to 400 ms, to whichever central answers then: every call is
+// idempotent (Submit is insert-if-not-exists on the id, Status reads, a
+// report keeps each row's newest version, a Sync records the health again
+// and its answers to finished commands are ignored), so a batch or a long
+// poll cut in flight reaches the next central at once instead of after the
+// caller's retry interval. Other codes (a refused credential, a quota,
 // an invalid batch) are never repeated here.
 const serviceConfig = `{
 	"loadBalancingConfig": [{"pick_first": {}}],

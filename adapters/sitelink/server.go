@@ -803,10 +803,12 @@ func (h *service) Sync(ctx context.Context, req *pb.SyncRequest) (*pb.SyncRespon
 	defer cancel()
 	defer context.AfterFunc(h.s.stopping, cancel)()
 	ans, err := h.s.central.Sync(callCtx, sreq)
+	if ctx.Err() == nil && h.s.stopping.Err() != nil && (err != nil || len(ans.Commands) == 0 && ans.Feed == nil) {
+		// Cut short by Stop (the Central may answer that empty or with
+		// an error): the client repeats it at another central.
+		return nil, status.Error(codes.Unavailable, "central is stopping")
+	}
 	if err != nil {
-		if ctx.Err() == nil && h.s.stopping.Err() != nil {
-			return nil, status.Error(codes.Unavailable, "central is stopping")
-		}
 		return nil, h.s.toStatus(ctx, err, "sync", "site", site, "node", clip(sreq.Health.Node), "answers", len(sreq.Answers))
 	}
 	return syncAnswerToPB(ans), nil
