@@ -78,7 +78,9 @@ func TestGarbageWithoutCredentialsIsUnauthenticated(t *testing.T) {
 	srv, addr := startServer(t, ServerConfig{Central: central, Sites: tokenSites})
 	conn := rawConn(t, addr)
 	garbage := []byte("\xff\xff\xff\xff\x0fnot a protobuf message at all \x00\x01")
-	for _, method := range []string{"/outbox.link.v1.Central/Submit", "/outbox.link.v1.Central/Status", "/outbox.link.v1.Central/Nope"} {
+	methods := []string{"/outbox.link.v1.Central/Submit", "/outbox.link.v1.Central/Status",
+		"/outbox.link.v1.Central/ReportOperations", "/outbox.link.v1.Central/Sync", "/outbox.link.v1.Central/Nope"}
+	for _, method := range methods {
 		for _, md := range []metadata.MD{nil, metadata.Pairs("authorization", "Bearer tok-A-wrong-guess")} {
 			callCtx := metadata.NewOutgoingContext(ctx(t), md)
 			err := invokeRaw(callCtx, conn, method, garbage)
@@ -90,11 +92,11 @@ func TestGarbageWithoutCredentialsIsUnauthenticated(t *testing.T) {
 			}
 		}
 	}
-	if n, m := central.submits.Load(), central.statuses.Load(); n != 0 || m != 0 {
-		t.Errorf("the Central was called (%d submits, %d statuses)", n, m)
+	if n := central.submits.Load() + central.statuses.Load() + central.reports.Load() + central.syncs.Load(); n != 0 {
+		t.Errorf("the Central was called %d times", n)
 	}
-	if got := refusalCount(srv); got != 6 {
-		t.Errorf("%d refusals counted, want 6", got)
+	if got, want := refusalCount(srv), 2*len(methods); got != want {
+		t.Errorf("%d refusals counted, want %d", got, want)
 	}
 }
 

@@ -113,10 +113,12 @@ const resolverScheme = "outbox-central"
 // one connected address and moves on only when that connection fails. And
 // a call that fails UNAVAILABLE — its central died under it, or refused the
 // connection — is sent again by grpc, up to twice, after 100 ms and then
-// up to 400 ms, to whichever central answers then: both calls are
-// idempotent (Submit is insert-if-not-exists on the id, Status reads), so a
-// batch cut in flight reaches the next central at once instead of after the
-// forwarder's retry interval. Other codes (a refused credential, a quota,
+// up to 400 ms, to whichever central answers then: every call is
+// idempotent (Submit is insert-if-not-exists on the id, Status reads, a
+// report keeps each row's newest version, a Sync records the health again
+// and its answers to finished commands are ignored), so a batch or a long
+// poll cut in flight reaches the next central at once instead of after the
+// caller's retry interval. Other codes (a refused credential, a quota,
 // an invalid batch) are never repeated here.
 const serviceConfig = `{
 	"loadBalancingConfig": [{"pick_first": {}}],
@@ -321,6 +323,47 @@ func (c *Client) Status(ctx context.Context, sreq ports.StatusRequest) (map[stri
 		}
 	}
 	return out, nil
+}
+
+// ReportOperations implements ports.Central. req.Site is not sent: central
+// takes the site from the credentials. A report cut by a central's death
+// is sent again to the next (reports are idempotent).
+func (c *Client) ReportOperations(ctx context.Context, req ports.OpReport) error {
+	op := fmt.Sprintf("report %d operations", len(req.Ops))
+	if req.Feed != nil {
+		op = fmt.Sprintf("report a feed page of %d operations", len(req.Ops))
+	}
+	var p peer.Peer
+	if _, err := c.rpc.ReportOperations(ctx, opReportToPB(req), grpc.Peer(&p)); err != nil {
+		return c.callError(ctx, c.name(&p), op, err)
+	}
+	c.answered(&p)
+	return nil
+}
+
+// syncSlack is how long past its wait the client gives a Sync whose
+// context has no deadline, before it ends the call as unanswered.
+const syncSlack = 30 * time.Second
+
+// Sync implements ports.Central. req.Site and req.Health.Site are not
+// sent: central takes the site from the credentials. A Sync whose context
+// has no deadline gets one, its wait (at most ports.MaxSyncWait) plus
+// syncSlack. A Sync cut by a central's death is sent again to the next
+// central (a repeated Sync is harmless: central records the health again
+// and the commands come again until answered).
+func (c *Client) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, min(max(req.Wait, 0), ports.MaxSyncWait)+syncSlack)
+		defer cancel()
+	}
+	var p peer.Peer
+	resp, err := c.rpc.Sync(ctx, syncRequestToPB(req), grpc.Peer(&p))
+	if err != nil {
+		return ports.SyncAnswer{}, c.callError(ctx, c.name(&p), fmt.Sprintf("sync with %d answers", len(req.Answers)), err)
+	}
+	c.answered(&p)
+	return syncAnswerFromPB(resp), nil
 }
 
 // callError maps a failed call's gRPC status back to the port's errors,

@@ -1,6 +1,7 @@
 package sitelink
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -136,4 +137,152 @@ func microsFromPB(us int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMicro(us).UTC()
+}
+
+// opReportToPB is the wire form of a report; r.Site is not sent, nor any
+// payload.
+func opReportToPB(r ports.OpReport) *pb.ReportOperationsRequest {
+	out := &pb.ReportOperationsRequest{Ops: make([]*pb.Operation, len(r.Ops))}
+	for i, op := range r.Ops {
+		out.Ops[i] = &pb.Operation{
+			Id:                      []byte(op.ID),
+			Kind:                    []byte(op.Kind),
+			Target:                  []byte(op.Target),
+			Method:                  []byte(op.Method),
+			Status:                  []byte(op.Status),
+			RetryCount:              int64(op.RetryCount),
+			LastError:               []byte(op.LastError),
+			NextAttemptAtUnixMicros: microsToPB(op.NextAttemptAt),
+			SourceInstance:          []byte(op.SourceInstance),
+			SourceScript:            []byte(op.SourceScript),
+			ExecutionId:             []byte(op.ExecutionID),
+			ParentExecutionId:       []byte(op.ParentExecutionID),
+			CreatedAtUnixMicros:     microsToPB(op.CreatedAt),
+			UpdatedAtUnixMicros:     microsToPB(op.UpdatedAt),
+			TerminalAtUnixMicros:    microsToPB(op.TerminalAt),
+			Version:                 op.Version,
+		}
+	}
+	if f := r.Feed; f != nil {
+		out.Feed = &pb.FeedPage{Epoch: []byte(f.Epoch), From: []byte(f.From), Next: []byte(f.Next), Last: f.Last}
+	}
+	return out
+}
+
+// opReportFromPB is the report of site, the authenticated caller. A retry
+// count beyond int's range is clamped (central's validation judges it).
+func opReportFromPB(site string, req *pb.ReportOperationsRequest) ports.OpReport {
+	out := ports.OpReport{Site: site, Ops: make([]ports.Operation, len(req.GetOps()))}
+	for i, op := range req.GetOps() {
+		out.Ops[i] = ports.Operation{
+			ID:                string(op.GetId()),
+			Kind:              ports.OpKind(op.GetKind()),
+			Target:            string(op.GetTarget()),
+			Method:            string(op.GetMethod()),
+			Status:            ports.OpStatus(op.GetStatus()),
+			RetryCount:        int(min(max(op.GetRetryCount(), math.MinInt32), math.MaxInt32)),
+			LastError:         string(op.GetLastError()),
+			NextAttemptAt:     microsFromPB(op.GetNextAttemptAtUnixMicros()),
+			SourceInstance:    string(op.GetSourceInstance()),
+			SourceScript:      string(op.GetSourceScript()),
+			ExecutionID:       string(op.GetExecutionId()),
+			ParentExecutionID: string(op.GetParentExecutionId()),
+			CreatedAt:         microsFromPB(op.GetCreatedAtUnixMicros()),
+			UpdatedAt:         microsFromPB(op.GetUpdatedAtUnixMicros()),
+			TerminalAt:        microsFromPB(op.GetTerminalAtUnixMicros()),
+			Version:           op.GetVersion(),
+		}
+	}
+	if f := req.GetFeed(); f != nil {
+		out.Feed = &ports.FeedPage{Epoch: string(f.GetEpoch()), From: string(f.GetFrom()),
+			Next: string(f.GetNext()), Last: f.GetLast()}
+	}
+	return out
+}
+
+// syncRequestToPB is the wire form of a Sync; the site is not sent (nor
+// Health.Site), and the wait travels in milliseconds.
+func syncRequestToPB(r ports.SyncRequest) *pb.SyncRequest {
+	h := r.Health
+	out := &pb.SyncRequest{
+		Health: &pb.SiteHealth{
+			Node:                         []byte(h.Node),
+			Backlog:                      h.Backlog,
+			OldestEnqueuedAtUnixMicros:   microsToPB(h.OldestEnqueuedAt),
+			Replica:                      &pb.Replica{Node: []byte(h.Replica.Node), Role: []byte(h.Replica.Role), Term: h.Replica.Term, Leader: []byte(h.Replica.Leader)},
+			LastCentralContactUnixMicros: microsToPB(h.LastCentralContact),
+			LastCentralError:             []byte(h.LastCentralError),
+		},
+		Leads:      r.Leads,
+		WaitMillis: r.Wait.Milliseconds(),
+	}
+	for _, k := range h.Operations {
+		out.Health.Operations = append(out.Health.Operations, &pb.OpKindStats{Kind: []byte(k.Kind), Backlog: k.Backlog,
+			Parked: k.Parked, OldestBufferedAtUnixMicros: microsToPB(k.OldestBufferedAt), Terminal: k.Terminal})
+	}
+	for _, a := range r.Answers {
+		out.Answers = append(out.Answers, &pb.CommandAnswer{Id: []byte(a.ID), State: []byte(a.State), Result: []byte(a.Result)})
+	}
+	return out
+}
+
+// syncRequestFromPB is the Sync of site, the authenticated caller: the
+// site and the health's site are the caller's, whatever the message says.
+// The wait is not bounded here (the server caps it).
+func syncRequestFromPB(site string, req *pb.SyncRequest) ports.SyncRequest {
+	h, rep := req.GetHealth(), req.GetHealth().GetReplica()
+	out := ports.SyncRequest{
+		Site: site,
+		Health: ports.SiteHealth{
+			Site:             site,
+			Node:             string(h.GetNode()),
+			Backlog:          h.GetBacklog(),
+			OldestEnqueuedAt: microsFromPB(h.GetOldestEnqueuedAtUnixMicros()),
+			Replica: ports.ReplicaState{Node: string(rep.GetNode()), Role: ports.Role(rep.GetRole()),
+				Term: rep.GetTerm(), Leader: string(rep.GetLeader())},
+			LastCentralContact: microsFromPB(h.GetLastCentralContactUnixMicros()),
+			LastCentralError:   string(h.GetLastCentralError()),
+		},
+		Leads: req.GetLeads(),
+		Wait:  time.Duration(min(max(req.GetWaitMillis(), 0), math.MaxInt64/int64(time.Millisecond))) * time.Millisecond,
+	}
+	for _, k := range h.GetOperations() {
+		out.Health.Operations = append(out.Health.Operations, ports.OpKindStats{Kind: ports.OpKind(k.GetKind()),
+			Backlog: k.GetBacklog(), Parked: k.GetParked(),
+			OldestBufferedAt: microsFromPB(k.GetOldestBufferedAtUnixMicros()), Terminal: k.GetTerminal()})
+	}
+	for _, a := range req.GetAnswers() {
+		out.Answers = append(out.Answers, ports.CommandAnswer{ID: string(a.GetId()),
+			State: ports.SiteCommandState(a.GetState()), Result: string(a.GetResult())})
+	}
+	return out
+}
+
+// syncAnswerToPB is the wire form of central's answer.
+func syncAnswerToPB(a ports.SyncAnswer) *pb.SyncResponse {
+	out := &pb.SyncResponse{}
+	for _, c := range a.Commands {
+		out.Commands = append(out.Commands, &pb.SiteCommand{Id: []byte(c.ID), Site: []byte(c.Site),
+			OperationId: []byte(c.OperationID), Action: []byte(c.Action), Actor: []byte(c.Actor),
+			RequestedAtUnixMicros: microsToPB(c.RequestedAt)})
+	}
+	if f := a.Feed; f != nil {
+		out.Feed = &pb.SiteCursor{Epoch: []byte(f.Epoch), After: []byte(f.After)}
+	}
+	return out
+}
+
+// syncAnswerFromPB is central's answer; every command is Requested.
+func syncAnswerFromPB(r *pb.SyncResponse) ports.SyncAnswer {
+	var out ports.SyncAnswer
+	for _, c := range r.GetCommands() {
+		out.Commands = append(out.Commands, ports.SiteCommand{ID: string(c.GetId()), Site: string(c.GetSite()),
+			OperationID: string(c.GetOperationId()), Action: ports.SiteCommandAction(c.GetAction()),
+			Actor: string(c.GetActor()), RequestedAt: microsFromPB(c.GetRequestedAtUnixMicros()),
+			State: ports.CommandRequested})
+	}
+	if f := r.GetFeed(); f != nil {
+		out.Feed = &ports.SiteCursor{Epoch: string(f.GetEpoch()), After: string(f.GetAfter())}
+	}
+	return out
 }

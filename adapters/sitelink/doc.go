@@ -1,5 +1,6 @@
 // Package sitelink is the link between the sites and central: a gRPC service
-// with two calls, Submit(batch) and Status(ids), that central serves
+// with four calls, Submit(batch), Status(ids), ReportOperations(rows) and
+// Sync(health), that central serves
 // ([Server], over a [ports.Central], in practice core.Service) and that a
 // site's forwarder calls through [Client], which implements [ports.Central]
 // itself, so the forwarder cannot tell central in process from central over
@@ -26,10 +27,28 @@
 // "site_link"): each is counted in outbox_refusals_total{reason}, and at most
 // one line per caller address (or site) per minute is logged, with the
 // number of refusals it stands for, never a token. The authenticated site id
-// becomes [ports.SubmitRequest.Site] and [ports.StatusRequest.Site], so
-// central rejects every row whose SourceSite is another site's and answers a
-// site's Status for its own notifications only. The Site a client puts in
-// its request is never sent.
+// becomes [ports.SubmitRequest.Site], [ports.StatusRequest.Site],
+// [ports.OpReport.Site], [ports.SyncRequest.Site] and the Sync's
+// Health.Site, so central rejects every row whose SourceSite is another
+// site's, answers a site's Status for its own notifications only, and files
+// reports and health under the caller. The Site a client puts in its request
+// is never sent.
+//
+// # Telemetry and the long poll
+//
+// ReportOperations carries a site's tracking rows, never their payload, and
+// the place of a change-feed page. A report of more than
+// [ports.MaxSiteCallReport] rows is refused with InvalidArgument before the
+// Central is called. Sync is a long poll: the wait a node asks for is capped
+// at [ports.MaxSyncWait] and ends syncAnswerMargin (2 s) before the call's
+// timeout (Limits.CallTimeout) and the caller's deadline, so the poll
+// answers before either ends it. A site's Syncs in progress count among its
+// calls (Limits.MaxCallsPerSite) and at most Limits.MaxSyncsPerSite of them
+// run at once, so that a site's long polls never take the slots of its
+// Submits; the one past the bound is refused on its headers with
+// ResourceExhausted and a retry delay. Stop ends the Syncs still waiting at
+// once with Unavailable, and the client sends a Sync cut by a central's
+// stop or death again to the next central.
 //
 // Without TLS (ServerConfig.TLS nil) the link runs in plaintext, for loopback
 // and development only; the server logs a warning, and the client refuses to
@@ -43,7 +62,8 @@
 // keepalive pings, streams per connection and the size of one message
 // (Limits.GRPC, Limits.Conns; DefaultMaxRecvMsgBytes fits the forwarder's
 // largest batch). Once the site is known: its calls in progress
-// (Limits.MaxCallsPerSite) and its ingest quota (Limits.Quota: rows and bytes per second,
+// (Limits.MaxCallsPerSite, of which Limits.MaxSyncsPerSite long polls), the
+// time of each call (Limits.CallTimeout) and its ingest quota (Limits.Quota: rows and bytes per second,
 // token buckets). A site over either is refused with ResourceExhausted and a
 // google.rpc.RetryInfo delay, on the headers when its bucket is already
 // empty, otherwise after decoding and before the Central is called: nothing
@@ -79,8 +99,10 @@
 // central closed it or died, or keepalive pings went unanswered — the next
 // call connects again from the first address and goes to the first central
 // that answers: a refused connection moves on at once, one that does not
-// answer after 250 ms (Happy Eyeballs). Submit and Status are both safe to
-// repeat (ingest is insert-if-not-exists on the id), so a call cut by a
+// answer after 250 ms (Happy Eyeballs). Every call is safe to repeat
+// (ingest is insert-if-not-exists on the id, a report keeps the newest
+// version of each row, a Sync records the health again and commands come
+// again until answered), so a call cut by a
 // failure is sent again, by the forwarder, to whichever central answers. With
 // TLS each central's certificate is verified against the host of its own
 // address (or tls.Config.ServerName, when set, for all); a token in clear

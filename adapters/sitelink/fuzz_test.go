@@ -148,3 +148,112 @@ func FuzzAuthorization(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReportOperations feeds any bytes through what a ReportOperations
+// from an authenticated site goes through before central: protobuf
+// decoding and the conversion to ports types. The report is always the
+// calling site's, never carries a payload, keeps every row, and converts
+// back to the same wire form (a retry count outside int32 aside, which is
+// clamped); central's row validation never panics on it.
+func FuzzReportOperations(f *testing.F) {
+	op := newOperation()
+	seed, _ := proto.Marshal(opReportToPB(ports.OpReport{Ops: []ports.Operation{op}, Feed: &ports.FeedPage{Epoch: "e", Next: "1"}}))
+	f.Add(seed)
+	op.ID, op.Status, op.LastError, op.RetryCount = "x\xff", "Nope", "caf\xe9", -1
+	seed, _ = proto.Marshal(opReportToPB(ports.OpReport{Ops: []ports.Operation{op, {}}}))
+	f.Add(seed)
+	f.Add([]byte{})
+	f.Add([]byte("\x0a\x00\x12\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req pb.ReportOperationsRequest
+		if err := proto.Unmarshal(data, &req); err != nil {
+			return // gRPC answers a decoding error itself
+		}
+		rep := opReportFromPB("site-a", &req)
+		if rep.Site != "site-a" || len(rep.Ops) != len(req.GetOps()) || (rep.Feed == nil) != (req.GetFeed() == nil) {
+			t.Fatalf("report %+v from request %v", rep, &req)
+		}
+		for i, op := range rep.Ops {
+			if op.Payload.Params != nil || op.Payload.SQL != "" || op.Payload.Args != nil {
+				t.Fatalf("row %d carries a payload", i)
+			}
+			if err := ports.ValidateSiteCallReport(op); err != nil && !errors.Is(err, ports.ErrInvalid) {
+				t.Fatalf("row %d: %v, want nil or ErrInvalid", i, err)
+			}
+			if rc := req.GetOps()[i].GetRetryCount(); rc == int64(int32(rc)) && int64(op.RetryCount) != rc {
+				t.Fatalf("row %d: retry count %d became %d", i, rc, op.RetryCount)
+			}
+		}
+		back := opReportToPB(rep)
+		for i, o := range back.GetOps() {
+			o.RetryCount = req.GetOps()[i].GetRetryCount()
+		}
+		if !proto.Equal(normalReport(back), normalReport(&req)) {
+			t.Fatalf("round trip: %v became %v", &req, back)
+		}
+	})
+}
+
+// normalReport drops what does not survive a conversion: unknown fields,
+// and empty texts versus absent ones.
+func normalReport(r *pb.ReportOperationsRequest) *pb.ReportOperationsRequest {
+	out := proto.Clone(r).(*pb.ReportOperationsRequest)
+	out.ProtoReflect().SetUnknown(nil)
+	for _, o := range out.GetOps() {
+		o.ProtoReflect().SetUnknown(nil)
+	}
+	if out.GetFeed() != nil {
+		out.Feed.ProtoReflect().SetUnknown(nil)
+	}
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(out)
+	var n pb.ReportOperationsRequest
+	_ = proto.Unmarshal(b, &n)
+	return &n
+}
+
+// FuzzSync feeds any bytes through what a Sync from an authenticated site
+// goes through before central: decoding, the conversion (the site, and
+// the health's site, are always the caller's; the wait is never negative;
+// every answer is kept), central's health validation, the server's bound
+// on the wait, and the encoding of an answer.
+func FuzzSync(f *testing.F) {
+	seed, _ := proto.Marshal(syncRequestToPB(ports.SyncRequest{Health: ports.SiteHealth{Node: "n1", Backlog: 3,
+		Operations: []ports.OpKindStats{{Kind: ports.OpCall, Parked: 1}}}, Leads: true, Wait: ports.MaxSyncWait,
+		Answers: []ports.CommandAnswer{{ID: "c1", State: ports.CommandRefused, Result: "no"}}}))
+	f.Add(seed)
+	seed, _ = proto.Marshal(&pb.SyncRequest{WaitMillis: -1 << 62, Health: &pb.SiteHealth{Node: []byte("\xff"), Backlog: -5}})
+	f.Add(seed)
+	seed, _ = proto.Marshal(&pb.SyncRequest{WaitMillis: 1 << 62})
+	f.Add(seed)
+	f.Add([]byte{})
+	srv, err := NewServer(ServerConfig{Central: &mirror{}, Sites: tokenSites})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req pb.SyncRequest
+		if err := proto.Unmarshal(data, &req); err != nil {
+			return
+		}
+		sreq := syncRequestFromPB("site-a", &req)
+		if sreq.Site != "site-a" || sreq.Health.Site != "site-a" {
+			t.Fatalf("a Sync of site-a became one of %q (health of %q)", sreq.Site, sreq.Health.Site)
+		}
+		if sreq.Wait < 0 || len(sreq.Answers) != len(req.GetAnswers()) || len(sreq.Health.Operations) != len(req.GetHealth().GetOperations()) {
+			t.Fatalf("Sync %+v from request %v", sreq, &req)
+		}
+		if w := srv.syncWait(t.Context(), sreq.Wait); w < 0 || w > ports.MaxSyncWait {
+			t.Fatalf("wait %s bounded to %s", sreq.Wait, w)
+		}
+		if err := ports.ValidateSiteHealth(sreq.Health); err != nil && !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("ValidateSiteHealth: %v, want nil or ErrInvalid", err)
+		}
+		ans := ports.SyncAnswer{Feed: &ports.SiteCursor{Epoch: string(req.GetHealth().GetNode())}}
+		for _, a := range sreq.Answers {
+			ans.Commands = append(ans.Commands, ports.SiteCommand{ID: a.ID, Result: a.Result, Action: ports.SiteCommandAction(a.State)})
+		}
+		if _, err := proto.Marshal(syncAnswerToPB(ans)); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
+		}
+	})
+}

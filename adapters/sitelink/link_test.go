@@ -134,7 +134,17 @@ func dial(t testing.TB, cfg ClientConfig) *Client {
 // spy is a ports.Central that counts the calls that reach it.
 type spy struct {
 	ports.Central
-	submits, statuses atomic.Int64
+	submits, statuses, reports, syncs atomic.Int64
+}
+
+func (s *spy) ReportOperations(ctx context.Context, req ports.OpReport) error {
+	s.reports.Add(1)
+	return s.Central.ReportOperations(ctx, req)
+}
+
+func (s *spy) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
+	s.syncs.Add(1)
+	return s.Central.Sync(ctx, req)
 }
 
 func (s *spy) Submit(ctx context.Context, req ports.SubmitRequest) (ports.SubmitResult, error) {
@@ -384,6 +394,12 @@ func (s scripted) Status(context.Context, ports.StatusRequest) (map[string]ports
 	return nil, s.err
 }
 
+func (s scripted) ReportOperations(context.Context, ports.OpReport) error { return s.err }
+
+func (s scripted) Sync(context.Context, ports.SyncRequest) (ports.SyncAnswer, error) {
+	return ports.SyncAnswer{}, s.err
+}
+
 // TestErrorMapping checks the mapping of the port's errors to gRPC codes and
 // back, and that a failure of central's store crosses the link with no detail.
 func TestErrorMapping(t *testing.T) {
@@ -411,7 +427,10 @@ func TestErrorMapping(t *testing.T) {
 			c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
 			_, subErr := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})
 			_, stErr := c.Status(ctx(t), ports.StatusRequest{IDs: []string{uuid.NewString()}})
-			for call, err := range map[string]error{"submit 1 notifications": subErr, "status of 1 ids": stErr} {
+			repErr := c.ReportOperations(ctx(t), ports.OpReport{Ops: []ports.Operation{newOperation()}})
+			_, syncErr := c.Sync(ctx(t), ports.SyncRequest{Health: ports.SiteHealth{Node: "n1"}})
+			for call, err := range map[string]error{"submit 1 notifications": subErr, "status of 1 ids": stErr,
+				"report 1 operations": repErr, "sync with 0 answers": syncErr} {
 				if !errors.Is(err, tc.want) {
 					t.Errorf("%s: err = %v, want one wrapping %v", call, err, tc.want)
 					continue
@@ -477,6 +496,12 @@ func (b *blocking) Submit(ctx context.Context, req ports.SubmitRequest) (ports.S
 
 func (b *blocking) Status(context.Context, ports.StatusRequest) (map[string]ports.Status, error) {
 	return map[string]ports.Status{}, nil
+}
+
+func (b *blocking) ReportOperations(context.Context, ports.OpReport) error { return nil }
+
+func (b *blocking) Sync(context.Context, ports.SyncRequest) (ports.SyncAnswer, error) {
+	return ports.SyncAnswer{}, nil
 }
 
 // TestCallerGivesUp: a call whose deadline passes is ErrUnavailable and
@@ -705,6 +730,8 @@ func TestServerConfigValidate(t *testing.T) {
 		{"NegativeMaxRecv", func(c *ServerConfig) { c.Limits.GRPC.MaxRecvMsgBytes = -1 }, "MaxRecvMsgBytes"},
 		{"NegativeQuota", func(c *ServerConfig) { c.Limits.Quota.RowsPerSecond = -1 }, "Quota.RowsPerSecond"},
 		{"NegativeCalls", func(c *ServerConfig) { c.Limits.MaxCallsPerSite = -1 }, "MaxCallsPerSite"},
+		{"SyncsFillEverySlot", func(c *ServerConfig) { c.Limits.MaxCallsPerSite, c.Limits.MaxSyncsPerSite = 4, 4 }, "MaxSyncsPerSite"},
+		{"ShortCallTimeout", func(c *ServerConfig) { c.Limits.CallTimeout = time.Second }, "CallTimeout"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

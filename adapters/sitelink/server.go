@@ -39,9 +39,13 @@ const (
 	// bytes a row.
 	DefaultMaxRecvMsgBytes = 6 << 20
 	// DefaultMaxCallsPerSite bounds one site's calls in progress at once: a
-	// site's forwarder makes one Submit at a time, its nodes a few Status
-	// calls.
-	DefaultMaxCallsPerSite = 8
+	// site's forwarder makes one Submit at a time, its leader one
+	// ReportOperations at a time, each of its nodes one Sync (a long poll)
+	// and a few Status calls.
+	DefaultMaxCallsPerSite = 16
+	// DefaultCallTimeout bounds one call at the server: past it the call's
+	// context ends (a Sync waits well below it).
+	DefaultCallTimeout = time.Minute
 	// DefaultConnsPerAddress and DefaultConnsTotal bound the connections
 	// open at once from one client address and in all. A site node keeps
 	// one connection; 32 lets a dozen sites share one NAT address.
@@ -102,7 +106,21 @@ type Limits struct {
 	// past it is refused with ResourceExhausted before its message is read.
 	// Default DefaultMaxCallsPerSite.
 	MaxCallsPerSite int
+	// MaxSyncsPerSite bounds one site's Syncs in progress at once: the
+	// long polls, which count among its MaxCallsPerSite too but may hold
+	// at most this many of them, so that a site's Submits always find a
+	// slot. It must be below MaxCallsPerSite; default half of it (a site
+	// of up to eight nodes, each holding one Sync).
+	MaxSyncsPerSite int
+	// CallTimeout bounds one call at the server (default
+	// DefaultCallTimeout, at least minCallTimeout); a Sync's wait ends
+	// syncAnswerMargin before it.
+	CallTimeout time.Duration
 }
+
+// minCallTimeout is the least CallTimeout Validate accepts: a Sync must
+// be able to wait a little.
+const minCallTimeout = 5 * time.Second
 
 // MaxRecvMsgBytesLimit is the largest GRPC.MaxRecvMsgBytes Validate
 // accepts: a request is held in memory whole while it is decoded.
@@ -129,6 +147,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxCallsPerSite == 0 {
 		l.MaxCallsPerSite = DefaultMaxCallsPerSite
 	}
+	if l.MaxSyncsPerSite == 0 {
+		l.MaxSyncsPerSite = max(l.MaxCallsPerSite/2, 1)
+	}
+	if l.CallTimeout == 0 {
+		l.CallTimeout = DefaultCallTimeout
+	}
 	return l
 }
 
@@ -145,10 +169,18 @@ func (l Limits) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Conns.PerAddress", l.Conns.PerAddress}, {"Conns.Total", l.Conns.Total}, {"MaxCallsPerSite", l.MaxCallsPerSite}} {
+	}{{"Conns.PerAddress", l.Conns.PerAddress}, {"Conns.Total", l.Conns.Total}, {"MaxCallsPerSite", l.MaxCallsPerSite},
+		{"MaxSyncsPerSite", l.MaxSyncsPerSite}} {
 		if f.v <= 0 {
 			fe.Add(f.name, "must be positive, got %d (leave it out for the default)", f.v)
 		}
+	}
+	if l.MaxSyncsPerSite > 0 && l.MaxCallsPerSite > 0 && l.MaxSyncsPerSite >= l.MaxCallsPerSite {
+		fe.Add("MaxSyncsPerSite", "must be below MaxCallsPerSite (%d), so that a site's long polls leave it a slot for its other calls, got %d",
+			l.MaxCallsPerSite, l.MaxSyncsPerSite)
+	}
+	if l.CallTimeout < minCallTimeout {
+		fe.Add("CallTimeout", "must be at least %s, got %s (leave it out for the default)", minCallTimeout, l.CallTimeout)
 	}
 	if l.Conns.PerAddress > 0 && l.Conns.Total > 0 {
 		fe.Nest("Conns", l.Conns.Validate())
@@ -259,6 +291,13 @@ type Server struct {
 	conns     guard.ConnLimits
 	quota     *quota
 	calls     *callSlots
+	syncs     *callSlots
+	// callTimeout bounds each call (Limits.CallTimeout).
+	callTimeout time.Duration
+	// stopping ends when Stop begins: the Syncs waiting then end at once
+	// (Unavailable), so that their sites move to another central.
+	stopping    context.Context
+	stopWaiting context.CancelFunc
 	// stopped is set by Stop: a Serve that finds the server stopped
 	// returns nil.
 	stopped atomic.Bool
@@ -293,8 +332,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		conns:     cfg.Limits.Conns,
 		quota:     newQuota(cfg.Limits.Quota, cfg.Limits.GRPC.MaxRecvMsgBytes),
 		calls:     &callSlots{max: cfg.Limits.MaxCallsPerSite, busy: make(map[string]int)},
+		syncs:     &callSlots{max: cfg.Limits.MaxSyncsPerSite, busy: make(map[string]int)},
 		grace:     stopGrace,
+
+		callTimeout: cfg.Limits.CallTimeout,
 	}
+	s.stopping, s.stopWaiting = context.WithCancel(context.Background())
 	for _, site := range cfg.Sites {
 		s.sites[site.ID] = true
 		if site.Token != "" {
@@ -360,6 +403,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // stopped.
 func (s *Server) Stop() {
 	s.stopped.Store(true)
+	s.stopWaiting()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -388,7 +432,15 @@ const (
 	reasonDisagree      = "certificate and token disagree"
 	reasonOverQuota     = "over quota"
 	reasonTooManyCalls  = "too many calls"
+	reasonTooManySyncs  = "too many syncs"
 )
+
+// methodSync is the full name of the Sync call, the link's long poll.
+const methodSync = "/outbox.link.v1.Central/Sync"
+
+// syncRetryWait is the wait a Sync refused for the site's Syncs in
+// progress asks for.
+const syncRetryWait = 5 * time.Second
 
 // tap runs on a new call's headers, before its message is read: it refuses
 // a caller that does not prove it is a known site (Unauthenticated), a site
@@ -408,6 +460,14 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	if !s.calls.acquire(site) {
 		s.refusals.Refuse("site:"+site, reasonTooManyCalls, "site", site, "method", info.FullMethodName)
 		return nil, retryLater(time.Second, fmt.Sprintf("resource exhausted: site %s has %d calls in progress already", site, s.calls.max))
+	}
+	if info.FullMethodName == methodSync {
+		if !s.syncs.acquire(site) {
+			s.calls.release(site)
+			s.refusals.Refuse("site:"+site, reasonTooManySyncs, "site", site, "method", info.FullMethodName)
+			return nil, retryLater(syncRetryWait, fmt.Sprintf("resource exhausted: site %s has %d syncs in progress already", site, s.syncs.max))
+		}
+		context.AfterFunc(ctx, func() { s.syncs.release(site) })
 	}
 	ctx = context.WithValue(ctx, siteKey{}, site)
 	// The call's context ends when the call does, however it ends.
@@ -435,6 +495,10 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		rows = len(r.GetNotifications())
 	case *pb.StatusRequest:
 		rows = len(r.GetIds())
+	case *pb.ReportOperationsRequest:
+		rows = len(r.GetOps())
+	case *pb.SyncRequest:
+		rows = 1 + len(r.GetAnswers())
 	}
 	size := 0
 	if m, ok := req.(proto.Message); ok {
@@ -445,6 +509,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			"rows", rows, "bytes", size)
 		return nil, retryLater(wait, fmt.Sprintf("resource exhausted: site %s is over its ingest quota (%d rows, %d bytes asked)", site, rows, size))
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
 	return handler(ctx, req)
 }
 
@@ -685,4 +751,65 @@ func (h *service) Status(ctx context.Context, req *pb.StatusRequest) (*pb.Status
 		return nil, h.s.toStatus(ctx, err, "status", "site", site, "ids", len(sreq.IDs))
 	}
 	return statusResponseToPB(req, got), nil
+}
+
+// ReportOperations passes the report to the Central in the name of the
+// authenticated site. A report over ports.MaxSiteCallReport rows is
+// refused whole, before the Central is called.
+func (h *service) ReportOperations(ctx context.Context, req *pb.ReportOperationsRequest) (*pb.ReportOperationsResponse, error) {
+	site, _ := ctx.Value(siteKey{}).(string)
+	if site == "" {
+		return nil, status.Error(codes.Unauthenticated, "unauthenticated: no site")
+	}
+	if n := len(req.GetOps()); n > ports.MaxSiteCallReport {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf(
+			"a report of %d operations is over the limit of %d: invalid argument", n, ports.MaxSiteCallReport))
+	}
+	rep := opReportFromPB(site, req)
+	if err := h.s.central.ReportOperations(ctx, rep); err != nil {
+		return nil, h.s.toStatus(ctx, err, "report operations", "site", site, "operations", len(rep.Ops), "feed", rep.Feed != nil)
+	}
+	return &pb.ReportOperationsResponse{}, nil
+}
+
+// syncAnswerMargin is how long before the end of its call (the server's
+// CallTimeout, the caller's deadline) a Sync stops waiting, so that it
+// answers before either gives up.
+const syncAnswerMargin = 2 * time.Second
+
+// syncWait bounds the wait a Sync asks for: at most ports.MaxSyncWait,
+// and syncAnswerMargin before the call's timeout and the caller's
+// deadline; never negative.
+func (s *Server) syncWait(ctx context.Context, asked time.Duration) time.Duration {
+	w := min(asked, ports.MaxSyncWait, s.callTimeout-syncAnswerMargin)
+	if dl, ok := ctx.Deadline(); ok {
+		w = min(w, time.Until(dl)-syncAnswerMargin)
+	}
+	return max(w, 0)
+}
+
+// Sync passes a node's Sync to the Central in the name of the
+// authenticated site, its wait bounded (syncWait). When the server stops,
+// a Sync still waiting ends at once with Unavailable, which the client
+// repeats at another central.
+func (h *service) Sync(ctx context.Context, req *pb.SyncRequest) (*pb.SyncResponse, error) {
+	site, _ := ctx.Value(siteKey{}).(string)
+	if site == "" {
+		return nil, status.Error(codes.Unauthenticated, "unauthenticated: no site")
+	}
+	sreq := syncRequestFromPB(site, req)
+	sreq.Wait = h.s.syncWait(ctx, sreq.Wait)
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.s.stopping, cancel)()
+	ans, err := h.s.central.Sync(callCtx, sreq)
+	if ctx.Err() == nil && h.s.stopping.Err() != nil && (err != nil || len(ans.Commands) == 0 && ans.Feed == nil) {
+		// Cut short by Stop (the Central may answer that empty or with
+		// an error): the client repeats it at another central.
+		return nil, status.Error(codes.Unavailable, "central is stopping")
+	}
+	if err != nil {
+		return nil, h.s.toStatus(ctx, err, "sync", "site", site, "node", clip(sreq.Health.Node), "answers", len(sreq.Answers))
+	}
+	return syncAnswerToPB(ans), nil
 }

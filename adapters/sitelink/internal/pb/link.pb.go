@@ -474,6 +474,893 @@ func (x *IDStatus) GetStatus() string {
 	return ""
 }
 
+type ReportOperationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ops   []*Operation           `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	// feed, when set, says ops are the page of the change feed central
+	// asked for.
+	Feed          *FeedPage `protobuf:"bytes,2,opt,name=feed,proto3" json:"feed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOperationsRequest) Reset() {
+	*x = ReportOperationsRequest{}
+	mi := &file_link_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOperationsRequest) ProtoMessage() {}
+
+func (x *ReportOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ReportOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReportOperationsRequest) GetOps() []*Operation {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *ReportOperationsRequest) GetFeed() *FeedPage {
+	if x != nil {
+		return x.Feed
+	}
+	return nil
+}
+
+// Operation mirrors ports.Operation without its payload, which never
+// leaves the site. Times are Unix microseconds, UTC; 0 means unset.
+type Operation struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Id                      []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind                    []byte                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Target                  []byte                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	Method                  []byte                 `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	Status                  []byte                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	RetryCount              int64                  `protobuf:"varint,6,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	LastError               []byte                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	NextAttemptAtUnixMicros int64                  `protobuf:"varint,8,opt,name=next_attempt_at_unix_micros,json=nextAttemptAtUnixMicros,proto3" json:"next_attempt_at_unix_micros,omitempty"`
+	SourceInstance          []byte                 `protobuf:"bytes,9,opt,name=source_instance,json=sourceInstance,proto3" json:"source_instance,omitempty"`
+	SourceScript            []byte                 `protobuf:"bytes,10,opt,name=source_script,json=sourceScript,proto3" json:"source_script,omitempty"`
+	ExecutionId             []byte                 `protobuf:"bytes,11,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	ParentExecutionId       []byte                 `protobuf:"bytes,12,opt,name=parent_execution_id,json=parentExecutionId,proto3" json:"parent_execution_id,omitempty"`
+	CreatedAtUnixMicros     int64                  `protobuf:"varint,13,opt,name=created_at_unix_micros,json=createdAtUnixMicros,proto3" json:"created_at_unix_micros,omitempty"`
+	UpdatedAtUnixMicros     int64                  `protobuf:"varint,14,opt,name=updated_at_unix_micros,json=updatedAtUnixMicros,proto3" json:"updated_at_unix_micros,omitempty"`
+	TerminalAtUnixMicros    int64                  `protobuf:"varint,15,opt,name=terminal_at_unix_micros,json=terminalAtUnixMicros,proto3" json:"terminal_at_unix_micros,omitempty"`
+	Version                 uint64                 `protobuf:"varint,16,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_link_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Operation) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Operation) GetKind() []byte {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Operation) GetTarget() []byte {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Operation) GetMethod() []byte {
+	if x != nil {
+		return x.Method
+	}
+	return nil
+}
+
+func (x *Operation) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *Operation) GetRetryCount() int64 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *Operation) GetLastError() []byte {
+	if x != nil {
+		return x.LastError
+	}
+	return nil
+}
+
+func (x *Operation) GetNextAttemptAtUnixMicros() int64 {
+	if x != nil {
+		return x.NextAttemptAtUnixMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetSourceInstance() []byte {
+	if x != nil {
+		return x.SourceInstance
+	}
+	return nil
+}
+
+func (x *Operation) GetSourceScript() []byte {
+	if x != nil {
+		return x.SourceScript
+	}
+	return nil
+}
+
+func (x *Operation) GetExecutionId() []byte {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return nil
+}
+
+func (x *Operation) GetParentExecutionId() []byte {
+	if x != nil {
+		return x.ParentExecutionId
+	}
+	return nil
+}
+
+func (x *Operation) GetCreatedAtUnixMicros() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetUpdatedAtUnixMicros() int64 {
+	if x != nil {
+		return x.UpdatedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetTerminalAtUnixMicros() int64 {
+	if x != nil {
+		return x.TerminalAtUnixMicros
+	}
+	return 0
+}
+
+func (x *Operation) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// FeedPage mirrors ports.FeedPage.
+type FeedPage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         []byte                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	From          []byte                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Next          []byte                 `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	Last          bool                   `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedPage) Reset() {
+	*x = FeedPage{}
+	mi := &file_link_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedPage) ProtoMessage() {}
+
+func (x *FeedPage) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedPage.ProtoReflect.Descriptor instead.
+func (*FeedPage) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FeedPage) GetEpoch() []byte {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *FeedPage) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *FeedPage) GetNext() []byte {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+func (x *FeedPage) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+type ReportOperationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOperationsResponse) Reset() {
+	*x = ReportOperationsResponse{}
+	mi := &file_link_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOperationsResponse) ProtoMessage() {}
+
+func (x *ReportOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ReportOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{10}
+}
+
+// SyncRequest mirrors ports.SyncRequest. The site is never sent: central
+// takes it from the caller's credentials.
+type SyncRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Health  *SiteHealth            `protobuf:"bytes,1,opt,name=health,proto3" json:"health,omitempty"`
+	Leads   bool                   `protobuf:"varint,2,opt,name=leads,proto3" json:"leads,omitempty"`
+	Answers []*CommandAnswer       `protobuf:"bytes,3,rep,name=answers,proto3" json:"answers,omitempty"`
+	// wait_millis is how long central may wait for something to ask.
+	WaitMillis    int64 `protobuf:"varint,4,opt,name=wait_millis,json=waitMillis,proto3" json:"wait_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_link_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SyncRequest) GetHealth() *SiteHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetLeads() bool {
+	if x != nil {
+		return x.Leads
+	}
+	return false
+}
+
+func (x *SyncRequest) GetAnswers() []*CommandAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetWaitMillis() int64 {
+	if x != nil {
+		return x.WaitMillis
+	}
+	return 0
+}
+
+// SiteHealth mirrors ports.SiteHealth without its site.
+type SiteHealth struct {
+	state                        protoimpl.MessageState `protogen:"open.v1"`
+	Node                         []byte                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Backlog                      int64                  `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	OldestEnqueuedAtUnixMicros   int64                  `protobuf:"varint,3,opt,name=oldest_enqueued_at_unix_micros,json=oldestEnqueuedAtUnixMicros,proto3" json:"oldest_enqueued_at_unix_micros,omitempty"`
+	Replica                      *Replica               `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	LastCentralContactUnixMicros int64                  `protobuf:"varint,5,opt,name=last_central_contact_unix_micros,json=lastCentralContactUnixMicros,proto3" json:"last_central_contact_unix_micros,omitempty"`
+	LastCentralError             []byte                 `protobuf:"bytes,6,opt,name=last_central_error,json=lastCentralError,proto3" json:"last_central_error,omitempty"`
+	Operations                   []*OpKindStats         `protobuf:"bytes,7,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
+}
+
+func (x *SiteHealth) Reset() {
+	*x = SiteHealth{}
+	mi := &file_link_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SiteHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SiteHealth) ProtoMessage() {}
+
+func (x *SiteHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SiteHealth.ProtoReflect.Descriptor instead.
+func (*SiteHealth) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SiteHealth) GetNode() []byte {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *SiteHealth) GetBacklog() int64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *SiteHealth) GetOldestEnqueuedAtUnixMicros() int64 {
+	if x != nil {
+		return x.OldestEnqueuedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *SiteHealth) GetReplica() *Replica {
+	if x != nil {
+		return x.Replica
+	}
+	return nil
+}
+
+func (x *SiteHealth) GetLastCentralContactUnixMicros() int64 {
+	if x != nil {
+		return x.LastCentralContactUnixMicros
+	}
+	return 0
+}
+
+func (x *SiteHealth) GetLastCentralError() []byte {
+	if x != nil {
+		return x.LastCentralError
+	}
+	return nil
+}
+
+func (x *SiteHealth) GetOperations() []*OpKindStats {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// Replica mirrors ports.ReplicaState.
+type Replica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          []byte                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Role          []byte                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Leader        []byte                 `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replica) Reset() {
+	*x = Replica{}
+	mi := &file_link_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replica) ProtoMessage() {}
+
+func (x *Replica) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replica.ProtoReflect.Descriptor instead.
+func (*Replica) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Replica) GetNode() []byte {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *Replica) GetRole() []byte {
+	if x != nil {
+		return x.Role
+	}
+	return nil
+}
+
+func (x *Replica) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Replica) GetLeader() []byte {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+// OpKindStats mirrors ports.OpKindStats.
+type OpKindStats struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	Kind                       []byte                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Backlog                    int64                  `protobuf:"varint,2,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Parked                     int64                  `protobuf:"varint,3,opt,name=parked,proto3" json:"parked,omitempty"`
+	OldestBufferedAtUnixMicros int64                  `protobuf:"varint,4,opt,name=oldest_buffered_at_unix_micros,json=oldestBufferedAtUnixMicros,proto3" json:"oldest_buffered_at_unix_micros,omitempty"`
+	Terminal                   int64                  `protobuf:"varint,5,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *OpKindStats) Reset() {
+	*x = OpKindStats{}
+	mi := &file_link_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpKindStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpKindStats) ProtoMessage() {}
+
+func (x *OpKindStats) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpKindStats.ProtoReflect.Descriptor instead.
+func (*OpKindStats) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OpKindStats) GetKind() []byte {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *OpKindStats) GetBacklog() int64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *OpKindStats) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
+func (x *OpKindStats) GetOldestBufferedAtUnixMicros() int64 {
+	if x != nil {
+		return x.OldestBufferedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *OpKindStats) GetTerminal() int64 {
+	if x != nil {
+		return x.Terminal
+	}
+	return 0
+}
+
+// CommandAnswer mirrors ports.CommandAnswer.
+type CommandAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	State         []byte                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Result        []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandAnswer) Reset() {
+	*x = CommandAnswer{}
+	mi := &file_link_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandAnswer) ProtoMessage() {}
+
+func (x *CommandAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandAnswer.ProtoReflect.Descriptor instead.
+func (*CommandAnswer) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CommandAnswer) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *CommandAnswer) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *CommandAnswer) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type SyncResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Commands []*SiteCommand         `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	// feed, when set, asks for the page of the change feed after it.
+	Feed          *SiteCursor `protobuf:"bytes,2,opt,name=feed,proto3" json:"feed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_link_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SyncResponse) GetCommands() []*SiteCommand {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetFeed() *SiteCursor {
+	if x != nil {
+		return x.Feed
+	}
+	return nil
+}
+
+// SiteCommand mirrors ports.SiteCommand as central relays it (Requested).
+type SiteCommand struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Id                    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Site                  []byte                 `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	OperationId           []byte                 `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	Action                []byte                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Actor                 []byte                 `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	RequestedAtUnixMicros int64                  `protobuf:"varint,6,opt,name=requested_at_unix_micros,json=requestedAtUnixMicros,proto3" json:"requested_at_unix_micros,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SiteCommand) Reset() {
+	*x = SiteCommand{}
+	mi := &file_link_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SiteCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SiteCommand) ProtoMessage() {}
+
+func (x *SiteCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SiteCommand.ProtoReflect.Descriptor instead.
+func (*SiteCommand) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SiteCommand) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetSite() []byte {
+	if x != nil {
+		return x.Site
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetOperationId() []byte {
+	if x != nil {
+		return x.OperationId
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetAction() []byte {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetActor() []byte {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *SiteCommand) GetRequestedAtUnixMicros() int64 {
+	if x != nil {
+		return x.RequestedAtUnixMicros
+	}
+	return 0
+}
+
+// SiteCursor mirrors ports.SiteCursor.
+type SiteCursor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         []byte                 `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	After         []byte                 `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SiteCursor) Reset() {
+	*x = SiteCursor{}
+	mi := &file_link_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SiteCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SiteCursor) ProtoMessage() {}
+
+func (x *SiteCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SiteCursor.ProtoReflect.Descriptor instead.
+func (*SiteCursor) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SiteCursor) GetEpoch() []byte {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *SiteCursor) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
 var File_link_proto protoreflect.FileDescriptor
 
 const file_link_proto_rawDesc = "" +
@@ -512,10 +1399,87 @@ const file_link_proto_rawDesc = "" +
 	"\bstatuses\x18\x01 \x03(\v2\x18.outbox.link.v1.IDStatusR\bstatuses\"2\n" +
 	"\bIDStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status2\x9b\x01\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\"t\n" +
+	"\x17ReportOperationsRequest\x12+\n" +
+	"\x03ops\x18\x01 \x03(\v2\x19.outbox.link.v1.OperationR\x03ops\x12,\n" +
+	"\x04feed\x18\x02 \x01(\v2\x18.outbox.link.v1.FeedPageR\x04feed\"\xd1\x04\n" +
+	"\tOperation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\fR\x04kind\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\fR\x06target\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\fR\x06method\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\fR\x06status\x12\x1f\n" +
+	"\vretry_count\x18\x06 \x01(\x03R\n" +
+	"retryCount\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\fR\tlastError\x12<\n" +
+	"\x1bnext_attempt_at_unix_micros\x18\b \x01(\x03R\x17nextAttemptAtUnixMicros\x12'\n" +
+	"\x0fsource_instance\x18\t \x01(\fR\x0esourceInstance\x12#\n" +
+	"\rsource_script\x18\n" +
+	" \x01(\fR\fsourceScript\x12!\n" +
+	"\fexecution_id\x18\v \x01(\fR\vexecutionId\x12.\n" +
+	"\x13parent_execution_id\x18\f \x01(\fR\x11parentExecutionId\x123\n" +
+	"\x16created_at_unix_micros\x18\r \x01(\x03R\x13createdAtUnixMicros\x123\n" +
+	"\x16updated_at_unix_micros\x18\x0e \x01(\x03R\x13updatedAtUnixMicros\x125\n" +
+	"\x17terminal_at_unix_micros\x18\x0f \x01(\x03R\x14terminalAtUnixMicros\x12\x18\n" +
+	"\aversion\x18\x10 \x01(\x04R\aversion\"\\\n" +
+	"\bFeedPage\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\fR\x05epoch\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\fR\x04from\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\fR\x04next\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\"\x1a\n" +
+	"\x18ReportOperationsResponse\"\xb1\x01\n" +
+	"\vSyncRequest\x122\n" +
+	"\x06health\x18\x01 \x01(\v2\x1a.outbox.link.v1.SiteHealthR\x06health\x12\x14\n" +
+	"\x05leads\x18\x02 \x01(\bR\x05leads\x127\n" +
+	"\aanswers\x18\x03 \x03(\v2\x1d.outbox.link.v1.CommandAnswerR\aanswers\x12\x1f\n" +
+	"\vwait_millis\x18\x04 \x01(\x03R\n" +
+	"waitMillis\"\xe4\x02\n" +
+	"\n" +
+	"SiteHealth\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\fR\x04node\x12\x18\n" +
+	"\abacklog\x18\x02 \x01(\x03R\abacklog\x12B\n" +
+	"\x1eoldest_enqueued_at_unix_micros\x18\x03 \x01(\x03R\x1aoldestEnqueuedAtUnixMicros\x121\n" +
+	"\areplica\x18\x04 \x01(\v2\x17.outbox.link.v1.ReplicaR\areplica\x12F\n" +
+	" last_central_contact_unix_micros\x18\x05 \x01(\x03R\x1clastCentralContactUnixMicros\x12,\n" +
+	"\x12last_central_error\x18\x06 \x01(\fR\x10lastCentralError\x12;\n" +
+	"\n" +
+	"operations\x18\a \x03(\v2\x1b.outbox.link.v1.OpKindStatsR\n" +
+	"operations\"]\n" +
+	"\aReplica\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\fR\x04node\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\fR\x04role\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\fR\x06leader\"\xb3\x01\n" +
+	"\vOpKindStats\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\fR\x04kind\x12\x18\n" +
+	"\abacklog\x18\x02 \x01(\x03R\abacklog\x12\x16\n" +
+	"\x06parked\x18\x03 \x01(\x03R\x06parked\x12B\n" +
+	"\x1eoldest_buffered_at_unix_micros\x18\x04 \x01(\x03R\x1aoldestBufferedAtUnixMicros\x12\x1a\n" +
+	"\bterminal\x18\x05 \x01(\x03R\bterminal\"M\n" +
+	"\rCommandAnswer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\"w\n" +
+	"\fSyncResponse\x127\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1b.outbox.link.v1.SiteCommandR\bcommands\x12.\n" +
+	"\x04feed\x18\x02 \x01(\v2\x1a.outbox.link.v1.SiteCursorR\x04feed\"\xbb\x01\n" +
+	"\vSiteCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04site\x18\x02 \x01(\fR\x04site\x12!\n" +
+	"\foperation_id\x18\x03 \x01(\fR\voperationId\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\fR\x06action\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\fR\x05actor\x127\n" +
+	"\x18requested_at_unix_micros\x18\x06 \x01(\x03R\x15requestedAtUnixMicros\"8\n" +
+	"\n" +
+	"SiteCursor\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\fR\x05epoch\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\fR\x05after2\xc5\x02\n" +
 	"\aCentral\x12G\n" +
 	"\x06Submit\x12\x1d.outbox.link.v1.SubmitRequest\x1a\x1e.outbox.link.v1.SubmitResponse\x12G\n" +
-	"\x06Status\x12\x1d.outbox.link.v1.StatusRequest\x1a\x1e.outbox.link.v1.StatusResponseB:Z8github.com/siteline/outbox/adapters/sitelink/internal/pbb\x06proto3"
+	"\x06Status\x12\x1d.outbox.link.v1.StatusRequest\x1a\x1e.outbox.link.v1.StatusResponse\x12e\n" +
+	"\x10ReportOperations\x12'.outbox.link.v1.ReportOperationsRequest\x1a(.outbox.link.v1.ReportOperationsResponse\x12A\n" +
+	"\x04Sync\x12\x1b.outbox.link.v1.SyncRequest\x1a\x1c.outbox.link.v1.SyncResponseB:Z8github.com/siteline/outbox/adapters/sitelink/internal/pbb\x06proto3"
 
 var (
 	file_link_proto_rawDescOnce sync.Once
@@ -529,29 +1493,53 @@ func file_link_proto_rawDescGZIP() []byte {
 	return file_link_proto_rawDescData
 }
 
-var file_link_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_link_proto_goTypes = []any{
-	(*SubmitRequest)(nil),  // 0: outbox.link.v1.SubmitRequest
-	(*Submission)(nil),     // 1: outbox.link.v1.Submission
-	(*SubmitResponse)(nil), // 2: outbox.link.v1.SubmitResponse
-	(*Rejection)(nil),      // 3: outbox.link.v1.Rejection
-	(*StatusRequest)(nil),  // 4: outbox.link.v1.StatusRequest
-	(*StatusResponse)(nil), // 5: outbox.link.v1.StatusResponse
-	(*IDStatus)(nil),       // 6: outbox.link.v1.IDStatus
+	(*SubmitRequest)(nil),            // 0: outbox.link.v1.SubmitRequest
+	(*Submission)(nil),               // 1: outbox.link.v1.Submission
+	(*SubmitResponse)(nil),           // 2: outbox.link.v1.SubmitResponse
+	(*Rejection)(nil),                // 3: outbox.link.v1.Rejection
+	(*StatusRequest)(nil),            // 4: outbox.link.v1.StatusRequest
+	(*StatusResponse)(nil),           // 5: outbox.link.v1.StatusResponse
+	(*IDStatus)(nil),                 // 6: outbox.link.v1.IDStatus
+	(*ReportOperationsRequest)(nil),  // 7: outbox.link.v1.ReportOperationsRequest
+	(*Operation)(nil),                // 8: outbox.link.v1.Operation
+	(*FeedPage)(nil),                 // 9: outbox.link.v1.FeedPage
+	(*ReportOperationsResponse)(nil), // 10: outbox.link.v1.ReportOperationsResponse
+	(*SyncRequest)(nil),              // 11: outbox.link.v1.SyncRequest
+	(*SiteHealth)(nil),               // 12: outbox.link.v1.SiteHealth
+	(*Replica)(nil),                  // 13: outbox.link.v1.Replica
+	(*OpKindStats)(nil),              // 14: outbox.link.v1.OpKindStats
+	(*CommandAnswer)(nil),            // 15: outbox.link.v1.CommandAnswer
+	(*SyncResponse)(nil),             // 16: outbox.link.v1.SyncResponse
+	(*SiteCommand)(nil),              // 17: outbox.link.v1.SiteCommand
+	(*SiteCursor)(nil),               // 18: outbox.link.v1.SiteCursor
 }
 var file_link_proto_depIdxs = []int32{
-	1, // 0: outbox.link.v1.SubmitRequest.notifications:type_name -> outbox.link.v1.Submission
-	3, // 1: outbox.link.v1.SubmitResponse.rejected:type_name -> outbox.link.v1.Rejection
-	6, // 2: outbox.link.v1.StatusResponse.statuses:type_name -> outbox.link.v1.IDStatus
-	0, // 3: outbox.link.v1.Central.Submit:input_type -> outbox.link.v1.SubmitRequest
-	4, // 4: outbox.link.v1.Central.Status:input_type -> outbox.link.v1.StatusRequest
-	2, // 5: outbox.link.v1.Central.Submit:output_type -> outbox.link.v1.SubmitResponse
-	5, // 6: outbox.link.v1.Central.Status:output_type -> outbox.link.v1.StatusResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1,  // 0: outbox.link.v1.SubmitRequest.notifications:type_name -> outbox.link.v1.Submission
+	3,  // 1: outbox.link.v1.SubmitResponse.rejected:type_name -> outbox.link.v1.Rejection
+	6,  // 2: outbox.link.v1.StatusResponse.statuses:type_name -> outbox.link.v1.IDStatus
+	8,  // 3: outbox.link.v1.ReportOperationsRequest.ops:type_name -> outbox.link.v1.Operation
+	9,  // 4: outbox.link.v1.ReportOperationsRequest.feed:type_name -> outbox.link.v1.FeedPage
+	12, // 5: outbox.link.v1.SyncRequest.health:type_name -> outbox.link.v1.SiteHealth
+	15, // 6: outbox.link.v1.SyncRequest.answers:type_name -> outbox.link.v1.CommandAnswer
+	13, // 7: outbox.link.v1.SiteHealth.replica:type_name -> outbox.link.v1.Replica
+	14, // 8: outbox.link.v1.SiteHealth.operations:type_name -> outbox.link.v1.OpKindStats
+	17, // 9: outbox.link.v1.SyncResponse.commands:type_name -> outbox.link.v1.SiteCommand
+	18, // 10: outbox.link.v1.SyncResponse.feed:type_name -> outbox.link.v1.SiteCursor
+	0,  // 11: outbox.link.v1.Central.Submit:input_type -> outbox.link.v1.SubmitRequest
+	4,  // 12: outbox.link.v1.Central.Status:input_type -> outbox.link.v1.StatusRequest
+	7,  // 13: outbox.link.v1.Central.ReportOperations:input_type -> outbox.link.v1.ReportOperationsRequest
+	11, // 14: outbox.link.v1.Central.Sync:input_type -> outbox.link.v1.SyncRequest
+	2,  // 15: outbox.link.v1.Central.Submit:output_type -> outbox.link.v1.SubmitResponse
+	5,  // 16: outbox.link.v1.Central.Status:output_type -> outbox.link.v1.StatusResponse
+	10, // 17: outbox.link.v1.Central.ReportOperations:output_type -> outbox.link.v1.ReportOperationsResponse
+	16, // 18: outbox.link.v1.Central.Sync:output_type -> outbox.link.v1.SyncResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_link_proto_init() }
@@ -565,7 +1553,7 @@ func file_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_link_proto_rawDesc), len(file_link_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,8 +28,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Central_Submit_FullMethodName = "/outbox.link.v1.Central/Submit"
-	Central_Status_FullMethodName = "/outbox.link.v1.Central/Status"
+	Central_Submit_FullMethodName           = "/outbox.link.v1.Central/Submit"
+	Central_Status_FullMethodName           = "/outbox.link.v1.Central/Status"
+	Central_ReportOperations_FullMethodName = "/outbox.link.v1.Central/ReportOperations"
+	Central_Sync_FullMethodName             = "/outbox.link.v1.Central/Sync"
 )
 
 // CentralClient is the client API for Central service.
@@ -51,6 +53,18 @@ type CentralClient interface {
 	// notifications, "Unknown" for any other id (another site's, or one
 	// central does not know).
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// ReportOperations stores the calling site's cached operations as they
+	// are now (telemetry), or a page of its change feed that central asked
+	// for (feed set). It is idempotent on each row's id and version. More
+	// than central's limit of rows, or an invalid row, fails the whole
+	// report with INVALID_ARGUMENT, storing nothing.
+	ReportOperations(ctx context.Context, in *ReportOperationsRequest, opts ...grpc.CallOption) (*ReportOperationsResponse, error)
+	// Sync is a site node's standing call: it carries the node's health
+	// and, from the leader, its answers to earlier commands; it returns the
+	// commands to apply and the feed page central asks for, at once when
+	// there are some, else after waiting up to wait_millis (bounded by
+	// central) for some.
+	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
 }
 
 type centralClient struct {
@@ -81,6 +95,26 @@ func (c *centralClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 	return out, nil
 }
 
+func (c *centralClient) ReportOperations(ctx context.Context, in *ReportOperationsRequest, opts ...grpc.CallOption) (*ReportOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportOperationsResponse)
+	err := c.cc.Invoke(ctx, Central_ReportOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *centralClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncResponse)
+	err := c.cc.Invoke(ctx, Central_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CentralServer is the server API for Central service.
 // All implementations must embed UnimplementedCentralServer
 // for forward compatibility.
@@ -100,6 +134,18 @@ type CentralServer interface {
 	// notifications, "Unknown" for any other id (another site's, or one
 	// central does not know).
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// ReportOperations stores the calling site's cached operations as they
+	// are now (telemetry), or a page of its change feed that central asked
+	// for (feed set). It is idempotent on each row's id and version. More
+	// than central's limit of rows, or an invalid row, fails the whole
+	// report with INVALID_ARGUMENT, storing nothing.
+	ReportOperations(context.Context, *ReportOperationsRequest) (*ReportOperationsResponse, error)
+	// Sync is a site node's standing call: it carries the node's health
+	// and, from the leader, its answers to earlier commands; it returns the
+	// commands to apply and the feed page central asks for, at once when
+	// there are some, else after waiting up to wait_millis (bounded by
+	// central) for some.
+	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
 	mustEmbedUnimplementedCentralServer()
 }
 
@@ -115,6 +161,12 @@ func (UnimplementedCentralServer) Submit(context.Context, *SubmitRequest) (*Subm
 }
 func (UnimplementedCentralServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCentralServer) ReportOperations(context.Context, *ReportOperationsRequest) (*ReportOperationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportOperations not implemented")
+}
+func (UnimplementedCentralServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedCentralServer) mustEmbedUnimplementedCentralServer() {}
 func (UnimplementedCentralServer) testEmbeddedByValue()                 {}
@@ -173,6 +225,42 @@ func _Central_Status_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Central_ReportOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CentralServer).ReportOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Central_ReportOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CentralServer).ReportOperations(ctx, req.(*ReportOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Central_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CentralServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Central_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CentralServer).Sync(ctx, req.(*SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Central_ServiceDesc is the grpc.ServiceDesc for Central service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -187,6 +275,14 @@ var Central_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Central_Status_Handler,
+		},
+		{
+			MethodName: "ReportOperations",
+			Handler:    _Central_ReportOperations_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _Central_Sync_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
