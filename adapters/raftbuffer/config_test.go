@@ -93,7 +93,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	rc := raftConfig(c, hclogslog.New(c.Logger))
-	if !rc.BatchApplyCh || rc.MaxAppendEntries != DefaultMaxAppendEntries || string(rc.LocalID) != "a" {
+	if rc.BatchApplyCh || rc.MaxAppendEntries != DefaultMaxAppendEntries || string(rc.LocalID) != "a" {
 		t.Fatalf("raft config: BatchApplyCh %v, MaxAppendEntries %d, LocalID %q", rc.BatchApplyCh, rc.MaxAppendEntries, rc.LocalID)
 	}
 }

@@ -262,7 +262,11 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.MaxAppendEntries = cfg.MaxAppendEntries
-	rc.BatchApplyCh = true
+	// Unbuffered: raft's leader loop still takes every Apply waiting to be
+	// sent in one batch, and an Apply it never took is refused at shutdown.
+	// With the buffered queue, an Apply queued as raft shuts down is never
+	// answered, and whoever waits for it holds Close up.
+	rc.BatchApplyCh = false
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
