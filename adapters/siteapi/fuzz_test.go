@@ -31,6 +31,14 @@ func (centralStub) Status(_ context.Context, req ports.StatusRequest) (map[strin
 	return out, nil
 }
 
+func (centralStub) ReportOperations(context.Context, ports.OpReport) error {
+	return errors.New("not in a fuzz test")
+}
+
+func (centralStub) Sync(context.Context, ports.SyncRequest) (ports.SyncAnswer, error) {
+	return ports.SyncAnswer{}, errors.New("not in a fuzz test")
+}
+
 // fuzzSite is the core behind the site API, over a buffer in memory.
 func fuzzSite(f *testing.F) (*core.Site, *membuffer.Buffer) {
 	f.Helper()

@@ -150,6 +150,10 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 			cancel(fmt.Errorf("site API: %w", err))
 		}
 	})
+	// On every node, for as long as it runs: its health to central and,
+	// while it leads, the telemetry of cached operations, the operators'
+	// commands and the pages of the change feed central asks for.
+	wg.Go(func() { svc.Sync(ctx, node.Leads) })
 	// While this node leads: the forwarder, and the redelivery and purge
 	// of cached operations.
 	wg.Go(func() {

@@ -26,6 +26,14 @@ func (noCentral) Status(context.Context, ports.StatusRequest) (map[string]ports.
 	return nil, errors.New("no central in this test")
 }
 
+func (noCentral) ReportOperations(context.Context, ports.OpReport) error {
+	return errors.New("no central in this test")
+}
+
+func (noCentral) Sync(context.Context, ports.SyncRequest) (ports.SyncAnswer, error) {
+	return ports.SyncAnswer{}, errors.New("no central in this test")
+}
+
 // lossyStore is the site's store of operations, in memory, that can lose
 // the answer of its next commit: the commit applies, and Put reports
 // ErrUnavailable, as a Raft commit whose answer timed out.
