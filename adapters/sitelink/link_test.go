@@ -52,7 +52,7 @@ func newCore(t testing.TB) (*core.Service, *memstore.Store) {
 		t.Fatal(err)
 	}
 	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir,
-		Channels: ports.ChannelMap{}})
+		Channels: ports.ChannelMap{}, SiteCalls: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +186,21 @@ func TestContractPlaintextToken(t *testing.T) {
 		_, addr := startServer(t, ServerConfig{Central: svc, Sites: tokenSites})
 		c := dial(t, ClientConfig{Addr: addr, Token: tokenB})
 		return centraltest.Target{Central: c, Site: "site-b", Stored: centraltest.FromStore(store), Trusted: svc}
+	})
+}
+
+// TestSitesContractThroughLink runs the contract of a site's cached
+// operations (ReportOperations, Sync) through the link over TLS, against
+// the real core and its mirror in memory.
+func TestSitesContractThroughLink(t *testing.T) {
+	ca := newCA(t, "outbox test CA")
+	serverTLS := ca.serverTLS(t)
+	siteCert := ca.clientCert(t, "site-c")
+	centraltest.ExerciseSites(t, func(t *testing.T) centraltest.SitesTarget {
+		svc, store := newCore(t)
+		_, addr := startServer(t, ServerConfig{Central: svc, Sites: testSites, TLS: serverTLS})
+		c := dial(t, ClientConfig{Addr: addr, TLS: ca.clientTLS(siteCert)})
+		return centraltest.SitesTarget{Central: c, Site: "site-c", Mirror: store}
 	})
 }
 
