@@ -90,9 +90,7 @@ func TestAuthenticatesBeforeDecoding(t *testing.T) {
 	if c := status.Code(err); c == codes.Unauthenticated || c == codes.OK {
 		t.Fatalf("garbage with the token: %v, want a decoding error", err)
 	}
-	if n := leader.Server.Refusals().Count("malformed request"); n != 1 {
-		t.Fatalf("malformed refusals counted: %d, want 1", n)
-	}
+	sitetest.WaitRefused(t, leader, "malformed request", 1)
 	if leader.Site.Calls() != 0 {
 		t.Fatal("garbage reached the Site")
 	}

@@ -300,9 +300,7 @@ func TestOpsBadInputIsRefusedAndNothingStored(t *testing.T) {
 		err := invokeRaw(t, follower.Addr, deadline(t), pb.Site_CachedCall_FullMethodName, body)
 		wantCode(t, err, codes.Internal, "unmarshal")
 	}
-	if n := follower.Server.Refusals().Count("malformed request"); n != 2 {
-		t.Fatalf("malformed requests counted: %d, want 2", n)
-	}
+	sitetest.WaitRefused(t, follower, "malformed request", 2)
 	if n := o.script.AllAttempts(); n != 0 || len(o.stored(t)) != 0 {
 		t.Fatalf("bad input was attempted (%d) or stored (%d)", n, len(o.stored(t)))
 	}

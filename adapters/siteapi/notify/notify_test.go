@@ -431,10 +431,7 @@ func TestOversizeIsNotRetried(t *testing.T) {
 	if !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("oversize Send: %v, want ErrInvalid", err)
 	}
-	if n := leader.Server.Refusals().Count("request too large"); n != 1 {
-		t.Fatalf("the site refused %d oversize Sends, want 1 (the client's error: %v; malformed requests counted: %d)",
-			n, err, leader.Server.Refusals().Count("malformed request"))
-	}
+	sitetest.WaitRefused(t, leader, "request too large", 1)
 }
 
 func TestClosed(t *testing.T) {

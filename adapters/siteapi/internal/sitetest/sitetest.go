@@ -10,17 +10,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // Site is a fake ports.Site that records every call. Its zero value answers
@@ -259,3 +262,19 @@ func TLSConfigs(t testing.TB) (server, client *tls.Config) {
 // ErrBoom is an error no sentinel classifies: the server must answer it as
 // Internal, without its text.
 var ErrBoom = errors.New("boom: the disk at /secret/path is on fire")
+
+// WaitRefused waits until the node's server has counted want refusals for
+// reason, and fails if it does not within ten seconds or counts more. A
+// request refused while it is read is counted by the handler after gRPC
+// has already answered the caller, so a test that reads the count at once
+// may read it too early.
+func WaitRefused(t testing.TB, n *Node, reason string, want int) {
+	t.Helper()
+	waittest.For(t, 10*time.Second, fmt.Sprintf("%d refusals counted as %q", want, reason), func() (bool, string) {
+		got := n.Server.Refusals().Count(reason)
+		if got > want {
+			t.Fatalf("refusals counted as %q: %d, want %d", reason, got, want)
+		}
+		return got == want, fmt.Sprintf("%d counted", got)
+	})
+}
