@@ -745,7 +745,7 @@ func newCentral(t testing.TB) *centralLink {
 		t.Fatal(err)
 	}
 	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: dir,
-		Channels: ports.ChannelMap{}, Logger: testLogger()})
+		Channels: ports.ChannelMap{}, SiteCalls: store.SiteCalls(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,12 @@ func (s *Site) syncOnce(ctx context.Context, lead bool, answers []ports.CommandA
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return ans, err // we are stopping; not central's fault
 	}
-	s.contact(err)
+	if !lead {
+		// A leader's contact with central is its forwarder's, which carries
+		// the notifications; a failed Sync of a leader is counted and
+		// logged, and must not hide that forwarding works.
+		s.contact(err)
+	}
 	if err != nil {
 		return ans, fmt.Errorf("sync: %w", err)
 	}

@@ -59,8 +59,9 @@ type SiteHealth struct {
 	// Replica is the node's place in its Raft group.
 	Replica ReplicaState
 	// LastCentralContact is when this node last completed a call to central
-	// (zero if never, or if it never led). LastCentralError is the error of
-	// the last failed call since then, "" if the last call succeeded.
+	// (zero if never): while it leads, its forwarder's calls; while it
+	// follows, its Syncs. LastCentralError is the error of the last failed
+	// such call since then, "" if the last call succeeded.
 	LastCentralContact time.Time
 	LastCentralError   string
 	// Operations are the node's cached calls and writes, per kind: the
