@@ -2,11 +2,7 @@ package acceptance
 
 import (
 	"context"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
@@ -18,7 +14,6 @@ import (
 // sites at once into the mirror (core.Service.ReportOperations over the
 // real store). One op is one report.
 func BenchmarkTelemetry(b *testing.B) {
-	const batch, sites = 200, 10
 	benchBackends(b, func(b *testing.B, be backend) {
 		store := open(b, be.config(b))
 		svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(),
@@ -26,34 +21,12 @@ func BenchmarkTelemetry(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx := context.Background()
-		base := time.Now().UTC().Truncate(time.Microsecond)
-		reports := make([][]ports.Operation, b.N)
-		for i := range reports {
-			reports[i] = make([]ports.Operation, batch)
-			for j := range reports[i] {
-				reports[i][j] = sitecallstest.NewOperation(base.Add(time.Duration(i*batch+j) * time.Microsecond))
+		sitecallstest.BenchReports(b, 200, 10, func(site string, ops []ports.Operation) (int, error) {
+			err := svc.ReportOperations(context.Background(), ports.OpReport{Site: site, Ops: ops})
+			if err != nil {
+				return 0, err
 			}
-		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		b.ResetTimer()
-		start := time.Now()
-		for w := range sites {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(reports) {
-						return
-					}
-					if err := svc.ReportOperations(ctx, ports.OpReport{Site: "site-" + strconv.Itoa(w), Ops: reports[i]}); err != nil {
-						b.Errorf("report: %v", err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "rows/s")
+			return len(ops), nil
+		})
 	})
 }

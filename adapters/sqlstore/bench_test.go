@@ -268,39 +268,12 @@ func BenchmarkQueries1M(b *testing.B) {
 // BenchmarkReportSiteCalls measures the site-call mirror's intake: reports
 // of 200 new rows from 10 sites at once. One op is one report.
 func BenchmarkReportSiteCalls(b *testing.B) {
-	const batch, sites = 200, 10
 	benchStores(b, func(b *testing.B, newStore func(b *testing.B) *DB) {
 		s := newStore(b).SiteCalls()
-		ctx := context.Background()
-		base := time.Now().UTC().Truncate(time.Microsecond)
-		reports := make([][]ports.Operation, b.N)
-		for i := range reports {
-			reports[i] = make([]ports.Operation, batch)
-			for j := range reports[i] {
-				reports[i][j] = sitecallstest.NewOperation(base.Add(time.Duration(i*batch+j) * time.Microsecond))
-			}
-		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		b.ResetTimer()
-		start := time.Now()
-		for w := range sites {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(reports) {
-						return
-					}
-					n, err := s.ReportSiteCalls(ctx, "site-"+strconv.Itoa(w), reports[i], base)
-					if err != nil || n != batch {
-						b.Errorf("report: %d of %d rows, %v", n, batch, err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "rows/s")
+		now := time.Now()
+		sitecallstest.BenchReports(b, 200, 10, func(site string, ops []ports.Operation) (int, error) {
+			return s.ReportSiteCalls(context.Background(), site, ops, now)
+		})
 	})
 }
 
