@@ -57,6 +57,8 @@ type siteRelay struct {
 	leader string
 	led    bool
 	due    time.Time
+	// seen is when the site's leader last called Sync on this node.
+	seen time.Time
 }
 
 func (r *relayState) init() {
@@ -97,16 +99,19 @@ func (r *relayState) setDue(site string, due time.Time) {
 }
 
 // takeFeed reports whether node, leading site, is to be asked for a feed
-// page now: on its first Sync as leader here, when the leader changed, and
+// page now: on its first Sync as leader here, when the leader changed, when
+// the site comes back after an outage (its leader's last Sync here is more
+// than ports.SiteStaleAfter old: telemetry of that time may be lost), and
 // once the page's time has come. Asking postpones the next ask by
 // feedAnswerTimeout, for the case the page never comes.
 func (r *relayState) takeFeed(site, node string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sr := r.site(site)
-	if !sr.led || sr.leader != node {
+	if !sr.led || sr.leader != node || now.Sub(sr.seen) > ports.SiteStaleAfter {
 		sr.led, sr.leader, sr.due = true, node, time.Time{}
 	}
+	sr.seen = now
 	if now.Before(sr.due) {
 		return false
 	}

@@ -603,3 +603,37 @@ func TestWithoutMirror(t *testing.T) {
 		t.Errorf("PurgeSiteCalls = %d, %v", n, err)
 	}
 }
+
+// TestReconciliationWhenASiteComesBack: a site whose leader's Syncs stop
+// for longer than the stale time (an outage, central running all along) is
+// asked for its feed at its first Sync back; Syncs at their usual pace, or
+// a shorter gap, ask nothing before ReconcileInterval.
+func TestReconciliationWhenASiteComesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memstore.New()
+		svc := newCentral(t, store, Config{ReconcileInterval: time.Hour})
+		if ans := leaderSync(t, svc, "north", "n1", 0); ans.Feed == nil {
+			t.Fatal("the first leader Sync asked for no feed")
+		}
+		if err := svc.ReportOperations(ctx, ports.OpReport{Site: "north", Ops: []ports.Operation{opAt("a", 1, ports.OpPending)},
+			Feed: &ports.FeedPage{Epoch: "E1", Next: "p1", Last: true}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			time.Sleep(ports.SiteReportInterval)
+			if ans := leaderSync(t, svc, "north", "n1", 0); ans.Feed != nil {
+				t.Fatalf("a Sync at the usual pace asked for the feed: %+v", ans.Feed)
+			}
+		}
+		time.Sleep(ports.SiteStaleAfter - time.Second)
+		if ans := leaderSync(t, svc, "north", "n1", 0); ans.Feed != nil {
+			t.Fatalf("a gap shorter than the stale time asked for the feed: %+v", ans.Feed)
+		}
+		time.Sleep(ports.SiteStaleAfter + time.Second)
+		ans := leaderSync(t, svc, "north", "n1", 0)
+		if ans.Feed == nil || *ans.Feed != (ports.SiteCursor{Epoch: "E1", After: "p1"}) {
+			t.Fatalf("the first Sync after an outage asked %+v; want the feed after the stored cursor", ans.Feed)
+		}
+	})
+}
