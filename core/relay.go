@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
 	"github.com/siteline/outbox/ports"
 )
 
@@ -304,9 +304,8 @@ func (s *Service) relayAction(ctx context.Context, a ports.SiteCallAction, actio
 	if s.siteCalls == nil {
 		return res, errNoMirror
 	}
-	if strings.TrimSpace(a.Actor) == "" || len(a.Actor) > ports.MaxSiteCallNameBytes || !utf8.ValidString(a.Actor) || strings.IndexByte(a.Actor, 0) >= 0 {
-		return res, fmt.Errorf("an operator action needs an actor for the commands' history: a name of 1 to %d bytes of UTF-8 text: %w",
-			ports.MaxSiteCallNameBytes, ports.ErrInvalid)
+	if err := checkOperator(a.Actor, "the commands' history"); err != nil {
+		return res, err
 	}
 	if len(a.Keys) == 0 && !a.All && siteCallFilterEmpty(a.Filter) {
 		return res, fmt.Errorf("select site calls by keys or by a filter (or ask for all explicitly): %w", ports.ErrInvalid)

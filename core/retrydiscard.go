@@ -36,9 +36,8 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 	if len(a.IDs) == 0 && !a.All && filterEmpty(a.Filter) {
 		return ports.ActionResult{}, fmt.Errorf("select notifications by ids or by a filter (or ask for all explicitly): %w", ports.ErrInvalid)
 	}
-	if strings.TrimSpace(a.Actor) == "" || len(a.Actor) > maxNameBytes || !utf8.ValidString(a.Actor) || strings.IndexByte(a.Actor, 0) >= 0 {
-		return ports.ActionResult{}, fmt.Errorf("an operator action needs an actor for the audit log: a name of 1 to %d bytes of UTF-8 text: %w",
-			maxNameBytes, ports.ErrInvalid)
+	if err := checkOperator(a.Actor, "the audit log"); err != nil {
+		return ports.ActionResult{}, err
 	}
 	if err := validFilter(a.Filter); err != nil {
 		return ports.ActionResult{}, err
@@ -71,6 +70,17 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 		s.log.Info("operator action", "action", verb, "actor", a.Actor, "rows", len(moved), "refused", len(res.Refused))
 	}
 	return res, nil
+}
+
+// checkOperator refuses an operator action whose actor record (the audit
+// log, the commands' history) could not keep: a name of 1 to
+// maxNameBytes bytes of UTF-8 text without NUL.
+func checkOperator(actor, record string) error {
+	if strings.TrimSpace(actor) == "" || len(actor) > maxNameBytes || !utf8.ValidString(actor) || strings.IndexByte(actor, 0) >= 0 {
+		return fmt.Errorf("an operator action needs an actor for %s: a name of 1 to %d bytes of UTF-8 text: %w",
+			record, maxNameBytes, ports.ErrInvalid)
+	}
+	return nil
 }
 
 // refusals explains, for each requested id that did not move, why not.

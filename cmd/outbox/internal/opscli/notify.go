@@ -143,12 +143,7 @@ func Notify(ctx context.Context, env Env, args []string) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, nf.timeout)
 	defer cancel()
-	code := func(err error) int {
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnauthenticated) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFailure, err)
-	}
+	code := func(err error) int { return fail(callExit(err), err) }
 
 	switch cmd {
 	case "send":
@@ -254,4 +249,14 @@ func readBody(path string, stdin io.Reader) (string, error) {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// callExit is the exit code of a command whose call to a site node failed
+// with err: a usage error when the request was refused as invalid or
+// unauthenticated, a failure otherwise.
+func callExit(err error) int {
+	if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnauthenticated) {
+		return exitUsage
+	}
+	return exitFailure
 }

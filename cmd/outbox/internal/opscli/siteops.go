@@ -197,12 +197,7 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, nf.timeout)
 	defer cancel()
-	code := func(err error) int {
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnauthenticated) {
-			return fail(exitUsage, err)
-		}
-		return fail(exitFailure, err)
-	}
+	code := func(err error) int { return fail(callExit(err), err) }
 	switch cmd {
 	case "status":
 		rows, err := c.Tracking(ctx, fs.Args()...)
