@@ -17,7 +17,8 @@ import (
 // site (central never dials a site):
 //
 //   - telemetry: after every committed change of a tracking row the leader
-//     queues the row, and one sender reports the queue to central in batches
+//     queues the row's id and version, and one sender reports the rows, as
+//     the node's copy holds them then, to central in batches
 //     (Central.ReportOperations), off the script's path;
 //   - Sync: every node reports its health at least every
 //     ports.SiteReportInterval; the leader's Sync is a long poll that brings
@@ -81,7 +82,7 @@ type LinkStats struct {
 // link is a Site's state of the link's telemetry and Sync.
 type link struct {
 	mu    sync.Mutex
-	queue []ports.Operation
+	queue []queuedRow
 	// answered are the answers to commands applied in this process, by
 	// command id; order is their ids, oldest first, for eviction.
 	answered map[string]ports.CommandAnswer
@@ -92,6 +93,15 @@ type link struct {
 	queued, dropped, sent, failed atomic.Int64
 	syncs, syncFailures           atomic.Int64
 	applied, refused, feedPages   atomic.Int64
+}
+
+// queuedRow is a committed change queued for telemetry: the row's id and
+// the version the change left. The sender reads the row itself from the
+// node's copy, so the queue holds no row and costs little when central is
+// out of reach and it fills.
+type queuedRow struct {
+	id      string
+	version uint64
 }
 
 func newLink() *link {
@@ -112,18 +122,17 @@ func (s *Site) LinkStats() LinkStats {
 	}
 }
 
-// emit queues op, as a committed change left it, for telemetry. It never
-// blocks: a full queue drops its oldest row.
+// emit queues op's change for telemetry. It never blocks: a full queue
+// drops its oldest row.
 func (s *Site) emit(op ports.Operation) {
-	op.Payload = ports.OpPayload{}
 	l := s.link
 	l.mu.Lock()
 	if len(l.queue) >= s.cfg.TelemetryQueue {
-		l.queue[0] = ports.Operation{}
+		l.queue[0] = queuedRow{}
 		l.queue = l.queue[1:]
 		l.dropped.Add(1)
 	}
-	l.queue = append(l.queue, op)
+	l.queue = append(l.queue, queuedRow{id: op.ID, version: op.Version})
 	l.mu.Unlock()
 	l.queued.Add(1)
 	select {
@@ -133,7 +142,7 @@ func (s *Site) emit(op ports.Operation) {
 }
 
 // take removes up to n rows from the head of the queue.
-func (l *link) take(n int) []ports.Operation {
+func (l *link) take(n int) []queuedRow {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n = min(n, len(l.queue))
@@ -438,19 +447,22 @@ func (s *Site) sendTelemetry(ctx context.Context) {
 // stored Version is exact), and tries again with backoff; after
 // telemetryTries, or when central refuses the batch as invalid, the batch
 // is dropped and counted: reconciliation heals it.
-func (s *Site) sendBatch(ctx context.Context, batch []ports.Operation) {
-	fresh := s.freshest(ctx, batch)
-	merged := len(batch) - len(fresh) // queued again before they were sent: they go as one
-	batch = s.reportable(fresh)
-	s.link.failed.Add(int64(len(fresh) - len(batch)))
+func (s *Site) sendBatch(ctx context.Context, batch []queuedRow) {
+	rows, unread := s.freshest(ctx, batch)
+	merged := len(batch) - len(rows) - unread // queued again before they were sent: they go as one
+	ops := s.reportable(rows)
+	s.link.failed.Add(int64(len(rows) - len(ops) + unread))
+	if len(ops) == 0 {
+		return
+	}
 	wait := telemetryBackoff
 	var err error
 	for try := 1; ; try++ {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		err = s.central.ReportOperations(cctx, ports.OpReport{Site: s.cfg.Site, Ops: batch})
+		err = s.central.ReportOperations(cctx, ports.OpReport{Site: s.cfg.Site, Ops: ops})
 		cancel()
 		if err == nil {
-			s.link.sent.Add(int64(len(batch) + merged))
+			s.link.sent.Add(int64(len(ops) + merged))
 			return
 		}
 		if ctx.Err() != nil || try == telemetryTries || errors.Is(err, ports.ErrInvalid) {
@@ -459,32 +471,40 @@ func (s *Site) sendBatch(ctx context.Context, batch []ports.Operation) {
 		s.sleep(ctx, wait)
 		wait *= 2
 	}
-	s.link.failed.Add(int64(len(batch) + merged))
+	s.link.failed.Add(int64(len(ops) + merged))
 	if ctx.Err() == nil {
 		s.log.Warn("telemetry: central did not take a batch; it is dropped and reconciliation heals it",
-			"rows", len(batch), "tries", telemetryTries, "err", err)
+			"rows", len(ops), "tries", telemetryTries, "err", err)
 	}
 }
 
-// freshest returns batch with one row per id, each the newest of the
-// queued row and the node's copy.
-func (s *Site) freshest(ctx context.Context, batch []ports.Operation) []ports.Operation {
-	out := make([]ports.Operation, 0, len(batch))
-	at := make(map[string]int, len(batch))
-	for _, op := range batch {
-		if s.ops != nil {
-			if cur, err := s.ops.Get(ctx, op.ID); err == nil && cur.Version > op.Version {
-				op = cur
-			}
+// freshest reads each row of batch once from the node's copy. A row it
+// cannot read (purged since, or the read failed) is left out and counted
+// in unread, once per queued change; reconciliation heals what a failed
+// read leaves out.
+func (s *Site) freshest(ctx context.Context, batch []queuedRow) (rows []ports.Operation, unread int) {
+	if s.ops == nil {
+		return nil, len(batch)
+	}
+	changes := make(map[string]int, len(batch))
+	order := make([]string, 0, len(batch))
+	for _, q := range batch {
+		if changes[q.id] == 0 {
+			order = append(order, q.id)
 		}
-		if i, ok := at[op.ID]; ok {
-			if op.Version > out[i].Version {
-				out[i] = op
+		changes[q.id]++
+	}
+	rows = make([]ports.Operation, 0, len(order))
+	for _, id := range order {
+		op, err := s.ops.Get(ctx, id)
+		if err != nil {
+			unread += changes[id]
+			if !errors.Is(err, ports.ErrNotFound) && ctx.Err() == nil {
+				s.log.Warn("telemetry: a changed row could not be read; reconciliation reports it", "id", id, "err", err)
 			}
 			continue
 		}
-		at[op.ID] = len(out)
-		out = append(out, op)
+		rows = append(rows, op)
 	}
-	return out
+	return rows, unread
 }

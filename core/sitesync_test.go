@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -320,6 +321,43 @@ func TestTelemetryOverflowDropsTheOldest(t *testing.T) {
 		}
 		if st := e.site.LinkStats(); st.TelemetrySent != 3 || st.TelemetryPending != 0 || st.TelemetryDropped != 2 {
 			t.Errorf("after sending: %s", e.stats())
+		}
+	})
+}
+
+// TestTelemetrySendsRowsAsStoredWhenSent: the queue holds changes, not
+// rows; the sender reads each row as the node holds it when it sends. A
+// row discarded and purged before the sender ran is not sent, and its two
+// queued changes count as failed (central's own purge removes its copy).
+func TestTelemetrySendsRowsAsStoredWhenSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSyncEnv(t, SiteConfig{})
+		kept, gone := e.call(t, "plant"), e.call(t, "plant")
+		for _, id := range []string{gone.ID, kept.ID} {
+			if _, err := e.site.DiscardOperation(sendCtx(t), id); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+		}
+		purgeAt := e.get(t, gone.ID).TerminalAt.Add(time.Nanosecond)
+		if n, err := e.ops.Purge(sendCtx(t), purgeAt, 10); err != nil || n != 1 {
+			t.Fatalf("purge: %d, %v", n, err)
+		}
+		if _, err := e.ops.Get(sendCtx(t), gone.ID); !errors.Is(err, ports.ErrNotFound) {
+			t.Fatalf("the purged row: %v", err)
+		}
+		e.sync(t)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := e.central.reported(kept.ID); fmt.Sprint(got) != "[Discarded/2]" {
+			t.Errorf("the kept row: central got %v", got)
+		}
+		if got := e.central.reported(gone.ID); len(got) != 0 {
+			t.Errorf("the purged row: central got %v", got)
+		}
+		if st := e.site.LinkStats(); st.TelemetryQueued != 4 || st.TelemetrySent != 2 || st.TelemetryFailed != 2 ||
+			st.TelemetryPending != 0 {
+			t.Errorf("link stats: %s", e.stats())
 		}
 	})
 }

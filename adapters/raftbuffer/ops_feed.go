@@ -87,13 +87,16 @@ func idFromKey(k []byte) (string, error) {
 // written by a leader of a version before the feed: its change has no
 // position (index 0), as it would on a node that applied the command
 // before it was upgraded. The first command with a nonce that stores a
-// row fixes the epoch: its nonce, in hex.
-func feedOp(tx *bbolt.Tx, id string, index uint64, nonce []byte) error {
+// row fixes the epoch: its nonce, in hex. A row stored before (known) has
+// an entry to move; a new one has none.
+func feedOp(tx *bbolt.Tx, id string, known bool, index uint64, nonce []byte) error {
 	if len(nonce) != feedNonceLen {
 		index = 0
 	}
-	if err := unfeedOp(tx, id); err != nil {
-		return err
+	if known {
+		if err := unfeedOp(tx, id); err != nil {
+			return err
+		}
 	}
 	if err := tx.Bucket(bucketOpsChanges).Put(feedKey(index, id), []byte{}); err != nil {
 		return err

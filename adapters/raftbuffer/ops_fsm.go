@@ -172,7 +172,7 @@ func applyPutOps(tx *bbolt.Tx, m *pb.PutOps, index uint64) (resp any, err error)
 		if err := indexOp(tx, op); err != nil {
 			return nil, err
 		}
-		if err := feedOp(tx, op.GetId(), index, m.GetFeedNonce()); err != nil {
+		if err := feedOp(tx, op.GetId(), old != nil, index, m.GetFeedNonce()); err != nil {
 			return nil, err
 		}
 		applied[i] = true
