@@ -41,6 +41,10 @@ type Config struct {
 	Directory ports.DirectoryAdmin
 	Editor    ports.DirectoryEditor
 	Operators ports.Operators
+	// SiteCalls, when set, serves central's mirror of the sites' cached
+	// calls and the sites' health: the "Site calls" and "Sites" views and
+	// their API routes.
+	SiteCalls ports.SiteCalls
 	// CheckChannel, when set, checks channel settings against the schema
 	// of the plugin that delivers them before they are stored.
 	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
@@ -197,6 +201,9 @@ func (s *Server) routes() {
 	s.apiRoute("POST "+p+"/me/tokens", ports.RoleViewer, s.apiCreateOwnToken)
 	s.apiRoute("DELETE "+p+"/me/token", ports.RoleViewer, s.apiRevokeOwnToken)
 	s.apiRoute("GET "+p+"/audit", ports.RoleAdmin, s.apiAudit)
+	if s.cfg.SiteCalls != nil {
+		s.siteCallAPIRoutes()
+	}
 	s.mux.HandleFunc(p+"/", s.apiNoRoute)
 
 	// The page (pages.go).
@@ -219,6 +226,9 @@ func (s *Server) routes() {
 	s.pageRoute("POST /tokens/revoke", ports.RoleAdmin, s.pageRevokeToken)
 	if s.cfg.Mailbox != nil {
 		s.pageRoute("GET /mail", ports.RoleViewer, s.pageMail)
+	}
+	if s.cfg.SiteCalls != nil {
+		s.siteCallPageRoutes()
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, ports.Principal{}, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

@@ -276,7 +276,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		public["GET /metrics"], public["GET /readyz"] = o.obs.metrics, o.obs.health
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops,
+		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops, SiteCalls: o.svc,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))
