@@ -281,7 +281,9 @@ func BenchmarkReportSiteCalls(b *testing.B) {
 // mirror of OUTBOX_BENCH_SITECALL_ROWS rows (100,000 unless set) over 30
 // sites: the first page of 50, newest first, unfiltered, of one site, of
 // the parked rows, by keyword, a page deep in the list; the count of one
-// site; the KPIs. One op is one read.
+// site; the KPIs. One op is one read. PostgreSQL's table is vacuumed
+// after the load, as autovacuum leaves it in service: the KPIs' index-only
+// scan then reads no table page.
 func BenchmarkQuerySiteCalls(b *testing.B) {
 	rows := 100_000
 	if v, err := strconv.Atoi(os.Getenv("OUTBOX_BENCH_SITECALL_ROWS")); err == nil && v > 0 {
@@ -320,7 +322,7 @@ func BenchmarkQuerySiteCalls(b *testing.B) {
 		}
 		wg.Wait()
 		if s.driver == DriverPostgres {
-			if _, err := s.w.ExecContext(ctx, `ANALYZE site_calls`); err != nil {
+			if _, err := s.w.ExecContext(ctx, `VACUUM ANALYZE site_calls`); err != nil {
 				b.Fatal(err)
 			}
 		}
