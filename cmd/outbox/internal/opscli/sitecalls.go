@@ -152,20 +152,13 @@ func SiteCalls(ctx context.Context, env Env, args []string) int {
 // listSiteCalls prints one page of site calls, or every page.
 func (r *opsRun) listSiteCalls(ctx context.Context, c *client.Client, f api.SiteCallFilter, limit int, after string, allPages bool) int {
 	var page api.SiteCallPage
-	for {
+	var err error
+	page.Items, page.Next, err = opsAllPages(after, allPages, func(after string) ([]api.SiteCall, string, error) {
 		p, err := c.SiteCalls(ctx, f, limit, after)
-		if err != nil {
-			return r.failed(err)
-		}
-		page.Items = append(page.Items, p.Items...)
-		page.Next = p.Next
-		if !allPages || p.Next == "" {
-			break
-		}
-		if p.Next == after || len(p.Items) == 0 {
-			return r.failed(fmt.Errorf("the server returned the cursor %q again: stopping", human.Cell(p.Next, 40)))
-		}
-		after = p.Next
+		return p.Items, p.Next, err
+	})
+	if err != nil {
+		return r.failed(err)
 	}
 	if page.Items == nil {
 		page.Items = []api.SiteCall{}
@@ -194,13 +187,9 @@ func (r *opsRun) listSiteCalls(ctx context.Context, c *client.Client, f api.Site
 // filter or --all first counts the Parked rows it selects and acts only
 // with --yes.
 func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string, keys []api.SiteCallKey, f api.SiteCallFilter, all, yes bool) int {
-	switch {
-	case len(keys) > 0 && (all || !f.IsZero()):
-		return r.usage("give a site and ids, or filters, or --all: not several")
-	case all && !f.IsZero():
-		return r.usage("--all selects every Parked site call: give it without filters")
-	case len(keys) == 0 && !all && f.IsZero():
-		return r.usage("give the site and ids to %s, filters selecting them, or --all", sub)
+	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked)
+	if code, ok := r.checkSelection(sub, len(keys), !f.IsZero(), all, parked, "site and ids", "site call"); !ok {
+		return code
 	}
 	req := api.SiteCallActionRequest{Keys: keys}
 	if len(keys) == 0 {
@@ -209,30 +198,12 @@ func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string,
 		} else {
 			req.Filter = &f
 		}
-		if len(f.Status) > 0 && !slices.Contains(f.Status, ports.OpParked) {
-			return r.usage("only Parked site calls can be %s: the --status filter leaves none", opsPast(sub))
-		}
 		if !yes {
-			parked := f
-			parked.Status = []ports.OpStatus{ports.OpParked}
-			if now := time.Now().UTC().Truncate(time.Second); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
-				parked.UpdatedTo = &now
-			}
-			pin := " --yes --updated-to " + parked.UpdatedTo.Format(time.RFC3339)
-			n, err := c.CountSiteCalls(ctx, parked)
-			if err != nil {
-				return r.failed(err)
-			}
-			if n == 0 {
-				fmt.Fprintf(r.stdout, "no parked site calls match: nothing to %s\n", sub)
-				return exitOK
-			}
-			if n == 1 {
-				fmt.Fprintf(r.stderr, "1 parked site call matches; repeat with%s to %s it\n", pin, sub)
-			} else {
-				fmt.Fprintf(r.stderr, "%d parked site calls match; repeat with%s to %s them\n", n, pin, sub)
-			}
-			return exitUsage
+			return r.previewBulk(sub, "parked site call", f.UpdatedTo, func(pin time.Time) (int64, error) {
+				parked := f
+				parked.Status, parked.UpdatedTo = []ports.OpStatus{ports.OpParked}, &pin
+				return c.CountSiteCalls(ctx, parked)
+			})
 		}
 	}
 	do := c.RetrySiteCalls
@@ -259,12 +230,7 @@ func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string,
 		}
 		tw.Flush()
 	})
-	if code == exitOK && len(res.Refused) > 0 {
-		total := int64(len(res.Refused)) + n
-		fmt.Fprintf(r.stderr, "%s: %d of %d %s refused\n", r.name, len(res.Refused), total, human.Plural(total, "site call"))
-		return exitFailure
-	}
-	return code
+	return r.refusedExit(code, len(res.Refused), len(res.Requested), "site call")
 }
 
 // siteCallFilterFlags are the filter flags of site-calls list, count,
@@ -299,30 +265,14 @@ func (f *siteCallFilterFlags) filter(now time.Time, loc *time.Location) (api.Sit
 	default:
 		return api.SiteCallFilter{}, fmt.Errorf("--kind: unknown kind %q (want call or write)", human.Cell(k, 40))
 	}
-	for _, raw := range f.status {
-		for s := range strings.SplitSeq(raw, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			st, ok := api.ParseOpStatus(s)
-			if !ok {
-				return api.SiteCallFilter{}, fmt.Errorf("--status: unknown status %q (want Pending, Retrying, Parked, Delivered, Failed or Discarded)", human.Cell(s, 40))
-			}
-			if !slices.Contains(out.Status, st) {
-				out.Status = append(out.Status, st)
-			}
-		}
+	var err error
+	out.Status, err = opsStatuses(f.status, api.ParseOpStatus, "Pending, Retrying, Parked, Delivered, Failed or Discarded")
+	if err != nil {
+		return api.SiteCallFilter{}, err
 	}
-	for _, t := range []struct {
-		flag string
-		raw  string
-		dst  **time.Time
-	}{{"--from", f.from, &out.From}, {"--to", f.to, &out.To}, {"--updated-from", f.updatedFrom, &out.UpdatedFrom}, {"--updated-to", f.updatedTo, &out.UpdatedTo}} {
-		v, err := opsParseTime(t.raw, now, loc)
-		if err != nil {
-			return api.SiteCallFilter{}, fmt.Errorf("%s: %w", t.flag, err)
-		}
-		*t.dst = v
+	if err := opsTimes(now, loc, opsTimeFlag{"--from", f.from, &out.From}, opsTimeFlag{"--to", f.to, &out.To},
+		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo}); err != nil {
+		return api.SiteCallFilter{}, err
 	}
 	return out, nil
 }
