@@ -42,6 +42,14 @@ func routes(id string) []route {
 		{"DELETE", "/api/v1/users/someone", nil, ports.RoleAdmin},
 		{"GET", "/api/v1/tokens", nil, ports.RoleAdmin},
 		{"POST", "/api/v1/tokens", api.NewToken{Name: "made", Role: ports.RoleViewer}, ports.RoleAdmin},
+		{"GET", "/api/v1/site-calls", nil, ports.RoleViewer},
+		{"GET", "/api/v1/site-calls/count", nil, ports.RoleViewer},
+		{"GET", "/api/v1/site-calls/kpis", nil, ports.RoleViewer},
+		{"GET", "/api/v1/site-calls/plant-1/" + id, nil, ports.RoleViewer},
+		{"POST", "/api/v1/site-calls/retry", api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant-1", ID: id}}}, ports.RoleOperator},
+		{"POST", "/api/v1/site-calls/discard", api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant-1", ID: id}}}, ports.RoleOperator},
+		{"GET", "/api/v1/sites", nil, ports.RoleViewer},
+		{"GET", "/api/v1/sites/plant-1", nil, ports.RoleViewer},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
@@ -115,5 +116,61 @@ func TestClientAgainstTheServer(t *testing.T) {
 	}
 	if err := admin.DeleteToken(ctx, tok.ID); !errors.Is(err, ports.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
+	}
+}
+
+// TestClientSiteCallsAgainstTheServer runs the client's site-call and site
+// methods against the real server: reads, an operator's relayed Retry, a
+// viewer's refused one, and an unknown site or row as ErrNotFound.
+func TestClientSiteCallsAgainstTheServer(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	parked, pending := newOpID(), newOpID()
+	e.report("plant/1", siteOpAt(parked, ports.OpCall, ports.OpParked, 3, t0, t0), siteOpAt(pending, ports.OpWrite, ports.OpPending, 1, t0, t0))
+	e.siteSync("plant/1", "n1", ports.RoleLeader)
+	operator, _ := client.New(e.srv.URL, e.tokens[ports.RoleOperator])
+	viewer, _ := client.New(e.srv.URL, e.tokens[ports.RoleViewer])
+
+	page, err := viewer.SiteCalls(ctx, api.SiteCallFilter{Site: "plant/1"}, 1, "")
+	if err != nil || len(page.Items) != 1 || page.Next == "" {
+		t.Fatalf("first page: %+v %v", page, err)
+	}
+	page2, err := viewer.SiteCalls(ctx, api.SiteCallFilter{Site: "plant/1"}, 1, page.Next)
+	if err != nil || len(page2.Items) != 1 || page2.Items[0].ID == page.Items[0].ID {
+		t.Fatalf("second page: %+v %v", page2, err)
+	}
+	if n, err := viewer.CountSiteCalls(ctx, api.SiteCallFilter{Kind: ports.OpWrite}); err != nil || n != 1 {
+		t.Fatalf("count: %d %v", n, err)
+	}
+	if k, err := viewer.SiteCallKPIs(ctx); err != nil || len(k) != 1 || k[0].Parked != 1 || k[0].Pending != 1 {
+		t.Fatalf("kpis: %+v %v", k, err)
+	}
+	if _, err := viewer.RetrySiteCalls(ctx, api.SiteCallActionRequest{All: true}); !errors.Is(err, ports.ErrForbidden) {
+		t.Fatalf("viewer retry: %v", err)
+	}
+	res, err := operator.RetrySiteCalls(ctx, api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant/1", ID: parked}, {Site: "plant/1", ID: pending}}})
+	if err != nil || len(res.Requested) != 1 || res.Requested[0].ID != parked || len(res.Refused) != 1 || res.Refused[0].ID != pending {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if _, err := operator.DiscardSiteCalls(ctx, api.SiteCallActionRequest{}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("discard of nothing: %v", err)
+	}
+	d, err := viewer.SiteCall(ctx, "plant/1", parked)
+	if err != nil || d.Requested != ports.SiteRetry || d.RequestedBy != "token:cli-operator" || len(d.Commands) != 1 {
+		t.Fatalf("detail: %+v %v", d, err)
+	}
+	if _, err := viewer.SiteCall(ctx, "plant/1", newOpID()); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("unknown row: %v", err)
+	}
+	sites, err := viewer.Sites(ctx)
+	if err != nil || len(sites) != 1 || sites[0].Site != "plant/1" || sites[0].Leader != "n1" || sites[0].State != ports.SiteConnected {
+		t.Fatalf("sites: %+v %v", sites, err)
+	}
+	if s, err := viewer.Site(ctx, "plant/1"); err != nil || len(s.Nodes) != 1 || s.Calls.Parked != 1 {
+		t.Fatalf("site: %+v %v", s, err)
+	}
+	if _, err := viewer.Site(ctx, "plant-9"); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("unknown site: %v", err)
 	}
 }

@@ -26,7 +26,8 @@ import (
 )
 
 // env is central's HTTP surface over the real core (memory store, a real
-// dispatcher) with one account and one API token per role.
+// dispatcher, the sites' mirror in the store) with one account and one API
+// token per role.
 type env struct {
 	t      *testing.T
 	srv    *httptest.Server
@@ -81,7 +82,7 @@ func newEnvWith(t *testing.T, edit func(*httpapi.Config)) *env {
 	}
 	svc, err := core.New(core.Config{DispatchInterval: 50 * time.Millisecond}, core.Deps{
 		Store: store, Audit: store, Directory: dir, Clock: ports.SystemClock{},
-		Channels: ports.ChannelMap{"email": listChannel{}},
+		Channels: ports.ChannelMap{"email": listChannel{}}, SiteCalls: store,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func newEnvWith(t *testing.T, edit func(*httpapi.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
+	cfg := httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, SiteCalls: svc,
 		Mailbox: func() []httpapi.Mail {
 			return []httpapi.Mail{{At: time.Now(), From: "outbox@example.com", To: []string{"ops@example.com"}, Subject: "captured <b>mail</b>", Body: "hello"}}
 		}}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func newAPIFuzzServer(f *testing.F) apiFuzzServer {
 		f.Fatal(err)
 	}
 	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: ports.SystemClock{},
-		Channels: ports.ChannelMap{}})
+		Channels: ports.ChannelMap{}, SiteCalls: store})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func newAPIFuzzServer(f *testing.F) apiFuzzServer {
 	}
 	// The rate of tokens of one's own is unbounded here: the targets fuzz
 	// the decoders, and TestAViewerCannotMintTokensWithoutLimit the rate.
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, SiteCalls: svc,
 		OwnTokenRate: 1e9, OwnTokenBurst: 1 << 30})
 	if err != nil {
 		f.Fatal(err)
@@ -78,6 +79,8 @@ var bodyRoutes = []struct{ method, path string }{
 	{"PUT", "/api/v1/channels/email"},
 	{"PUT", "/api/v1/users/fuzzed"},
 	{"POST", "/api/v1/tokens"},
+	{"POST", "/api/v1/site-calls/retry"},
+	{"POST", "/api/v1/site-calls/discard"},
 }
 
 // checkAPIAnswer fails unless rec is a clean answer: never a 500, and an
@@ -111,6 +114,8 @@ func FuzzAPIBodies(f *testing.F) {
 		`{"type":"email","settings":{"host":"localhost","port":"25"},"retry":{"backoff":"exponential","max_retries":3,"interval_seconds":1e308},"rate_limit":-1}`,
 		`{"role":"viewer","password":"long enough password"}`,
 		`{"name":"made","role":"admin"}`,
+		`{"keys":[{"site":"plant-1","id":"0194f0d2-7a3b-7c4d-8e5f-000000000042"}]}`,
+		`{"filter":{"site":"plant-1","kind":"ExternalCall","status":["Parked"],"updated_to":"2026-01-02T15:04:05Z"}}`,
 	} {
 		f.Add(uint8(i), []byte(seed))
 	}
@@ -130,19 +135,20 @@ func FuzzAPIBodies(f *testing.F) {
 	})
 }
 
-// FuzzAPIQuery sends any query string to the list and count routes (the
-// filter, the paging, the keyset cursor) and any id to the detail route.
+// FuzzAPIQuery sends any query string to the list and count routes of
+// notifications and site calls (the filter, the paging, the keyset cursor)
+// and any id to the detail routes and a site's.
 func FuzzAPIQuery(f *testing.F) {
 	for _, q := range []string{
 		"status=Parked,pending&site=plant-1&from=2026-01-02&to=2026-01-02T15:04&stuck=yes&q=pump",
 		"limit=5&after=m1.MjAyNi0wMS0wMlQwMDowMDowMFp8YQ",
-		"limit=0&after=%00", "updated_from=not-a-time", "status=Nope", "stuck=maybe",
+		"limit=0&after=%00", "updated_from=not-a-time", "status=Nope", "stuck=maybe", "kind=write&target=erp&q=%80",
 	} {
 		f.Add(q, "0194f0d2-7a3b-7c4d-8e5f-000000000042")
 	}
 	s := newAPIFuzzServer(f)
 	f.Fuzz(func(t *testing.T, query, id string) {
-		for _, path := range []string{"/api/v1/notifications", "/api/v1/notifications/count"} {
+		for _, path := range []string{"/api/v1/notifications", "/api/v1/notifications/count", "/api/v1/site-calls", "/api/v1/site-calls/count"} {
 			req := httptest.NewRequest("GET", path, nil)
 			req.URL.RawQuery = query
 			req.Header.Set("Authorization", "Bearer "+s.token)
@@ -156,6 +162,17 @@ func FuzzAPIQuery(f *testing.F) {
 		rec := httptest.NewRecorder()
 		s.h.ServeHTTP(rec, req)
 		checkAPIAnswer(t, "GET "+req.URL.Path, rec)
+		for _, path := range []string{"/api/v1/site-calls/" + url.PathEscape(id) + "/" + url.PathEscape(id), "/api/v1/sites/" + url.PathEscape(id)} {
+			req := httptest.NewRequest("GET", "/api/v1/sites", nil)
+			req.URL.RawPath, req.URL.Path = path, path
+			if p, err := url.PathUnescape(path); err == nil {
+				req.URL.Path = p
+			}
+			req.Header.Set("Authorization", "Bearer "+s.token)
+			rec := httptest.NewRecorder()
+			s.h.ServeHTTP(rec, req)
+			checkAPIAnswer(t, "GET "+path, rec)
+		}
 	})
 }
 

@@ -21,7 +21,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	store := memstore.New()
 	dir, _ := memdir.New(nil, nil)
 	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir,
-		Clock: ports.SystemClock{}, Channels: ports.ChannelMap{}})
+		Clock: ports.SystemClock{}, Channels: ports.ChannelMap{}, SiteCalls: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops})
+	s, err := New(Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, SiteCalls: svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +73,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 }
 
 // TestOpenAPISchemasMatchTheWireTypes: the document's schemas of a
-// notification, its detail, its targets and its history name exactly the
-// JSON fields the server writes (the api package's types).
+// notification, its detail, its targets and its history, and of a site
+// call, its detail, its actions and a site, name exactly the JSON fields
+// the server writes (the api package's types).
 func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 	raw, err := openAPIJSON()
 	if err != nil {
@@ -91,6 +92,10 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 	for name, v := range map[string]any{
 		"Notification": api.Notification{}, "NotificationPage": api.NotificationPage{}, "Detail": api.Detail{},
 		"TargetState": api.TargetState{}, "AuditRecord": api.AuditRecord{}, "AuditTarget": api.AuditTarget{},
+		"SiteCall": api.SiteCall{}, "SiteCallPage": api.SiteCallPage{}, "SiteCallDetail": api.SiteCallDetail{},
+		"SiteCommand": api.SiteCommand{}, "SiteCallFilter": api.SiteCallFilter{}, "SiteCallKey": api.SiteCallKey{},
+		"SiteCallActionRequest": api.SiteCallActionRequest{}, "SiteCallActionResult": api.SiteCallActionResult{},
+		"SiteCallKPI": api.SiteCallKPI{}, "Site": api.Site{}, "SiteNode": api.SiteNode{}, "SiteNodeOps": api.SiteNodeOps{},
 	} {
 		documented := doc.Components.Schemas[name].fields(doc.Components.Schemas)
 		served := jsonFields(reflect.TypeOf(v))

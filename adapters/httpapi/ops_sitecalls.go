@@ -58,6 +58,21 @@ func (s *Server) sites(ctx context.Context) ([]ports.SiteView, error) {
 	return s.cfg.SiteCalls.Sites(ctx)
 }
 
+// siteView is one site with its state and nodes; a site that never
+// reported is ErrNotFound.
+func (s *Server) siteView(ctx context.Context, site string) (ports.SiteView, error) {
+	vs, err := s.sites(ctx)
+	if err != nil {
+		return ports.SiteView{}, err
+	}
+	for _, v := range vs {
+		if v.Site == site {
+			return v, nil
+		}
+	}
+	return ports.SiteView{}, fmt.Errorf("site %.64q never reported to central: %w", site, ports.ErrNotFound)
+}
+
 // actSiteCalls relays a Retry or Discard of the Parked rows req selects to
 // their sites, recording p as the actor.
 func (s *Server) actSiteCalls(ctx context.Context, p ports.Principal, v verb, req api.SiteCallActionRequest) (ports.SiteCallActionResult, error) {

@@ -28,6 +28,9 @@
 //	outbox login|logout                     keep (or drop) a token of one's own for these
 //	outbox notifications list|show|count|retry|discard ...
 //	outbox kpi                              the delivery KPIs, global and per site
+//	outbox site-calls list|show|count|retry|discard ...
+//	                                        the sites' cached calls and writes, as central mirrors them
+//	outbox sites [SITE]                     every site's health, or one's
 //	outbox lists list|show|put|delete ...
 //	outbox channels list|show|put|delete ...
 //	outbox users list|put|delete ...        operator accounts (admin)
@@ -133,6 +136,10 @@ func init() {
 			summary: "list, show, count, retry or discard notifications"},
 		{name: "kpi", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.KPI),
 			summary: "show the delivery KPIs, global and per site"},
+		{name: "site-calls", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.SiteCalls),
+			summary: "list, show, count, retry or discard the sites' cached calls\nand writes"},
+		{name: "sites", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Sites),
+			summary: "every site's health: state, last contact, leader, nodes,\nbacklogs"},
 		{name: "lists", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Lists),
 			summary: "list, show, put or delete notification lists"},
 		{name: "channels", operator: true, helpArgs: []string{"help"}, run: clientCmd(opscli.Channels),

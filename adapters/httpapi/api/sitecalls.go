@@ -207,7 +207,8 @@ func (f SiteCallFilter) IsZero() bool {
 // ParseSiteCallFilter reads a SiteCallFilter from query parameters, with
 // the rules of ParseFilter: statuses repeated or comma-separated in any
 // letter case, the same time forms, empty values not filtering. A kind is
-// call or write, in any letter case.
+// ExternalCall or DatabaseWrite, or for short call or write, in any letter
+// case.
 func ParseSiteCallFilter(v url.Values) (SiteCallFilter, error) {
 	var f SiteCallFilter
 	for _, raw := range v[ParamStatus] {
@@ -227,12 +228,12 @@ func ParseSiteCallFilter(v url.Values) (SiteCallFilter, error) {
 	}
 	if k := strings.TrimSpace(v.Get(ParamKind)); k != "" {
 		switch {
-		case strings.EqualFold(k, string(ports.OpCall)):
+		case strings.EqualFold(k, string(ports.OpCall)) || strings.EqualFold(k, "call"):
 			f.Kind = ports.OpCall
-		case strings.EqualFold(k, string(ports.OpWrite)):
+		case strings.EqualFold(k, string(ports.OpWrite)) || strings.EqualFold(k, "write"):
 			f.Kind = ports.OpWrite
 		default:
-			return SiteCallFilter{}, fmt.Errorf("kind: unknown kind %q (want %s or %s)", clip(k), ports.OpCall, ports.OpWrite)
+			return SiteCallFilter{}, fmt.Errorf("kind: unknown kind %q (want %s or %s, or call or write)", clip(k), ports.OpCall, ports.OpWrite)
 		}
 	}
 	f.Site = strings.TrimSpace(v.Get(ParamSite))

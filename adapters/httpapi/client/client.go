@@ -396,6 +396,94 @@ func (c *Client) Audit(ctx context.Context, q api.AuditQuery) (api.AdminPage, er
 	return out, err
 }
 
+// SiteCalls returns one page of central's mirror of the sites' cached
+// calls and writes matching f, newest first (GET /site-calls); limit and
+// after as for Notifications.
+func (c *Client) SiteCalls(ctx context.Context, f api.SiteCallFilter, limit int, after string) (api.SiteCallPage, error) {
+	if limit < 0 {
+		return api.SiteCallPage{}, fmt.Errorf("site calls: limit %d is negative: %w", limit, ports.ErrInvalid)
+	}
+	q := f.Values()
+	if limit > 0 {
+		q.Set(api.ParamLimit, strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set(api.ParamAfter, after)
+	}
+	var out api.SiteCallPage
+	err := c.do(ctx, http.MethodGet, "/site-calls", q, nil, &out)
+	return out, err
+}
+
+// CountSiteCalls returns how many mirror rows match f
+// (GET /site-calls/count).
+func (c *Client) CountSiteCalls(ctx context.Context, f api.SiteCallFilter) (int64, error) {
+	var out api.Count
+	err := c.do(ctx, http.MethodGet, "/site-calls/count", f.Values(), nil, &out)
+	return out.Count, err
+}
+
+// SiteCall returns one mirror row with the commands operators relayed for
+// it (GET /site-calls/{site}/{id}).
+func (c *Client) SiteCall(ctx context.Context, site, id string) (api.SiteCallDetail, error) {
+	var out api.SiteCallDetail
+	p, err := path("site", "/site-calls/", site)
+	if err != nil {
+		return out, err
+	}
+	p2, err := path("site call id", "/", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodGet, p+p2, nil, nil, &out)
+	return out, err
+}
+
+// SiteCallKPIs returns the mirror's counts per site
+// (GET /site-calls/kpis).
+func (c *Client) SiteCallKPIs(ctx context.Context) ([]api.SiteCallKPI, error) {
+	var out []api.SiteCallKPI
+	err := c.do(ctx, http.MethodGet, "/site-calls/kpis", nil, nil, &out)
+	return out, err
+}
+
+// RetrySiteCalls relays a Retry of the selected Parked cached calls to
+// their sites (POST /site-calls/retry). Central changes no row: each shows
+// the request until its site reports. Rows refused come back in
+// SiteCallActionResult.Refused, not as an error.
+func (c *Client) RetrySiteCalls(ctx context.Context, req api.SiteCallActionRequest) (api.SiteCallActionResult, error) {
+	var out api.SiteCallActionResult
+	err := c.do(ctx, http.MethodPost, "/site-calls/retry", nil, req, &out)
+	return out, err
+}
+
+// DiscardSiteCalls relays a Discard of the selected Parked cached calls
+// to their sites (POST /site-calls/discard), as RetrySiteCalls does.
+func (c *Client) DiscardSiteCalls(ctx context.Context, req api.SiteCallActionRequest) (api.SiteCallActionResult, error) {
+	var out api.SiteCallActionResult
+	err := c.do(ctx, http.MethodPost, "/site-calls/discard", nil, req, &out)
+	return out, err
+}
+
+// Sites returns every site that ever reported, with its state, nodes and
+// cached-call counts (GET /sites).
+func (c *Client) Sites(ctx context.Context) ([]api.Site, error) {
+	var out []api.Site
+	err := c.do(ctx, http.MethodGet, "/sites", nil, nil, &out)
+	return out, err
+}
+
+// Site returns one site (GET /sites/{site}); one that never reported is
+// ErrNotFound.
+func (c *Client) Site(ctx context.Context, site string) (api.Site, error) {
+	var out api.Site
+	p, err := path("site", "/sites/", site)
+	if err == nil {
+		err = c.do(ctx, http.MethodGet, p, nil, nil, &out)
+	}
+	return out, err
+}
+
 // LoginToken logs in with a name and password and makes a token of the
 // account's own (POST /login, POST /me/tokens, then POST /logout to close
 // the session it used): what outbox login does. The client's own token is

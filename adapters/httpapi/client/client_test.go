@@ -135,6 +135,47 @@ func TestOpsClientRoutesEncodeAndDecode(t *testing.T) {
 			answer: `{"moved":[]}`, method: "POST", path: "/api/v1/notifications/discard",
 			reqBody: `{"filter":{"status":["Parked"],"site":"plant-1","from":"2026-03-01T00:00:00Z"}}`,
 			want:    api.ActionResult{Moved: []string{}}},
+		{name: "site calls", call: func() (any, error) {
+			return c.SiteCalls(ctx, api.SiteCallFilter{Site: "plant-1", Kind: ports.OpCall, Status: []ports.OpStatus{ports.OpParked}}, 20, "c1")
+		},
+			answer: `{"items":[{"site":"plant-1","id":"op1","kind":"ExternalCall","target":"erp","status":"Parked","retry_count":3,"version":4,"requested":"Retry","requested_by":"ann"}],"next":"c2"}`,
+			method: "GET", path: "/api/v1/site-calls", query: "after=c1&kind=ExternalCall&limit=20&site=plant-1&status=Parked",
+			want: api.SiteCallPage{Items: []api.SiteCall{{Site: "plant-1", ID: "op1", Kind: ports.OpCall, Target: "erp",
+				Status: ports.OpParked, RetryCount: 3, Version: 4, Requested: ports.SiteRetry, RequestedBy: "ann"}}, Next: "c2"}},
+		{name: "site call count", call: func() (any, error) { return c.CountSiteCalls(ctx, api.SiteCallFilter{Target: "erp"}) },
+			answer: `{"count":7}`, method: "GET", path: "/api/v1/site-calls/count", query: "target=erp", want: int64(7)},
+		{name: "site call", call: func() (any, error) { return c.SiteCall(ctx, "plant/1", "op 1") },
+			answer: `{"site":"plant/1","id":"op 1","kind":"DatabaseWrite","target":"hist","status":"Parked","retry_count":0,"version":1,"commands":[{"id":"k1","action":"Discard","actor":"ann","requested_at":"2026-03-01T10:00:00Z","state":"Refused","result":"no longer parked"}]}`,
+			method: "GET", path: "/api/v1/site-calls/plant%2F1/op%201",
+			want: api.SiteCallDetail{SiteCall: api.SiteCall{Site: "plant/1", ID: "op 1", Kind: ports.OpWrite, Target: "hist",
+				Status: ports.OpParked, Version: 1}, Commands: []api.SiteCommand{{ID: "k1", Action: ports.SiteDiscard, Actor: "ann",
+				RequestedAt: *created, State: ports.CommandRefused, Result: "no longer parked"}}}},
+		{name: "site call kpis", call: func() (any, error) { return c.SiteCallKPIs(ctx) },
+			answer: `[{"site":"plant-1","pending":1,"retrying":2,"parked":3,"failed_last_hour":4}]`,
+			method: "GET", path: "/api/v1/site-calls/kpis",
+			want: []api.SiteCallKPI{{Site: "plant-1", Pending: 1, Retrying: 2, Parked: 3, FailedLastHour: 4}}},
+		{name: "retry site calls", call: func() (any, error) {
+			return c.RetrySiteCalls(ctx, api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "p", ID: "a"}, {Site: "p", ID: "b"}}})
+		},
+			answer: `{"requested":[{"site":"p","id":"a"}],"refused":[{"site":"p","id":"b","reason":"b is Delivered"}]}`,
+			method: "POST", path: "/api/v1/site-calls/retry", reqBody: `{"keys":[{"site":"p","id":"a"},{"site":"p","id":"b"}]}`,
+			want: api.SiteCallActionResult{Requested: []api.SiteCallKey{{Site: "p", ID: "a"}},
+				Refused: []api.SiteCallRefusal{{SiteCallKey: api.SiteCallKey{Site: "p", ID: "b"}, Reason: "b is Delivered"}}}},
+		{name: "discard site calls", call: func() (any, error) {
+			return c.DiscardSiteCalls(ctx, api.SiteCallActionRequest{Filter: &api.SiteCallFilter{Site: "p", UpdatedTo: created}})
+		},
+			answer: `{"requested":[]}`, method: "POST", path: "/api/v1/site-calls/discard",
+			reqBody: `{"filter":{"site":"p","updated_to":"2026-03-01T10:00:00Z"}}`,
+			want:    api.SiteCallActionResult{Requested: []api.SiteCallKey{}}},
+		{name: "sites", call: func() (any, error) { return c.Sites(ctx) },
+			answer: `[{"site":"p","state":"stale","last_contact":"2026-03-01T10:00:00Z","leader":"n1","nodes":[{"node":"n1","role":"leader","backlog":2}],"calls":{"site":"p","pending":0,"retrying":0,"parked":1,"failed_last_hour":0}}]`,
+			method: "GET", path: "/api/v1/sites",
+			want: []api.Site{{Site: "p", State: ports.SiteStale, LastContact: created, Leader: "n1",
+				Nodes: []api.SiteNode{{Node: "n1", Role: ports.RoleLeader, Backlog: 2}}, Calls: api.SiteCallKPI{Site: "p", Parked: 1}}}},
+		{name: "site", call: func() (any, error) { return c.Site(ctx, "p 1") },
+			answer: `{"site":"p 1","state":"connected","nodes":[],"calls":{"site":"p 1","pending":0,"retrying":0,"parked":0,"failed_last_hour":0}}`,
+			method: "GET", path: "/api/v1/sites/p%201",
+			want: api.Site{Site: "p 1", State: ports.SiteConnected, Nodes: []api.SiteNode{}, Calls: api.SiteCallKPI{Site: "p 1"}}},
 		{name: "discard all", call: func() (any, error) { return c.Discard(ctx, api.ActionRequest{All: true}) },
 			answer: `{"moved":["a"]}`, method: "POST", path: "/api/v1/notifications/discard", reqBody: `{"all":true}`,
 			want: api.ActionResult{Moved: []string{"a"}}},
@@ -390,14 +431,21 @@ func TestOpsClientEmptySegmentsRefused(t *testing.T) {
 	h, c := newServer(t)
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"list":    func() error { _, err := c.List(ctx, ""); return err },
-		"putlist": func() error { _, err := c.PutList(ctx, api.List{Type: "email"}); return err },
-		"dotdot":  func() error { return c.DeleteList(ctx, "..") },
-		"channel": func() error { _, err := c.PutChannel(ctx, api.Channel{}); return err },
-		"user":    func() error { return c.DeleteUser(ctx, " ") },
-		"token":   func() error { return c.DeleteToken(ctx, "") },
-		"notif":   func() error { _, err := c.Notification(ctx, ""); return err },
-		"limit":   func() error { _, err := c.Notifications(ctx, api.Filter{}, -1, ""); return err },
+		"list":          func() error { _, err := c.List(ctx, ""); return err },
+		"putlist":       func() error { _, err := c.PutList(ctx, api.List{Type: "email"}); return err },
+		"dotdot":        func() error { return c.DeleteList(ctx, "..") },
+		"channel":       func() error { _, err := c.PutChannel(ctx, api.Channel{}); return err },
+		"user":          func() error { return c.DeleteUser(ctx, " ") },
+		"token":         func() error { return c.DeleteToken(ctx, "") },
+		"notif":         func() error { _, err := c.Notification(ctx, ""); return err },
+		"limit":         func() error { _, err := c.Notifications(ctx, api.Filter{}, -1, ""); return err },
+		"sitecall site": func() error { _, err := c.SiteCall(ctx, "", "op1"); return err },
+		"sitecall id":   func() error { _, err := c.SiteCall(ctx, "plant-1", ".."); return err },
+		"site":          func() error { _, err := c.Site(ctx, " "); return err },
+		"sitecall limit": func() error {
+			_, err := c.SiteCalls(ctx, api.SiteCallFilter{}, -1, "")
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, ports.ErrInvalid) {

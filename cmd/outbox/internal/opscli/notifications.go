@@ -134,20 +134,13 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 // listNotifications prints one page of notifications, or every page.
 func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.Filter, limit int, after string, allPages bool) int {
 	var page api.NotificationPage
-	for {
+	var err error
+	page.Items, page.Next, err = opsAllPages(after, allPages, func(after string) ([]api.Notification, string, error) {
 		p, err := c.Notifications(ctx, f, limit, after)
-		if err != nil {
-			return r.failed(err)
-		}
-		page.Items = append(page.Items, p.Items...)
-		page.Next = p.Next
-		if !allPages || p.Next == "" {
-			break
-		}
-		if p.Next == after || len(p.Items) == 0 {
-			return r.failed(fmt.Errorf("the server returned the cursor %q again: stopping", human.Cell(p.Next, 40)))
-		}
-		after = p.Next
+		return p.Items, p.Next, err
+	})
+	if err != nil {
+		return r.failed(err)
 	}
 	if page.Items == nil {
 		page.Items = []api.Notification{}
@@ -175,13 +168,9 @@ func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.
 // act is retry or discard. Ids act at once; a selection by filter or --all
 // first counts the Parked rows it selects and acts only with --yes.
 func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []string, f api.Filter, all, yes bool) int {
-	switch {
-	case len(ids) > 0 && (all || !f.IsZero()):
-		return r.usage("give ids, or filters, or --all: not several")
-	case all && !f.IsZero():
-		return r.usage("--all selects every Parked notification: give it without filters")
-	case len(ids) == 0 && !all && f.IsZero():
-		return r.usage("give the ids to %s, filters selecting them, or --all", sub)
+	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked)
+	if code, ok := r.checkSelection(sub, len(ids), !f.IsZero(), all, parked, "ids", "notification"); !ok {
+		return code
 	}
 	req := api.ActionRequest{IDs: ids}
 	if len(ids) == 0 {
@@ -190,30 +179,12 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 		} else {
 			req.Filter = &f
 		}
-		if len(f.Status) > 0 && !slices.Contains(f.Status, ports.StatusParked) {
-			return r.usage("only Parked notifications can be %s: the --status filter leaves none", opsPast(sub))
-		}
 		if !yes {
-			parked := f
-			parked.Status = []ports.Status{ports.StatusParked}
-			if now := time.Now().UTC().Truncate(time.Second); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
-				parked.UpdatedTo = &now
-			}
-			pin := " --yes --updated-to " + parked.UpdatedTo.Format(time.RFC3339)
-			n, err := c.Count(ctx, parked)
-			if err != nil {
-				return r.failed(err)
-			}
-			if n == 0 {
-				fmt.Fprintf(r.stdout, "no parked notifications match: nothing to %s\n", sub)
-				return exitOK
-			}
-			if n == 1 {
-				fmt.Fprintf(r.stderr, "1 parked notification matches; repeat with%s to %s it\n", pin, sub)
-			} else {
-				fmt.Fprintf(r.stderr, "%d parked notifications match; repeat with%s to %s them\n", n, pin, sub)
-			}
-			return exitUsage
+			return r.previewBulk(sub, "parked notification", f.UpdatedTo, func(pin time.Time) (int64, error) {
+				parked := f
+				parked.Status, parked.UpdatedTo = []ports.Status{ports.StatusParked}, &pin
+				return c.Count(ctx, parked)
+			})
 		}
 	}
 	do := c.Retry
@@ -239,12 +210,7 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 		}
 		tw.Flush()
 	})
-	if code == exitOK && len(res.Refused) > 0 {
-		fmt.Fprintf(r.stderr, "%s: %d of %d %s refused\n", r.name, len(res.Refused),
-			len(res.Refused)+len(res.Moved), human.Plural(int64(len(res.Refused)+len(res.Moved)), "notification"))
-		return exitFailure
-	}
-	return code
+	return r.refusedExit(code, len(res.Refused), len(res.Moved), "notification")
 }
 
 // opsFilterFlags are the filter flags of notifications list, count, retry
@@ -273,30 +239,14 @@ func (f *opsFilterFlags) define(fs *flag.FlagSet) {
 func (f *opsFilterFlags) filter(now time.Time, loc *time.Location) (api.Filter, error) {
 	out := api.Filter{Type: strings.TrimSpace(f.typ), Site: strings.TrimSpace(f.site),
 		List: strings.TrimSpace(f.list), Q: strings.TrimSpace(f.word), Stuck: f.stuck}
-	for _, raw := range f.status {
-		for s := range strings.SplitSeq(raw, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			st, ok := api.ParseStatus(s)
-			if !ok {
-				return api.Filter{}, fmt.Errorf("--status: unknown status %q (want Pending, Retrying, Delivered, Parked or Discarded)", human.Cell(s, 40))
-			}
-			if !slices.Contains(out.Status, st) {
-				out.Status = append(out.Status, st)
-			}
-		}
+	var err error
+	out.Status, err = opsStatuses(f.status, api.ParseStatus, "Pending, Retrying, Delivered, Parked or Discarded")
+	if err != nil {
+		return api.Filter{}, err
 	}
-	for _, t := range []struct {
-		flag string
-		raw  string
-		dst  **time.Time
-	}{{"--from", f.from, &out.From}, {"--to", f.to, &out.To}, {"--updated-from", f.updatedFrom, &out.UpdatedFrom}, {"--updated-to", f.updatedTo, &out.UpdatedTo}} {
-		v, err := opsParseTime(t.raw, now, loc)
-		if err != nil {
-			return api.Filter{}, fmt.Errorf("%s: %w", t.flag, err)
-		}
-		*t.dst = v
+	if err := opsTimes(now, loc, opsTimeFlag{"--from", f.from, &out.From}, opsTimeFlag{"--to", f.to, &out.To},
+		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo}); err != nil {
+		return api.Filter{}, err
 	}
 	return out, nil
 }

@@ -1,10 +1,10 @@
 // Package opscli is the operator's side of the outbox binary: the commands
-// that are clients of a running outbox. notifications, kpi, lists,
-// channels, users, tokens, audit, login and logout talk to central's HTTP
-// API through adapters/httpapi/client; notify talks to a site's API as a
-// script does, through adapters/siteapi/notify. Each command is a function
-// of its arguments and an Env, so that cmd/outbox only routes to it and
-// tests run it in-process against a real server.
+// that are clients of a running outbox. notifications, kpi, site-calls,
+// sites, lists, channels, users, tokens, audit, login and logout talk to
+// central's HTTP API through adapters/httpapi/client; notify talks to a
+// site's API as a script does, through adapters/siteapi/notify. Each
+// command is a function of its arguments and an Env, so that cmd/outbox
+// only routes to it and tests run it in-process against a real server.
 package opscli
 
 import (

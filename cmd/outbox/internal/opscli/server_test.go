@@ -33,8 +33,9 @@ const testPassword = "correct horse battery"
 var testNow = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 // testCentral is central's real HTTP API (adapters/httpapi over the real
-// core and a memory store) on a loopback server, with one account and one
-// API token per role, and a record of the requests it got.
+// core and a memory store, which also holds the sites' mirror) on a
+// loopback server, with one account and one API token per role, and a
+// record of the requests it got.
 type testCentral struct {
 	t     *testing.T
 	srv   *httptest.Server
@@ -94,7 +95,7 @@ func newTestCentral(t *testing.T) *testCentral {
 	}
 	clock := clocktest.New(testNow)
 	svc, err := core.New(core.Config{DeliveredKpiWindow: time.Hour}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: clock,
-		Channels: ports.ChannelMap{"email": outcomeByList{}, "webhook": outcomeByList{}}})
+		Channels: ports.ChannelMap{"email": outcomeByList{}, "webhook": outcomeByList{}}, SiteCalls: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func newTestCentral(t *testing.T) *testCentral {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops})
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, SiteCalls: svc})
 	if err != nil {
 		t.Fatal(err)
 	}
