@@ -81,7 +81,7 @@ func newEnvWith(t *testing.T, edit func(*httpapi.Config)) *env {
 	}
 	svc, err := core.New(core.Config{DispatchInterval: 50 * time.Millisecond}, core.Deps{
 		Store: store, Audit: store, Directory: dir, Clock: ports.SystemClock{},
-		Channels: ports.ChannelMap{"email": listChannel{}},
+		Channels: ports.ChannelMap{"email": listChannel{}}, SiteCalls: store,
 	})
 	if err != nil {
 		t.Fatal(err)
