@@ -241,10 +241,15 @@ func (s *Server) pageSite(w http.ResponseWriter, r *http.Request, p ports.Princi
 	}
 	b := s.newBase(w, r, p, "Site "+name, "sites")
 	b.Refresh = 15
+	v := sites[i]
+	ops := slices.ContainsFunc(v.Nodes, func(n ports.SiteNodeHealth) bool { return len(n.Operations) > 0 })
 	s.render(w, r, http.StatusOK, "site", struct {
 		base
 		S ports.SiteView
-	}{b, sites[i]})
+		// Ops says a node reported cached operations (the site
+		// defines targets).
+		Ops bool
+	}{b, v, ops})
 }
 
 // siteBacklog is a site's notification backlog: its leader's, else the
