@@ -186,3 +186,81 @@ func (c *pageCentral) syncSite(answers []ports.CommandAnswer) []ports.SiteComman
 	}
 	return ans.Commands
 }
+
+// TestSiteCallRetriedFromCentralPage is the path end to end with real
+// processes: a three-node site (`outbox site`) whose external system answers
+// 503 parks a cached call after its retries; its telemetry shows the call
+// Parked on the real central binary's page; the system comes back; an
+// operator selects the call on central's page in headless Chromium and
+// retries it; central relays the command over the site's own connection;
+// the site delivers the call once, and central's mirror shows it Delivered
+// with the operator's command applied in its history.
+func TestSiteCallRetriedFromCentralPage(t *testing.T) {
+	exe := browserPath(t)
+	erp := newERPSystem(t)
+	c := startPageCentral(t)
+	g := newSiteGroupAt(t, c.link, siteSpec{Extra: erpConfig(erp, 1, "200ms")})
+	g.startAll()
+	g.leader()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := g.client.Call(ctx, "erp", "order", map[string]any{"item": "valve"})
+	if err != nil || res.Operation.Status != ports.OpPending {
+		t.Fatalf("a call with the system down: %v %+v, want it Pending", err, res.Operation)
+	}
+	id := res.ID
+	path := fmt.Sprintf("/site-calls/%s/%s", sitePlant1, id)
+
+	br := newBrowser(t, exe, c.base)
+	br.open("/login")
+	br.do("fill in the login form",
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="name"]`), pageAdmin),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
+	br.submit("log in", `form.login button[type="submit"]`)
+
+	// The site parks the call after its retry; its telemetry shows it so
+	// at central.
+	br.waitFor("central shows the call Parked", "/site-calls?status=Parked&site="+sitePlant1, func() (bool, string) {
+		ids := rowIDs(br.rowsNow())
+		return slices.Contains(ids, id), fmt.Sprintf("parked rows %v", ids)
+	})
+	if got := br.text(fmt.Sprintf(`tr[data-id=%q] td.err`, id)); !strings.Contains(got, "503") {
+		t.Fatalf("the parked call's last error reads %q, want the 503", got)
+	}
+	requests, accepted := erp.counts()
+	if requests[id] < 2 || accepted[id] != 0 {
+		t.Fatalf("before the retry the system saw %d requests, %d accepted; want 1 + max_retries, none accepted", requests[id], accepted[id])
+	}
+
+	// The system is back; the operator retries the call from the list.
+	erp.up.Store(true)
+	br.do("select the call", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q] input[name="key"]`, id))))
+	br.submit("retry selected", `#bulk button[formaction="/site-calls/retry"][value="keys"]`)
+	if flash := br.text(".flash"); !strings.HasPrefix(flash, "Retry requested for 1 cached call(s)") {
+		t.Fatalf("the flash says %q", flash)
+	}
+
+	br.waitFor("central shows the call Delivered", path, func() (bool, string) {
+		st := br.text(".detail-head .pill")
+		return st == "Delivered", "status " + st
+	})
+	cmds := commandRows(br)
+	if len(cmds) != 1 || cmds[0][1] != "Retry" || cmds[0][2] != pageAdmin || cmds[0][3] != "Applied" {
+		t.Fatalf("the commands read %q, want %s's Retry Applied", cmds, pageAdmin)
+	}
+	if _, accepted = erp.counts(); accepted[id] != 1 {
+		t.Fatalf("the retried call reached the system %d times as accepted, want once", accepted[id])
+	}
+	br.screenshot("site-call-retried-from-central.png")
+
+	// The Sites view shows the site connected, led by one of its nodes.
+	br.open("/sites/" + sitePlant1)
+	if st := br.text(".detail-head .pill"); st != "connected" {
+		t.Fatalf("the site shows %q, want connected", st)
+	}
+	if sub := br.text(".detail-head .sub"); !strings.Contains(sub, "leader a") && !strings.Contains(sub, "leader b") {
+		t.Fatalf("the site's view reads %q, want a or b leading", sub)
+	}
+	br.checkQuiet()
+}
