@@ -47,10 +47,7 @@ func TestSiteCallsPageInChromium(t *testing.T) {
 
 	br := newBrowser(t, exe, c.base)
 	br.open("/site-calls")
-	br.do("fill in the login form",
-		chromedp.SendKeys(chromedp.CSS(`form.login input[name="name"]`), pageAdmin),
-		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
-	br.submit("log in", `form.login button[type="submit"]`)
+	br.logIn()
 	if loc := br.location(); !strings.HasSuffix(loc, "/site-calls") {
 		t.Fatalf("after the login the page is %s, want /site-calls", loc)
 	}
@@ -154,6 +151,15 @@ func TestSiteCallsPageInChromium(t *testing.T) {
 	br.checkQuiet()
 }
 
+// logIn logs the page's admin in through the login form shown.
+func (b *browser) logIn() {
+	b.t.Helper()
+	b.do("fill in the login form",
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="name"]`), pageAdmin),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
+	b.submit("log in", `form.login button[type="submit"]`)
+}
+
 // commandRows reads the commands table of the site-call detail shown.
 func commandRows(br *browser) [][]string {
 	br.t.Helper()
@@ -214,10 +220,7 @@ func TestSiteCallRetriedFromCentralPage(t *testing.T) {
 
 	br := newBrowser(t, exe, c.base)
 	br.open("/login")
-	br.do("fill in the login form",
-		chromedp.SendKeys(chromedp.CSS(`form.login input[name="name"]`), pageAdmin),
-		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
-	br.submit("log in", `form.login button[type="submit"]`)
+	br.logIn()
 
 	// The site parks the call after its retry; its telemetry shows it so
 	// at central.
