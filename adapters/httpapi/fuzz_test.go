@@ -35,7 +35,7 @@ func newAPIFuzzServer(f *testing.F) apiFuzzServer {
 		f.Fatal(err)
 	}
 	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: ports.SystemClock{},
-		Channels: ports.ChannelMap{}})
+		Channels: ports.ChannelMap{}, SiteCalls: store})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func newAPIFuzzServer(f *testing.F) apiFuzzServer {
 	}
 	// The rate of tokens of one's own is unbounded here: the targets fuzz
 	// the decoders, and TestAViewerCannotMintTokensWithoutLimit the rate.
-	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops,
+	s, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, SiteCalls: svc,
 		OwnTokenRate: 1e9, OwnTokenBurst: 1 << 30})
 	if err != nil {
 		f.Fatal(err)

@@ -50,6 +50,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"callPath": func(c ports.SiteCall) string { return siteCallPath(c.Site, c.ID) },
 		"callKey":  siteCallKey,
 		"backlog":  siteBacklog,
+		"toolbar":  newToolbar,
 	}
 	names, err := fs.Glob(webFS, "web/templates/*.html")
 	if err != nil {
@@ -135,6 +136,32 @@ type listPage struct {
 	After        string
 	Self, First  string
 	Next         string
+}
+
+// toolbar is the bar above a list with bulk actions: how many rows are
+// shown, and for an operator the actions on the selection (by scope: ids,
+// keys) and on everything matching the filter, posted to Path/retry and
+// Path/discard.
+type toolbar struct {
+	Shown        int
+	After        bool
+	CanAct       bool
+	Path, Scope  string
+	FilterFields []field
+}
+
+// newToolbar is the toolbar of a list page (listPage, siteCallListPage).
+func newToolbar(page any, path, scope string) (toolbar, error) {
+	t := toolbar{Path: path, Scope: scope}
+	switch p := page.(type) {
+	case listPage:
+		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
+	case siteCallListPage:
+		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
+	default:
+		return t, fmt.Errorf("httpapi: no toolbar for a %T", page)
+	}
+	return t, nil
 }
 
 func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p ports.Principal) {
