@@ -481,6 +481,13 @@ type siteGroup struct {
 // set.
 func newSiteGroup(t testing.TB, c *centralLink, spec siteSpec) *siteGroup {
 	t.Helper()
+	return newSiteGroupAt(t, c.addr, spec)
+}
+
+// newSiteGroupAt is newSiteGroup reaching central's site link at
+// centralAddr (the real central binary's, say).
+func newSiteGroupAt(t testing.TB, centralAddr string, spec siteSpec) *siteGroup {
+	t.Helper()
 	if spec.Site == "" {
 		spec.Site = sitePlant1
 	}
@@ -515,7 +522,7 @@ func newSiteGroup(t testing.TB, c *centralLink, spec siteSpec) *siteGroup {
 		for _, m := range g.nodes {
 			fmt.Fprintf(&b, "  - {id: %s, raft: %q, api: %q, witness: %t}\n", m.id, m.raft, m.api, m.witness)
 		}
-		fmt.Fprintf(&b, "central:\n  addr: %q\n  token: %q\n", c.addr, "file:"+tokenFile)
+		fmt.Fprintf(&b, "central:\n  addr: %q\n  token: %q\n", centralAddr, "file:"+tokenFile)
 		fmt.Fprintf(&b, "forward:\n  retry_interval: %s\n  call_timeout: 5s\n", spec.RetryInterval)
 		// The tests and benchmarks send from one address as fast as the
 		// group takes them: the per-caller limit is not what they measure.

@@ -31,6 +31,9 @@ type base struct {
 	Mail            bool
 	Refresh         int
 	CanAct, IsAdmin bool
+	// SiteCalls says central keeps the sites' mirror: the page shows
+	// "Site calls" and "Sites", and site names link to their site.
+	SiteCalls bool
 }
 
 // parsePages parses each page template with the layout.
@@ -42,6 +45,12 @@ func parsePages() (map[string]*template.Template, error) {
 		"clip":     human.Clip,
 		"formTime": formTime,
 		"json":     prettyJSON,
+		"pathEsc":  url.PathEscape,
+		"since":    since,
+		"callPath": func(c ports.SiteCall) string { return siteCallPath(c.Site, c.ID) },
+		"callKey":  siteCallKey,
+		"backlog":  siteBacklog,
+		"toolbar":  newToolbar,
 	}
 	names, err := fs.Glob(webFS, "web/templates/*.html")
 	if err != nil {
@@ -65,7 +74,8 @@ func parsePages() (map[string]*template.Template, error) {
 // newBase fills the frame of a page for p.
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
-		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin)}
+		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
+		SiteCalls: s.cfg.SiteCalls != nil}
 }
 
 // render writes page with data and status. The page is rendered into a
@@ -112,6 +122,8 @@ type statusBox struct {
 type kpiView struct {
 	ports.KPIReport
 	Stuck time.Duration
+	// SiteLinks makes a site's name link to its Sites view.
+	SiteLinks bool
 }
 
 type listPage struct {
@@ -124,6 +136,32 @@ type listPage struct {
 	After        string
 	Self, First  string
 	Next         string
+}
+
+// toolbar is the bar above a list with bulk actions: how many rows are
+// shown, and for an operator the actions on the selection (by scope: ids,
+// keys) and on everything matching the filter, posted to Path/retry and
+// Path/discard.
+type toolbar struct {
+	Shown        int
+	After        bool
+	CanAct       bool
+	Path, Scope  string
+	FilterFields []field
+}
+
+// newToolbar is the toolbar of a list page (listPage, siteCallListPage).
+func newToolbar(page any, path, scope string) (toolbar, error) {
+	t := toolbar{Path: path, Scope: scope}
+	switch p := page.(type) {
+	case listPage:
+		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
+	case siteCallListPage:
+		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
+	default:
+		return t, fmt.Errorf("httpapi: no toolbar for a %T", page)
+	}
+	return t, nil
 }
 
 func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -151,7 +189,7 @@ func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p por
 		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st)})
 	}
 	if k, err := s.kpis(r.Context()); err == nil {
-		v.KPI = &kpiView{KPIReport: k, Stuck: k.StuckAfter}
+		v.KPI = &kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: v.SiteCalls}
 	} else {
 		s.log.Warn("page without KPIs", "err", err)
 	}
@@ -198,16 +236,10 @@ func newTargetsView(n ports.Notification) targetsView {
 // how many match and asks for a confirmation.
 func (s *Server) pageAction(v verb) handler {
 	return func(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-		if err := r.ParseForm(); err != nil {
-			if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
-				s.renderError(w, r, p, http.StatusRequestEntityTooLarge, errTooLarge.Error())
-				return
-			}
-			s.renderError(w, r, p, http.StatusBadRequest, "The form could not be read: "+err.Error())
+		form, ok := s.readForm(w, r, p)
+		if !ok {
 			return
 		}
-		form := r.PostForm
 		back := safeNext(form.Get("return"), "/notifications")
 		var req api.ActionRequest
 		switch form.Get("scope") {
@@ -239,6 +271,31 @@ func (s *Server) pageAction(v verb) handler {
 		s.setFlash(w, actionMessage(v, res))
 		http.Redirect(w, r, back, http.StatusSeeOther)
 	}
+}
+
+// readForm reads a posted form of at most maxBodyBytes; when it cannot,
+// it answers with the error page and reports false.
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, p ports.Principal) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
+			s.renderError(w, r, p, http.StatusRequestEntityTooLarge, errTooLarge.Error())
+			return nil, false
+		}
+		s.renderError(w, r, p, http.StatusBadRequest, "The form could not be read: "+err.Error())
+		return nil, false
+	}
+	return r.PostForm, true
+}
+
+// confirmPage asks to confirm a bulk action by filter: Count rows match;
+// the form posts FilterFields (which pin the count's instant) to Action.
+type confirmPage struct {
+	base
+	Heading, Message, Button, Action, Return string
+	Count                                    int64
+	Danger                                   bool
+	FilterFields                             []field
 }
 
 // confirmAction shows how many parked rows match f and asks to confirm.
@@ -276,13 +333,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 	if n == 0 {
 		msg = "No parked notification matches the filter: there is nothing to " + string(v) + "."
 	}
-	s.render(w, r, http.StatusOK, "confirm", struct {
-		base
-		Heading, Message, Button, Action, Return string
-		Count                                    int64
-		Danger                                   bool
-		FilterFields                             []field
-	}{
+	s.render(w, r, http.StatusOK, "confirm", confirmPage{
 		base: s.newBase(w, r, p, title+" by filter", "notifications"), Heading: title + " by filter", Message: msg,
 		Button: fmt.Sprintf("%s %s", title, human.Count(n, "notification")), Action: "/notifications/" + string(v),
 		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked),
@@ -305,7 +356,7 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 		base
 		KPI     kpiView
 		Plugins []ports.PluginStatus
-	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter}, plugins})
+	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: b.SiteCalls}, plugins})
 }
 
 func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -415,7 +466,12 @@ func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {
 
 // listURL is the page's URL for filter f, page after and limit.
 func listURL(f api.Filter, after string, limit int) string {
-	v := f.Values()
+	return pageURL("/notifications", f.Values(), after, limit)
+}
+
+// pageURL is the list at path with the filter's parameters v, page after
+// and limit.
+func pageURL(path string, v url.Values, after string, limit int) string {
 	if after != "" {
 		v.Set(api.ParamAfter, after)
 	}
@@ -423,14 +479,16 @@ func listURL(f api.Filter, after string, limit int) string {
 		v.Set(api.ParamLimit, strconv.Itoa(limit))
 	}
 	if len(v) == 0 {
-		return "/notifications"
+		return path
 	}
-	return "/notifications?" + v.Encode()
+	return path + "?" + v.Encode()
 }
 
 // filterFields is f as hidden form fields.
-func filterFields(f api.Filter) []field {
-	v := f.Values()
+func filterFields(f api.Filter) []field { return valueFields(f.Values()) }
+
+// valueFields is a filter's parameters v as hidden form fields.
+func valueFields(v url.Values) []field {
 	var out []field
 	for _, k := range slices.Sorted(mapsKeys(v)) {
 		for _, x := range v[k] {
@@ -456,6 +514,14 @@ func stamp(t time.Time) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// since is how long ago t was, or — for none.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return human.Duration(time.Since(t))
 }
 
 // formTime is a filter time as a datetime-local input value.

@@ -1,10 +1,10 @@
 // Conveniences the page works without: "select all" for the parked rows
-// shown, and the selection buttons enabled only when something is selected.
+// shown (notifications by id, site calls by key), and the selection buttons enabled only when something is selected.
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
   const form = document.getElementById("bulk");
   if (!form) return;
-  const boxes = () => Array.from(form.querySelectorAll('input[name="id"]'));
+  const boxes = () => Array.from(form.querySelectorAll('input[name="id"], input[name="key"]'));
   const all = form.querySelector("[data-select-all]");
   const buttons = form.querySelectorAll("[data-needs-selection]");
   const sync = () => {
