@@ -195,6 +195,7 @@ type siteNode struct {
 	witness bool
 	raft    string // Raft address
 	api     string // site API address
+	metrics string // metrics.listen, "" for none
 	dir     string // holds config, data and log
 	config  string
 	log     string
@@ -458,6 +459,10 @@ type siteSpec struct {
 	// Extra is YAML appended to every node's configuration (the targets
 	// of cached operations: external_systems, database_connections).
 	Extra string
+	// ReportInterval is central.report_interval; default the node's.
+	ReportInterval string
+	// Metrics gives every node a metrics.listen address (siteNode.metrics).
+	Metrics bool
 }
 
 // threeVoters is a pair plus a witness, as configs/site-*.yaml.
@@ -492,8 +497,7 @@ func newSiteGroupAt(t testing.TB, centralAddr string, spec siteSpec) *siteGroup 
 		spec.Site = sitePlant1
 	}
 	if spec.Nodes == nil {
-		spec = siteSpec{Site: spec.Site, Nodes: threeVoters.Nodes, Witness: threeVoters.Witness,
-			Token: spec.Token, RetryInterval: spec.RetryInterval, Race: spec.Race, Extra: spec.Extra}
+		spec.Nodes, spec.Witness = threeVoters.Nodes, threeVoters.Witness
 	}
 	if spec.Token == "" {
 		spec.Token = tokenPlant1
@@ -513,6 +517,9 @@ func newSiteGroupAt(t testing.TB, centralAddr string, spec siteSpec) *siteGroup 
 			raft: freeAddr(t), api: freeAddr(t), dir: filepath.Join(root, id)}
 		n.config = filepath.Join(n.dir, "site.yaml")
 		n.log = filepath.Join(n.dir, "node.log")
+		if spec.Metrics {
+			n.metrics = freeAddr(t)
+		}
 		g.nodes = append(g.nodes, n)
 		addrs = append(addrs, n.api)
 	}
@@ -523,6 +530,12 @@ func newSiteGroupAt(t testing.TB, centralAddr string, spec siteSpec) *siteGroup 
 			fmt.Fprintf(&b, "  - {id: %s, raft: %q, api: %q, witness: %t}\n", m.id, m.raft, m.api, m.witness)
 		}
 		fmt.Fprintf(&b, "central:\n  addr: %q\n  token: %q\n", centralAddr, "file:"+tokenFile)
+		if spec.ReportInterval != "" {
+			fmt.Fprintf(&b, "  report_interval: %s\n", spec.ReportInterval)
+		}
+		if n.metrics != "" {
+			fmt.Fprintf(&b, "metrics:\n  listen: %q\n", n.metrics)
+		}
 		fmt.Fprintf(&b, "forward:\n  retry_interval: %s\n  call_timeout: 5s\n", spec.RetryInterval)
 		// The tests and benchmarks send from one address as fast as the
 		// group takes them: the per-caller limit is not what they measure.
@@ -746,12 +759,19 @@ type centralLink struct {
 // until up.
 func newCentral(t testing.TB) *centralLink {
 	t.Helper()
+	return newCentralWith(t, core.Config{})
+}
+
+// newCentralWith is newCentral with the core's configuration cfg (the
+// sites' stale and disconnected times, the reconciliation's interval).
+func newCentralWith(t testing.TB, cfg core.Config) *centralLink {
+	t.Helper()
 	store := open(t, sqliteBackend.config(t))
 	dir, err := memdir.New(testLists, testChannels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: dir,
+	svc, err := core.New(cfg, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: dir,
 		Channels: ports.ChannelMap{}, SiteCalls: store.SiteCalls(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,18 @@ type Config struct {
 	// the tracking rows changed since its cursor, besides when the site's
 	// leader first calls this node or changes. Default 5 min.
 	ReconcileInterval time.Duration
+	// SiteStaleAfter is how long after its nodes' newest report a site
+	// turns stale (Sites, SiteStateAt), and after which a leader's Sync
+	// counts as the site coming back (central then asks for its change
+	// feed). It must exceed the sites' report interval: three of them by
+	// default. A leader's long poll is held at most two thirds of it, so
+	// that a leader alone keeps its site connected. Default
+	// ports.SiteStaleAfter (45 s).
+	SiteStaleAfter time.Duration
+	// SiteDisconnectedAfter is how long after its nodes' newest report a
+	// site turns disconnected; it must exceed SiteStaleAfter. Default
+	// ports.SiteDisconnectedAfter (3 min).
+	SiteDisconnectedAfter time.Duration
 }
 
 // Defaults of Config.
@@ -75,6 +87,10 @@ const (
 	DefaultMaxBodyBytes        = 64 << 10
 	DefaultReconcileInterval   = 5 * time.Minute
 )
+
+// minSiteStaleAfter is the least SiteStaleAfter Validate accepts: a
+// leader with nothing to do Syncs at most once a second (minSyncGap).
+const minSiteStaleAfter = 2 * minSyncGap
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -101,6 +117,8 @@ func (c Config) WithDefaults() Config {
 	defInt(&c.MaxSubjectBytes, DefaultMaxSubjectBytes)
 	defInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	def(&c.ReconcileInterval, DefaultReconcileInterval)
+	def(&c.SiteStaleAfter, ports.SiteStaleAfter)
+	def(&c.SiteDisconnectedAfter, ports.SiteDisconnectedAfter)
 	return c
 }
 
@@ -157,5 +175,12 @@ func (c Config) Validate() error {
 	positiveInt("MaxSubjectBytes", c.MaxSubjectBytes)
 	positiveInt("MaxBodyBytes", c.MaxBodyBytes)
 	positive("ReconcileInterval", c.ReconcileInterval)
+	if c.SiteStaleAfter < minSiteStaleAfter {
+		add("SiteStaleAfter", "must be at least %s (and above the sites' report interval), got %s", minSiteStaleAfter, c.SiteStaleAfter)
+	}
+	if c.SiteDisconnectedAfter <= c.SiteStaleAfter {
+		add("SiteDisconnectedAfter", "%s must exceed SiteStaleAfter (%s): a site turns stale before it is disconnected",
+			c.SiteDisconnectedAfter, c.SiteStaleAfter)
+	}
 	return errors.Join(errs...)
 }

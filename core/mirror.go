@@ -152,12 +152,14 @@ func (s *Service) SiteCallKPIs(ctx context.Context) ([]ports.SiteCallKPI, error)
 }
 
 // SiteStateAt is the state of a site whose nodes last reported at last,
-// seen at now.
-func SiteStateAt(last, now time.Time) ports.SiteState {
+// seen at now: connected within c.SiteStaleAfter of it, stale until
+// c.SiteDisconnectedAfter, disconnected after (and when it never
+// reported).
+func (c Config) SiteStateAt(last, now time.Time) ports.SiteState {
 	switch age := now.Sub(last); {
-	case !last.IsZero() && age <= ports.SiteStaleAfter:
+	case !last.IsZero() && age <= c.SiteStaleAfter:
 		return ports.SiteConnected
-	case !last.IsZero() && age <= ports.SiteDisconnectedAfter:
+	case !last.IsZero() && age <= c.SiteDisconnectedAfter:
 		return ports.SiteStale
 	default:
 		return ports.SiteDisconnected
@@ -204,7 +206,7 @@ func (s *Service) Sites(ctx context.Context) ([]ports.SiteView, error) {
 	}
 	out := make([]ports.SiteView, 0, len(views))
 	for _, v := range views {
-		v.State = SiteStateAt(v.LastContact, now)
+		v.State = s.cfg.SiteStateAt(v.LastContact, now)
 		slices.SortFunc(v.Nodes, func(a, b ports.SiteNodeHealth) int { return cmp.Compare(a.Node, b.Node) })
 		out = append(out, *v)
 	}

@@ -101,14 +101,14 @@ func (r *relayState) setDue(site string, due time.Time) {
 // takeFeed reports whether node, leading site, is to be asked for a feed
 // page now: on its first Sync as leader here, when the leader changed, when
 // the site comes back after an outage (its leader's last Sync here is more
-// than ports.SiteStaleAfter old: telemetry of that time may be lost), and
-// once the page's time has come. Asking postpones the next ask by
+// than staleAfter old: telemetry of that time may be lost), and once the
+// page's time has come. Asking postpones the next ask by
 // feedAnswerTimeout, for the case the page never comes.
-func (r *relayState) takeFeed(site, node string, now time.Time) bool {
+func (r *relayState) takeFeed(site, node string, now time.Time, staleAfter time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sr := r.site(site)
-	if !sr.led || sr.leader != node || now.Sub(sr.seen) > ports.SiteStaleAfter {
+	if !sr.led || sr.leader != node || now.Sub(sr.seen) > staleAfter {
 		sr.led, sr.leader, sr.due = true, node, time.Time{}
 	}
 	sr.seen = now
@@ -153,8 +153,10 @@ func (s *Service) feedPage(ctx context.Context, site string, page ports.FeedPage
 
 // Sync implements ports.Central. It records the node's health; from a
 // leader it takes the answers, then waits (at most req.Wait, capped at
-// MaxSyncWait) until there are commands to relay or a feed page to ask
-// for. A wait ends early with the context, answering empty.
+// MaxSyncWait and at two thirds of Config.SiteStaleAfter, so that a
+// leader's long polls alone keep its site connected) until there are
+// commands to relay or a feed page to ask for. A wait ends early with the
+// context, answering empty.
 func (s *Service) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAnswer, error) {
 	if s.siteCalls == nil {
 		return ports.SyncAnswer{}, errNoMirror
@@ -182,7 +184,7 @@ func (s *Service) Sync(ctx context.Context, req ports.SyncRequest) (ports.SyncAn
 			s.log.Info("a site refused a command", "site", req.Site, "command", a.ID, "reason", truncateText(a.Result, ports.MaxSiteCallErrorBytes))
 		}
 	}
-	return s.poll(ctx, req.Site, h.Node, min(req.Wait, ports.MaxSyncWait))
+	return s.poll(ctx, req.Site, h.Node, min(req.Wait, ports.MaxSyncWait, s.cfg.SiteStaleAfter*2/3))
 }
 
 // checkSync checks a Sync and returns the health to record, named after
@@ -267,7 +269,7 @@ func (s *Service) ask(ctx context.Context, site, node string) (ports.SyncAnswer,
 		return ports.SyncAnswer{}, fmt.Errorf("sync of site %.64q: pending commands: %w", site, err)
 	}
 	ans := ports.SyncAnswer{Commands: cmds}
-	if !s.relay.takeFeed(site, node, s.clock.Now()) {
+	if !s.relay.takeFeed(site, node, s.clock.Now(), s.cfg.SiteStaleAfter) {
 		return ans, nil
 	}
 	c, err := s.siteCalls.SiteCursor(ctx, site)

@@ -66,6 +66,14 @@ type SiteConfig struct {
 	// it is full the oldest is dropped (and counted): reconciliation heals
 	// it. Default 10000.
 	TelemetryQueue int
+	// ReportInterval is how often the node reports its health to central
+	// (Sync): a follower calls every ReportInterval, the leader's long
+	// poll asks central to wait up to it. Central holds the poll at most
+	// ports.MaxSyncWait, and turns a site stale after its own
+	// SiteStaleAfter, which must exceed this interval (three of them by
+	// default). At least MinReportInterval, at most ports.MaxSyncWait.
+	// Default ports.SiteReportInterval (15 s).
+	ReportInterval time.Duration
 }
 
 // Defaults of SiteConfig.
@@ -82,6 +90,10 @@ const (
 	DefaultOpPurgeInterval   = time.Hour
 	DefaultTelemetryQueue    = 10000
 )
+
+// MinReportInterval is the least SiteConfig.ReportInterval: a report is a
+// call to central and a write of its store.
+const MinReportInterval = 100 * time.Millisecond
 
 // WithDefaults returns c with every zero field set to its default.
 func (c SiteConfig) WithDefaults() SiteConfig {
@@ -108,6 +120,7 @@ func (c SiteConfig) WithDefaults() SiteConfig {
 	setDur(&c.CallTimeout, DefaultCallTimeout)
 	setDur(&c.OpRetention, DefaultOpRetention)
 	setDur(&c.OpPurgeInterval, DefaultOpPurgeInterval)
+	setDur(&c.ReportInterval, ports.SiteReportInterval)
 	return c
 }
 
@@ -147,6 +160,10 @@ func (c SiteConfig) Validate() error {
 		if f.d <= 0 {
 			add(f.name, "must be positive, got %s (leave it out for the default)", f.d)
 		}
+	}
+	if c.ReportInterval < MinReportInterval || c.ReportInterval > ports.MaxSyncWait {
+		add("ReportInterval", "must be between %s and %s (the longest wait central holds a Sync), got %s",
+			MinReportInterval, ports.MaxSyncWait, c.ReportInterval)
 	}
 	return errors.Join(errs...)
 }

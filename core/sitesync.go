@@ -21,7 +21,7 @@ import (
 //     the node's copy holds them then, to central in batches
 //     (Central.ReportOperations), off the script's path;
 //   - Sync: every node reports its health at least every
-//     ports.SiteReportInterval; the leader's Sync is a long poll that brings
+//     SiteConfig.ReportInterval; the leader's Sync is a long poll that brings
 //     back the operators' commands and central's requests for pages of the
 //     change feed, and carries the answers to earlier commands.
 
@@ -161,18 +161,18 @@ func (l *link) take(n int) []queuedRow {
 // returns once ctx is done and the sender has stopped.
 //
 // A follower calls Central.Sync with its health every
-// ports.SiteReportInterval. A leader's Sync is a long poll of up to
-// ports.SiteReportInterval that carries its answers to earlier commands;
+// SiteConfig.ReportInterval. A leader's Sync is a long poll of up to
+// SiteConfig.ReportInterval that carries its answers to earlier commands;
 // it applies the commands central returns (RetryOperation,
 // DiscardOperation) and answers them in its next Sync, and sends the page
 // of the change feed central asks for (Central.ReportOperations with
 // Feed set). A failed Sync is made again after RetryInterval (at most
-// ports.SiteReportInterval).
+// SiteConfig.ReportInterval).
 func (s *Site) Sync(ctx context.Context, leads func() bool) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.sendTelemetry(ctx) })
-	s.log.Info("sync with central started", "site", s.cfg.Site, "interval", ports.SiteReportInterval.String())
+	s.log.Info("sync with central started", "site", s.cfg.Site, "interval", s.cfg.ReportInterval.String())
 	defer s.log.Info("sync with central stopped", "site", s.cfg.Site)
 	var (
 		answers  []ports.CommandAnswer
@@ -200,7 +200,7 @@ func (s *Site) Sync(ctx context.Context, leads func() bool) {
 		s.link.syncs.Add(1)
 		answers = nil // central took them (from a leader), or a new leader gets the commands again
 		if !lead {
-			s.sleep(ctx, ports.SiteReportInterval-time.Since(start))
+			s.sleep(ctx, s.cfg.ReportInterval-time.Since(start))
 			continue
 		}
 		answers = s.applyCommands(ctx, ans.Commands)
@@ -215,7 +215,7 @@ func (s *Site) Sync(ctx context.Context, leads func() bool) {
 
 // syncRetry is the wait after a failed Sync.
 func (s *Site) syncRetry() time.Duration {
-	return min(s.cfg.RetryInterval, ports.SiteReportInterval)
+	return min(s.cfg.RetryInterval, s.cfg.ReportInterval)
 }
 
 // syncOnce makes one Sync: the node's health, and from a leader its
@@ -227,7 +227,7 @@ func (s *Site) syncOnce(ctx context.Context, lead bool, answers []ports.CommandA
 	}
 	req := ports.SyncRequest{Site: s.cfg.Site, Health: h, Leads: lead}
 	if lead {
-		req.Answers, req.Wait = answers, ports.SiteReportInterval
+		req.Answers, req.Wait = answers, s.cfg.ReportInterval
 	}
 	cctx, cancel := context.WithTimeout(ctx, req.Wait+s.cfg.CallTimeout)
 	defer cancel()

@@ -222,8 +222,9 @@ type SiteCallRefusal struct {
 // SiteState is how recently a site's nodes reported.
 type SiteState string
 
-// The states of a site: connected while a node reported within
-// SiteStaleAfter, stale until SiteDisconnectedAfter, disconnected after.
+// The states of a site: connected while a node reported within the stale
+// time (default SiteStaleAfter), stale until the disconnected time
+// (default SiteDisconnectedAfter), disconnected after.
 const (
 	SiteConnected    SiteState = "connected"
 	SiteStale        SiteState = "stale"
@@ -231,7 +232,9 @@ const (
 )
 
 // How long after its nodes' last report a site turns stale, then
-// disconnected. A node reports at least every SiteReportInterval.
+// disconnected, and how often a node reports: the defaults of central's
+// core.Config.SiteStaleAfter and SiteDisconnectedAfter and of a site's
+// core.SiteConfig.ReportInterval, which configure them.
 const (
 	SiteReportInterval    = 15 * time.Second
 	SiteStaleAfter        = 45 * time.Second

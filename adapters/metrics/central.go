@@ -27,7 +27,12 @@ type CentralSources struct {
 	// Plugins returns the status of every channel plugin, one entry per
 	// type; nil when central runs no plugin host. It must not block.
 	Plugins func() []ports.PluginStatus
-	// CacheFor is how long one read of the KPIs serves every scrape. A
+	// Sites returns central's view of the sites (core.Service.Sites): their
+	// state, last contact and the backlogs their nodes reported. nil when
+	// central keeps no mirror of the sites.
+	Sites func(context.Context) ([]ports.SiteView, error)
+	// CacheFor is how long one read of the KPIs (and of the sites) serves
+	// every scrape. A
 	// read costs the database several queries and /metrics needs no login,
 	// so scrapes within the window, and scrapes at the same moment, share
 	// one read. 0 means DefaultKPICacheFor; a negative value reads again at
@@ -39,21 +44,29 @@ type CentralSources struct {
 // CentralSources.CacheFor is 0.
 const DefaultKPICacheFor = 5 * time.Second
 
-// CentralCollector is a prometheus.Collector of central's delivery KPIs
-// and its channel plugins' health.
+// CentralCollector is a prometheus.Collector of central's delivery KPIs,
+// its channel plugins' health and, with CentralSources.Sites, the sites'.
 //
 // The KPIs are exported twice: globally (outbox_queue_depth, …) and per
 // source site with a site label under the outbox_central_site_ prefix
-// (outbox_central_site_queue_depth{site="plant-1"}, …). The per-site
-// metrics are separate names rather than the global ones with a label,
-// because the global oldest age is a maximum, not a sum, so aggregating one
-// metric over its label would mislead; and they are not named outbox_site_…,
-// which is the prefix of the metrics a site node exports about itself
-// ([SiteCollector]).
+// (outbox_central_site_queue_depth{site="plant-1"}, …): central's own
+// queue of each site's notifications. The per-site metrics are separate
+// names rather than the global ones with a label, because the global
+// oldest age is a maximum, not a sum, so aggregating one metric over its
+// label would mislead.
+//
+// What the sites report of themselves is exported under the outbox_site_
+// prefix, as a site node's own metrics are ([SiteCollector]):
+// outbox_site_last_contact_seconds{site}, outbox_site_state{site,state},
+// outbox_site_backlog{site,kind} and outbox_site_parked{site,kind}.
+// Central's series carry a kind label and no node label; a node's
+// outbox_site_backlog carries node and no kind, so a query selects
+// central's view with kind.
 type CentralCollector struct {
-	src  CentralSources
-	log  *slog.Logger
-	kpis *kpiCache
+	src   CentralSources
+	log   *slog.Logger
+	kpis  *readCache[ports.KPIReport]
+	sites *sitesMetrics // nil without CentralSources.Sites
 
 	global, bySite                                   kpiDescs
 	window, up, pluginUp, pluginRestarts, pluginHung *prometheus.Desc
@@ -100,10 +113,15 @@ func NewCentralCollector(src CentralSources, logger *slog.Logger) (*CentralColle
 	if cacheFor == 0 {
 		cacheFor = DefaultKPICacheFor
 	}
+	var sites *sitesMetrics
+	if src.Sites != nil {
+		sites = newSitesMetrics(src.Sites, cacheFor)
+	}
 	return &CentralCollector{
 		src:    src,
+		sites:  sites,
 		log:    logger,
-		kpis:   &kpiCache{read: src.KPIs, ttl: cacheFor, now: time.Now},
+		kpis:   &readCache[ports.KPIReport]{read: src.KPIs, ttl: cacheFor, now: time.Now},
 		global: kpis("outbox_", "."),
 		bySite: kpis("outbox_central_site_", ", of one source site.", "site"),
 		window: prometheus.NewDesc("outbox_delivered_recent_window_seconds",
@@ -123,11 +141,20 @@ func (c *CentralCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range append(append(c.global.all(), c.bySite.all()...), c.window, c.up, c.pluginUp, c.pluginRestarts, c.pluginHung) {
 		ch <- d
 	}
+	if c.sites != nil {
+		c.sites.describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector. A failed KPI read exports
-// outbox_kpi_up 0 and no KPIs; the plugin metrics are exported either way.
+// outbox_kpi_up 0 and no KPIs, a failed read of the sites outbox_sites_up
+// 0 and no site; the plugin metrics are exported either way.
 func (c *CentralCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.sites != nil {
+		if err := c.sites.collect(ch); err != nil {
+			c.log.Warn("metrics: read the sites", "err", err)
+		}
+	}
 	if c.src.Plugins != nil {
 		for _, p := range c.src.Plugins() {
 			up := 0.0
@@ -261,32 +288,32 @@ func CentralHandler(src CentralSources, delivery *DeliveryMetrics, logger *slog.
 	return h, nil
 }
 
-// kpiCache shares reads of the KPIs among scrapes: a read serves every
-// scrape for ttl after it ended, and scrapes that come while a read is in
-// flight wait for it instead of starting their own (single flight). Each
-// read is bounded by scrapeTimeout.
-type kpiCache struct {
-	read func(context.Context) (ports.KPIReport, error)
+// readCache shares reads of a source (the KPIs, the sites) among scrapes:
+// a read serves every scrape for ttl after it ended, and scrapes that come
+// while a read is in flight wait for it instead of starting their own
+// (single flight). Each read is bounded by scrapeTimeout.
+type readCache[T any] struct {
+	read func(context.Context) (T, error)
 	ttl  time.Duration
 	now  func() time.Time
 
 	mu     sync.Mutex
-	last   *kpiRead // the last read that ended
-	flight *kpiRead // the read in flight, nil when none
-	joined int      // scrapes that waited for a read in flight (for tests)
+	last   *cachedRead[T] // the last read that ended
+	flight *cachedRead[T] // the read in flight, nil when none
+	joined int            // scrapes that waited for a read in flight (for tests)
 }
 
-// kpiRead is one read of the KPIs; done is closed when it ended.
-type kpiRead struct {
+// cachedRead is one read of a source; done is closed when it ended.
+type cachedRead[T any] struct {
 	done chan struct{}
 	at   time.Time
-	r    ports.KPIReport
+	r    T
 	err  error
 }
 
-// get returns the KPIs of a fresh enough read, of the read in flight, or of
-// a new read.
-func (c *kpiCache) get() (ports.KPIReport, error) {
+// get returns what a fresh enough read, the read in flight, or a new read
+// returned.
+func (c *readCache[T]) get() (T, error) {
 	c.mu.Lock()
 	if l := c.last; l != nil && c.ttl > 0 && c.now().Sub(l.at) < c.ttl {
 		c.mu.Unlock()
@@ -298,7 +325,7 @@ func (c *kpiCache) get() (ports.KPIReport, error) {
 		<-f.done
 		return f.r, f.err
 	}
-	f := &kpiRead{done: make(chan struct{}), err: errors.New("metrics: the KPI read panicked")}
+	f := &cachedRead[T]{done: make(chan struct{}), err: errors.New("metrics: the read panicked")}
 	c.flight = f
 	c.mu.Unlock()
 

@@ -249,7 +249,7 @@ channels:
 	}
 	want := []string{
 		`store.drvier: unknown setting "drvier" in store (known: driver, dsn, max_open_conns) [FILE:4]`,
-		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes, reconcile_interval) [FILE:6]`,
+		`outbox.dispatch_intervall: unknown setting "dispatch_intervall" in outbox (known: node_id, dispatch_interval, dispatch_batch_size, dispatch_concurrency, delivery_timeout, claim_lease, stuck_age_threshold, terminal_retention, purge_interval, delivered_kpi_window, max_batch, max_subject_bytes, max_body_bytes, reconcile_interval, site_stale_after, site_disconnected_after) [FILE:6]`,
 		`loglevel: unknown setting "loglevel" at the top level (known: data_dir, store, outbox, log, lists, channels, plugins, smtp_capture, delivery, link, http, metrics, secrets) [FILE:7]`,
 		`lists[0].target: unknown setting "target" in lists[0] (known: name, type, targets) [FILE:11]`,
 		`channels[0].retry.backof: unknown setting "backof" in channels[0].retry (known: backoff, max_retries, interval, max_interval) [FILE:15]`,
@@ -407,6 +407,17 @@ func TestValidationRules(t *testing.T) {
 				`link.quota.rows_per_second: must be a positive number, got 0 (leave it out for the default) [FILE:7]`,
 				`link.quota.bytes_per_second: must be a positive number, got -1 (leave it out for the default) [FILE:7]`,
 				`link.max_message_bytes: 1024 cannot hold one notification of outbox.max_body_bytes (65536): want at least 139519 [FILE:4]`,
+			},
+		},
+		{
+			name: "link long polls and site thresholds",
+			file: "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: env:T}]\n  max_syncs_per_site: 16\n  call_timeout: 1s\n" +
+				"outbox:\n  site_stale_after: 1s\n  site_disconnected_after: 1s\n",
+			want: []string{
+				`outbox.site_stale_after: must be at least 2s (and above the sites' report interval), got 1s [FILE:7]`,
+				`outbox.site_disconnected_after: 1s must exceed outbox.site_stale_after (1s): a site turns stale before it is disconnected [FILE:8]`,
+				`link.max_syncs_per_site: must be below MaxCallsPerSite (16), so that a site's long polls leave it a slot for its other calls, got 16 [FILE:4]`,
+				`link.call_timeout: must be at least 5s, got 1s (leave it out for the default) [FILE:5]`,
 			},
 		},
 		{

@@ -109,6 +109,8 @@ var centralSettings = []settings.Setting[Config]{
 	setting("outbox.max_subject_bytes", "OUTBOX_MAX_SUBJECT_BYTES", "", "longest subject", func(c *Config) any { return &c.Outbox.MaxSubjectBytes }),
 	setting("outbox.max_body_bytes", "OUTBOX_MAX_BODY_BYTES", "", "longest body", func(c *Config) any { return &c.Outbox.MaxBodyBytes }),
 	setting("outbox.reconcile_interval", "OUTBOX_RECONCILE_INTERVAL", "", "how often central asks each site's leader for the tracking rows changed since its cursor", func(c *Config) any { return &c.Outbox.ReconcileInterval }),
+	setting("outbox.site_stale_after", "OUTBOX_SITE_STALE_AFTER", "", "a site whose nodes have not reported for this long is stale", func(c *Config) any { return &c.Outbox.SiteStaleAfter }),
+	setting("outbox.site_disconnected_after", "OUTBOX_SITE_DISCONNECTED_AFTER", "", "a site whose nodes have not reported for this long is disconnected", func(c *Config) any { return &c.Outbox.SiteDisconnectedAfter }),
 
 	setting("log.level", "OUTBOX_LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }),
 	setting("log.format", "OUTBOX_LOG_FORMAT", "log-format", "log `format`: auto (text on a terminal, JSON otherwise), text or json", func(c *Config) any { return &c.Log.Format }),
@@ -142,6 +144,8 @@ var centralSettings = []settings.Setting[Config]{
 	setting("link.connections.total", "", "", "connections open at once in all", func(c *Config) any { return &c.Link.Limits.Conns.Total }),
 	setting("link.quota.rows_per_second", "", "", "notifications a site may send per second on average", func(c *Config) any { return &c.Link.Limits.Quota.RowsPerSecond }),
 	setting("link.quota.bytes_per_second", "", "", "request bytes a site may send per second on average", func(c *Config) any { return &c.Link.Limits.Quota.BytesPerSecond }),
+	setting("link.max_syncs_per_site", "", "", "Syncs (long polls) of one site in progress at once", func(c *Config) any { return &c.Link.Limits.MaxSyncsPerSite }),
+	setting("link.call_timeout", "", "", "bound of one call at central, a Sync's wait included", func(c *Config) any { return &c.Link.Limits.CallTimeout }),
 
 	setting("http.listen", "OUTBOX_HTTP_LISTEN", "http-listen", "`address` (host:port) of the operator page, API and (unless metrics.listen is set) /metrics; empty serves none", func(c *Config) any { return &c.HTTP.Listen }),
 	setting("http.tls", "", "", "the page's certificate and key", func(c *Config) any { return &c.HTTP.TLS }),

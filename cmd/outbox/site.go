@@ -166,7 +166,8 @@ func runSiteNode(ctx context.Context, cfg SiteConfig, opt siteOptions, logger *s
 		})
 	})
 	if cfg.Metrics.Listen != "" {
-		h, err := metrics.Handler(append(refusals, metrics.NewSiteCollector(svc, logger))...)
+		h, err := metrics.Handler(append(refusals, metrics.NewSiteCollector(svc, logger),
+			metrics.NewSiteLinkCollector(cfg.Core.Site, cfg.Node, func() metrics.LinkCounts { return metrics.LinkCounts(svc.LinkStats()) }))...)
 		if err != nil {
 			cancel(err)
 		} else {

@@ -147,6 +147,8 @@ var siteSettings = []settings.Setting[SiteConfig]{
 	setting("central.addrs", "OUTBOX_CENTRAL_ADDRS", "", "link addresses of several central nodes sharing one database", func(c *SiteConfig) any { return &c.Central.Addrs }),
 	setting("central.token", "OUTBOX_CENTRAL_TOKEN", "", "this site's token at central, as a reference", func(c *SiteConfig) any { return &c.Central.Token }),
 	setting("central.tls", "", "", "the CA of central's certificate, and this site's client certificate", func(c *SiteConfig) any { return &c.Central.TLS }),
+	setting("central.report_interval", "", "", "how often the node reports its health to central", func(c *SiteConfig) any { return &c.Core.ReportInterval }),
+	setting("central.telemetry_queue", "", "", "changes of cached operations queued for central at most", func(c *SiteConfig) any { return &c.Core.TelemetryQueue }),
 	setting("forward.batch", "", "", "notifications per Submit", func(c *SiteConfig) any { return &c.Core.ForwardBatch }),
 	setting("forward.retry_interval", "OUTBOX_FORWARD_RETRY_INTERVAL", "", "wait before forwarding again while central is unreachable", func(c *SiteConfig) any { return &c.Core.RetryInterval }),
 	setting("forward.call_timeout", "", "", "bound of one call to central", func(c *SiteConfig) any { return &c.Core.CallTimeout }),
