@@ -224,7 +224,7 @@ func (s *Server) pageSites(w http.ResponseWriter, r *http.Request, p ports.Princ
 		base
 		Sites                         []ports.SiteView
 		StaleAfter, DisconnectedAfter time.Duration
-	}{b, sites, ports.SiteStaleAfter, ports.SiteDisconnectedAfter})
+	}{b, sites, s.cfg.SiteStaleAfter, s.cfg.SiteDisconnectedAfter})
 }
 
 func (s *Server) pageSite(w http.ResponseWriter, r *http.Request, p ports.Principal) {

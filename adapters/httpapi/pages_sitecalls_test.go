@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"cmp"
 	"context"
 	"html"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/adapters/httpapi"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -39,14 +41,6 @@ func siteOp(target, method string, st ports.OpStatus, lastErr string) ports.Oper
 		op.TerminalAt = now
 	}
 	return op
-}
-
-// report sends ops as site's telemetry.
-func (e *env) report(site string, ops ...ports.Operation) {
-	e.t.Helper()
-	if err := e.svc.ReportOperations(context.Background(), ports.OpReport{Site: site, Ops: ops}); err != nil {
-		e.t.Fatal(err)
-	}
 }
 
 // syncNode is one Sync of a site's leading node: its health recorded, and
@@ -327,5 +321,24 @@ func TestSiteCallsBulkConfirmationPinsTheCount(t *testing.T) {
 	code, _, page = e.post(c, "/site-calls/retry", url.Values{"scope": {"filter"}, "site": {"plant-3"}})
 	if code != http.StatusOK || !strings.Contains(page, "No parked site call matches") || strings.Contains(page, `name="confirm"`) {
 		t.Fatalf("empty confirmation: %d\n%s", code, page)
+	}
+}
+
+// TestSitesPageStatesTheConfiguredThresholds: the Sites view explains the
+// thresholds central was configured with, not the defaults.
+func TestSitesPageStatesTheConfiguredThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		stale, disconnected time.Duration
+	}{{0, 0}, {10 * time.Second, 30 * time.Second}} {
+		e := newEnvWith(t, func(c *httpapi.Config) {
+			c.SiteCalls = c.Outbox.(*core.Service)
+			c.SiteStaleAfter, c.SiteDisconnectedAfter = tc.stale, tc.disconnected
+		})
+		stale, disconnected := cmp.Or(tc.stale, ports.SiteStaleAfter), cmp.Or(tc.disconnected, ports.SiteDisconnectedAfter)
+		_, body := e.get(e.loginBrowser("viewer"), "/sites")
+		want := "connected within " + human.Duration(stale) + " of the last report, stale until " + human.Duration(disconnected)
+		if !strings.Contains(body, want) {
+			t.Errorf("thresholds %s/%s: the Sites view does not say %q", tc.stale, tc.disconnected, want)
+		}
 	}
 }

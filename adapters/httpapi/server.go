@@ -45,6 +45,12 @@ type Config struct {
 	// calls and the sites' health: the "Site calls" and "Sites" views and
 	// their API routes.
 	SiteCalls ports.SiteCalls
+	// SiteStaleAfter and SiteDisconnectedAfter are the thresholds the
+	// SiteCalls service turns a site stale and disconnected at, which the
+	// Sites view explains; zero means ports.SiteStaleAfter and
+	// ports.SiteDisconnectedAfter.
+	SiteStaleAfter        time.Duration
+	SiteDisconnectedAfter time.Duration
 	// CheckChannel, when set, checks channel settings against the schema
 	// of the plugin that delivers them before they are stored.
 	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
@@ -144,6 +150,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Refusals == nil {
 		cfg.Refusals = guard.NewRefusals("http", cfg.Logger, 0)
+	}
+	if cfg.SiteStaleAfter <= 0 {
+		cfg.SiteStaleAfter = ports.SiteStaleAfter
+	}
+	if cfg.SiteDisconnectedAfter <= 0 {
+		cfg.SiteDisconnectedAfter = ports.SiteDisconnectedAfter
 	}
 	if cfg.OwnTokenRate <= 0 {
 		cfg.OwnTokenRate = DefaultOwnTokenRate

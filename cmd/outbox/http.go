@@ -277,6 +277,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	}
 	hc := httpapi.Config{
 		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops, SiteCalls: o.svc,
+		SiteStaleAfter: o.svc.Config().SiteStaleAfter, SiteDisconnectedAfter: o.svc.Config().SiteDisconnectedAfter,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {
 				return fmt.Errorf("no channel plugin delivers type %q (plugins: %s)", c.Type, strings.Join(o.host.Types(), ", "))
