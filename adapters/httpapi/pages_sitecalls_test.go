@@ -173,7 +173,7 @@ func TestSiteCallsPageShowsTheMirror(t *testing.T) {
 // TestSiteCallsPageWithoutTheMirror: central without the mirror shows
 // neither view nor its nav links.
 func TestSiteCallsPageWithoutTheMirror(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvWith(t, func(c *httpapi.Config) { c.SiteCalls = nil })
 	c := e.loginBrowser("operator")
 	if _, body := e.get(c, "/notifications"); strings.Contains(body, `href="/site-calls"`) || strings.Contains(body, `href="/sites"`) {
 		t.Fatal("the nav links to views central does not serve")
