@@ -48,6 +48,9 @@ const (
 	// this process, so that a command that comes again is answered
 	// without being applied again.
 	rememberedCommands = 10000
+	// leadCheck is how often a follower between two Syncs looks whether it
+	// leads now.
+	leadCheck = 250 * time.Millisecond
 	// syncLogEvery bounds how often a failing Sync is logged.
 	syncLogEvery = time.Minute
 )
@@ -200,7 +203,7 @@ func (s *Site) Sync(ctx context.Context, leads func() bool) {
 		s.link.syncs.Add(1)
 		answers = nil // central took them (from a leader), or a new leader gets the commands again
 		if !lead {
-			s.sleep(ctx, s.cfg.ReportInterval-time.Since(start))
+			s.followerWait(ctx, s.cfg.ReportInterval-time.Since(start), leads)
 			continue
 		}
 		answers = s.applyCommands(ctx, ans.Commands)
@@ -209,6 +212,23 @@ func (s *Site) Sync(ctx context.Context, leads func() bool) {
 		}
 		if len(ans.Commands) == 0 && ans.Feed == nil {
 			s.sleep(ctx, minSyncGap-time.Since(start))
+		}
+	}
+}
+
+// followerWait waits d, or until ctx is done, or until the node leads:
+// a node that takes over starts its long poll at once, so that commands
+// relayed to its site wait no longer than leadCheck after a failover.
+func (s *Site) followerWait(ctx context.Context, d time.Duration, leads func() bool) {
+	end := time.Now().Add(d)
+	for ctx.Err() == nil {
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		s.sleep(ctx, min(left, leadCheck))
+		if leads != nil && leads() {
+			return
 		}
 	}
 }

@@ -608,7 +608,8 @@ func (e *syncEnv) get(t *testing.T, id string) ports.Operation {
 
 // TestSyncFollowerSendsHealthOnly: a follower reports its health every
 // SiteReportInterval without waiting, and neither answers nor applies
-// commands nor sends its feed; the leader long-polls with its health.
+// commands nor sends its feed; once it leads it long-polls with its
+// health at once, not at its next report.
 func TestSyncFollowerSendsHealthOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newSyncEnv(t, SiteConfig{})
@@ -618,7 +619,6 @@ func TestSyncFollowerSendsHealthOnly(t *testing.T) {
 			Actor: "ana", RequestedAt: time.Now()})
 		e.sync(t)
 		synctest.Wait()
-		t0 := time.Now()
 		time.Sleep(time.Minute - time.Millisecond)
 		synctest.Wait()
 		e.central.mu.Lock()
@@ -640,10 +640,15 @@ func TestSyncFollowerSendsHealthOnly(t *testing.T) {
 			t.Errorf("a follower sent %d feed pages", n)
 		}
 
-		// It becomes the leader: at its next Sync it long-polls, applies
-		// and answers.
+		// It becomes the leader between two reports: within leadCheck,
+		// not at its next report, it long-polls, applies and answers.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := e.get(t, p.ID).Status; got != ports.OpParked {
+			t.Fatalf("a follower applied a command: %s", got)
+		}
 		e.leads.Store(true)
-		time.Sleep(ports.SiteReportInterval - time.Since(t0)%ports.SiteReportInterval)
+		time.Sleep(leadCheck)
 		synctest.Wait()
 		if got := e.get(t, p.ID).Status; got != ports.OpDiscarded {
 			t.Errorf("the new leader did not apply the command: %s", got)
