@@ -169,16 +169,39 @@ func (c Config) SiteStateAt(last, now time.Time) ports.SiteState {
 // Sites implements ports.SiteCalls: every site with a node's health or a
 // mirror row, its state from its nodes' newest report.
 func (s *Service) Sites(ctx context.Context) ([]ports.SiteView, error) {
+	return s.siteViews(ctx, true)
+}
+
+// SiteStates is Sites without the mirror's counts: every site with a
+// node's health, its state, last contact, leader and nodes as Sites has
+// them, and Calls holding only the site's name. It reads the nodes' health
+// alone, not the mirror's KPIs (a count over every mirrored row), so it is
+// the read for what polls often, such as central's /metrics. A site known
+// only by its mirror rows, none of its nodes having reported, is not in
+// it (Sites lists it as disconnected).
+func (s *Service) SiteStates(ctx context.Context) ([]ports.SiteView, error) {
+	return s.siteViews(ctx, false)
+}
+
+// siteViews is Sites, with the mirror's counts when calls is set and
+// without them (SiteStates) when not.
+func (s *Service) siteViews(ctx context.Context, calls bool) ([]ports.SiteView, error) {
+	what := "site states"
+	if calls {
+		what = "sites"
+	}
 	if s.siteCalls == nil {
 		return nil, errNoMirror
 	}
 	health, err := s.siteCalls.SiteHealth(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sites: health: %w", err)
+		return nil, fmt.Errorf("%s: health: %w", what, err)
 	}
-	kpis, err := s.SiteCallKPIs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sites: %w", err)
+	var kpis []ports.SiteCallKPI
+	if calls {
+		if kpis, err = s.SiteCallKPIs(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	now := s.clock.Now()
 	views := map[string]*ports.SiteView{}
