@@ -261,7 +261,7 @@ func waitNodeMetric(t *testing.T, n *siteNode, name, what string, ok func(float6
 // it, on a loopback address, reading the sites at every scrape.
 func (c *centralLink) serveCentralMetrics(t *testing.T) string {
 	t.Helper()
-	h, err := metrics.CentralHandler(metrics.CentralSources{KPIs: c.svc.KPIs, Sites: c.svc.Sites, CacheFor: -1},
+	h, err := metrics.CentralHandler(metrics.CentralSources{KPIs: c.svc.KPIs, Sites: c.svc.SiteStates, CacheFor: -1},
 		metrics.NewDeliveryMetrics(), testLogger())
 	if err != nil {
 		t.Fatal(err)

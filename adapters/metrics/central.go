@@ -27,9 +27,11 @@ type CentralSources struct {
 	// Plugins returns the status of every channel plugin, one entry per
 	// type; nil when central runs no plugin host. It must not block.
 	Plugins func() []ports.PluginStatus
-	// Sites returns central's view of the sites (core.Service.Sites): their
-	// state, last contact and the backlogs their nodes reported. nil when
-	// central keeps no mirror of the sites.
+	// Sites returns central's view of the sites: their state, last
+	// contact, leader and the health (backlogs) their nodes reported. The
+	// collector reads no mirror count (SiteView.Calls), so the source is
+	// core.Service.SiteStates, which does not count the mirror's rows at
+	// each refresh. nil when central keeps no mirror of the sites.
 	Sites func(context.Context) ([]ports.SiteView, error)
 	// CacheFor is how long one read of the KPIs (and of the sites) serves
 	// every scrape. A

@@ -146,7 +146,7 @@ func newObservability(svc *core.Service, store *sqlstore.DB, host *pluginhost.Ho
 	}
 	var err error
 	o.metrics, err = metrics.CentralHandler(metrics.CentralSources{
-		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: host.Status, Sites: svc.Sites,
+		KPIs: svc.KPIs, Window: svc.Config().DeliveredKpiWindow, Plugins: host.Status, Sites: svc.SiteStates,
 	}, delivery, logger.With("component", "metrics"), append([]prometheus.Collector{o.httpRefusals, o.metricsRefusals}, collectors...)...)
 	if err != nil {
 		return observability{}, err
