@@ -416,9 +416,9 @@ func TestSiteKilledTurnsStaleThenDisconnected(t *testing.T) {
 				want   float64
 			}{
 				{"outbox_site_state", []string{site, `state="connected"`}, 1},
-				{"outbox_site_parked", []string{site, `kind="call"`}, parked},
-				{"outbox_site_backlog", []string{site, `kind="call"`}, backlog},
-				{"outbox_site_backlog", []string{site, `kind="notification"`}, 0},
+				{"outbox_site_reported_parked", []string{site, `kind="call"`}, parked},
+				{"outbox_site_reported_backlog", []string{site, `kind="call"`}, backlog},
+				{"outbox_site_reported_backlog", []string{site, `kind="notification"`}, 0},
 			} {
 				if got, ok := metricSum(body, m.name, m.labels...); !ok || got != m.want {
 					return false, fmt.Sprintf("central's /metrics: %s%v = %g (found %t), want %g", m.name, m.labels, got, ok, m.want)

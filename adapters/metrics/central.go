@@ -60,10 +60,12 @@ const DefaultKPICacheFor = 5 * time.Second
 // What the sites report of themselves is exported under the outbox_site_
 // prefix, as a site node's own metrics are ([SiteCollector]):
 // outbox_site_last_contact_seconds{site}, outbox_site_state{site,state},
-// outbox_site_backlog{site,kind} and outbox_site_parked{site,kind}.
-// Central's series carry a kind label and no node label; a node's
-// outbox_site_backlog carries node and no kind, so a query selects
-// central's view with kind.
+// outbox_site_reported_backlog{site,kind} and
+// outbox_site_reported_parked{site,kind}: the counts the site's leader
+// (or, when none leads, its most recently reporting node) last reported.
+// They are named apart from a node's own outbox_site_backlog{site,node}
+// and outbox_site_operations_backlog and _parked{site,node,kind}, which
+// the node exports of itself.
 type CentralCollector struct {
 	src   CentralSources
 	log   *slog.Logger

@@ -19,9 +19,9 @@ var siteKinds = []struct {
 // siteStates are the values of outbox_site_state's state label.
 var siteStates = []ports.SiteState{ports.SiteConnected, ports.SiteStale, ports.SiteDisconnected}
 
-// sitesMetrics exports central's view of the sites (ports.SiteCalls.Sites):
-// one series set per site that reported, each computed at the scrape from
-// a read shared as the KPIs' is.
+// sitesMetrics exports central's view of the sites (CentralSources.Sites,
+// core.Service.SiteStates): one series set per site that reported, each
+// computed at the scrape from a read shared as the KPIs' is.
 type sitesMetrics struct {
 	read *readCache[[]ports.SiteView]
 	now  func() time.Time
@@ -38,11 +38,12 @@ func newSitesMetrics(read func(context.Context) ([]ports.SiteView, error), ttl t
 			"Seconds since any node of the site last reported to central.", []string{"site"}, nil),
 		state: prometheus.NewDesc("outbox_site_state",
 			"1 for the site's current state at central (connected, stale, disconnected).", []string{"site", "state"}, nil),
-		backlog: prometheus.NewDesc("outbox_site_backlog",
-			"What the site buffers, per kind (notification, call, write), as its leader (or its freshest node) last reported to central; "+
-				"calls and writes count those waiting for a retry.", []string{"site", "kind"}, nil),
-		parked: prometheus.NewDesc("outbox_site_parked",
-			"Cached calls and writes parked at the site, per kind (call, write), as its leader (or its freshest node) last reported to central.",
+		backlog: prometheus.NewDesc("outbox_site_reported_backlog",
+			"What the site buffers, per kind (notification, call, write), as its leader (or, when none leads, its most recently reporting node) "+
+				"last reported to central; calls and writes count those waiting for a retry.", []string{"site", "kind"}, nil),
+		parked: prometheus.NewDesc("outbox_site_reported_parked",
+			"Cached calls and writes parked at the site, per kind (call, write), as its leader (or, when none leads, its most recently reporting node) "+
+				"last reported to central.",
 			[]string{"site", "kind"}, nil),
 	}
 }
@@ -97,8 +98,12 @@ func (m *sitesMetrics) collect(ch chan<- prometheus.Metric) error {
 }
 
 // reportingNode is the health whose counts stand for the site: its
-// leader's, or else its freshest node's. Every node of a group holds the
-// same replicated counts; the leader's are the newest.
+// leader's (v.Leader, the node that most recently reported leading), or,
+// when no node reported leading, the most recent report's (the largest
+// ReportedAt; of equal times, the first node by name). Every node of a
+// group holds the same replicated counts and the leader's are the newest;
+// without a leader the freshest report is the nearest to the site's state
+// now. (The Sites page shows the largest backlog instead in that case.)
 func reportingNode(v ports.SiteView) (ports.SiteNodeHealth, bool) {
 	var best ports.SiteNodeHealth
 	found := false

@@ -18,7 +18,7 @@ func noKPIs(context.Context) (ports.KPIReport, error) { return ports.KPIReport{}
 
 // TestCentralCollectorExportsTheSites: per site that reported, its last
 // contact's age, its state, and the backlog and parked counts per kind
-// of its leader, or of its freshest node when none leads; a failed read
+// of its leader, or of its most recent report when none leads; a failed read
 // exports outbox_sites_up 0 and no site.
 func TestCentralCollectorExportsTheSites(t *testing.T) {
 	now := time.Now()
@@ -32,8 +32,8 @@ func TestCentralCollectorExportsTheSites(t *testing.T) {
 		{Site: "plant-1", State: ports.SiteConnected, LastContact: now.Add(-3 * time.Second), Leader: "a",
 			Nodes: []ports.SiteNodeHealth{node("a", now.Add(-10*time.Second), 7, ops(4, 3)), node("b", now.Add(-3*time.Second), 6, ops(9, 9))}},
 		{Site: "plant-2", State: ports.SiteStale, LastContact: now.Add(-time.Minute),
-			Nodes: []ports.SiteNodeHealth{node("a", now.Add(-2*time.Minute), 1, nil), node("b", now.Add(-time.Minute), 5, nil)}},
-		{Site: "plant-3", State: ports.SiteDisconnected}, // mirror rows, never a report
+			Nodes: []ports.SiteNodeHealth{node("a", now.Add(-2*time.Minute), 9, nil), node("b", now.Add(-time.Minute), 5, nil)}},
+		{Site: "plant-3", State: ports.SiteDisconnected}, // no node's health
 	}
 	var fail bool
 	src := CentralSources{KPIs: noKPIs, CacheFor: -1, Sites: func(ctx context.Context) ([]ports.SiteView, error) {
@@ -62,19 +62,21 @@ func TestCentralCollectorExportsTheSites(t *testing.T) {
 		`outbox_site_state{site="plant-1",state="connected"} 1`, `outbox_site_state{site="plant-1",state="stale"} 0`,
 		`outbox_site_state{site="plant-2",state="stale"} 1`, `outbox_site_state{site="plant-3",state="disconnected"} 1`,
 		// plant-1: its leader a's counts, though b reported later.
-		`outbox_site_backlog{kind="notification",site="plant-1"} 7`, `outbox_site_backlog{kind="call",site="plant-1"} 4`,
-		`outbox_site_backlog{kind="write",site="plant-1"} 1`, `outbox_site_parked{kind="call",site="plant-1"} 3`,
-		`outbox_site_parked{kind="write",site="plant-1"} 2`,
-		// plant-2: no leader; its freshest node b's counts.
-		`outbox_site_backlog{kind="notification",site="plant-2"} 5`, `outbox_site_backlog{kind="call",site="plant-2"} 0`,
-		`outbox_site_parked{kind="call",site="plant-2"} 0`,
+		`outbox_site_reported_backlog{kind="notification",site="plant-1"} 7`, `outbox_site_reported_backlog{kind="call",site="plant-1"} 4`,
+		`outbox_site_reported_backlog{kind="write",site="plant-1"} 1`, `outbox_site_reported_parked{kind="call",site="plant-1"} 3`,
+		`outbox_site_reported_parked{kind="write",site="plant-1"} 2`,
+		// plant-2: no leader; b reported last, so its counts, not a's larger backlog.
+		`outbox_site_reported_backlog{kind="notification",site="plant-2"} 5`, `outbox_site_reported_backlog{kind="call",site="plant-2"} 0`,
+		`outbox_site_reported_parked{kind="call",site="plant-2"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	for _, absent := range []string{`outbox_site_last_contact_seconds{site="plant-3"}`, `outbox_site_backlog{kind="notification",site="plant-3"}`,
-		`outbox_site_parked{kind="notification"`} {
+	for _, absent := range []string{`outbox_site_last_contact_seconds{site="plant-3"}`, `outbox_site_reported_backlog{kind="notification",site="plant-3"}`,
+		`outbox_site_reported_parked{kind="notification"`,
+		// the names before "reported", outbox_site_backlog a node's own
+		"outbox_site_backlog{", "outbox_site_parked{"} {
 		if strings.Contains(body, absent) {
 			t.Errorf("/metrics has %s", absent)
 		}

@@ -51,13 +51,13 @@ func TestCentralMetricsShowTheSites(t *testing.T) {
 	}
 	waitMetrics("the site connected, with its leader's counts", map[string]string{
 		`outbox_sites_up`: "1",
-		`outbox_site_state{site="plant-1",state="connected"}`:     "1",
-		`outbox_site_state{site="plant-1",state="stale"}`:         "0",
-		`outbox_site_backlog{kind="notification",site="plant-1"}`: "12",
-		`outbox_site_backlog{kind="call",site="plant-1"}`:         "5",
-		`outbox_site_backlog{kind="write",site="plant-1"}`:        "2",
-		`outbox_site_parked{kind="call",site="plant-1"}`:          "3",
-		`outbox_site_parked{kind="write",site="plant-1"}`:         "1",
+		`outbox_site_state{site="plant-1",state="connected"}`:              "1",
+		`outbox_site_state{site="plant-1",state="stale"}`:                  "0",
+		`outbox_site_reported_backlog{kind="notification",site="plant-1"}`: "12",
+		`outbox_site_reported_backlog{kind="call",site="plant-1"}`:         "5",
+		`outbox_site_reported_backlog{kind="write",site="plant-1"}`:        "2",
+		`outbox_site_reported_parked{kind="call",site="plant-1"}`:          "3",
+		`outbox_site_reported_parked{kind="write",site="plant-1"}`:         "1",
 	})
 	if l := c.metric(t, `outbox_site_last_contact_seconds{site="plant-1"}`); l == "" {
 		t.Error("/metrics has no outbox_site_last_contact_seconds for plant-1")
