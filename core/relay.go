@@ -294,7 +294,7 @@ func (s *Service) DiscardSiteCalls(ctx context.Context, a ports.SiteCallAction) 
 // siteCallFilterEmpty reports whether f selects every row.
 func siteCallFilterEmpty(f ports.SiteCallFilter) bool {
 	return f.Site == "" && f.Kind == "" && f.Target == "" && len(f.Statuses) == 0 && f.CreatedFrom.IsZero() &&
-		f.CreatedTo.IsZero() && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() && f.Keyword == ""
+		f.CreatedTo.IsZero() && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() && f.ReportedTo.IsZero() && f.Keyword == ""
 }
 
 // relayAction stores a command of action for each selected row that is

@@ -265,6 +265,11 @@ type SiteCallFilter struct {
 	CreatedTo   time.Time
 	UpdatedFrom time.Time
 	UpdatedTo   time.Time
+	// ReportedTo (exclusive) bounds ReportedAt, central's own time of the
+	// row's newest report: what pins an operator's count before a bulk
+	// action, since a row the site changed before the count may reach
+	// central after it.
+	ReportedTo time.Time
 	// Keyword keeps rows whose ID, target, method, last error, source
 	// instance or source script contains it, ignoring ASCII case; LIKE
 	// wildcards in it match literally.

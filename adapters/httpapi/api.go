@@ -62,12 +62,13 @@ func (s *Server) apiCount(w http.ResponseWriter, r *http.Request, _ ports.Princi
 		s.apiError(w, r, err)
 		return
 	}
+	at := api.TimePtr(time.Now())
 	n, err := s.count(r.Context(), q.Filter)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Count{Count: n})
+	writeJSON(w, http.StatusOK, api.Count{Count: n, At: at})
 }
 
 func (s *Server) apiNotification(w http.ResponseWriter, r *http.Request, p ports.Principal) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -43,12 +44,13 @@ func (s *Server) apiSiteCallCount(w http.ResponseWriter, r *http.Request, _ port
 		s.apiError(w, r, err)
 		return
 	}
+	at := api.TimePtr(time.Now())
 	n, err := s.siteCallCount(r.Context(), q.Filter)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Count{Count: n})
+	writeJSON(w, http.StatusOK, api.Count{Count: n, At: at})
 }
 
 func (s *Server) apiSiteCallKPIs(w http.ResponseWriter, r *http.Request, _ ports.Principal) {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -76,8 +77,8 @@ func (s *Server) siteView(ctx context.Context, site string) (ports.SiteView, err
 // actSiteCalls relays a Retry or Discard of the Parked rows req selects to
 // their sites, recording p as the actor.
 func (s *Server) actSiteCalls(ctx context.Context, p ports.Principal, v verb, req api.SiteCallActionRequest) (ports.SiteCallActionResult, error) {
-	if len(req.Keys) > 0 && req.Filter != nil && !req.Filter.IsZero() {
-		return ports.SiteCallActionResult{}, fmt.Errorf("give keys or a filter, not both: %w", ports.ErrInvalid)
+	if len(req.Keys) > 0 && (req.All || req.Filter != nil && !req.Filter.IsZero()) {
+		return ports.SiteCallActionResult{}, fmt.Errorf("give keys, a filter or all, not more than one: %w", ports.ErrInvalid)
 	}
 	a := ports.SiteCallAction{All: req.All, Actor: p.Name}
 	for _, k := range req.Keys {
@@ -96,7 +97,8 @@ func (s *Server) actSiteCalls(ctx context.Context, p ports.Principal, v verb, re
 func siteCallActionMessage(v verb, res ports.SiteCallActionResult) string {
 	msg := fmt.Sprintf("%s requested for %d cached call(s); each changes when its site reports", verbTitle(v), len(res.Requested))
 	if n := len(res.Refused); n > 0 {
-		msg += fmt.Sprintf("; %d refused: %s", n, res.Refused[0].Reason)
+		// Clipped: a flash over the cookie's bound would be dropped.
+		msg += fmt.Sprintf("; %d refused: %s", n, human.Clip(res.Refused[0].Reason, 160))
 		if n > 1 {
 			msg += fmt.Sprintf(" (and %d more)", n-1)
 		}

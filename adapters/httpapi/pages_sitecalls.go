@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -145,8 +146,14 @@ func (s *Server) pageSiteCallAction(v verb) handler {
 				s.confirmSiteCallAction(w, r, p, v, f, back)
 				return
 			}
+			if f.ReportedTo == nil {
+				// Only the confirmation page's form confirms, and it pins
+				// the count: an unpinned confirmation would act on rows
+				// nobody counted.
+				s.pageError(w, r, p, invalid(errors.New("reported_to: a confirmed action carries the instant of its count")))
+				return
+			}
 			req.Filter = &f
-			req.All = f.IsZero()
 		default:
 			for _, raw := range form["key"] {
 				k, err := parseSiteCallKey(raw)
@@ -173,12 +180,14 @@ func (s *Server) pageSiteCallAction(v verb) handler {
 }
 
 // confirmSiteCallAction shows how many parked rows match f and asks to
-// confirm. The confirmation pins the instant of the count as updated_to,
-// so the confirmed action leaves alone a row that parks after it.
+// confirm. The confirmation pins the instant of the count as reported_to,
+// central's time of a row's newest report, so the confirmed action leaves
+// alone a row whose parking reached central after the count, however
+// early the site parked it.
 func (s *Server) confirmSiteCallAction(w http.ResponseWriter, r *http.Request, p ports.Principal, v verb, f api.SiteCallFilter, back string) {
 	parked := f
-	if now := time.Now().UTC().Truncate(time.Microsecond); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
-		parked.UpdatedTo = &now
+	if now := time.Now().UTC().Truncate(time.Microsecond); parked.ReportedTo == nil || parked.ReportedTo.After(now) {
+		parked.ReportedTo = &now
 	}
 	var n int64
 	if len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked) {
@@ -194,7 +203,7 @@ func (s *Server) confirmSiteCallAction(w http.ResponseWriter, r *http.Request, p
 		what = "the parked site calls matching the filter"
 	}
 	title := verbTitle(v)
-	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile, or park after this count, are left alone.",
+	msg := fmt.Sprintf("%s %s: %s match now. Rows that leave Parked meanwhile, or whose parking reaches central after this count, are left alone.",
 		title, what, human.Count(n, "site call"))
 	if v == verbRetry {
 		msg += " Central relays a Retry to each call's site, which delivers it again."
@@ -249,7 +258,10 @@ func (s *Server) pageSite(w http.ResponseWriter, r *http.Request, p ports.Princi
 		// Ops says a node reported cached operations (the site
 		// defines targets).
 		Ops bool
-	}{b, v, ops})
+		// FailedSince is the start of the Failed count's hour, as a
+		// filter value.
+		FailedSince string
+	}{b, v, ops, time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)})
 }
 
 // siteBacklog is a site's notification backlog: its leader's, else the

@@ -269,7 +269,8 @@ func TestSiteCallsPageRetryRelaysACommand(t *testing.T) {
 
 // TestSiteCallsBulkConfirmationPinsTheCount: Discard by filter first shows
 // how many parked calls match; confirmed, it relays a command for those and
-// leaves alone a call that parked after the count.
+// leaves alone a call whose parking reached central after the count, though
+// the site parked it long before. A confirmation without the pin is refused.
 func TestSiteCallsBulkConfirmationPinsTheCount(t *testing.T) {
 	e := newSiteCallEnv(t)
 	a := siteOp("erp", "createOrder", ports.OpParked, "503")
@@ -287,16 +288,25 @@ func TestSiteCallsBulkConfirmationPinsTheCount(t *testing.T) {
 	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(page, -1) {
 		form.Add(m[1], html.UnescapeString(m[2]))
 	}
-	if form.Get("updated_to") == "" || form.Get("confirm") != "yes" || form.Get("status") != "Parked" || form.Get("site") != siteA {
+	if form.Get("reported_to") == "" || form.Get("confirm") != "yes" || form.Get("status") != "Parked" || form.Get("site") != siteA {
 		t.Fatalf("the confirmation does not pin what it counted: %v", form)
 	}
 	if cmds := e.syncNode(siteA, "node-a", 0); len(cmds) != 0 {
 		t.Fatalf("the confirmation relayed commands: %+v", cmds)
 	}
 	late := siteOp("erp", "createOrder", ports.OpParked, "503")
-	late.UpdatedAt = time.Now().UTC().Add(time.Second)
+	late.CreatedAt, late.UpdatedAt = late.CreatedAt.Add(-time.Hour), late.UpdatedAt.Add(-time.Hour) // late telemetry
 	e.report(siteA, late)
 
+	unpinned := url.Values{}
+	for k, v := range form {
+		if k != "reported_to" {
+			unpinned[k] = v
+		}
+	}
+	if code, _, _ := e.post(c, "/site-calls/discard", unpinned); code != http.StatusBadRequest {
+		t.Errorf("a confirmation without its pin: %d, want 400", code)
+	}
 	code, loc, _ := e.post(c, "/site-calls/discard", form)
 	if code != http.StatusSeeOther || loc != "/site-calls?site="+siteA {
 		t.Fatalf("confirm: %d %s", code, loc)

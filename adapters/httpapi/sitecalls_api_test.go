@@ -13,6 +13,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // siteOpAt is a site's tracking row: a call to erp.post, or a write to the
@@ -238,9 +239,10 @@ func TestSiteCallRetryIsRelayed(t *testing.T) {
 }
 
 // TestSiteCallBulkRetryPinsTheCount: an operator counts the Parked rows of
-// a filter at an instant, then retries by the filter with updated_to that
-// instant: a row parked after the count is left alone. An action selecting
-// nothing, or both keys and a filter, is refused.
+// a filter at an instant, then retries by the filter with reported_to that
+// instant: a row whose parking reaches central after the count is left
+// alone, though the site parked it before. An action selecting nothing, or
+// both keys and a filter, is refused.
 func TestSiteCallBulkRetryPinsTheCount(t *testing.T) {
 	e := newEnv(t)
 	t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
@@ -249,17 +251,21 @@ func TestSiteCallBulkRetryPinsTheCount(t *testing.T) {
 		siteOpAt(b, ports.OpWrite, ports.OpParked, 2, t0, t0.Add(2*time.Minute)))
 	e.report("plant-2", siteOpAt(elsewhere, ports.OpCall, ports.OpParked, 2, t0, t0.Add(time.Minute)))
 
-	countedAt := t0.Add(10 * time.Minute)
-	pin := url.Values{"site": {"plant-1"}, "status": {"Parked"}, "updated_to": {countedAt.Format(time.RFC3339)}}
+	countedAt := time.Now().UTC()
+	pin := url.Values{"site": {"plant-1"}, "status": {"Parked"}, "reported_to": {countedAt.Format(time.RFC3339Nano)}}
 	code, body := e.do(ports.RoleViewer, "GET", "/api/v1/site-calls/count?"+pin.Encode(), nil)
 	if code != http.StatusOK || decode[api.Count](t, body).Count != 2 {
 		t.Fatalf("count: %d %s", code, body)
 	}
-	// Another row parks at the site after the count.
-	e.report("plant-1", siteOpAt(later, ports.OpCall, ports.OpParked, 3, t0, countedAt.Add(time.Minute)))
+	// Another row, parked at the site before the count, reaches central
+	// after it.
+	waittest.For(t, 10*time.Second, "the clock past the count", func() (bool, string) {
+		return time.Now().After(countedAt), ""
+	})
+	e.report("plant-1", siteOpAt(later, ports.OpCall, ports.OpParked, 3, t0, t0.Add(3*time.Minute)))
 
 	code, body = e.do(ports.RoleOperator, "POST", "/api/v1/site-calls/retry",
-		api.SiteCallActionRequest{Filter: &api.SiteCallFilter{Site: "plant-1", UpdatedTo: &countedAt}})
+		api.SiteCallActionRequest{Filter: &api.SiteCallFilter{Site: "plant-1", ReportedTo: &countedAt}})
 	res := decode[api.SiteCallActionResult](t, body)
 	got := []string{}
 	for _, k := range res.Requested {
@@ -293,7 +299,8 @@ func TestSiteCallBulkRetryPinsTheCount(t *testing.T) {
 	}{
 		{api.SiteCallActionRequest{}, "select site calls"},
 		{api.SiteCallActionRequest{Filter: &api.SiteCallFilter{}}, "select site calls"},
-		{api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant-1", ID: a}}, Filter: &api.SiteCallFilter{Site: "plant-1"}}, "not both"},
+		{api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant-1", ID: a}}, Filter: &api.SiteCallFilter{Site: "plant-1"}}, "not more than one"},
+		{api.SiteCallActionRequest{Keys: []api.SiteCallKey{{Site: "plant-1", ID: a}}, All: true}, "not more than one"},
 		{api.SiteCallActionRequest{Filter: &api.SiteCallFilter{Status: []ports.OpStatus{"Lost"}}}, "status \"Lost\" is unknown"},
 		{api.SiteCallActionRequest{Filter: &api.SiteCallFilter{Kind: "Teleport"}}, "kind \"Teleport\" is unknown"},
 	} {

@@ -161,7 +161,8 @@ func (m siteCallMatcher) match(c ports.SiteCall) bool {
 		!f.CreatedFrom.IsZero() && !atOrAfter(c.CreatedAt, f.CreatedFrom),
 		!f.CreatedTo.IsZero() && !before(c.CreatedAt, f.CreatedTo),
 		!f.UpdatedFrom.IsZero() && !atOrAfter(c.UpdatedAt, f.UpdatedFrom),
-		!f.UpdatedTo.IsZero() && !before(c.UpdatedAt, f.UpdatedTo):
+		!f.UpdatedTo.IsZero() && !before(c.UpdatedAt, f.UpdatedTo),
+		!f.ReportedTo.IsZero() && !before(c.ReportedAt, f.ReportedTo):
 		return false
 	case m.keyword == "":
 		return true

@@ -347,7 +347,7 @@ func (s *SiteCalls) whereSiteCalls(q bun.QueryBuilder, f ports.SiteCallFilter) b
 		t  time.Time
 		op string
 	}{{f.CreatedFrom, `"created_at" >= ?`}, {f.CreatedTo, `"created_at" < ?`},
-		{f.UpdatedFrom, `"updated_at" >= ?`}, {f.UpdatedTo, `"updated_at" < ?`}} {
+		{f.UpdatedFrom, `"updated_at" >= ?`}, {f.UpdatedTo, `"updated_at" < ?`}, {f.ReportedTo, `"reported_at" < ?`}} {
 		if !b.t.IsZero() {
 			q = q.Where(b.op, at(b.t))
 		}

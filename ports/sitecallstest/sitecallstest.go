@@ -382,6 +382,23 @@ func exerciseQuery(t *testing.T, newStore func(t *testing.T) ports.SiteCallStore
 		func(c ports.SiteCall) bool { return strings.HasPrefix(c.ID, all[7].ID[:13]) })
 	check("KeywordInProvenance", ports.SiteCallFilter{Keyword: "ORDERS/POST", Site: "site-c"},
 		func(c ports.SiteCall) bool { return c.Site == "site-c" })
+	t.Run("ReportedTo", func(t *testing.T) {
+		// Central's time of the report bounds, not the site's time of
+		// the change: a row changed at the site long before the pin but
+		// reported after it is left out.
+		s := newStore(t)
+		early, late := NewOperation(BaseTime), NewOperation(BaseTime.Add(-time.Hour))
+		report(t, s, "site-a", now, early)
+		report(t, s, "site-a", now.Add(time.Minute), late)
+		f := ports.SiteCallFilter{ReportedTo: now.Add(time.Second)}
+		p, err := s.QuerySiteCalls(t.Context(), f, ports.PageRequest{Limit: 10})
+		if err != nil || len(p.Items) != 1 || p.Items[0].ID != early.ID {
+			t.Fatalf("QuerySiteCalls reported before the pin: %v, %v", p.Items, err)
+		}
+		if n, err := s.CountSiteCalls(t.Context(), f); err != nil || n != 1 {
+			t.Errorf("CountSiteCalls reported before the pin = %d, %v; want 1", n, err)
+		}
+	})
 	t.Run("NoMatch", func(t *testing.T) {
 		p, err := s.QuerySiteCalls(t.Context(), ports.SiteCallFilter{Keyword: "100%%"}, ports.PageRequest{Limit: 10})
 		if err != nil || len(p.Items) != 0 || p.Next != "" {

@@ -84,9 +84,14 @@ type NotificationPage struct {
 	Next string `json:"next,omitempty"`
 }
 
-// Count is the body of GET /notifications/count.
+// Count is the body of GET /notifications/count and /site-calls/count.
 type Count struct {
 	Count int64 `json:"count"`
+	// At is central's time as it began to count: the pin of a bulk action
+	// that acts on exactly what was counted (updated_to for
+	// notifications, reported_to for site calls), free of the caller's
+	// clock.
+	At *time.Time `json:"at,omitempty"`
 }
 
 // Detail is GET /notifications/{id}: the row, each target's fate, and its

@@ -166,6 +166,10 @@ type SiteCallFilter struct {
 	To          *time.Time `json:"to,omitempty"`
 	UpdatedFrom *time.Time `json:"updated_from,omitempty"`
 	UpdatedTo   *time.Time `json:"updated_to,omitempty"`
+	// ReportedTo keeps rows whose newest report central stored before it:
+	// the pin of a confirmed bulk action, in central's time (a row the site
+	// changed before the count may reach central after it).
+	ReportedTo *time.Time `json:"reported_to,omitempty"`
 	// Q keeps rows whose id, target, method, last error, source instance
 	// or source script contains it, ignoring case.
 	Q string `json:"q,omitempty"`
@@ -175,6 +179,9 @@ type SiteCallFilter struct {
 // other parameters are Filter's (status, site, from, to, updated_from,
 // updated_to, q) and ParamKind.
 const ParamTarget = "target"
+
+// ParamReportedTo is the query parameter of SiteCallFilter.ReportedTo.
+const ParamReportedTo = "reported_to"
 
 // Values encodes f as query parameters (status repeated, times RFC 3339).
 func (f SiteCallFilter) Values() url.Values {
@@ -194,6 +201,7 @@ func (f SiteCallFilter) Values() url.Values {
 	set(ParamTo, formatTime(f.To))
 	set(ParamUpdatedFrom, formatTime(f.UpdatedFrom))
 	set(ParamUpdatedTo, formatTime(f.UpdatedTo))
+	set(ParamReportedTo, formatTime(f.ReportedTo))
 	set(ParamQ, f.Q)
 	return v
 }
@@ -201,7 +209,7 @@ func (f SiteCallFilter) Values() url.Values {
 // IsZero reports whether f selects every row.
 func (f SiteCallFilter) IsZero() bool {
 	return f.Site == "" && f.Kind == "" && f.Target == "" && len(f.Status) == 0 && f.From == nil && f.To == nil &&
-		f.UpdatedFrom == nil && f.UpdatedTo == nil && f.Q == ""
+		f.UpdatedFrom == nil && f.UpdatedTo == nil && f.ReportedTo == nil && f.Q == ""
 }
 
 // ParseSiteCallFilter reads a SiteCallFilter from query parameters, with
@@ -243,7 +251,8 @@ func ParseSiteCallFilter(v url.Values) (SiteCallFilter, error) {
 	for _, t := range []struct {
 		key string
 		dst **time.Time
-	}{{ParamFrom, &f.From}, {ParamTo, &f.To}, {ParamUpdatedFrom, &f.UpdatedFrom}, {ParamUpdatedTo, &f.UpdatedTo}} {
+	}{{ParamFrom, &f.From}, {ParamTo, &f.To}, {ParamUpdatedFrom, &f.UpdatedFrom}, {ParamUpdatedTo, &f.UpdatedTo},
+		{ParamReportedTo, &f.ReportedTo}} {
 		if *t.dst, err = parseTimeParam(v, t.key); err != nil {
 			return SiteCallFilter{}, err
 		}
@@ -280,6 +289,7 @@ func (f SiteCallFilter) PortsFilter() ports.SiteCallFilter {
 		CreatedTo:   deref(f.To),
 		UpdatedFrom: deref(f.UpdatedFrom),
 		UpdatedTo:   deref(f.UpdatedTo),
+		ReportedTo:  deref(f.ReportedTo),
 		Keyword:     f.Q,
 	}
 }

@@ -213,9 +213,16 @@ func (c *Client) Notifications(ctx context.Context, f api.Filter, limit int, aft
 
 // Count returns how many notifications match f (GET /notifications/count).
 func (c *Client) Count(ctx context.Context, f api.Filter) (int64, error) {
+	out, err := c.CountAt(ctx, f)
+	return out.Count, err
+}
+
+// CountAt is Count with central's time of the count, the pin of a bulk
+// action (GET /notifications/count).
+func (c *Client) CountAt(ctx context.Context, f api.Filter) (api.Count, error) {
 	var out api.Count
 	err := c.do(ctx, http.MethodGet, "/notifications/count", f.Values(), nil, &out)
-	return out.Count, err
+	return out, err
 }
 
 // Notification returns one notification with its history
@@ -418,9 +425,16 @@ func (c *Client) SiteCalls(ctx context.Context, f api.SiteCallFilter, limit int,
 // CountSiteCalls returns how many mirror rows match f
 // (GET /site-calls/count).
 func (c *Client) CountSiteCalls(ctx context.Context, f api.SiteCallFilter) (int64, error) {
+	out, err := c.CountSiteCallsAt(ctx, f)
+	return out.Count, err
+}
+
+// CountSiteCallsAt is CountSiteCalls with central's time of the count,
+// the pin of a bulk action (GET /site-calls/count).
+func (c *Client) CountSiteCallsAt(ctx context.Context, f api.SiteCallFilter) (api.Count, error) {
 	var out api.Count
 	err := c.do(ctx, http.MethodGet, "/site-calls/count", f.Values(), nil, &out)
-	return out.Count, err
+	return out, err
 }
 
 // SiteCall returns one mirror row with the commands operators relayed for

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
@@ -77,23 +78,31 @@ func opsAllPages[T any](after string, all bool, fetch func(after string) ([]T, s
 }
 
 // previewBulk is the step before an action on every Parked row a filter
-// selects: it counts them as of now (or of updatedTo, when earlier) and
-// prints how many match and the flags that act on exactly those, --yes
-// and --updated-to that instant. noun names one row ("parked site call").
-func (r *opsRun) previewBulk(sub, noun string, updatedTo *time.Time, count func(pin time.Time) (int64, error)) int {
-	pin := time.Now().UTC().Truncate(time.Second)
-	if updatedTo != nil && !updatedTo.After(pin) {
-		pin = *updatedTo
+// selects: it counts them (as of pinned, the pin flag pinFlag as given, or
+// else as of now) and prints how many match and the flags that act on
+// exactly those, --yes and the pin at the count's instant. The instant is
+// central's (the count's At, to the second below), not this machine's,
+// whose clock may be off. noun names one row ("parked site call").
+func (r *opsRun) previewBulk(sub, noun, pinFlag string, pinned *time.Time, count func(pin *time.Time) (api.Count, error)) int {
+	if pinned != nil && pinned.After(time.Now()) {
+		pinned = nil
 	}
-	n, err := count(pin)
+	res, err := count(pinned)
 	if err != nil {
 		return r.failed(err)
+	}
+	n, pin := res.Count, time.Now().UTC().Truncate(time.Second)
+	switch {
+	case pinned != nil:
+		pin = *pinned
+	case res.At != nil:
+		pin = res.At.UTC().Truncate(time.Second)
 	}
 	if n == 0 {
 		fmt.Fprintf(r.stdout, "no %s match: nothing to %s\n", human.Plural(2, noun), sub)
 		return exitOK
 	}
-	flags := " --yes --updated-to " + pin.Format(time.RFC3339)
+	flags := " --yes " + pinFlag + " " + pin.Format(time.RFC3339)
 	if n == 1 {
 		fmt.Fprintf(r.stderr, "1 %s matches; repeat with%s to %s it\n", noun, flags, sub)
 	} else {
@@ -115,13 +124,14 @@ func (r *opsRun) refusedExit(code, refused, done int, noun string) int {
 
 // checkSelection checks how a retry or discard selects its rows: by
 // naming them (keys of them, named "the ids" in messages as named says),
-// by filters, or --all, one of them; parked says whether the status
-// filter, if any, admits Parked rows. ok false says to return code.
-func (r *opsRun) checkSelection(sub string, keys int, filtered, all, parked bool, named, noun string) (code int, ok bool) {
+// by filters, or --all, one of them (--all may carry the count's pin, and
+// beyondPin says a filter sets more than it); parked says whether the
+// status filter, if any, admits Parked rows. ok false says to return code.
+func (r *opsRun) checkSelection(sub string, keys int, filtered, beyondPin, all, parked bool, named, noun string) (code int, ok bool) {
 	switch {
 	case keys > 0 && (all || filtered):
 		return r.usage("give the %s, or filters, or --all: not several", named), false
-	case all && filtered:
+	case all && beyondPin:
 		return r.usage("--all selects every Parked %s: give it without filters", noun), false
 	case keys == 0 && !all && !filtered:
 		return r.usage("give the %s to %s, filters selecting them, or --all", named, sub), false

@@ -169,21 +169,23 @@ func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.
 // first counts the Parked rows it selects and acts only with --yes.
 func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []string, f api.Filter, all, yes bool) int {
 	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked)
-	if code, ok := r.checkSelection(sub, len(ids), !f.IsZero(), all, parked, "ids", "notification"); !ok {
+	beyondPin := f
+	beyondPin.UpdatedTo = nil
+	if code, ok := r.checkSelection(sub, len(ids), !f.IsZero(), !beyondPin.IsZero(), all, parked, "ids", "notification"); !ok {
 		return code
 	}
 	req := api.ActionRequest{IDs: ids}
 	if len(ids) == 0 {
-		if all {
+		if all && f.IsZero() {
 			req.All = true
 		} else {
 			req.Filter = &f
 		}
 		if !yes {
-			return r.previewBulk(sub, "parked notification", f.UpdatedTo, func(pin time.Time) (int64, error) {
+			return r.previewBulk(sub, "parked notification", "--updated-to", f.UpdatedTo, func(pin *time.Time) (api.Count, error) {
 				parked := f
-				parked.Status, parked.UpdatedTo = []ports.Status{ports.StatusParked}, &pin
-				return c.Count(ctx, parked)
+				parked.Status, parked.UpdatedTo = []ports.Status{ports.StatusParked}, pin
+				return c.CountAt(ctx, parked)
 			})
 		}
 	}

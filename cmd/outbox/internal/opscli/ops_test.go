@@ -159,7 +159,7 @@ func TestOpsNotificationsBulkConfirmation(t *testing.T) {
 	}
 	reqs := c.requests()
 	if len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Path != "/api/v1/notifications/count" ||
-		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}, "updated_to": {pin[1]}}) {
+		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}}) {
 		t.Fatalf("requests %+v", reqs)
 	}
 	if st := c.status(parked[0]); st != ports.StatusParked {

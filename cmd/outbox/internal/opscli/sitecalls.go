@@ -50,6 +50,7 @@ Filters (set ones are ANDed):
   --to T            created before T
   --updated-from T  changed at the site at or after T ("parked since T")
   --updated-to T    changed at the site before T
+  --reported-to T   reported to central before T (central's time)
   --q WORD          the id, target, method, last error, source instance or
                     script contains WORD, in any letter case
 Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
@@ -58,8 +59,10 @@ Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
 retry and discard given a site and ids act on those calls of that site.
 Without them they act on every Parked call the filters (or --all) select;
 they first print how many that is, and the flags that act on exactly those:
---yes, and --updated-to the instant of the count, so that a call parked later
-is left alone.
+--yes, and --reported-to the instant of the count, so that a call whose
+parking reaches central after the count (late telemetry, a site back from an
+outage) is left alone, however early the site parked it. --all combines with
+--reported-to alone.
 ` + opsCommonUsage
 
 const sitesUsage = `Usage: outbox sites [SITE] [flags]
@@ -188,21 +191,23 @@ func (r *opsRun) listSiteCalls(ctx context.Context, c *client.Client, f api.Site
 // with --yes.
 func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string, keys []api.SiteCallKey, f api.SiteCallFilter, all, yes bool) int {
 	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked)
-	if code, ok := r.checkSelection(sub, len(keys), !f.IsZero(), all, parked, "site and ids", "site call"); !ok {
+	beyondPin := f
+	beyondPin.ReportedTo = nil
+	if code, ok := r.checkSelection(sub, len(keys), !f.IsZero(), !beyondPin.IsZero(), all, parked, "site and ids", "site call"); !ok {
 		return code
 	}
 	req := api.SiteCallActionRequest{Keys: keys}
 	if len(keys) == 0 {
-		if all {
+		if all && f.IsZero() {
 			req.All = true
 		} else {
 			req.Filter = &f
 		}
 		if !yes {
-			return r.previewBulk(sub, "parked site call", f.UpdatedTo, func(pin time.Time) (int64, error) {
+			return r.previewBulk(sub, "parked site call", "--reported-to", f.ReportedTo, func(pin *time.Time) (api.Count, error) {
 				parked := f
-				parked.Status, parked.UpdatedTo = []ports.OpStatus{ports.OpParked}, &pin
-				return c.CountSiteCalls(ctx, parked)
+				parked.Status, parked.ReportedTo = []ports.OpStatus{ports.OpParked}, pin
+				return c.CountSiteCallsAt(ctx, parked)
 			})
 		}
 	}
@@ -236,8 +241,8 @@ func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string,
 // siteCallFilterFlags are the filter flags of site-calls list, count,
 // retry and discard.
 type siteCallFilterFlags struct {
-	status                                                     repeated
-	site, kind, target, from, to, updatedFrom, updatedTo, word string
+	status                                                                 repeated
+	site, kind, target, from, to, updatedFrom, updatedTo, reportedTo, word string
 }
 
 func (f *siteCallFilterFlags) define(fs *flag.FlagSet) {
@@ -249,6 +254,7 @@ func (f *siteCallFilterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.to, "to", "", "created before `time`")
 	fs.StringVar(&f.updatedFrom, "updated-from", "", "changed at or after `time`")
 	fs.StringVar(&f.updatedTo, "updated-to", "", "changed before `time`")
+	fs.StringVar(&f.reportedTo, "reported-to", "", "reported to central before `time` (the pin of a count)")
 	fs.StringVar(&f.word, "q", "", "the id, target, method, last error, instance or script contains `word` (any letter case)")
 }
 
@@ -271,7 +277,8 @@ func (f *siteCallFilterFlags) filter(now time.Time, loc *time.Location) (api.Sit
 		return api.SiteCallFilter{}, err
 	}
 	if err := opsTimes(now, loc, opsTimeFlag{"--from", f.from, &out.From}, opsTimeFlag{"--to", f.to, &out.To},
-		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo}); err != nil {
+		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo},
+		opsTimeFlag{"--reported-to", f.reportedTo, &out.ReportedTo}); err != nil {
 		return api.SiteCallFilter{}, err
 	}
 	return out, nil

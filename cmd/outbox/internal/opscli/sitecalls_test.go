@@ -160,28 +160,30 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 	// By filter: the count first, nothing relayed.
 	n := len(c.requests())
 	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "discard", "--site", "plant-1")
-	pin := regexp.MustCompile(`2 parked site calls match; repeat with --yes --updated-to (\S+) to discard them`).FindStringSubmatch(stderr)
+	pin := regexp.MustCompile(`2 parked site calls match; repeat with --yes --reported-to (\S+) to discard them`).FindStringSubmatch(stderr)
 	if code != exitUsage || pin == nil || stdout != "" {
 		t.Fatalf("preview: exit %d, %q %q", code, stdout, stderr)
 	}
 	reqs := c.requests()[n:]
 	if len(reqs) != 1 || reqs[0].Path != "/api/v1/site-calls/count" ||
-		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}, "updated_to": {pin[1]}}) {
+		!reflect.DeepEqual(reqs[0].Query, url.Values{"site": {"plant-1"}, "status": {"Parked"}}) {
 		t.Fatalf("preview sent %+v", reqs)
 	}
-	// A row parks after the count; the confirmation leaves it alone.
+	// A row the site parked before the count reaches central after it
+	// (late telemetry); the confirmation leaves it alone.
 	pinned, err := time.Parse(time.RFC3339, pin[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	later := newID()
-	c.report("plant-1", siteOp(later, ports.OpCall, ports.OpParked, 3, pinned.Add(time.Second)))
-	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "discard", "--site", "plant-1", "--yes", "--updated-to", pin[1])
+	c.clock.Advance(pinned.Sub(c.clock.Now()) + time.Minute) // central's clock past the count
+	c.report("plant-1", siteOp(later, ports.OpCall, ports.OpParked, 3, pinned.Add(-time.Minute)))
+	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "discard", "--site", "plant-1", "--yes", "--reported-to", pin[1])
 	// a has a Retry pending: refused; b is requested.
 	if code != exitFailure || !strings.Contains(stdout, "discard requested for 1 site call;") || !regexpLine(stdout, a+`.*has a Retry requested`) {
 		t.Fatalf("confirmed: exit %d, %q %q", code, stdout, stderr)
 	}
-	if last := c.last(); !jsonEqual(t, last.Body, `{"filter":{"site":"plant-1","updated_to":"`+pin[1]+`"}}`) {
+	if last := c.last(); !jsonEqual(t, last.Body, `{"filter":{"site":"plant-1","reported_to":"`+pin[1]+`"}}`) {
 		t.Errorf("confirmed request %s", last.Body)
 	}
 	cmds := c.health("plant-1", "n1", ports.RoleLeader)
@@ -193,10 +195,16 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 		t.Errorf("relayed %v; %s (parked after the count) must not be", got, later)
 	}
 
-	// --all: the same rule; nothing parked: nothing to confirm.
+	// --all: the same rule, and the command it prints works as printed;
+	// nothing parked: nothing to confirm.
 	code, _, stderr = runCmd(t, SiteCalls, operator, "", "retry", "--all")
-	if code != exitUsage || !regexp.MustCompile(`^\d parked site calls match; repeat with --yes --updated-to \S+ to retry them$`).MatchString(strings.TrimSpace(stderr)) {
-		t.Errorf("--all: exit %d, %q", code, stderr)
+	allPin := regexp.MustCompile(`^\d parked site calls match; repeat with --yes --reported-to (\S+) to retry them$`).FindStringSubmatch(strings.TrimSpace(stderr))
+	if code != exitUsage || allPin == nil {
+		t.Fatalf("--all: exit %d, %q", code, stderr)
+	}
+	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "retry", "--all", "--yes", "--reported-to", allPin[1])
+	if !strings.Contains(stdout, "retry requested for") || !jsonEqual(t, c.last().Body, `{"filter":{"reported_to":"`+allPin[1]+`"}}`) {
+		t.Errorf("--all as printed: exit %d, %q %q, body %s", code, stdout, stderr, c.last().Body)
 	}
 	code, stdout, _ = runCmd(t, SiteCalls, operator, "", "retry", "--site", "plant-9")
 	if code != exitOK || !strings.Contains(stdout, "nothing to retry") {
