@@ -75,12 +75,14 @@ func BenchmarkSiteCallsPage(b *testing.B) {
 		rows = v
 	}
 	b.Run("sqlite", func(b *testing.B) {
-		benchSiteCallsPage(b, siteCallPageSQLite(b, rows))
+		store, note := siteCallPageSQLite(b, rows)
+		benchSiteCallsPage(b, store, note)
 	})
 	b.Run("postgres", func(b *testing.B) {
 		cfg := postgresBackend.config(b) // skips unless OUTBOX_TEST_POSTGRES_DSN is set
 		store := open(b, cfg)
-		seedSiteCallPage(b, store, rows)
+		note := seedSiteCallPage(b, store, rows)
+		start := time.Now()
 		db, err := sql.Open("pgx", cfg.DSN)
 		if err != nil {
 			b.Fatal(err)
@@ -89,12 +91,15 @@ func BenchmarkSiteCallsPage(b *testing.B) {
 		if _, err := db.Exec("VACUUM ANALYZE site_calls"); err != nil {
 			b.Fatalf("vacuum: %v", err)
 		}
-		benchSiteCallsPage(b, store)
+		note += fmt.Sprintf(", VACUUM ANALYZEd in %s", time.Since(start).Round(time.Second))
+		benchSiteCallsPage(b, store, note)
 	})
 }
 
-// benchSiteCallsPage runs the cases on store's mirror.
-func benchSiteCallsPage(b *testing.B, store *sqlstore.DB) {
+// benchSiteCallsPage runs the cases on store's mirror. The first case logs
+// note, how the mirror was made: a leaf benchmark's log is printed without
+// -v, its parent's is not.
+func benchSiteCallsPage(b *testing.B, store *sqlstore.DB, note string) {
 	ctx := context.Background()
 	recordSiteCallPageHealth(b, store)
 	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: store.Directory(),
@@ -141,6 +146,10 @@ func benchSiteCallsPage(b *testing.B, store *sqlstore.DB) {
 		{"kpis", "/api/v1/site-calls/kpis", []string{`"site": "site-07"`}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			if note != "" {
+				b.Log(note)
+				note = ""
+			}
 			get := func() *httptest.ResponseRecorder {
 				req := httptest.NewRequest(http.MethodGet, c.path, nil)
 				req.AddCookie(&http.Cookie{Name: "outbox_session", Value: sess.Secret})
@@ -166,8 +175,8 @@ func benchSiteCallsPage(b *testing.B, store *sqlstore.DB) {
 }
 
 // siteCallPageSQLite opens the benchmark's SQLite database of n mirror
-// rows, seeding it when the cache has none.
-func siteCallPageSQLite(b *testing.B, n int) *sqlstore.DB {
+// rows, seeding it when the cache has none, and says which it did.
+func siteCallPageSQLite(b *testing.B, n int) (*sqlstore.DB, string) {
 	b.Helper()
 	dir := filepath.Join(os.TempDir(), "outbox-bench-sitecalls-page")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -178,8 +187,8 @@ func siteCallPageSQLite(b *testing.B, n int) *sqlstore.DB {
 		removeSQLite(path)
 	}
 	if _, err := os.Stat(path); err == nil {
-		b.Logf("using the seeded database %s (OUTBOX_BENCH_SITECALL_PAGE_FRESH=1 seeds a fresh one)", path)
-		return open(b, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: path})
+		return open(b, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: path}),
+			fmt.Sprintf("using the seeded database %s (OUTBOX_BENCH_SITECALL_PAGE_FRESH=1 seeds a fresh one)", path)
 	}
 	// Seed under another name, and give it its name once complete, so that
 	// an interrupted seeding is never taken for a database.
@@ -193,7 +202,7 @@ func siteCallPageSQLite(b *testing.B, n int) *sqlstore.DB {
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	seedSiteCallPage(b, s, n)
+	note := seedSiteCallPage(b, s, n)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -205,13 +214,13 @@ func siteCallPageSQLite(b *testing.B, n int) *sqlstore.DB {
 	if err := os.Rename(tmp, path); err != nil {
 		b.Fatal(err)
 	}
-	return open(b, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: path})
+	return open(b, sqlstore.Config{Driver: sqlstore.DriverSQLite, DSN: path}), note + " into " + path
 }
 
 // seedSiteCallPage stores the n rows of siteCallPageRow as the sites
 // report them: each site's rows in reports of ports.MaxSiteCallReport,
-// the sites shared among 4 goroutines.
-func seedSiteCallPage(b *testing.B, store *sqlstore.DB, n int) {
+// the sites shared among 4 goroutines; it says how long that took.
+func seedSiteCallPage(b *testing.B, store *sqlstore.DB, n int) string {
 	b.Helper()
 	ctx := context.Background()
 	s := store.SiteCalls()
@@ -245,7 +254,7 @@ func seedSiteCallPage(b *testing.B, store *sqlstore.DB, n int) {
 	if b.Failed() {
 		b.FailNow()
 	}
-	b.Logf("seeded %d site calls in %s", n, time.Since(start).Round(time.Second))
+	return fmt.Sprintf("seeded %d site calls in %s", n, time.Since(start).Round(time.Second))
 }
 
 // recordSiteCallPageHealth records, at the time of the call, the health of
