@@ -353,10 +353,15 @@ func (s *SiteCalls) whereSiteCalls(q bun.QueryBuilder, f ports.SiteCallFilter) b
 		}
 	}
 	if f.Keyword != "" {
-		if s.driver == DriverPostgres {
+		switch match, ok := subjectMatch(f.Keyword); {
+		case s.driver == DriverPostgres:
 			// Narrows through the trigram index of migration 0007; the
 			// columns' own matches below decide.
 			q = q.Where(siteCallKeywordText+" ~ ?", asciiFoldRegexp(f.Keyword))
+		case s.driver == DriverSQLite && ok:
+			// Narrows through the FTS5 trigram index of migration 0008,
+			// kept in step by triggers; the matches below decide.
+			q = q.Where(`rowid IN (SELECT rowid FROM "site_calls_search" WHERE "site_calls_search" MATCH ?)`, match)
 		}
 		q = q.WhereGroup(" AND ", func(q bun.QueryBuilder) bun.QueryBuilder {
 			for _, col := range siteCallKeywordColumns {

@@ -150,3 +150,60 @@ func TestSiteCallKeywordIndexPostgres(t *testing.T) {
 		t.Errorf("the keyword query does not use site_calls_keyword_trgm_idx:\n%s", strings.Join(plan, "\n"))
 	}
 }
+
+// TestSiteCallKeywordIndexSQLite: on SQLite a keyword of three characters
+// or more reads its candidates from the FTS5 trigram index of migration
+// 0008 (a shorter one cannot: it scans), and the index follows the rows:
+// a purged row leaves it.
+func TestSiteCallKeywordIndexSQLite(t *testing.T) {
+	t.Parallel()
+	db := newSQLiteStore(t)
+	s := db.SiteCalls()
+	plan := func(keyword string) string {
+		var rows []siteCallRow
+		q := s.querySiteCallsQuery(&rows, ports.SiteCallFilter{Keyword: keyword}, nil, 10).String()
+		rs, err := db.reader().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var lines []string
+		for rs.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		return strings.Join(lines, "\n")
+	}
+	if p := plan("pump"); !strings.Contains(p, "site_calls_search") {
+		t.Errorf("a keyword of four characters does not read the index:\n%s", p)
+	}
+	if p := plan("pu"); strings.Contains(p, "site_calls_search") {
+		t.Errorf("a keyword of two characters reads the index, which holds no shorter entry:\n%s", p)
+	}
+
+	op := sitecallstest.NewOperation(sitecallstest.BaseTime)
+	op.Status, op.TerminalAt, op.LastError = ports.OpDelivered, op.UpdatedAt, "pump station timeout"
+	if _, err := s.ReportSiteCalls(t.Context(), "site-a", []ports.Operation{op}, sitecallstest.BaseTime); err != nil {
+		t.Fatal(err)
+	}
+	indexed := func() int {
+		var n int
+		if err := db.reader().QueryRowContext(t.Context(), `SELECT count(*) FROM site_calls_search WHERE site_calls_search MATCH '"pum" AND "ump"'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := indexed(); n != 1 {
+		t.Fatalf("the index holds %d rows with the keyword, want 1", n)
+	}
+	if n, err := s.PurgeSiteCalls(t.Context(), op.UpdatedAt.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("PurgeSiteCalls = %d, %v", n, err)
+	}
+	if n := indexed(); n != 0 {
+		t.Errorf("the index still holds %d purged rows", n)
+	}
+}

@@ -399,6 +399,22 @@ func exerciseQuery(t *testing.T, newStore func(t *testing.T) ports.SiteCallStore
 			t.Errorf("CountSiteCalls reported before the pin = %d, %v; want 1", n, err)
 		}
 	})
+	t.Run("KeywordFollowsAChangedError", func(t *testing.T) {
+		// A newer report changes the row's last error: a keyword finds the
+		// row by its new error, no more by its old one.
+		s := newStore(t)
+		op := NewOperation(BaseTime)
+		op.LastError = "alpha-timeout at the gateway"
+		report(t, s, "site-a", now, op)
+		op = withStatus(op, ports.OpParked, op.Version+1, op.UpdatedAt.Add(time.Second))
+		op.LastError = "bravo-refused by the historian"
+		report(t, s, "site-a", now, op)
+		for kw, want := range map[string]int64{"BRAVO-REFUSED": 1, "alpha-timeout": 0} {
+			if n, err := s.CountSiteCalls(t.Context(), ports.SiteCallFilter{Keyword: kw}); err != nil || n != want {
+				t.Errorf("CountSiteCalls(keyword %q) = %d, %v; want %d", kw, n, err, want)
+			}
+		}
+	})
 	t.Run("NoMatch", func(t *testing.T) {
 		p, err := s.QuerySiteCalls(t.Context(), ports.SiteCallFilter{Keyword: "100%%"}, ports.PageRequest{Limit: 10})
 		if err != nil || len(p.Items) != 0 || p.Next != "" {
