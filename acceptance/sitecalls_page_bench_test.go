@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,11 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
-	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/sqlstore"
-	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/sitecallstest"
 )
@@ -100,35 +95,8 @@ func BenchmarkSiteCallsPage(b *testing.B) {
 // note, how the mirror was made: a leaf benchmark's log is printed without
 // -v, its parent's is not.
 func benchSiteCallsPage(b *testing.B, store *sqlstore.DB, note string) {
-	ctx := context.Background()
 	recordSiteCallPageHealth(b, store)
-	svc, err := core.New(core.Config{}, core.Deps{Store: store.Notifications(), Audit: store.Notifications(), Directory: store.Directory(),
-		Channels: ports.ChannelMap{}, Logger: testLogger(), SiteCalls: store.SiteCalls()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ops, err := core.NewOperators(store.Accounts(), ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const viewer, password = "bench-viewer", "bench viewer password"
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: viewer, Role: ports.RoleViewer, Password: password}); err != nil {
-		b.Fatal(err)
-	}
-	sess, err := ops.Login(ctx, ports.LoginRequest{Name: viewer, Password: password})
-	if err != nil {
-		b.Fatal(err)
-	}
-	editor, err := core.NewDirectoryEditor(store.Directory(), store.Accounts(), ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: store.Directory(), Editor: editor, Operators: ops,
-		SiteCalls: svc, Logger: testLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	h, secret := pageBenchHandler(b, store, true)
 
 	for _, c := range []struct {
 		name, path string
@@ -150,16 +118,7 @@ func benchSiteCallsPage(b *testing.B, store *sqlstore.DB, note string) {
 				b.Log(note)
 				note = ""
 			}
-			get := func() *httptest.ResponseRecorder {
-				req := httptest.NewRequest(http.MethodGet, c.path, nil)
-				req.AddCookie(&http.Cookie{Name: "outbox_session", Value: sess.Secret})
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				if rec.Code != http.StatusOK {
-					b.Fatalf("GET %s: %d %.300s", c.path, rec.Code, rec.Body.String())
-				}
-				return rec
-			}
+			get := func() *httptest.ResponseRecorder { return pageBenchGet(b, h, secret, c.path) }
 			body := get().Body.String()
 			for _, w := range c.want {
 				if !strings.Contains(body, w) {

@@ -25,12 +25,6 @@ import (
 
 const siteA = "plant-1"
 
-// newSiteCallEnv is the env with the "Site calls" and "Sites" views.
-func newSiteCallEnv(t *testing.T) *env {
-	t.Helper()
-	return newEnvWith(t, func(c *httpapi.Config) { c.SiteCalls = c.Outbox.(*core.Service) })
-}
-
 // siteOp is a cached call of site as its site reports it.
 func siteOp(target, method string, st ports.OpStatus, lastErr string) ports.Operation {
 	now := time.Now().UTC()
@@ -63,7 +57,7 @@ func (e *env) syncNode(site, node string, backlog int64) []ports.SiteCommand {
 // detail and the Sites views render what the sites reported; markup in a
 // reported target or error is shown as text; a viewer sees no actions.
 func TestSiteCallsPageShowsTheMirror(t *testing.T) {
-	e := newSiteCallEnv(t)
+	e := newEnv(t)
 	const evilTarget, evilErr = `<script>alert(1)</script>`, `503 <img src=x onerror=alert(2)>`
 	parked := siteOp(evilTarget, "post", ports.OpParked, evilErr)
 	retrying := siteOp("erp", "createOrder", ports.OpRetrying, "connection refused")
@@ -189,7 +183,7 @@ func TestSiteCallsPageWithoutTheMirror(t *testing.T) {
 // operator's relays a command the site receives, and the row shows the
 // request until the site reports.
 func TestSiteCallsPageRetryRelaysACommand(t *testing.T) {
-	e := newSiteCallEnv(t)
+	e := newEnv(t)
 	parked := siteOp("erp", "createOrder", ports.OpParked, "503 Service Unavailable")
 	e.report(siteA, parked)
 	key := siteA + "/" + parked.ID
@@ -272,7 +266,7 @@ func TestSiteCallsPageRetryRelaysACommand(t *testing.T) {
 // leaves alone a call whose parking reached central after the count, though
 // the site parked it long before. A confirmation without the pin is refused.
 func TestSiteCallsBulkConfirmationPinsTheCount(t *testing.T) {
-	e := newSiteCallEnv(t)
+	e := newEnv(t)
 	a := siteOp("erp", "createOrder", ports.OpParked, "503")
 	b := siteOp("erp", "cancelOrder", ports.OpParked, "503")
 	other := siteOp("erp", "createOrder", ports.OpParked, "503")
