@@ -428,14 +428,14 @@ type usersPage struct {
 	base
 	Users []ports.User
 	Roles []ports.OperatorRole
-	// Name and Role are the new user form's, kept after an error (never
-	// the password).
-	Name string
-	Role ports.OperatorRole
+	// NewName and NewRole are the new user form's, kept after an error
+	// (never the password).
+	NewName string
+	NewRole ports.OperatorRole
 }
 
 func (s *Server) pageUsers(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	s.renderUsers(w, r, p, http.StatusOK, usersPage{Role: ports.RoleViewer})
+	s.renderUsers(w, r, p, http.StatusOK, usersPage{NewRole: ports.RoleViewer})
 }
 
 func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, p ports.Principal, status int, v usersPage) {
@@ -476,9 +476,9 @@ func (s *Server) pagePutUser(w http.ResponseWriter, r *http.Request, p ports.Pri
 	}
 	if err != nil {
 		code, msg := s.classify(r, err)
-		v := usersPage{Role: in.Role}
+		v := usersPage{NewRole: in.Role}
 		if f.Get("new") == "1" {
-			v.Name = name
+			v.NewName = name
 		}
 		v.Error = msg
 		s.renderUsers(w, r, p, statusOf[code], v)
@@ -501,7 +501,7 @@ func (s *Server) pageDeleteUser(w http.ResponseWriter, r *http.Request, p ports.
 	}
 	if err := s.deleteUser(r.Context(), p, name); err != nil {
 		code, msg := s.classify(r, err)
-		s.renderUsers(w, r, p, statusOf[code], usersPage{Role: ports.RoleViewer, base: base{Error: msg}})
+		s.renderUsers(w, r, p, statusOf[code], usersPage{NewRole: ports.RoleViewer, base: base{Error: msg}})
 		return
 	}
 	s.setFlash(w, "User "+name+" deleted.")

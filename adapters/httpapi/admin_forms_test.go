@@ -414,8 +414,9 @@ func TestUserForms(t *testing.T) {
 	if _, err := e.ops.Login(t.Context(), ports.LoginRequest{Name: "jane", Password: pw}); err != nil {
 		t.Fatalf("a role change without a password changed it: %v", err)
 	}
-	if _, body := e.get(b, "/users"); !strings.Contains(body, `<tr data-user="jane">`) || !strings.Contains(body, `<option value="viewer" selected>`) {
-		t.Errorf("the users view: %s", body)
+	if _, body := e.get(b, "/users"); !strings.Contains(body, `<tr data-user="jane">`) || !strings.Contains(body, `<option value="viewer" selected>`) ||
+		!strings.Contains(body, `admin <span class="role">admin</span>`) {
+		t.Errorf("the users view (with admin's own role in the header): %s", body)
 	}
 	if code, _, body := e.post(b, "/users/jane/delete", nil); code != http.StatusOK || !strings.Contains(body, "Delete user jane") {
 		t.Fatalf("delete, unconfirmed: %d %s", code, body)
