@@ -63,3 +63,38 @@ func FuzzChannelForm(f *testing.F) {
 		}
 	})
 }
+
+// TestChannelFormInputs: each setting of a schema gets the input of its
+// kind, a stored list is shown one value a line, and a type without a
+// schema gets its settings as key=value lines.
+func TestChannelFormInputs(t *testing.T) {
+	s := &Server{cfg: Config{ChannelSchema: func(typ string) ([]ChannelSetting, bool) {
+		if typ != "x" {
+			return nil, typ == "free"
+		}
+		return []ChannelSetting{
+			{Name: "on", Kind: "bool"}, {Name: "n", Kind: "number"}, {Name: "d", Kind: "duration"},
+			{Name: "l", Kind: "list"}, {Name: "e", Allowed: []string{"a", "b"}, Kind: "number"},
+			{Name: "k", Secret: true, Kind: "number"}, {Name: "t"}, {Name: "future", Kind: "colour"},
+		}, true
+	}}}
+	v := s.newChannelForm("x", ports.ChannelSettings{Settings: map[string]string{"l": "a, b,,c", "on": "true"}})
+	got := map[string]string{}
+	for _, in := range v.Inputs {
+		got[in.Name] = in.Input + " " + strings.Join(in.Options, "|") + " " + in.Value
+	}
+	want := map[string]string{"on": "select true|false true", "n": "number  ", "d": "duration  ", "l": "list  a\nb\nc",
+		"e": "select a|b ", "k": "secret  ", "t": "text  ", "future": "text  "}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("setting %s: input %q, want %q", k, got[k], w)
+		}
+	}
+	free := s.newChannelForm("free", ports.ChannelSettings{Settings: map[string]string{"b": "2", "a": "1"}})
+	if free.Schema || !free.Plugin || free.Free != "a=1\nb=2\n" {
+		t.Errorf("a type without a schema: %+v", free)
+	}
+	if none := s.newChannelForm("none", ports.ChannelSettings{}); none.Plugin || none.Schema {
+		t.Errorf("a type no plugin delivers: %+v", none)
+	}
+}
