@@ -144,6 +144,9 @@ func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) i
 		if len(s.Allowed) > 0 {
 			flags = append(flags, "one of "+strings.Join(s.Allowed, ", "))
 		}
+		if s.Kind != channel.KindText {
+			flags = append(flags, "a "+string(s.Kind))
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, s.Description, strings.Join(flags, "; "))
 	}
 	_ = tw.Flush()
