@@ -389,7 +389,7 @@ func (s *Server) classify(r *http.Request, err error) (code, msg string) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		return code, "internal error; the server log has the details"
 	}
-	return code, err.Error()
+	return code, api.Message(err)
 }
 
 // decodeJSON reads one JSON value of at most maxBodyBytes into v, refusing

@@ -14,7 +14,7 @@ func TestLoggerMasks(t *testing.T) {
 	for _, format := range []string{"json", "text"} {
 		for _, terminal := range []bool{false, true} {
 			var buf bytes.Buffer
-			newLogger(LogConfig{Level: "info", Format: format}, &buf, terminal).With("api_token", "tok-123").
+			newLogger(LogConfig{Level: "info", Format: format}, &buf, terminal, terminal).With("api_token", "tok-123").
 				Info("sending to alice@example.com", "password", "hunter2", "err", errors.New("550 bob@example.org unavailable"))
 			out := buf.String()
 			for _, s := range []string{"alice@example.com", "tok-123", "hunter2", "bob@example.org"} {
@@ -44,7 +44,7 @@ func TestLogFormats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		newLogger(LogConfig{Level: "info", Format: tt.format}, &buf, tt.terminal).Info("central started", "node_id", "n1")
+		newLogger(LogConfig{Level: "info", Format: tt.format}, &buf, tt.terminal, tt.terminal).Info("central started", "node_id", "n1")
 		out := buf.String()
 		isJSON := json.Valid(bytes.TrimSpace(buf.Bytes()))
 		hasColor := strings.Contains(out, "\x1b[")
@@ -56,7 +56,7 @@ func TestLogFormats(t *testing.T) {
 
 func TestLogLevel(t *testing.T) {
 	var buf bytes.Buffer
-	l := newLogger(LogConfig{Level: "warn", Format: "json"}, &buf, false)
+	l := newLogger(LogConfig{Level: "warn", Format: "json"}, &buf, false, false)
 	l.Info("hidden")
 	l.Warn("shown")
 	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "shown") {
