@@ -261,8 +261,8 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 		usage(p.stdout)
 		return exitOK
 	}
-	if cli.Subcommands(p.stdout, args, commandNames()...) {
-		return exitOK
+	if cli.Subcommands(p.stdout, args, commandNames()...) || cli.Probing(args) {
+		return exitOK // a completion probe: the commands, or nothing below them
 	}
 	c, ok := lookup(args[0])
 	if !ok {

@@ -131,9 +131,9 @@ func Subcommands(w io.Writer, args []string, subs ...string) bool {
 	return true
 }
 
-// Suggest returns the candidate nearest to a mistyped name: within two
-// edits (one for names of up to three letters), or else the only
-// candidate the name is a prefix of; "" when none is near.
+// Suggest returns the candidate a mistyped name most likely meant: the
+// only one it is a prefix of, else the nearest within two edits (one for
+// names of up to three letters); "" when none is near.
 func Suggest(name string, candidates []string) string {
 	limit := 2
 	if len(name) <= 3 {
@@ -152,8 +152,8 @@ func Suggest(name string, candidates []string) string {
 			prefixed = append(prefixed, c)
 		}
 	}
-	if best == "" && len(prefixed) == 1 {
-		best = prefixed[0]
+	if len(prefixed) == 1 {
+		return prefixed[0]
 	}
 	return best
 }

@@ -81,8 +81,10 @@ func opsAllPages[T any](after string, all bool, fetch func(after string) ([]T, s
 // selects: it counts them (as of pinned, the pin flag pinFlag as given, or
 // else as of now) and prints how many match and the flags that act on
 // exactly those, -yes and the pin at the count's instant. The instant is
-// central's (the count's At, to the second below), not this machine's,
-// whose clock may be off. noun names one row ("parked site call").
+// central's (the count's At, whole: truncated to the second, a row parked
+// in the second before the count would fall outside the pin the count
+// included it in), not this machine's, whose clock may be off. noun names
+// one row ("parked site call"). It exits exitPreview: nothing was done.
 func (r *opsRun) previewBulk(sub, noun, pinFlag string, pinned *time.Time, count func(pin *time.Time) (api.Count, error)) int {
 	if pinned != nil && pinned.After(time.Now()) {
 		pinned = nil
@@ -91,18 +93,18 @@ func (r *opsRun) previewBulk(sub, noun, pinFlag string, pinned *time.Time, count
 	if err != nil {
 		return r.failed(err)
 	}
-	n, pin := res.Count, time.Now().UTC().Truncate(time.Second)
+	n, pin := res.Count, time.Now().UTC()
 	switch {
 	case pinned != nil:
 		pin = *pinned
 	case res.At != nil:
-		pin = res.At.UTC().Truncate(time.Second)
+		pin = res.At.UTC()
 	}
 	if n == 0 {
 		fmt.Fprintf(r.stdout, "no %s match: nothing to %s\n", human.Plural(2, noun), sub)
 		return exitOK
 	}
-	flags := " -yes " + pinFlag + " " + pin.Format(time.RFC3339)
+	flags := " -yes " + pinFlag + " " + pin.Format(time.RFC3339Nano)
 	if n == 1 {
 		fmt.Fprintf(r.stderr, "1 %s matches; repeat with%s to %s it\n", noun, flags, sub)
 	} else {

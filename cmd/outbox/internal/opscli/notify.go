@@ -118,7 +118,7 @@ func Notify(ctx context.Context, env Env, args []string) int {
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox notify %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox notify %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	if cmd == "send" && bodyFile != "" {
@@ -177,7 +177,11 @@ func Notify(ctx context.Context, env Env, args []string) int {
 		for i, addr := range c.Addrs() {
 			h, err := c.Health(ctx, addr)
 			if err != nil {
-				fmt.Fprintf(stderr, "outbox notify health: node %s: %v\n", addr, err)
+				if reason, ok := notify.Refusal(err); ok {
+					fmt.Fprintf(stderr, "outbox notify health: node %s: %s\n", addr, reason)
+				} else {
+					fmt.Fprintf(stderr, "outbox notify health: %v\n", err)
+				}
 				worst = max(worst, callExit(err))
 				continue
 			}
@@ -259,6 +263,15 @@ func readBody(path string, stdin io.Reader) (string, error) {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// siteErrText is err as the operator reads it: a node's refusal in the
+// node's own words, once; any other error whole.
+func siteErrText(err error) string {
+	if reason, ok := notify.Refusal(err); ok {
+		return reason
+	}
+	return err.Error()
 }
 
 // callExit is the exit code of a command whose call to a site node failed

@@ -92,7 +92,7 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	if fs.NArg() != 2 {
@@ -180,7 +180,7 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox tracking %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox tracking %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	switch {

@@ -1,4 +1,8 @@
-package api
+// Package errtext turns an error chain into the one sentence an API's
+// error body or a node's refusal carries for people. Go errors carry every
+// layer's context ("notification X: sqlstore: notification X: not found"),
+// which the logs keep; an operator reads the sentence.
+package errtext
 
 import (
 	"errors"
@@ -15,7 +19,7 @@ var layerPrefixes = map[string]bool{
 	"httpapi": true, "siteapi": true, "sitelink": true,
 }
 
-// Message is err as the one sentence an API error body carries for
+// Sentence is err as the one sentence an API error body carries for
 // people: the layers' prefixes left out, a context repeated by the layer
 // below said once, and the ports' sentinel, which the body's code already
 // says, dropped — except "not found", which ends the sentence:
@@ -23,8 +27,9 @@ var layerPrefixes = map[string]bool{
 // "notification X not found" (the outermost context, what was asked for,
 // is what was not found; one that already says so, "site S never
 // reported", stands alone), `id "1" is not a UUID: invalid input` reads
-// `id "1" is not a UUID`. The code (CodeOf) stays what machines read.
-func Message(err error) string {
+// `id "1" is not a UUID`. The error's code (the API's, the gRPC status's)
+// stays what machines read.
+func Sentence(err error) string {
 	parts := strings.Split(err.Error(), ": ")
 	var kept []string
 	for _, p := range parts {

@@ -1,4 +1,4 @@
-package api
+package errtext
 
 import (
 	"errors"
@@ -26,11 +26,8 @@ func TestMessageDoesNotStutter(t *testing.T) {
 		{ports.ErrConflict, "conflict"},
 		{errors.New("plain: words"), "plain: words"},
 	} {
-		if got := Message(tt.err); got != tt.want {
-			t.Errorf("Message(%q) = %q, want %q", tt.err, got, tt.want)
-		}
-		if CodeOf(tt.err) == "" {
-			t.Errorf("no code for %q", tt.err)
+		if got := Sentence(tt.err); got != tt.want {
+			t.Errorf("Sentence(%q) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }
