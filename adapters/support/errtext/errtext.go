@@ -16,7 +16,7 @@ import (
 // the sentence an operator reads.
 var layerPrefixes = map[string]bool{
 	"sqlstore": true, "memstore": true, "memdir": true, "membuffer": true, "raftbuffer": true, "core": true,
-	"httpapi": true, "siteapi": true, "sitelink": true,
+	"httpapi": true, "siteapi": true, "sitelink": true, "notify": true,
 }
 
 // Sentence is err as the one sentence an API error body carries for

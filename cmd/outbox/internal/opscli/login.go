@@ -24,6 +24,7 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/adapters/httpapi/human"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
 	"github.com/siteline/outbox/ports"
@@ -173,7 +174,7 @@ func Login(ctx context.Context, env Env, args []string) int {
 	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
 	tok, err := c.LoginToken(ctx, user, password, api.NewOwnToken{Label: f.label, ExpiresAt: &expires})
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %s\n", name, errtext.Sentence(err))
 		return exitFailure
 	}
 	old, _ := readLogin(path) // replaced below; its token is revoked after
@@ -330,8 +331,8 @@ func Logout(ctx context.Context, env Env, args []string) int {
 		// 401: the token is dead already (revoked, expired, its account
 		// deleted); there is nothing left to revoke.
 		if err := c.RevokeOwnToken(ctx); err != nil && !errors.Is(err, ports.ErrUnauthenticated) {
-			fmt.Fprintf(stderr, "%s: %v\nthe token still works until %s: run outbox logout again, or delete %s to forget it\n",
-				name, err, saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
+			fmt.Fprintf(stderr, "%s: %s\nthe token still works until %s: run outbox logout again, or delete %s to forget it\n",
+				name, errtext.Sentence(err), saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
 			return exitFailure
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
@@ -266,12 +267,12 @@ func hostname() string {
 }
 
 // siteErrText is err as the operator reads it: a node's refusal in the
-// node's own words, once; any other error whole.
+// node's own words, once; any other error as one sentence (errtext).
 func siteErrText(err error) string {
 	if reason, ok := notify.Refusal(err); ok {
 		return reason
 	}
-	return err.Error()
+	return errtext.Sentence(err)
 }
 
 // callExit is the exit code of a command whose call to a site node failed

@@ -651,7 +651,8 @@ func TestOpsServerErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	code, _, stderr = runCmd(t, Lists, []string{"OUTBOX_SERVER=" + srv.URL, "OUTBOX_TOKEN=" + c.tokens[ports.RoleAdmin]}, "", "list")
-	if code != exitFailure || !strings.HasPrefix(stderr, "outbox lists list: GET /api/v1/lists: ") || !strings.Contains(stderr, "unavailable") {
+	if code != exitFailure || !strings.HasPrefix(stderr, "outbox lists list: GET /api/v1/lists: ") || !strings.Contains(stderr, "connection refused") ||
+		strings.HasSuffix(stderr, ": unavailable\n") {
 		t.Errorf("unreachable: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/adapters/httpapi/human"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
@@ -156,9 +157,10 @@ func (r *opsRun) usage(format string, args ...any) int {
 	return exitUsage
 }
 
-// failed reports a failed call and returns exitFailure.
+// failed reports a failed call, as one sentence (errtext), and returns
+// exitFailure.
 func (r *opsRun) failed(err error) int {
-	fmt.Fprintf(r.stderr, "%s: %v\n", r.name, err)
+	fmt.Fprintf(r.stderr, "%s: %s\n", r.name, errtext.Sentence(err))
 	if errors.Is(err, ports.ErrUnauthenticated) {
 		switch {
 		case r.loginHint != "":
