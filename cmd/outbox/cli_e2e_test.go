@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
 )
@@ -56,13 +57,16 @@ func TestCompletionAnswersFromTheCommandTable(t *testing.T) {
 			continue
 		}
 		out := probeCommand(context.Background(), []string{c.name}, nil)
-		for _, s := range out.Subs {
+		for _, path := range append([][]string{nil}, subPaths(out.Subs)...) {
 			var buf bytes.Buffer
-			c.run(context.Background(), []string{s, "\x00complete"}, stdio{stdin: strings.NewReader(""), stdout: &buf, stderr: &buf})
+			code := c.run(context.Background(), append(path, cli.Probe), stdio{stdin: strings.NewReader(""), stdout: &buf, stderr: &buf})
 			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 				if line != "" && !strings.HasPrefix(line, "flag\t") && !strings.HasPrefix(line, "sub\t") {
-					t.Errorf("outbox %s %s under a probe printed %q", c.name, s, line)
+					t.Errorf("outbox %s %q under a probe printed %q", c.name, path, line)
 				}
+			}
+			if code != exitOK {
+				t.Errorf("outbox %s %q under a probe: exit %d", c.name, path, code)
 			}
 		}
 	}
@@ -73,6 +77,15 @@ func TestCompletionAnswersFromTheCommandTable(t *testing.T) {
 	if code, _, stderr := runOutbox("completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, `unknown shell "tcsh"`) {
 		t.Errorf("completion tcsh: exit %d %q", code, stderr)
 	}
+}
+
+// subPaths are the one-word paths of subs.
+func subPaths(subs []string) [][]string {
+	var paths [][]string
+	for _, s := range subs {
+		paths = append(paths, []string{s})
+	}
+	return paths
 }
 
 // TestCompletionScriptRunsInBash sources the script outbox completion

@@ -68,7 +68,7 @@ func probeCommand(ctx context.Context, path, environ []string) cli.Level {
 		return cli.Level{Subs: commandNames(), Flags: map[string]bool{}}
 	}
 	c, ok := lookup(path[0])
-	if !ok || c.hidden || c.name == "version" {
+	if !ok || c.hidden {
 		return cli.Level{}
 	}
 	var out bytes.Buffer

@@ -250,7 +250,10 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 }
 
 // runVersion is `outbox version`.
-func runVersion(_ context.Context, _ []string, p stdio) int {
+func runVersion(_ context.Context, args []string, p stdio) int {
+	if cli.Probing(args) {
+		return exitOK // no flags, nothing to complete
+	}
 	fmt.Fprintf(p.stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return exitOK
 }
