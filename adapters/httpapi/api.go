@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -389,7 +390,7 @@ func (s *Server) classify(r *http.Request, err error) (code, msg string) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		return code, "internal error; the server log has the details"
 	}
-	return code, err.Error()
+	return code, errtext.Sentence(err)
 }
 
 // decodeJSON reads one JSON value of at most maxBodyBytes into v, refusing
