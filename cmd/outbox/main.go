@@ -20,7 +20,7 @@
 //	                                        a site's cached calls and writes
 //	outbox plugin serve|list|describe|deliver ...
 //	                                        serve, list, describe or try a channel plugin
-//	outbox version                          print the version
+//	outbox version [-json]                  print the version, source revision and Go version
 //	outbox help [command]                   show help
 //
 // The operator commands, against central's API (OUTBOX_SERVER, OUTBOX_TOKEN):
@@ -49,7 +49,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -123,8 +122,8 @@ func init() {
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
 			return runPlugin(ctx, args, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
-		{name: "version", aliases: []string{"-version", "--version"}, run: runVersion,
-			summary: "print the version"},
+		{name: "version", aliases: []string{"-version", "--version"}, helpArgs: []string{"-h"}, run: runVersion,
+			summary: "print the version, the source revision it was built from and the Go version"},
 		{name: "help", aliases: []string{"-h", "-help", "--help"}, run: runHelp,
 			summary: "show this help, or \"outbox help <command>\" for a command's flags"},
 
@@ -238,9 +237,8 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 }
 
 // runVersion is `outbox version`.
-func runVersion(_ context.Context, _ []string, p stdio) int {
-	fmt.Fprintf(p.stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return exitOK
+func runVersion(_ context.Context, args []string, p stdio) int {
+	return writeVersion(args, p.stdout, p.stderr)
 }
 
 // runHelp is `outbox help [command]`.
