@@ -81,8 +81,7 @@ func TestOpenAPIDocumentsEveryAnswer(t *testing.T) {
 	hasBody := func(_ string, op *openapi3.Operation) bool { return op.RequestBody != nil }
 	unsafe := func(method string, _ *openapi3.Operation) bool { return method != http.MethodGet }
 	always := func(string, *openapi3.Operation) bool { return true }
-	var probes []probe
-	probes = append(probes,
+	probes := []probe{
 		probe{"without credentials", always, func(e *env, m, p string) (int, []byte) { return e.do("", m, p, map[string]any{}) }},
 		probe{"with a viewer's token", always, func(e *env, m, p string) (int, []byte) {
 			return e.do(ports.RoleViewer, m, p, map[string]any{})
@@ -114,44 +113,55 @@ func TestOpenAPIDocumentsEveryAnswer(t *testing.T) {
 		}, func(e *env, m, p string) (int, []byte) {
 			return e.do(ports.RoleAdmin, m, p, nil)
 		}},
-	)
+	}
 
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
-			params := append(slices.Clone(item.Parameters), op.Parameters...)
-			missing := map[int][]string{} // undocumented status: the probes that got it
-			for _, pr := range probes {
-				if !pr.applies(method, op) {
-					continue
-				}
-				for _, variant := range pathVariants(path, params) {
-					p := "/api/v1" + variant.path
-					if pr.name == wrongQueryProbe {
-						p += "?" + wrongQuery(op).Encode()
-					}
-					e := newEnv(t)
-					code, got := pr.send(e, method, p)
-					if code >= 500 {
-						t.Errorf("%s %s %s%s: %d %s", method, path, pr.name, variant.note, code, got)
-						continue
-					}
-					if op.Responses.Status(code) == nil {
-						missing[code] = append(missing[code], pr.name+variant.note)
-					}
-				}
-			}
-			if len(missing) == 0 {
-				continue
-			}
-			var why, add []string
-			for _, code := range slices.Sorted(maps.Keys(missing)) {
-				why = append(why, fmt.Sprintf("%d %s", code, strings.Join(missing[code], ", ")))
-				add = append(add, fmt.Sprintf("        \"%d\": {$ref: \"#/components/responses/Error\"}", code))
-			}
-			t.Errorf("%s %s (%s) answers statuses its responses lack: %s.\nAdd under its responses in adapters/httpapi/web/openapi.yaml:\n%s",
-				method, path, op.OperationID, strings.Join(why, "; "), strings.Join(add, "\n"))
+			// A subtest per operation, so that its servers stop with it.
+			t.Run(method+" "+path, func(t *testing.T) { checkAnswers(t, path, method, item, op, probes) })
 		}
 	}
+}
+
+// checkAnswers sends op every probe that applies to it, each on a fresh
+// server, and fails naming every status it answers that its responses lack.
+func checkAnswers(t *testing.T, path, method string, item *openapi3.PathItem, op *openapi3.Operation, probes []probe) {
+	params := append(slices.Clone(item.Parameters), op.Parameters...)
+	missing := map[int][]string{} // undocumented status: the probes that got it
+	for _, pr := range probes {
+		if !pr.applies(method, op) {
+			continue
+		}
+		for _, variant := range pathVariants(path, params) {
+			p := "/api/v1" + variant.path
+			if pr.name == wrongQueryProbe {
+				p += "?" + wrongQuery(op).Encode()
+			}
+			e := newEnv(t)
+			code, got := pr.send(e, method, p)
+			if code >= 500 {
+				t.Errorf("%s %s %s%s: %d %s", method, path, pr.name, variant.note, code, got)
+				continue
+			}
+			if op.Responses.Status(code) == nil {
+				missing[code] = append(missing[code], pr.name+variant.note)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	var why, add []string
+	for _, code := range slices.Sorted(maps.Keys(missing)) {
+		why = append(why, fmt.Sprintf("%d %s", code, strings.Join(missing[code], ", ")))
+		if code >= 400 {
+			add = append(add, fmt.Sprintf("        \"%d\": {$ref: \"#/components/responses/Error\"}", code))
+		} else {
+			add = append(add, fmt.Sprintf("        \"%d\": {description: …}", code))
+		}
+	}
+	t.Errorf("%s %s (%s) answers statuses its responses lack: %s.\nAdd under its responses in adapters/httpapi/web/openapi.yaml:\n%s",
+		method, path, op.OperationID, strings.Join(why, "; "), strings.Join(add, "\n"))
 }
 
 // pathVariant is a path with its parameters filled in.
