@@ -20,7 +20,7 @@
 //	                                        a site's cached calls and writes
 //	outbox plugin serve|list|describe|deliver ...
 //	                                        serve, list, describe or try a channel plugin
-//	outbox version                          print the version
+//	outbox version [-json]                  print the version, source revision and Go version
 //	outbox completion bash|zsh|fish         print a shell completion script
 //	outbox help [command]                   show help
 //
@@ -54,7 +54,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -132,8 +131,8 @@ func init() {
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
 			return runPlugin(ctx, args, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
-		{name: "version", aliases: []string{"-version", "--version"}, run: runVersion,
-			summary: "print the version"},
+		{name: "version", aliases: []string{"-version", "--version"}, helpArgs: []string{"-h"}, run: runVersion,
+			summary: "print the version, the source revision it was built from and the Go version"},
 		{name: "completion", helpArgs: []string{"-h"}, run: runCompletion,
 			summary: "print a shell completion script: bash, zsh or fish"},
 		{name: "__complete", hidden: true, run: runComplete},
@@ -251,11 +250,7 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 
 // runVersion is `outbox version`.
 func runVersion(_ context.Context, args []string, p stdio) int {
-	if cli.Probing(args) {
-		return exitOK // no flags, nothing to complete
-	}
-	fmt.Fprintf(p.stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return exitOK
+	return writeVersion(args, p.stdout, p.stderr)
 }
 
 // runHelp is `outbox help [command]`.
