@@ -369,6 +369,8 @@ type Query struct {
 	Limit int
 	// After is the Next cursor of the previous page.
 	After string
+	// Oldest lists oldest first; rows are listed newest first otherwise.
+	Oldest bool
 }
 
 // QueryPage is one page of a query.

@@ -62,7 +62,8 @@ type Store interface {
 	Statuses(ctx context.Context, site string, ids []string) (map[string]Status, error)
 
 	// Query returns one page of rows matching f, newest first (CreatedAt
-	// descending, then ID descending), using keyset paging: page.After is the
+	// descending, then ID descending) or with page.Oldest oldest first (both
+	// ascending), using keyset paging: page.After is the
 	// Next cursor of the previous page ("" for the first page). A cursor is
 	// opaque; a malformed one yields an error wrapping ErrInvalid.
 	Query(ctx context.Context, f Filter, page PageRequest) (Page, error)
@@ -158,6 +159,10 @@ type PageRequest struct {
 	Limit int
 	// After is the Next cursor of the previous page, or "" for the first.
 	After string
+	// Oldest asks Store.Query for the rows oldest first (CreatedAt, then
+	// ID, ascending) instead of newest first; a cursor continues in the
+	// order of the request it is given to. Only Store.Query reads it.
+	Oldest bool
 }
 
 // Page is one page of query results.
