@@ -43,6 +43,9 @@ type listQuery struct {
 	Filter api.Filter
 	Limit  int
 	After  string
+	// Oldest lists oldest first (the page's sort; the API lists newest
+	// first).
+	Oldest bool
 }
 
 // parseListQuery reads the filter and the paging of a list request.
@@ -66,7 +69,9 @@ func query(f api.Filter, limit int, after string) ports.Query {
 
 // notifications is one page of rows matching q.
 func (s *Server) notifications(ctx context.Context, q listQuery) (ports.QueryPage, error) {
-	return s.cfg.Outbox.Query(ctx, query(q.Filter, q.Limit, q.After))
+	pq := query(q.Filter, q.Limit, q.After)
+	pq.Oldest = q.Oldest
+	return s.cfg.Outbox.Query(ctx, pq)
 }
 
 // count is how many rows match f.
