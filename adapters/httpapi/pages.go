@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type base struct {
 	// SiteCalls says central keeps the sites' mirror: the page shows
 	// "Site calls" and "Sites", and site names link to their site.
 	SiteCalls bool
+	// Live is how many seconds apart a list refreshes itself (app.js).
+	Live float64
 }
 
 // parsePages parses each page template with the layout.
@@ -77,7 +80,7 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil}
+		SiteCalls: s.cfg.SiteCalls != nil, Live: cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds()}
 }
 
 // render writes page with data and status. The page is rendered into a

@@ -252,3 +252,27 @@ func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteCallsChipsCountAndSitesOffered: the Site calls list counts each
+// status chip for the other filters, offers the sites that reported, and
+// shows its times relative.
+func TestSiteCallsChipsCountAndSitesOffered(t *testing.T) {
+	e := newEnv(t)
+	e.report(siteA, siteOp("erp", "a", ports.OpParked, "503"), siteOp("erp", "b", ports.OpRetrying, "refused"),
+		siteOp("mes", "c", ports.OpRetrying, "refused"))
+	e.syncNode(siteA, "node-a", 3)
+	c := e.loginBrowser("viewer")
+	_, body := e.get(c, "/site-calls?status=Parked&target=erp")
+	got := chipCounts(body)
+	for st, n := range map[string]string{"Parked": "1", "Retrying": "1", "Delivered": "0"} {
+		if got[st] != n {
+			t.Errorf("chip %s shows %q, want %s (chips %v)", st, got[st], n, got)
+		}
+	}
+	if sites := datalist(body, "known-sites"); !slices.Contains(sites, siteA) {
+		t.Errorf("the site field offers %q, want %s among them", sites, siteA)
+	}
+	if !strings.Contains(body, "<time datetime=") || !strings.Contains(body, `<div id="live" data-refresh="15">`) {
+		t.Errorf("the site calls list has no relative times or does not refresh itself:\n%s", body)
+	}
+}

@@ -81,8 +81,14 @@ type Config struct {
 	// DefaultOwnTokenRate and DefaultOwnTokenBurst.
 	OwnTokenRate  float64
 	OwnTokenBurst int
-	Logger        *slog.Logger
+	// ListRefresh is how often the Notifications and Site calls lists
+	// refresh themselves in the browser; zero means DefaultListRefresh.
+	ListRefresh time.Duration
+	Logger      *slog.Logger
 }
+
+// DefaultListRefresh is how often a list refreshes itself by default.
+const DefaultListRefresh = 15 * time.Second
 
 // How fast one account may make tokens of its own by default: a login a
 // minute, five at once.
