@@ -342,8 +342,9 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 	// The count and the confirmed action see the same rows: those parked
 	// before this instant. A row that parks after the count is left alone.
 	parked := f
+	pinned := false
 	if now := time.Now().UTC().Truncate(time.Microsecond); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
-		parked.UpdatedTo = &now
+		parked.UpdatedTo, pinned = &now, true
 	}
 	var n int64
 	if len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked) {
@@ -371,7 +372,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 	s.render(w, r, http.StatusOK, "confirm", confirmPage{
 		base: s.newBase(w, r, p, title+" by filter", "notifications"), Heading: title + " by filter", Message: msg,
 		Button: fmt.Sprintf("%s %s", title, human.Count(n, "notification")), Action: "/notifications/" + string(v),
-		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked), FilterWords: filterWords(parked),
+		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked), FilterWords: filterWords(parked, pinned),
 	})
 }
 

@@ -127,8 +127,9 @@ func known(vs []string) []string {
 
 // filterWords is every field of f in words, one line each, for a bulk
 // confirmation to restate what it acts on; "every notification" for the
-// empty filter.
-func filterWords(f api.Filter) []string {
+// empty filter. pinned says the confirmation set f.UpdatedTo to the
+// instant of its count.
+func filterWords(f api.Filter, pinned bool) []string {
 	var out []string
 	if len(f.Status) > 0 {
 		names := make([]string, len(f.Status))
@@ -154,7 +155,10 @@ func filterWords(f api.Filter) []string {
 	if f.UpdatedFrom != nil {
 		out = append(out, "last changed at or after "+stamp(*f.UpdatedFrom)+" UTC")
 	}
-	if f.UpdatedTo != nil {
+	switch {
+	case f.UpdatedTo != nil && pinned:
+		out = append(out, "parked before this count ("+formTime(f.UpdatedTo)+" UTC)")
+	case f.UpdatedTo != nil:
 		out = append(out, "last changed before "+formTime(f.UpdatedTo)+" UTC")
 	}
 	if f.Stuck {
@@ -175,6 +179,44 @@ type timeInput struct{ Label, Name, Value string }
 
 func timeField(label, name string, t *time.Time) timeInput {
 	return timeInput{Label: label, Name: name, Value: formTime(t)}
+}
+
+// siteCallFilterWords is every field of a site-call action's filter f in
+// words, one line each (its ReportedTo the instant of the count).
+func siteCallFilterWords(f api.SiteCallFilter) []string {
+	var out []string
+	if len(f.Status) > 0 {
+		names := make([]string, len(f.Status))
+		for i, st := range f.Status {
+			names[i] = string(st)
+		}
+		out = append(out, "status is "+strings.Join(names, " or "))
+	}
+	add := func(what, v string) {
+		if v != "" {
+			out = append(out, fmt.Sprintf("%s is %q", what, v))
+		}
+	}
+	add("site", f.Site)
+	add("kind", string(f.Kind))
+	add("target", f.Target)
+	times := []struct {
+		what string
+		t    *time.Time
+	}{{"created at or after", f.From}, {"created before", f.To},
+		{"last changed at the site at or after", f.UpdatedFrom}, {"last changed at the site before", f.UpdatedTo}}
+	for _, x := range times {
+		if x.t != nil {
+			out = append(out, x.what+" "+formTime(x.t)+" UTC")
+		}
+	}
+	if f.ReportedTo != nil {
+		out = append(out, "reported to central before this count ("+formTime(f.ReportedTo)+" UTC)")
+	}
+	if f.Q != "" {
+		out = append(out, fmt.Sprintf("id, target, method, error, instance or script contains %q (any letter case)", f.Q))
+	}
+	return out
 }
 
 // failedTargets are the targets of a row that did not get it (Failed or

@@ -243,7 +243,7 @@ func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 		"<li>created at or after 2020-01-02 03:04:05 UTC</li>",
 		"<li>created before 2099-01-01 00:00:00 UTC</li>",
 		"<li>last changed at or after 2020-01-01 00:00:00 UTC</li>",
-		"<li>last changed before 20", // the count's instant
+		"<li>parked before this count (20", // the count's instant
 		`<li>subject contains "pump" (any letter case)</li>`,
 		"1 notification match",
 	} {
@@ -274,5 +274,25 @@ func TestSiteCallsChipsCountAndSitesOffered(t *testing.T) {
 	}
 	if !strings.Contains(body, "<time datetime=") || !strings.Contains(body, `<div id="live" data-refresh="15">`) {
 		t.Errorf("the site calls list has no relative times or does not refresh itself:\n%s", body)
+	}
+}
+
+// TestSiteCallBulkConfirmationRestatesTheFilter: the site calls' bulk
+// confirmation names every field of its filter too.
+func TestSiteCallBulkConfirmationRestatesTheFilter(t *testing.T) {
+	e := newEnv(t)
+	e.report(siteA, siteOp("erp", "a", ports.OpParked, "503"))
+	e.syncNode(siteA, "node-a", 1)
+	c := e.loginBrowser("operator")
+	code, _, page := e.post(c, "/site-calls/discard", url.Values{"scope": {"filter"}, "site": {siteA}, "target": {"erp"}, "q": {"503"}})
+	if code != http.StatusOK {
+		t.Fatalf("confirmation: %d\n%s", code, page)
+	}
+	page = html.UnescapeString(page)
+	for _, want := range []string{"<li>status is Parked</li>", `<li>site is "plant-1"</li>`, `<li>target is "erp"</li>`,
+		"<li>reported to central before this count (20", `contains "503" (any letter case)</li>`, "1 site call match"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the confirmation lacks %q:\n%s", want, page)
+		}
 	}
 }

@@ -235,6 +235,7 @@ func (s *Server) confirmSiteCallAction(w http.ResponseWriter, r *http.Request, p
 		base: s.newBase(w, r, p, title+" site calls by filter", "site-calls"), Heading: title + " site calls by filter", Message: msg,
 		Button: fmt.Sprintf("%s %s", title, human.Count(n, "site call")), Action: "/site-calls/" + string(v),
 		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: siteCallFilterFields(parked),
+		FilterWords: siteCallFilterWords(parked),
 	})
 }
 

@@ -162,7 +162,7 @@ func TestDetailShowsEachTargetsFate(t *testing.T) {
 		`<tr data-status="Failed" class="failed-target"><td class="target-cell"><span class="target">bad@example.com</span></td><td><span class="pill Failed">Failed</span></td>`,
 		// A parked row names the target that failed, with its error, above
 		// everything else, before the row's own last error.
-		`<b>1 of 4 targets did not get it</b> (3 of 4 delivered):
+		`<b>Parked: 1 of 4 targets not delivered</b>
   <ul><li data-target-status="Failed"><span class="target">bad@example.com</span> <span class="pill Failed">Failed</span> <span class="target-error">550 5.1.1 &lt;b&gt;mailbox&lt;/b&gt; unavailable</span>`,
 		`<span class="target">env:OUTBOX_TEST_HOOK</span></td><td><span class="pill Delivered">Delivered</span>`,
 		`<span class="target">https://hooks.example/…</span></td><td><span class="pill Delivered">Delivered</span>`,
