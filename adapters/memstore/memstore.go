@@ -444,7 +444,7 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 	var moved []string
 	for _, r := range selected {
 		n := &r.n
-		if n.Status != req.From {
+		if n.Status != req.From || req.Unleased && n.ClaimedUntil.After(now) {
 			continue
 		}
 		n.Status = req.To
@@ -455,6 +455,9 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 			n.RetryCount = 0
 			n.NextAttemptAt = time.Time{}
 			n.LastError = ""
+		}
+		if req.DueNow {
+			n.NextAttemptAt = time.Time{}
 		}
 		s.place(r, time.Time{})
 		moved = append(moved, n.ID)

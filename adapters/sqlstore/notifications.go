@@ -631,8 +631,13 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 		Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`)
 	if req.Reset {
 		q = q.Set(`"retry_count" = 0`).Set(`"next_attempt_at" = NULL`).Set(`"last_error" = ?`, "")
+	} else if req.DueNow {
+		q = q.Set(`"next_attempt_at" = NULL`)
 	}
 	q = q.Where(`"status" = ?`, req.From)
+	if req.Unleased {
+		q = q.Where(`("claimed_until" IS NULL OR "claimed_until" <= ?)`, at(req.Now))
+	}
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
 	} else {
