@@ -18,18 +18,26 @@ import (
 // entrances use (query parameters, api types), calls the ports, and returns
 // plain results that api.go encodes as JSON and pages.go renders as HTML.
 
-// verb is an operator action on parked rows.
+// verb is an operator action on rows: retry and discard on parked rows,
+// retry-now and park on Retrying notifications.
 type verb string
 
 const (
-	verbRetry   verb = "retry"
-	verbDiscard verb = "discard"
+	verbRetry    verb = "retry"
+	verbDiscard  verb = "discard"
+	verbRetryNow verb = "retry-now"
+	verbPark     verb = "park"
 )
 
 // past is the verb's past participle, for messages.
 func (v verb) past() string {
-	if v == verbRetry {
+	switch v {
+	case verbRetry:
 		return "retried"
+	case verbRetryNow:
+		return "retried now"
+	case verbPark:
+		return "parked"
 	}
 	return "discarded"
 }
@@ -102,8 +110,13 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 	if len(req.IDs) > 0 && req.Filter != nil && !req.Filter.IsZero() {
 		return ports.ActionResult{}, fmt.Errorf("give ids or a filter, not both: %w", ports.ErrInvalid)
 	}
-	if v == verbRetry {
+	switch v {
+	case verbRetry:
 		return s.cfg.Outbox.Retry(ctx, a)
+	case verbRetryNow:
+		return s.cfg.Outbox.RetryNow(ctx, a)
+	case verbPark:
+		return s.cfg.Outbox.Park(ctx, a)
 	}
 	return s.cfg.Outbox.Discard(ctx, a)
 }

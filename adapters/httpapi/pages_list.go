@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,6 +18,38 @@ import (
 // This file holds what the Notifications list shows besides its rows: the
 // count of each status chip, the known values the filter's fields offer,
 // and the filter restated in words on a bulk confirmation.
+
+// pageListRoutes registers the actions on Retrying notifications: Retry
+// now and Park, from the detail's buttons.
+func (s *Server) pageListRoutes() {
+	s.pageRoute("POST /notifications/retry-now", ports.RoleOperator, s.pageRetryingAction(verbRetryNow))
+	s.pageRoute("POST /notifications/park", ports.RoleOperator, s.pageRetryingAction(verbPark))
+}
+
+// pageRetryingAction retries now or parks the Retrying notifications a
+// form selects by id (never by filter), and says what happened.
+func (s *Server) pageRetryingAction(v verb) handler {
+	return func(w http.ResponseWriter, r *http.Request, p ports.Principal) {
+		form, ok := s.readForm(w, r, p)
+		if !ok {
+			return
+		}
+		back := safeNext(form.Get("return"), "/notifications")
+		ids := form["id"]
+		if len(ids) == 0 {
+			s.setFlash(w, "Select at least one retrying notification first.")
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		res, err := s.act(r.Context(), p, v, api.ActionRequest{IDs: ids})
+		if err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+		s.setFlash(w, actionMessage(v, res))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	}
+}
 
 // The page's sort parameter: order=oldest lists oldest first; newest first
 // is the default (order=newest or none). Both are the store's keyset

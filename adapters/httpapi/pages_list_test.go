@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 // TestListChipsCountEachStatus: each status chip shows how many rows the
@@ -294,5 +297,85 @@ func TestSiteCallBulkConfirmationRestatesTheFilter(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the confirmation lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// TestRetryingRowRetriedNowThenParked: an operator retries a Retrying
+// notification now from its detail (it is tried again at once, its retry
+// count growing), then parks it; a viewer, a post from another origin, a
+// bad id and an oversize form are refused.
+func TestRetryingRowRetriedNowThenParked(t *testing.T) {
+	e := newEnv(t)
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/lists/flaky",
+		api.List{Name: "flaky", Type: "email", Targets: []string{"ops@example.com"}}); code != http.StatusOK {
+		t.Fatalf("put list: %d %s", code, body)
+	}
+	id := e.submit("flaky", "keeps failing")[0]
+	e.waitStatus(ports.StatusRetrying, id)
+	detail := "/notifications/" + id
+	retries := func() int {
+		d, err := e.svc.Notification(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.RetryCount
+	}
+	before := retries()
+
+	viewer := e.loginBrowser("viewer")
+	_, body := e.get(viewer, detail)
+	if strings.Contains(body, "/notifications/retry-now") || strings.Contains(body, "/notifications/park") {
+		t.Error("a viewer is offered Retry now or Park")
+	}
+	if code, _, _ := e.post(viewer, "/notifications/park", url.Values{"id": {id}}); code != http.StatusForbidden {
+		t.Errorf("a viewer's Park: %d", code)
+	}
+	op := e.loginBrowser("operator")
+	_, body = e.get(op, detail)
+	if !strings.Contains(body, `action="/notifications/retry-now"`) || !strings.Contains(body, `action="/notifications/park"`) {
+		t.Fatalf("an operator is not offered Retry now and Park on a Retrying row:\n%s", body)
+	}
+	req := e.request("POST", "/notifications/park", nil)
+	req.Body = ioNopCloser(url.Values{"id": {id}}.Encode())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if code, _ := e.send(op, req); code != http.StatusForbidden {
+		t.Errorf("cross-origin Park: %d", code)
+	}
+	if code, _, page := e.post(op, "/notifications/park", url.Values{"id": {"not-a-uuid"}}); code != http.StatusBadRequest || !strings.Contains(page, "not a UUID") {
+		t.Errorf("a bad id: %d", code)
+	}
+	if code, _, _ := e.post(op, "/notifications/retry-now", url.Values{"id": {strings.Repeat("x", 2<<20)}}); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("an oversize form: %d", code)
+	}
+	if code, loc, _ := e.post(op, "/notifications/park", url.Values{"return": {detail}}); code != http.StatusSeeOther || loc != detail {
+		t.Errorf("nothing selected: %d %s", code, loc)
+	}
+	e.waitStatus(ports.StatusRetrying, id) // nothing refused moved it
+
+	code, loc, _ := e.post(op, "/notifications/retry-now", url.Values{"id": {id}, "return": {detail}})
+	if code != http.StatusSeeOther || loc != detail {
+		t.Fatalf("retry now: %d %s", code, loc)
+	}
+	if _, body := e.get(op, loc); !strings.Contains(body, "1 notification retried now.") {
+		t.Errorf("no flash after Retry now:\n%s", body)
+	}
+	waittest.For(t, 10*time.Second, "the row tried again at once", func() (bool, string) {
+		n := retries()
+		return n > before, fmt.Sprintf("retry count %d", n)
+	})
+	e.waitStatus(ports.StatusRetrying, id)
+	if code, _, _ := e.post(op, "/notifications/park", url.Values{"id": {id}, "return": {detail}}); code != http.StatusSeeOther {
+		t.Fatalf("park: %d", code)
+	}
+	e.waitStatus(ports.StatusParked, id)
+	_, body = e.get(op, detail)
+	if !strings.Contains(body, "1 notification parked.") || !strings.Contains(body, `action="/notifications/retry"`) {
+		t.Errorf("after Park the detail has no flash or no Retry:\n%s", body)
+	}
+	// Parked, it is no longer Retrying: Retry now is refused with the reason.
+	e.post(op, "/notifications/retry-now", url.Values{"id": {id}, "return": {detail}})
+	if _, body := e.get(op, detail); !strings.Contains(body, "No notification was retried now; 1 refused: notification "+id+" is Parked; only Retrying notifications can be retried now") {
+		t.Errorf("Retry now of a parked row:\n%s", body)
 	}
 }

@@ -235,6 +235,7 @@ func (s *Server) routes() {
 	s.pageRoute("GET /notifications/{id}", ports.RoleViewer, s.pageNotification)
 	s.pageRoute("POST /notifications/retry", ports.RoleOperator, s.pageAction(verbRetry))
 	s.pageRoute("POST /notifications/discard", ports.RoleOperator, s.pageAction(verbDiscard))
+	s.pageListRoutes()
 	s.pageRoute("GET /dashboard", ports.RoleViewer, s.pageDashboard)
 	s.pageRoute("GET /lists", ports.RoleViewer, s.pageLists)
 	s.pageRoute("GET /channels", ports.RoleViewer, s.pageChannels)
