@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"regexp"
@@ -33,10 +34,22 @@ type listCentral struct {
 
 // The list test's lists: ok delivers to its one address; bounces has two,
 // and the channel refuses the second, so its rows park with one failed
-// target.
+// target; flaky's receiver answers "try later", so its rows keep retrying.
 var listTargets = map[string][]string{
 	"ok":      {"ops@example.com"},
 	"bounces": {"ops@example.com", "typo@exmaple.com"},
+	"flaky":   {"busy@example.com"},
+}
+
+// listChannel is refuseTarget for typo@exmaple.com, and fails for now on
+// every target of the list flaky.
+type listChannel struct{ refuseTarget }
+
+func (c listChannel) Deliver(ctx context.Context, d ports.Delivery) ports.Result {
+	if d.Notification.List == "flaky" {
+		return ports.Result{Outcome: ports.OutcomeTransient, Error: "421 4.7.0 try again later"}
+	}
+	return c.refuseTarget.Deliver(ctx, d)
 }
 
 func startListCentral(t *testing.T) *listCentral {
@@ -46,12 +59,13 @@ func startListCentral(t *testing.T) *listCentral {
 	dir, err := memdir.New([]ports.List{
 		{Name: "ok", Type: "email", Targets: listTargets["ok"]},
 		{Name: "bounces", Type: "email", Targets: listTargets["bounces"]},
+		{Name: "flaky", Type: "email", Targets: listTargets["flaky"]},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc, err := core.New(core.Config{}, core.Deps{Store: store, Audit: store, Directory: dir, Clock: ports.SystemClock{},
-		Channels: ports.ChannelMap{"email": refuseTarget{"typo@exmaple.com"}}, Logger: testLogger()})
+		Channels: ports.ChannelMap{"email": listChannel{refuseTarget{"typo@exmaple.com"}}}, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +236,25 @@ func TestNotificationsListInChromium(t *testing.T) {
 		}
 	}
 	br.screenshot("bulk-confirmation-filter.png")
+
+	// A Retrying row can be retried now, then parked.
+	flaky := c.send("flaky", "Conveyor 5 jammed")[0]
+	br.open("/notifications/" + flaky)
+	if st := br.text(".detail-head .pill"); st != "Retrying" {
+		t.Fatalf("the flaky row is %s, want Retrying", st)
+	}
+	br.screenshot("notification-detail-retrying.png")
+	br.submit("retry now", `form[action="/notifications/retry-now"] button`)
+	if flash := br.text(".flash"); flash != "1 notification retried now." {
+		t.Fatalf("the flash says %q", flash)
+	}
+	if got := br.text("table.history tbody tr:last-child"); !strings.Contains(got, "Retried") || !strings.Contains(got, pageAdmin) {
+		t.Errorf("the history's last row reads %q, want the admin's Retried", got)
+	}
+	br.submit("park", `form[action="/notifications/park"] button`)
+	if st := br.text(".detail-head .pill"); st != "Parked" {
+		t.Fatalf("after Park the row is %s", st)
+	}
 	br.checkQuiet()
 }
 
