@@ -395,37 +395,6 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: b.SiteCalls}, plugins})
 }
 
-func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	ls, err := s.cfg.Directory.Lists(r.Context())
-	if err != nil {
-		s.pageError(w, r, p, err)
-		return
-	}
-	for i := range ls {
-		ls[i] = shownList(p, ls[i])
-	}
-	s.render(w, r, http.StatusOK, "lists", struct {
-		base
-		Lists []ports.List
-	}{s.newBase(w, r, p, "Lists", "lists"), ls})
-}
-
-func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	cs, err := s.cfg.Directory.Channels(r.Context())
-	if err != nil {
-		s.pageError(w, r, p, err)
-		return
-	}
-	for i, c := range cs {
-		cs[i] = shownChannel(p, c)
-	}
-	s.render(w, r, http.StatusOK, "channels", struct {
-		base
-		Channels     []ports.ChannelSettings
-		ShowSettings bool
-	}{s.newBase(w, r, p, "Channels", "channels"), cs, p.Role.Allows(ports.RoleAdmin)})
-}
-
 func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	mails := s.cfg.Mailbox()
 	slices.Reverse(mails)

@@ -54,6 +54,10 @@ type Config struct {
 	// CheckChannel, when set, checks channel settings against the schema
 	// of the plugin that delivers them before they are stored.
 	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
+	// ChannelSchema, when set, is the settings schema of the plugin that
+	// delivers channel type typ (ok false when none does): the page's
+	// channel form has one input per setting.
+	ChannelSchema func(typ string) (schema []ChannelSetting, ok bool)
 	// Plugins, when set, reports the channel plugins on the dashboard.
 	Plugins func() []ports.PluginStatus
 	// Mailbox, when set, shows the mails a local SMTP capture received on
@@ -249,6 +253,7 @@ func (s *Server) routes() {
 	if s.cfg.SiteCalls != nil {
 		s.siteCallPageRoutes()
 	}
+	s.adminPageRoutes() // admin_pages.go
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, ports.Principal{}, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 	})
