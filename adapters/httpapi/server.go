@@ -85,8 +85,14 @@ type Config struct {
 	// DefaultOwnTokenRate and DefaultOwnTokenBurst.
 	OwnTokenRate  float64
 	OwnTokenBurst int
-	Logger        *slog.Logger
+	// ListRefresh is how often the Notifications and Site calls lists
+	// refresh themselves in the browser; zero means DefaultListRefresh.
+	ListRefresh time.Duration
+	Logger      *slog.Logger
 }
+
+// DefaultListRefresh is how often a list refreshes itself by default.
+const DefaultListRefresh = 15 * time.Second
 
 // How fast one account may make tokens of its own by default: a login a
 // minute, five at once.
@@ -233,6 +239,7 @@ func (s *Server) routes() {
 	s.pageRoute("GET /notifications/{id}", ports.RoleViewer, s.pageNotification)
 	s.pageRoute("POST /notifications/retry", ports.RoleOperator, s.pageAction(verbRetry))
 	s.pageRoute("POST /notifications/discard", ports.RoleOperator, s.pageAction(verbDiscard))
+	s.pageListRoutes()
 	s.pageRoute("GET /dashboard", ports.RoleViewer, s.pageDashboard)
 	s.pageRoute("GET /lists", ports.RoleViewer, s.pageLists)
 	s.pageRoute("GET /channels", ports.RoleViewer, s.pageChannels)
