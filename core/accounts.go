@@ -354,6 +354,15 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 	if !req.Role.Valid() {
 		return ports.User{}, fmt.Errorf("role %q is not one of viewer, operator, admin: %w", truncate(string(req.Role), 40), ports.ErrInvalid)
 	}
+	// The password is hashed (slow on purpose) before the lock is taken.
+	var hash []byte
+	if req.Password != "" {
+		h, err := o.hash(req.Password)
+		if err != nil {
+			return ports.User{}, err
+		}
+		hash = h
+	}
 	o.putMu.Lock()
 	defer o.putMu.Unlock()
 	old, err := o.store.Account(ctx, req.Name)
@@ -382,9 +391,7 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 		}
 	}
 	if req.Password != "" {
-		if a.PasswordHash, err = o.hash(req.Password); err != nil {
-			return ports.User{}, err
-		}
+		a.PasswordHash = hash
 	}
 	if err := o.store.PutAccount(ctx, a); err != nil {
 		return ports.User{}, fmt.Errorf("put user %q: %w", a.Name, err)
