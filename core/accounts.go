@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -147,6 +148,9 @@ func fmtDuration(d time.Duration) string {
 // A session's role is read from its account at each request, so a role
 // change or a deleted account takes effect at once, on every central node.
 type Operators struct {
+	// putMu makes PutUser's check of the stored account and its write one
+	// step against the other PutUser calls (UserRequest.Create).
+	putMu sync.Mutex
 	store ports.AccountStore
 	clock ports.Clock
 	log   *slog.Logger
@@ -350,10 +354,24 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 	if !req.Role.Valid() {
 		return ports.User{}, fmt.Errorf("role %q is not one of viewer, operator, admin: %w", truncate(string(req.Role), 40), ports.ErrInvalid)
 	}
+	// The password is hashed (slow on purpose) before the lock is taken.
+	var hash []byte
+	if req.Password != "" {
+		h, err := o.hash(req.Password)
+		if err != nil {
+			return ports.User{}, err
+		}
+		hash = h
+	}
+	o.putMu.Lock()
+	defer o.putMu.Unlock()
 	old, err := o.store.Account(ctx, req.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ports.ErrNotFound) {
 		return ports.User{}, fmt.Errorf("put user: %w", err)
+	}
+	if exists && req.Create {
+		return ports.User{}, fmt.Errorf("user %q exists already: %w", req.Name, ports.ErrConflict)
 	}
 	if !exists && req.Password == "" {
 		return ports.User{}, fmt.Errorf("password: required for a new user: %w", ports.ErrInvalid)
@@ -373,9 +391,7 @@ func (o *Operators) PutUser(ctx context.Context, req ports.UserRequest) (ports.U
 		}
 	}
 	if req.Password != "" {
-		if a.PasswordHash, err = o.hash(req.Password); err != nil {
-			return ports.User{}, err
-		}
+		a.PasswordHash = hash
 	}
 	if err := o.store.PutAccount(ctx, a); err != nil {
 		return ports.User{}, fmt.Errorf("put user %q: %w", a.Name, err)

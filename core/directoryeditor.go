@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/siteline/outbox/ports"
 )
@@ -30,9 +31,12 @@ type DirectoryEditorConfig struct {
 // never holds a list's targets (addresses, URLs that may carry a token) nor
 // the clear value of a secret setting.
 type DirectoryEditor struct {
-	dir ports.DirectoryAdmin
-	rec adminRecorder
-	cfg DirectoryEditorConfig
+	// putMu makes a list's check of what is stored and its write one
+	// step against the other puts (CreateList's "exists already").
+	putMu sync.Mutex
+	dir   ports.DirectoryAdmin
+	rec   adminRecorder
+	cfg   DirectoryEditorConfig
 }
 
 var _ ports.DirectoryEditor = (*DirectoryEditor)(nil)
@@ -50,13 +54,28 @@ func NewDirectoryEditor(dir ports.DirectoryAdmin, audit ports.AdminAudit, clock 
 
 // PutList implements ports.DirectoryEditor.
 func (e *DirectoryEditor) PutList(ctx context.Context, actor string, l ports.List) (ports.List, error) {
+	return e.putList(ctx, actor, l, false)
+}
+
+// CreateList implements ports.DirectoryEditor.
+func (e *DirectoryEditor) CreateList(ctx context.Context, actor string, l ports.List) (ports.List, error) {
+	return e.putList(ctx, actor, l, true)
+}
+
+// putList is PutList, or CreateList when create is set.
+func (e *DirectoryEditor) putList(ctx context.Context, actor string, l ports.List, create bool) (ports.List, error) {
 	if err := checkActor(actor); err != nil {
 		return ports.List{}, err
 	}
+	e.putMu.Lock()
+	defer e.putMu.Unlock()
 	old, err := e.dir.List(ctx, l.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ports.ErrNotFound) {
 		return ports.List{}, err
+	}
+	if exists && create {
+		return ports.List{}, fmt.Errorf("list %q exists already: %w", l.Name, ports.ErrConflict)
 	}
 	if err := e.dir.PutList(ctx, l); err != nil {
 		return ports.List{}, err

@@ -199,6 +199,10 @@ type UserRequest struct {
 	Role  OperatorRole
 	// Password, when set, becomes the account's password.
 	Password string
+	// Create asks for a new account only: when one of that name exists
+	// already, PutUser changes nothing and returns an error wrapping
+	// ErrConflict.
+	Create bool
 }
 
 // TokenRequest makes an API token with its own role.

@@ -64,6 +64,10 @@ type DirectoryAdmin interface {
 type DirectoryEditor interface {
 	// PutList creates or replaces the list l.Name and returns it as stored.
 	PutList(ctx context.Context, actor string, l List) (List, error)
+	// CreateList creates the list l.Name as PutList does, or returns an
+	// error wrapping ErrConflict when a list of that name exists already
+	// (checked and written as one step against the editor's other puts).
+	CreateList(ctx context.Context, actor string, l List) (List, error)
 	// DeleteList deletes the named list.
 	DeleteList(ctx context.Context, actor, name string) error
 	// PutChannel creates or replaces the settings of c.Type and returns

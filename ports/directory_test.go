@@ -66,3 +66,26 @@ func TestValidateAndPrefixFields(t *testing.T) {
 		t.Errorf("secret in clear: %v", err)
 	}
 }
+
+// "." and ".." are no name for a list or a channel type: a URL path naming
+// them is normalised away, so nothing could edit or delete what they name.
+func TestDotNamesRefused(t *testing.T) {
+	for _, n := range []string{".", ".."} {
+		err := ports.List{Name: n, Type: "email"}.Validate()
+		var fe *ports.FieldError
+		if !errors.Is(err, ports.ErrInvalid) || !errors.As(err, &fe) || fe.Field != "name" {
+			t.Errorf("list named %q: %v", n, err)
+		}
+		if err := (ports.List{Name: "ops", Type: n}).Validate(); err == nil {
+			t.Errorf("list of type %q accepted", n)
+		}
+		if err := (ports.ChannelSettings{Type: n}).Validate(); !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("channel type %q: %v", n, err)
+		}
+	}
+	for _, n := range []string{".ops", "ops.", "...", "a..b"} {
+		if err := (ports.List{Name: n, Type: "email"}).Validate(); err != nil {
+			t.Errorf("list named %q refused: %v", n, err)
+		}
+	}
+}

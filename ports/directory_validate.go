@@ -83,12 +83,15 @@ func (fe *FieldErrors) Nest(field string, err error) {
 func (fe FieldErrors) Err() error { return errors.Join(fe...) }
 
 // checkName checks the key of a list or channel (its name, its type): not
-// empty (why says what it is for), no leading or trailing spaces, at most
+// empty (why says what it is for), not "." or ".." (a path segment that
+// URLs normalise away), no leading or trailing spaces, at most
 // MaxDirectoryNameBytes bytes of UTF-8 text without NUL bytes.
 func (fe *FieldErrors) checkName(field, v, why string) {
 	switch {
 	case strings.TrimSpace(v) == "":
 		fe.Add(field, "empty (%s)", why)
+	case v == "." || v == "..":
+		fe.Add(field, "%q is not a name: URLs cannot name it", v)
 	case !utf8.ValidString(v):
 		fe.Add(field, "%q is not valid UTF-8", v)
 	case strings.IndexByte(v, 0) >= 0:
@@ -102,7 +105,7 @@ func (fe *FieldErrors) checkName(field, v, why string) {
 
 // Validate reports every rule l breaks, one *FieldError each (joined with
 // errors.Join), or nil:
-//   - the name is empty, has leading or trailing spaces, is over
+//   - the name is empty, is "." or "..", has leading or trailing spaces, is over
 //     MaxDirectoryNameBytes bytes, is not UTF-8 or holds a NUL byte;
 //   - the type (the channel type that delivers to the list) breaks the same
 //     rules;
@@ -134,7 +137,7 @@ func (l List) Validate() error {
 
 // Validate reports every rule c breaks, one *FieldError each (joined with
 // errors.Join), or nil:
-//   - the type is empty, has leading or trailing spaces, is over
+//   - the type is empty, is "." or "..", has leading or trailing spaces, is over
 //     MaxDirectoryNameBytes bytes, is not UTF-8 or holds a NUL byte;
 //   - the retry backoff is neither empty, fixed nor exponential; a retry
 //     setting is negative; an interval is not a whole number of

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -65,6 +64,7 @@ func formLines(v string) []string {
 
 // --- Lists ---
 
+// pageLists shows every list, as p may see it.
 func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	ls, err := s.lists(r.Context(), p)
 	if err != nil {
@@ -102,6 +102,8 @@ func (s *Server) pageListForm(w http.ResponseWriter, r *http.Request, p ports.Pr
 	s.renderListForm(w, r, p, http.StatusOK, v)
 }
 
+// renderListForm renders the list form v with status (v.Error set after a
+// refused post) and the channel types in use to pick from.
 func (s *Server) renderListForm(w http.ResponseWriter, r *http.Request, p ports.Principal, status int, v listForm) {
 	title := "New list"
 	if !v.New {
@@ -121,25 +123,14 @@ func (s *Server) renderListForm(w http.ResponseWriter, r *http.Request, p ports.
 // pagePutList creates (new=1: refused if the name is taken) or replaces a
 // list from its form.
 func (s *Server) pagePutList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxBodyBytes) {
 		return
 	}
 	f := r.PostForm
 	v := listForm{New: f.Get("new") == "1", Name: strings.TrimSpace(f.Get("name")), Type: strings.TrimSpace(f.Get("type")),
 		Targets: f.Get("targets")}
 	in := api.List{Name: v.Name, Type: v.Type, Targets: formLines(v.Targets)}
-	var err error
-	if v.New {
-		if _, lerr := s.cfg.Directory.List(r.Context(), v.Name); lerr == nil {
-			err = fmt.Errorf("a list named %q exists already: edit it from the lists instead: %w", v.Name, ports.ErrConflict)
-		} else if !errors.Is(lerr, ports.ErrNotFound) {
-			err = lerr
-		}
-	}
-	if err == nil {
-		_, err = s.putList(r.Context(), p, v.Name, in)
-	}
-	if err != nil {
+	if _, err := s.putList(r.Context(), p, v.Name, in, v.New); err != nil {
 		code, msg := s.classify(r, err)
 		v.Error = msg
 		s.renderListForm(w, r, p, statusOf[code], v)
@@ -149,8 +140,10 @@ func (s *Server) pagePutList(w http.ResponseWriter, r *http.Request, p ports.Pri
 	http.Redirect(w, r, "/lists", http.StatusSeeOther)
 }
 
+// pageDeleteList deletes the list named in the path once confirmed: the
+// first post shows what the list is and asks.
 func (s *Server) pageDeleteList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	name := r.PathValue("name")
@@ -176,6 +169,8 @@ func (s *Server) pageDeleteList(w http.ResponseWriter, r *http.Request, p ports.
 
 // --- Channels ---
 
+// pageChannels shows every channel type in use, with its plugin, its lists
+// and its settings (to admins).
 func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	ts, err := s.channelTypes(r.Context(), p)
 	if err != nil {
@@ -238,12 +233,12 @@ func (s *Server) newChannelForm(typ string, c ports.ChannelSettings) channelForm
 	if c.RateLimit != 0 {
 		v.Rate = strconv.FormatFloat(c.RateLimit, 'f', -1, 64)
 	}
+	var schema []ChannelSetting
 	if s.cfg.ChannelSchema != nil {
-		_, v.Plugin = s.cfg.ChannelSchema(typ)
+		schema, v.Plugin = s.cfg.ChannelSchema(typ)
 	}
-	schema, ok := s.channelSchema(typ)
-	v.Schema = ok
-	if !ok {
+	v.Schema = v.Plugin && len(schema) > 0
+	if !v.Schema {
 		var b strings.Builder
 		for _, k := range slices.Sorted(maps.Keys(c.Settings)) {
 			fmt.Fprintf(&b, "%s=%s\n", k, c.Settings[k])
@@ -253,8 +248,11 @@ func (s *Server) newChannelForm(typ string, c ports.ChannelSettings) channelForm
 	}
 	for _, st := range schema {
 		in := settingInput{ChannelSetting: st, Value: c.Settings[st.Name], Input: "text"}
+		// A name that marks a secret makes one, flagged or not: the
+		// directory keeps only a reference under it.
+		in.Secret = st.Secret || ports.IsSecretKey(st.Name)
 		switch {
-		case st.Secret:
+		case in.Secret:
 			in.Input = "secret"
 		case len(st.Allowed) > 0:
 			in.Input, in.Options = "select", st.Allowed
@@ -277,6 +275,8 @@ func (s *Server) newChannelForm(typ string, c ports.ChannelSettings) channelForm
 	return v
 }
 
+// pageChannelForm shows the settings form of the channel type named in the
+// path, filled with what is stored (credentials in URLs masked).
 func (s *Server) pageChannelForm(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	typ := r.PathValue("type")
 	c, err := s.channelSettings(r.Context(), p, typ)
@@ -290,6 +290,8 @@ func (s *Server) pageChannelForm(w http.ResponseWriter, r *http.Request, p ports
 	s.renderChannelForm(w, r, p, http.StatusOK, v)
 }
 
+// renderChannelForm renders the channel form v with status (v.Error set
+// after a refused post).
 func (s *Server) renderChannelForm(w http.ResponseWriter, r *http.Request, p ports.Principal, status int, v channelForm) {
 	err := v.Error
 	v.base = s.newBase(w, r, p, "Channel "+v.Type, "channels")
@@ -302,9 +304,9 @@ const errLiteralSecret = "a secret setting takes a reference (env:NAME or file:/
 
 // channelFromForm reads the channel form into the API's wire form; v is
 // the form to show again should the put fail, without any secret given
-// in clear.
+// in clear (a setting flagged Secret or named as one, ports.IsSecretKey).
 func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v channelForm, err error) {
-	var errs []error
+	var errs ports.FieldErrors
 	in = api.Channel{Type: typ, Settings: map[string]string{}}
 	v = s.newChannelForm(typ, ports.ChannelSettings{Type: typ})
 	if v.Schema {
@@ -318,9 +320,9 @@ func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v ch
 			st.Value = raw
 			switch {
 			case val == "":
-			case st.Secret && !ports.IsSecretRef(val):
+			case st.Input == "secret" && !ports.IsSecretRef(val):
 				st.Value = ""
-				errs = append(errs, &ports.FieldError{Field: "settings." + st.Name, Msg: errLiteralSecret})
+				errs.Add("settings."+st.Name, "%s", errLiteralSecret)
 			default:
 				in.Settings[st.Name] = val
 			}
@@ -332,10 +334,10 @@ func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v ch
 			k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 			switch {
 			case !ok || k == "":
-				errs = append(errs, fmt.Errorf("settings: line %d is not key=value", i+1))
+				errs.Add("settings", "line %d is not key=value", i+1)
 				continue
 			case ports.IsSecretKey(k) && val != "" && !ports.IsSecretRef(val):
-				errs = append(errs, &ports.FieldError{Field: "settings." + k, Msg: errLiteralSecret})
+				errs.Add("settings."+k, "%s", errLiteralSecret)
 				continue
 			}
 			in.Settings[k] = val
@@ -349,7 +351,7 @@ func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v ch
 	if x := strings.TrimSpace(v.MaxRetries); x != "" {
 		n, perr := strconv.Atoi(x)
 		if perr != nil {
-			errs = append(errs, fmt.Errorf("retry.max_retries: %q is not a whole number", human.Clip(x, 20)))
+			errs.Add("retry.max_retries", "%q is not a whole number", human.Clip(x, 20))
 		}
 		in.Retry.MaxRetries = n
 	}
@@ -360,7 +362,7 @@ func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v ch
 		if x := strings.TrimSpace(d.v); x != "" {
 			dur, perr := time.ParseDuration(x)
 			if perr != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration such as 30s or 5m", d.field, human.Clip(x, 20)))
+				errs.Add(d.field, "%q is not a duration such as 30s or 5m", human.Clip(x, 20))
 			}
 			*d.to = dur.Seconds()
 		}
@@ -368,18 +370,21 @@ func (s *Server) channelFromForm(typ string, f url.Values) (in api.Channel, v ch
 	if x := strings.TrimSpace(v.Rate); x != "" {
 		rate, perr := strconv.ParseFloat(x, 64)
 		if perr != nil {
-			errs = append(errs, fmt.Errorf("rate_limit: %q is not a number", human.Clip(x, 20)))
+			errs.Add("rate_limit", "%q is not a number", human.Clip(x, 20))
 		}
 		in.RateLimit = rate
 	}
-	if err := errors.Join(errs...); err != nil {
-		return in, v, fmt.Errorf("%w: %w", err, ports.ErrInvalid)
+	if err := errs.Err(); err != nil {
+		return in, v, fmt.Errorf("channel %s: %w", typ, err)
 	}
 	return in, v, nil
 }
 
+// pagePutChannel stores the settings of the channel type named in the path
+// from its form, or shows the form again with the error and without any
+// secret given in clear.
 func (s *Server) pagePutChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxBodyBytes) {
 		return
 	}
 	typ := r.PathValue("type")
@@ -399,8 +404,10 @@ func (s *Server) pagePutChannel(w http.ResponseWriter, r *http.Request, p ports.
 	http.Redirect(w, r, "/channels", http.StatusSeeOther)
 }
 
+// pageDeleteChannel deletes the settings of the channel type named in the
+// path once confirmed: the first post asks.
 func (s *Server) pageDeleteChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	typ := r.PathValue("type")
@@ -424,6 +431,7 @@ func (s *Server) pageDeleteChannel(w http.ResponseWriter, r *http.Request, p por
 
 // --- Users ---
 
+// usersPage is the users view: the accounts and the new user form.
 type usersPage struct {
 	base
 	Users []ports.User
@@ -434,10 +442,13 @@ type usersPage struct {
 	NewRole ports.OperatorRole
 }
 
+// pageUsers shows the operator accounts and the new user form.
 func (s *Server) pageUsers(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	s.renderUsers(w, r, p, http.StatusOK, usersPage{NewRole: ports.RoleViewer})
 }
 
+// renderUsers renders the users view v with status (v.Error set after a
+// refused post), with the accounts read afresh.
 func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, p ports.Principal, status int, v usersPage) {
 	us, err := s.cfg.Operators.Users(r.Context())
 	if err != nil {
@@ -453,28 +464,13 @@ func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, p ports.Pri
 // pagePutUser creates a user (new=1: refused if the name is taken) or
 // changes one's role and, when given, password.
 func (s *Server) pagePutUser(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	f := r.PostForm
 	name := strings.TrimSpace(f.Get("name"))
 	in := api.PutUser{Role: ports.OperatorRole(f.Get("role")), Password: f.Get("password")}
-	var err error
-	if f.Get("new") == "1" {
-		us, uerr := s.cfg.Operators.Users(r.Context())
-		switch {
-		case uerr != nil:
-			err = uerr
-		case slices.ContainsFunc(us, func(u ports.User) bool { return u.Name == name }):
-			err = fmt.Errorf("a user named %q exists already: change it in the table instead: %w", name, ports.ErrConflict)
-		case in.Password == "":
-			err = fmt.Errorf("password: a new user needs one: %w", ports.ErrInvalid)
-		}
-	}
-	if err == nil {
-		_, err = s.putUser(r.Context(), p, name, in)
-	}
-	if err != nil {
+	if _, err := s.putUser(r.Context(), p, name, in, f.Get("new") == "1"); err != nil {
 		code, msg := s.classify(r, err)
 		v := usersPage{NewRole: in.Role}
 		if f.Get("new") == "1" {
@@ -488,12 +484,23 @@ func (s *Server) pagePutUser(w http.ResponseWriter, r *http.Request, p ports.Pri
 	http.Redirect(w, r, "/users", http.StatusSeeOther)
 }
 
+// pageDeleteUser deletes the user named in the path once confirmed: the
+// first post checks the user exists and asks.
 func (s *Server) pageDeleteUser(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	name := r.PathValue("name")
 	if !confirmed(r) {
+		us, err := s.cfg.Operators.Users(r.Context())
+		if err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+		if !slices.ContainsFunc(us, func(u ports.User) bool { return u.Name == name }) {
+			s.pageError(w, r, p, fmt.Errorf("user %q: %w", name, ports.ErrNotFound))
+			return
+		}
 		s.confirmAdmin(w, r, p, adminConfirm{Heading: "Delete user " + name,
 			Message: fmt.Sprintf("User %s is deleted with its sessions and the tokens made by its logins (outbox login): they stop working at once.", name),
 			Button:  "Delete user " + name, Action: "/users/" + url.PathEscape(name) + "/delete", Return: "/users"})

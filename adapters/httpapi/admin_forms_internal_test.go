@@ -15,8 +15,10 @@ func FuzzChannelForm(f *testing.F) {
 	schema := []ChannelSetting{
 		{Name: "host", Required: true}, {Name: "port", Kind: "number"}, {Name: "tls", Allowed: []string{"none", "starttls"}},
 		{Name: "password", Secret: true}, {Name: "scopes", Kind: "list"}, {Name: "timeout", Kind: "duration"},
+		{Name: "auth_token"},
 	}
 	f.Add("email", "setting.host=h&setting.password=hunter2&max_retries=3&interval=1m")
+	f.Add("email", "setting.host=h&setting.auth_token=hunter2&setting.password=env:P")
 	f.Add("email", "setting.password=env:X&setting.scopes=a%0Ab&rate_limit=2.5&backoff=exponential")
 	f.Add("free", "settings=api_token%3Dhunter2%0Aregion%3Deu%0Anoequals")
 	f.Add("free", "max_interval=1e9h&rate_limit=NaN&max_retries=99999999999999999999")
@@ -34,11 +36,13 @@ func FuzzChannelForm(f *testing.F) {
 		in, v, err := s.channelFromForm(typ, vals)
 		secrets := map[string]bool{}
 		if v.Schema {
-			if p := strings.TrimSpace(vals.Get("setting.password")); p != "" && !ports.IsSecretRef(p) {
-				secrets[p] = true
+			for _, k := range []string{"password", "auth_token"} {
+				if p := strings.TrimSpace(vals.Get("setting." + k)); p != "" && !ports.IsSecretRef(p) {
+					secrets[p] = true
+				}
 			}
 			for _, st := range v.Inputs {
-				if st.Secret && st.Value != "" && !ports.IsSecretRef(strings.TrimSpace(st.Value)) {
+				if (st.Secret || ports.IsSecretKey(st.Name)) && st.Value != "" && !ports.IsSecretRef(strings.TrimSpace(st.Value)) {
 					t.Fatalf("the form shows a secret in clear: %q", st.Value)
 				}
 			}

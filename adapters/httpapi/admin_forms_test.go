@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -26,11 +27,7 @@ func newAdminEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := make([]httpapi.ChannelSetting, len(d.Settings))
-	for i, s := range d.Settings {
-		schema[i] = httpapi.ChannelSetting{Name: s.Name, Description: s.Description, Required: s.Required,
-			Secret: s.Secret, Default: s.Default, Allowed: s.Allowed, Kind: string(s.Kind)}
-	}
+	schema := httpapi.ChannelSchemaOf(d.Settings)
 	return newEnvWith(t, func(c *httpapi.Config) {
 		c.ChannelSchema = func(typ string) ([]httpapi.ChannelSetting, bool) {
 			switch typ {
@@ -38,6 +35,9 @@ func newAdminEnv(t *testing.T) *env {
 				return schema, true
 			case "webhook":
 				return nil, true
+			case "hook":
+				// A setting named as a secret but not flagged one.
+				return []httpapi.ChannelSetting{{Name: "auth_token"}, {Name: "region"}}, true
 			}
 			return nil, false
 		}
@@ -126,7 +126,7 @@ func TestListForms(t *testing.T) {
 
 	// Created twice: refused, the first kept.
 	code, _, body = e.post(b, "/lists", form("new", "1", "name", "pumps", "type", "email", "targets", "other@example.com"))
-	if code != http.StatusConflict || !strings.Contains(html.UnescapeString(body), `a list named "pumps" exists already`) {
+	if code != http.StatusConflict || !strings.Contains(html.UnescapeString(body), `list "pumps" exists already`) {
 		t.Fatalf("create a list twice: %d %s", code, body)
 	}
 	if l, _ := e.apiList("pumps"); len(l.Targets) != 2 {
@@ -175,6 +175,45 @@ func TestListForms(t *testing.T) {
 	}
 	if code, _, _ := e.post(b, "/lists/nosuch/delete", nil); code != http.StatusNotFound {
 		t.Errorf("delete an unknown list: %d", code)
+	}
+	// "." and ".." cannot be made: no URL could edit or delete them.
+	for _, n := range []string{".", ".."} {
+		if code, _, body := e.post(b, "/lists", form("new", "1", "name", n, "type", "email", "targets", "a@example.com")); code != http.StatusBadRequest {
+			t.Errorf("a list named %q: %d %s", n, code, errorText(body))
+		}
+		if _, err := e.dir.List(t.Context(), n); !errors.Is(err, ports.ErrNotFound) {
+			t.Errorf("a list named %q: %v", n, err)
+		}
+	}
+}
+
+// TestListFormTakesWhatTheAPITakes: a list of 700 webhook targets made
+// through the API (well over 16 KiB as a form) is saved again from its
+// edit page unchanged.
+func TestListFormTakesWhatTheAPITakes(t *testing.T) {
+	e := newAdminEnv(t)
+	targets := make([]string, 700)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("https://hooks.example.com/services/T%05d/B%05d/abcdefghijklmnopqrstuvwx", i, i)
+	}
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/lists/many", api.List{Type: "webhook", Targets: targets}); code != http.StatusOK {
+		t.Fatalf("PUT a list of 700 targets: %d %s", code, body)
+	}
+	b := e.loginBrowser("admin")
+	_, page := e.get(b, "/lists/many/edit")
+	m := regexp.MustCompile(`(?s)<textarea name="targets"[^>]*>(.*?)</textarea>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the edit form has no targets: %s", page)
+	}
+	f := form("name", "many", "type", "webhook", "targets", html.UnescapeString(m[1])+"\nhttps://hooks.example.com/one-more")
+	if n := len(f.Encode()); n <= 16<<10 {
+		t.Fatalf("the form is %d bytes: not over the old bound", n)
+	}
+	if code, loc, body := e.post(b, "/lists", f); code != http.StatusSeeOther || loc != "/lists" {
+		t.Fatalf("save the list from its edit page: %d %s", code, errorText(body))
+	}
+	if l, _ := e.apiList("many"); len(l.Targets) != 701 || l.Targets[699] != targets[699] {
+		t.Fatalf("after the save the list has %d targets", len(l.Targets))
 	}
 }
 
@@ -281,6 +320,23 @@ func TestChannelForm(t *testing.T) {
 		}
 	}
 
+	// A setting named as a secret (auth_token) but not flagged one is a
+	// secret all the same: a reference input, a literal refused and never
+	// echoed.
+	if _, body := e.get(b, "/channels/hook/edit"); !strings.Contains(body, `<input name="setting.auth_token" value="" autocomplete="off" spellcheck="false" pattern="(env|file):.+"`) {
+		t.Errorf("auth_token is not asked as a reference: %s", body)
+	}
+	code, _, body = e.post(b, "/channels/hook", form("setting.auth_token", literal, "setting.region", "eu"))
+	if code != http.StatusBadRequest || strings.Contains(body, literal) || !strings.Contains(body, "settings.auth_token: a secret setting takes a reference") {
+		t.Fatalf("a literal secret in a setting named as one: %d %s", code, errorText(body))
+	}
+	if !strings.Contains(body, `value="eu"`) {
+		t.Error("the form after the error lost the region")
+	}
+	if _, ok := e.apiChannel("hook"); ok {
+		t.Fatal("the refused post stored the channel")
+	}
+
 	// A type whose plugin describes no settings takes key=value lines; a
 	// secret-looking key takes references only.
 	if _, body := e.get(b, "/channels/webhook/edit"); !strings.Contains(body, `<textarea name="settings"`) {
@@ -315,6 +371,60 @@ func TestChannelForm(t *testing.T) {
 	}
 	if !e.hasAudit(ports.AdminKindChannel, "email", ports.AdminDeleted, "admin") {
 		t.Errorf("no audit record of the channel's deletion by admin")
+	}
+}
+
+// TestChannelFormKeepsMaskedCredentials: a text and a list setting holding
+// URLs with credentials are shown masked; posted back unchanged, they keep
+// the stored credentials; a list value changed beside them keeps them too.
+func TestChannelFormKeepsMaskedCredentials(t *testing.T) {
+	e := newAdminEnv(t)
+	const (
+		tokenURL = "https://u:pw@auth.example/token?client_secret=s3cr3t"
+		scopes   = "https://u:pw@h1/x, https://h2/y"
+	)
+	put := api.Channel{Settings: map[string]string{"host": "smtp.example.com", "from": "o@example.com", "token_url": tokenURL, "scopes": scopes}}
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/email", put); code != http.StatusOK {
+		t.Fatalf("PUT email settings: %d %s", code, body)
+	}
+	b := e.loginBrowser("admin")
+	_, page := e.get(b, "/channels/email/edit")
+	inputs := map[string]string{}
+	for _, m := range regexp.MustCompile(`<input name="setting\.([a-z_]+)" value="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		inputs[m[1]] = html.UnescapeString(m[2])
+	}
+	for _, m := range regexp.MustCompile(`(?s)<textarea name="setting\.([a-z_]+)"[^>]*>(.*?)</textarea>`).FindAllStringSubmatch(page, -1) {
+		inputs[m[1]] = html.UnescapeString(m[2])
+	}
+	if strings.Contains(page, "pw@") || strings.Contains(page, "s3cr3t") || inputs["scopes"] != "https://***@h1/x\nhttps://h2/y" {
+		t.Fatalf("the form shows token_url %q and scopes %q", inputs["token_url"], inputs["scopes"])
+	}
+	stored := func() map[string]string {
+		t.Helper()
+		c, err := e.dir.ChannelSettings(t.Context(), "email")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Settings
+	}
+	post := func(scopes string) {
+		t.Helper()
+		f := url.Values{}
+		for k, v := range inputs {
+			f.Set("setting."+k, v)
+		}
+		f.Set("setting.scopes", scopes)
+		if code, _, body := e.post(b, "/channels/email", f); code != http.StatusSeeOther {
+			t.Fatalf("save the form as shown: %d %s", code, errorText(body))
+		}
+	}
+	post(inputs["scopes"])
+	if got := stored(); got["token_url"] != tokenURL || got["scopes"] != "https://u:pw@h1/x,https://h2/y" {
+		t.Fatalf("after saving the form as shown the directory holds token_url %q, scopes %q", got["token_url"], got["scopes"])
+	}
+	post("https://h0/z\n" + inputs["scopes"])
+	if got := stored(); got["scopes"] != "https://h0/z,https://u:pw@h1/x,https://h2/y" {
+		t.Fatalf("after adding a scope the directory holds scopes %q", got["scopes"])
 	}
 }
 
@@ -394,7 +504,7 @@ func TestUserForms(t *testing.T) {
 		t.Error("no audit record of the user's creation by admin")
 	}
 	code, _, body := e.post(b, "/users", form("new", "1", "name", "jane", "role", "viewer", "password", "another password 43"))
-	if code != http.StatusConflict || strings.Contains(body, "another password 43") || !strings.Contains(html.UnescapeString(body), `a user named "jane" exists already`) {
+	if code != http.StatusConflict || strings.Contains(body, "another password 43") || !strings.Contains(html.UnescapeString(body), `user "jane" exists already`) {
 		t.Fatalf("a duplicate user: %d %s", code, errorText(body))
 	}
 	if code, _, body := e.post(b, "/users", form("new", "1", "name", "nopw", "role", "viewer")); code != http.StatusBadRequest || !strings.Contains(body, "password") {
@@ -433,6 +543,10 @@ func TestUserForms(t *testing.T) {
 	}
 	if code, _, body := e.post(b, "/users/nosuch/delete", form("confirm", "yes")); code != http.StatusNotFound {
 		t.Fatalf("delete an unknown user: %d %s", code, errorText(body))
+	}
+	// Unconfirmed, an unknown user gets no confirmation either.
+	if code, _, body := e.post(b, "/users/nosuch/delete", nil); code != http.StatusNotFound || strings.Contains(body, "Delete user nosuch") {
+		t.Fatalf("delete an unknown user, unconfirmed: %d %s", code, errorText(body))
 	}
 }
 
@@ -486,7 +600,7 @@ func TestAdminFormsAttacked(t *testing.T) {
 				t.Errorf("%s from another origin %v: %d %s", p.path, h, code, body)
 			}
 		}
-		big := p.form.Encode() + "&pad=" + strings.Repeat("x", 32<<10)
+		big := p.form.Encode() + "&pad=" + strings.Repeat("x", 1<<20)
 		if code, _ := send(admin, p.path, big, sameOrigin); code != http.StatusRequestEntityTooLarge {
 			t.Errorf("%s with a body over the limit: %d, want 413", p.path, code)
 		}

@@ -20,7 +20,9 @@ import (
 // the operations the JSON API calls (ops.go, ops_admin.go), which write the
 // admin audit row; every deletion asks for a confirmation first.
 
-// maxAdminFormBytes bounds the body of the admin forms.
+// maxAdminFormBytes bounds the body of the small admin forms (users,
+// tokens, confirmations). The list and channel forms take what the API
+// takes for the same list or channel, maxBodyBytes.
 const maxAdminFormBytes = 16 << 10
 
 // tokenExpiries are the lifetimes the token form offers, the first the
@@ -62,12 +64,13 @@ func (s *Server) renderTokens(w http.ResponseWriter, r *http.Request, p ports.Pr
 	s.render(w, r, status, "tokens", v)
 }
 
-// readAdminForm parses a small form; ok false means the answer is written.
-func (s *Server) readAdminForm(w http.ResponseWriter, r *http.Request, p ports.Principal) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxAdminFormBytes)
+// readAdminForm parses a form of at most limit bytes; ok false means the
+// answer is written.
+func (s *Server) readAdminForm(w http.ResponseWriter, r *http.Request, p ports.Principal, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
-			s.renderError(w, r, p, http.StatusRequestEntityTooLarge, "The form is over the limit.")
+			s.renderError(w, r, p, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is over the limit of %d bytes.", limit))
 			return false
 		}
 		s.renderError(w, r, p, http.StatusBadRequest, "The form could not be read.")
@@ -77,7 +80,7 @@ func (s *Server) readAdminForm(w http.ResponseWriter, r *http.Request, p ports.P
 }
 
 func (s *Server) pageCreateToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	f := r.PostForm
@@ -104,11 +107,11 @@ func (s *Server) pageCreateToken(w http.ResponseWriter, r *http.Request, p ports
 // pageRevokeToken revokes a token once confirmed: the first post shows
 // what the token is and asks.
 func (s *Server) pageRevokeToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if !s.readAdminForm(w, r, p) {
+	if !s.readAdminForm(w, r, p, maxAdminFormBytes) {
 		return
 	}
 	id := r.PostForm.Get("id")
-	if r.PostForm.Get("confirm") != "yes" {
+	if !confirmed(r) {
 		ts, err := s.cfg.Operators.Tokens(r.Context())
 		if err != nil {
 			s.pageError(w, r, p, err)

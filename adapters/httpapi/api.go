@@ -135,7 +135,7 @@ func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, p ports.Prin
 		s.apiError(w, r, err)
 		return
 	}
-	l, err := s.putList(r.Context(), p, r.PathValue("name"), in)
+	l, err := s.putList(r.Context(), p, r.PathValue("name"), in, false)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, p ports.Prin
 		s.apiError(w, r, err)
 		return
 	}
-	u, err := s.putUser(r.Context(), p, r.PathValue("name"), in)
+	u, err := s.putUser(r.Context(), p, r.PathValue("name"), in, false)
 	if err != nil {
 		s.apiError(w, r, err)
 		return

@@ -122,12 +122,16 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 }
 
 // putList stores l under name, which the body's name must match if set,
-// recording p as the actor.
-func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l api.List) (ports.List, error) {
+// recording p as the actor. With create set it only creates: a list of
+// that name existing already is refused with ErrConflict.
+func (s *Server) putList(ctx context.Context, p ports.Principal, name string, l api.List, create bool) (ports.List, error) {
 	if l.Name != "" && l.Name != name {
 		return ports.List{}, fmt.Errorf("name: the body names %q but the path names %q: %w", l.Name, name, ports.ErrInvalid)
 	}
 	l.Name = name
+	if create {
+		return s.cfg.Editor.CreateList(ctx, p.Name, l.PortsList())
+	}
 	return s.cfg.Editor.PutList(ctx, p.Name, l.PortsList())
 }
 
@@ -221,6 +225,40 @@ func shownChannel(p ports.Principal, c ports.ChannelSettings) ports.ChannelSetti
 	return c
 }
 
+// unmasked is the value v of a setting posted back with was stored: was
+// when v is was as shown (ports.MaskURLCredentials), else v with each of
+// its comma-separated values that is a stored value as shown put back to
+// the stored value. A list setting goes through the page one value a line
+// and comes back joined afresh, so its masked values are matched one by
+// one: by position first, else by the only stored value that shows so.
+func unmasked(v, was string) string {
+	if v == ports.MaskURLCredentials(was) {
+		return was
+	}
+	if !strings.Contains(v, "***") {
+		return v
+	}
+	olds := strings.Split(was, ",")
+	shown := map[string][]string{}
+	for _, o := range olds {
+		o = strings.TrimSpace(o)
+		if m := ports.MaskURLCredentials(o); m != o && !slices.Contains(shown[m], o) {
+			shown[m] = append(shown[m], o)
+		}
+	}
+	vs := strings.Split(v, ",")
+	for i, x := range vs {
+		x = strings.TrimSpace(x)
+		switch {
+		case i < len(olds) && x != strings.TrimSpace(olds[i]) && x == ports.MaskURLCredentials(strings.TrimSpace(olds[i])):
+			vs[i] = strings.Replace(vs[i], x, strings.TrimSpace(olds[i]), 1)
+		case len(shown[x]) == 1:
+			vs[i] = strings.Replace(vs[i], x, shown[x][0], 1)
+		}
+	}
+	return strings.Join(vs, ",")
+}
+
 // putChannel stores c under typ after the plugin's check, recording p as
 // the actor.
 func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, c api.Channel) (ports.ChannelSettings, error) {
@@ -233,8 +271,8 @@ func (s *Server) putChannel(ctx context.Context, p ports.Principal, typ string, 
 	if old, err := s.cfg.Directory.ChannelSettings(ctx, typ); err == nil && len(pc.Settings) > 0 {
 		settings := maps.Clone(pc.Settings)
 		for k, v := range settings {
-			if was, ok := old.Settings[k]; ok && v != was && v == ports.MaskURLCredentials(was) {
-				settings[k] = was
+			if was, ok := old.Settings[k]; ok && v != was {
+				settings[k] = unmasked(v, was)
 			}
 		}
 		pc.Settings = settings

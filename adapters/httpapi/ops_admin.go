@@ -70,9 +70,10 @@ func (s *Server) deleteChannel(ctx context.Context, p ports.Principal, typ strin
 }
 
 // putUser creates the account name or changes its role and password,
-// recording p as the actor.
-func (s *Server) putUser(ctx context.Context, p ports.Principal, name string, in api.PutUser) (ports.User, error) {
-	return s.cfg.Operators.PutUser(ctx, ports.UserRequest{Actor: p.Name, Name: name, Role: in.Role, Password: in.Password})
+// recording p as the actor. With create set it only creates: an account of
+// that name existing already is refused with ErrConflict.
+func (s *Server) putUser(ctx context.Context, p ports.Principal, name string, in api.PutUser, create bool) (ports.User, error) {
+	return s.cfg.Operators.PutUser(ctx, ports.UserRequest{Actor: p.Name, Name: name, Role: in.Role, Password: in.Password, Create: create})
 }
 
 // deleteUser deletes the account name, recording p as the actor.
@@ -140,16 +141,6 @@ func (s *Server) channelTypes(ctx context.Context, p ports.Principal) ([]channel
 	}
 	slices.SortFunc(out, func(a, b channelType) int { return strings.Compare(a.Type, b.Type) })
 	return out, nil
-}
-
-// channelSchema is the settings schema of typ's plugin; ok is false when
-// no schema is known (no plugin delivers typ, or it describes none).
-func (s *Server) channelSchema(typ string) (schema []ChannelSetting, ok bool) {
-	if s.cfg.ChannelSchema == nil {
-		return nil, false
-	}
-	schema, ok = s.cfg.ChannelSchema(typ)
-	return schema, ok && len(schema) > 0
 }
 
 // channelSettings is the settings row of typ as p may see it, or a row of

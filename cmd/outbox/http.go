@@ -358,9 +358,5 @@ func channelSchema(h *pluginhost.Host, typ string) (schema []httpapi.ChannelSett
 	if err != nil {
 		return nil, false
 	}
-	for _, st := range d.Settings {
-		schema = append(schema, httpapi.ChannelSetting{Name: st.Name, Description: st.Description, Required: st.Required,
-			Secret: st.Secret, Default: st.Default, Allowed: st.Allowed, Kind: string(st.Kind)})
-	}
-	return schema, true
+	return httpapi.ChannelSchemaOf(d.Settings), true
 }

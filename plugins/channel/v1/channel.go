@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -274,7 +276,10 @@ type Setting struct {
 	Allowed []string
 	// Kind is the type of the value, which Validate checks and the
 	// operator page's form follows (a number field, a checkbox, …). The
-	// zero Kind is text.
+	// zero Kind is text. Kind was added to the contract after its first
+	// release: on the wire it is additive (a plugin that does not set it
+	// describes text settings), but in Go it is a new field, so a plugin
+	// that builds Setting with an unkeyed literal must use keyed fields.
 	Kind Kind
 }
 
@@ -286,7 +291,8 @@ type Kind string
 const (
 	// KindText is any text.
 	KindText Kind = ""
-	// KindNumber is a decimal number ("587", "2.5").
+	// KindNumber is a finite decimal number ("587", "2.5", "1e3"): not
+	// NaN, an infinity or a hexadecimal float.
 	KindNumber Kind = "number"
 	// KindBool is true or false.
 	KindBool Kind = "bool"
@@ -295,6 +301,10 @@ const (
 	// KindList is values separated by commas ("a, b, c").
 	KindList Kind = "list"
 )
+
+// decimalNumber is the syntax of a KindNumber value: digits with an
+// optional sign, decimal point and exponent.
+var decimalNumber = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 
 // Check reports whether v is a value of kind k: nil, or an error saying
 // what was expected (without v, which may be a secret). Blank values are
@@ -306,8 +316,11 @@ func (k Kind) Check(v string) error {
 	}
 	switch k {
 	case KindNumber:
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
+		if !decimalNumber.MatchString(v) {
 			return errors.New("must be a number")
+		}
+		if f, err := strconv.ParseFloat(v, 64); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return errors.New("must be a finite number")
 		}
 	case KindBool:
 		if v != "true" && v != "false" {
@@ -338,14 +351,18 @@ func (d Description) Validate(settings map[string]string) error {
 	for _, s := range d.Settings {
 		known[s.Name] = true
 		v, ok := settings[s.Name]
+		var kindErr error
+		if ok && !s.Secret {
+			kindErr = s.Kind.Check(v)
+		}
 		switch {
 		case s.Required && strings.TrimSpace(v) == "":
 			errs = append(errs, fmt.Errorf("%s: setting %q is required: %w", d.Name, s.Name, ErrInvalidSettings))
 		case ok && v != "" && len(s.Allowed) > 0 && !slices.Contains(s.Allowed, v):
 			errs = append(errs, fmt.Errorf("%s: setting %q must be one of %s: %w",
 				d.Name, s.Name, strings.Join(s.Allowed, ", "), ErrInvalidSettings))
-		case ok && !s.Secret && s.Kind.Check(v) != nil:
-			errs = append(errs, fmt.Errorf("%s: setting %q %v: %w", d.Name, s.Name, s.Kind.Check(v), ErrInvalidSettings))
+		case kindErr != nil:
+			errs = append(errs, fmt.Errorf("%s: setting %q %v: %w", d.Name, s.Name, kindErr, ErrInvalidSettings))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {

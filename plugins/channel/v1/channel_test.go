@@ -245,6 +245,29 @@ func TestDescriptionValidateKinds(t *testing.T) {
 	}
 }
 
+// A number setting takes a finite decimal number only: NaN, the infinities,
+// a hexadecimal float and a value beyond float64 are refused, naming no
+// value.
+func TestKindNumberIsFiniteDecimal(t *testing.T) {
+	for _, v := range []string{"587", " 2.5 ", "-1", "+3", "1e3", "1.5E-2", ".5", "5.", "0"} {
+		if err := KindNumber.Check(v); err != nil {
+			t.Errorf("Check(%q): %v", v, err)
+		}
+	}
+	for _, v := range []string{"NaN", "nan", "Inf", "+Inf", "-inf", "infinity", "0x1p-2", "0X1P4", "0x10", "1e999", "-1e400",
+		"1_000", "1,5", "5 5", "e3", "."} {
+		if err := KindNumber.Check(v); err == nil {
+			t.Errorf("Check(%q) accepted it", v)
+		} else if strings.Contains(err.Error(), v) {
+			t.Errorf("Check(%q) repeats the value: %v", v, err)
+		}
+	}
+	d := Description{Name: "x", Settings: []Setting{{Name: "port", Kind: KindNumber}}}
+	if err := d.Validate(map[string]string{"port": "NaN"}); !errors.Is(err, ErrInvalidSettings) {
+		t.Errorf("Validate NaN: %v", err)
+	}
+}
+
 // The wire form carries every field both ways.
 func TestConvertRoundTrip(t *testing.T) {
 	created := time.Date(2026, 3, 2, 8, 0, 0, 123456000, time.UTC)
