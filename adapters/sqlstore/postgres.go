@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -322,4 +323,9 @@ func (pgDialect) createMigrationsTable() []string {
 // contains is subjectContains's regular expression on col.
 func (pgDialect) contains(col, keyword string) (string, any) {
 	return `"` + col + `" ~ ?`, asciiFoldRegexp(keyword)
+}
+
+// bucket: the interval's seconds as numeric (exact to the microsecond).
+func (pgDialect) bucket(col string, size time.Duration) string {
+	return fmt.Sprintf(`CAST(floor(EXTRACT(EPOCH FROM (%s - ?)) * 1000000 / %d) AS bigint)`, col, size.Microseconds())
 }

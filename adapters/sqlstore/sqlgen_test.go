@@ -557,3 +557,26 @@ func TestIsUUID(t *testing.T) {
 		}
 	}
 }
+
+// TestMSSQLThroughput: the buckets are DATEDIFF_BIG in microseconds from
+// From, grouped by the same expression (T-SQL groups by no alias and no
+// constant), the delivered part reads the delivered_at index, the audit
+// parts join their rows.
+func TestMSSQLThroughput(t *testing.T) {
+	s := mssqlNotifications(t)
+	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`
+	q := ports.ThroughputQuery{From: storetest.BaseTime, To: storetest.BaseTime.Add(time.Hour), Bucket: time.Minute,
+		Site: "site-'a", By: ports.ThroughputByType}
+	sql := render(t, "throughput", s.throughputQuery(q))
+	bucket := `(DATEDIFF_BIG(microsecond, ` + ts + `, "delivered_at") / 60000000)`
+	mustContain(t, "throughput", sql,
+		`SELECT `+bucket+` AS "b", 0 AS "kind", COUNT_BIG(*) AS "n", "type" AS "k" FROM "notifications"`,
+		`WHERE ("delivered_at" >= `+ts+`) AND ("delivered_at" < CAST('2025-06-02T10:30:00.123456' AS datetime2(6))) AND ("source_site" = N'site-''a') GROUP BY "type", `+bucket,
+		`JOIN "notifications" AS "n" ON "n"."id" = "a"."notification_id" WHERE ("a"."kind" = N'Attempted') AND ("a"."status" = N'Retrying')`,
+		`("a"."kind" = N'Parked') AND ("a"."status" = N'Parked')`,
+		`GROUP BY "n"."type", (DATEDIFF_BIG(microsecond, `+ts+`, "a"."at") / 60000000)`)
+	total := q
+	total.Site, total.By = "", ports.ThroughputTotal
+	sql = render(t, "throughput total", s.throughputQuery(total))
+	mustContain(t, "throughput total", sql, `N'' AS "k"`, `GROUP BY `+bucket+`)`)
+}
