@@ -40,9 +40,9 @@ func (s *Notifications) throughputQuery(q ports.ThroughputQuery) *bun.SelectQuer
 		}
 		switch q.By {
 		case ports.ThroughputBySite:
-			sel = sel.ColumnExpr(prefix+`"source_site" AS "k"`).GroupExpr(prefix + `"source_site"`)
+			sel = sel.ColumnExpr(prefix + `"source_site" AS "k"`).GroupExpr(prefix + `"source_site"`)
 		case ports.ThroughputByType:
-			sel = sel.ColumnExpr(prefix+`"type" AS "k"`).GroupExpr(prefix + `"type"`)
+			sel = sel.ColumnExpr(prefix + `"type" AS "k"`).GroupExpr(prefix + `"type"`)
 		default:
 			sel = sel.ColumnExpr(`? AS "k"`, "")
 		}
