@@ -414,9 +414,9 @@ type KPIReport struct {
 
 // KPI is one set of delivery KPIs.
 type KPI struct {
-	QueueDepth       int64
-	Stuck            int64
-	Parked           int64
+	QueueDepth int64
+	Stuck      int64
+	Parked     int64
 	// Delivered counts the rows delivered in the report's Window.
 	Delivered int64
 	// DeliveredPerMinute is the rows delivered in the report's RateWindow

@@ -130,6 +130,9 @@ func ParseThroughput(v url.Values, now time.Time) (ports.ThroughputQuery, error)
 	}
 	q.To = now
 	if end != nil {
+		if end.Year() < 1970 || end.Year() > 9000 {
+			return q, fmt.Errorf("%s: %s is out of range (1970 to 9000)", ParamEnd, end.Format(time.RFC3339))
+		}
 		q.To = *end
 	}
 	// Round the end up to a whole bucket (of Unix time).
