@@ -75,11 +75,12 @@ type Store interface {
 
 	// Throughput counts the delivery outcomes of q's window in q's buckets
 	// (see ThroughputCounts for what each count counts): delivered rows by
-	// their DeliveredAt, and the failed attempts and parkings of its audit
-	// log (the AuditLog of the same adapter) by their At, each event
-	// counted under its row's SourceSite and Type. Events of rows no longer
-	// stored (purged) are not counted. A q that fails Validate is an error
-	// wrapping ErrInvalid. The answer is shaped by NewThroughput.
+	// their DeliveredAt under their SourceSite and Type, and the failed
+	// attempts and parkings of its audit log (the AuditLog of the same
+	// adapter) by their At under the record's own SourceSite and Type (so
+	// a purged row's records count until AuditLog.Forget). A q that fails
+	// Validate is an error wrapping ErrInvalid. The answer is shaped by
+	// NewThroughput.
 	Throughput(ctx context.Context, q ThroughputQuery) (Throughput, error)
 
 	// Transition moves every row selected by req.Selection that is in status

@@ -69,9 +69,9 @@ func seedOutcomes(t *testing.T, e *env, now time.Time) (recent, earlier time.Tim
 	parked := row("plant-2", "sms", ports.StatusParked)
 	ns = append(ns, failing, parked)
 	recs = append(recs,
-		ports.AuditRecord{NotificationID: failing.ID, At: recent, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+		ports.AuditRecord{NotificationID: failing.ID, SourceSite: failing.SourceSite, Type: failing.Type, At: recent, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 			Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying, Error: "451"},
-		ports.AuditRecord{NotificationID: parked.ID, At: earlier, Kind: ports.AuditParked, Actor: ports.ActorSystem,
+		ports.AuditRecord{NotificationID: parked.ID, SourceSite: parked.SourceSite, Type: parked.Type, At: earlier, Kind: ports.AuditParked, Actor: ports.ActorSystem,
 			Status: ports.StatusParked, Error: "550"})
 	if _, err := e.store.Insert(ctx, ns); err != nil {
 		t.Fatal(err)

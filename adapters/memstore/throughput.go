@@ -7,8 +7,8 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// Throughput implements ports.Store: a walk over every row and its audit
-// records.
+// Throughput implements ports.Store: a walk over every row and every audit
+// record.
 func (s *Store) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.Throughput, error) {
 	if err := q.Validate(); err != nil {
 		return ports.Throughput{}, fmt.Errorf("memstore: %w", err)
@@ -18,23 +18,28 @@ func (s *Store) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var counts []ports.ThroughputCount
-	for id, r := range s.rows {
-		n := &r.n
-		if (q.Site != "" && n.SourceSite != q.Site) || (q.Type != "" && n.Type != q.Type) {
-			continue
+	key := func(site, typ string) (string, bool) {
+		if (q.Site != "" && site != q.Site) || (q.Type != "" && typ != q.Type) {
+			return "", false
 		}
-		key := ""
 		switch q.By {
 		case ports.ThroughputBySite:
-			key = n.SourceSite
+			return site, true
 		case ports.ThroughputByType:
-			key = n.Type
+			return typ, true
 		}
-		if b, ok := ports.ThroughputBucket(q, n.DeliveredAt); ok && !n.DeliveredAt.IsZero() {
-			counts = append(counts, ports.ThroughputCount{Key: key, Bucket: b, Kind: ports.ThroughputDelivered, N: 1})
+		return "", true
+	}
+	var counts []ports.ThroughputCount
+	for _, r := range s.rows {
+		n := &r.n
+		k, ok := key(n.SourceSite, n.Type)
+		if b, in := ports.ThroughputBucket(q, n.DeliveredAt); ok && in && !n.DeliveredAt.IsZero() {
+			counts = append(counts, ports.ThroughputCount{Key: k, Bucket: b, Kind: ports.ThroughputDelivered, N: 1})
 		}
-		for _, rec := range s.audit[id] {
+	}
+	for _, recs := range s.audit {
+		for _, rec := range recs {
 			kind := -1
 			switch {
 			case rec.Kind == ports.AuditAttempted && rec.Status == ports.StatusRetrying:
@@ -42,8 +47,9 @@ func (s *Store) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.
 			case rec.Kind == ports.AuditParked && rec.Status == ports.StatusParked:
 				kind = ports.ThroughputParked
 			}
-			if b, ok := ports.ThroughputBucket(q, rec.At); ok && kind >= 0 {
-				counts = append(counts, ports.ThroughputCount{Key: key, Bucket: b, Kind: kind, N: 1})
+			k, ok := key(rec.SourceSite, rec.Type)
+			if b, in := ports.ThroughputBucket(q, rec.At); ok && in && kind >= 0 {
+				counts = append(counts, ports.ThroughputCount{Key: k, Bucket: b, Kind: kind, N: 1})
 			}
 		}
 	}

@@ -162,7 +162,7 @@ func (r *upgradeRows) write(t *testing.T, db *DB) {
 		must("insert without target_states", err)
 		audit, err := toAuditRow(&r.audit)
 		must("toAuditRow", err)
-		_, err = db.w.NewInsert().Model(&audit).ExcludeColumn("targets").Exec(ctx)
+		_, err = db.w.NewInsert().Model(&audit).ExcludeColumn("targets", "source_site", "type").Exec(ctx)
 		must("insert audit without targets", err)
 	} else {
 		_, err := db.Notifications().Insert(ctx, []ports.Notification{r.n})

@@ -325,7 +325,11 @@ func (pgDialect) contains(col, keyword string) (string, any) {
 	return `"` + col + `" ~ ?`, asciiFoldRegexp(keyword)
 }
 
-// bucket: the interval's seconds as numeric (exact to the microsecond).
+// bucket: the interval's seconds as a double (date_part; EXTRACT's numeric
+// costs a third of the query at 200,000 rows), which holds microseconds
+// exactly for spans of decades: a bucket's last microsecond still divides
+// below its end.
 func (pgDialect) bucket(col string, size time.Duration) string {
-	return fmt.Sprintf(`CAST(floor(EXTRACT(EPOCH FROM (%s - ?)) * 1000000 / %d) AS bigint)`, col, size.Microseconds())
+	return fmt.Sprintf(`CAST(floor(date_part('epoch', %s - ?) / %s) AS bigint)`, col,
+		strconv.FormatFloat(size.Seconds(), 'f', -1, 64))
 }

@@ -19,43 +19,42 @@ type throughputRow struct {
 }
 
 // throughputQuery counts, per key and bucket, three kinds of events in one
-// UNION ALL (DESIGN.md, "Throughput"):
+// UNION ALL (DESIGN.md, "Throughput"), each a range scan of one index
+// alone:
 //   - delivered rows by delivered_at, from the delivered_at index, which
-//     carries the site and the type (a range scan of the index alone);
-//   - failed attempts and parkings, from the partial audit index on (kind,
-//     status, at) (one range scan each), joined to their rows by id for the
-//     site and the type.
+//     carries the site and the type;
+//   - failed attempts and parkings by their records' at, from the partial
+//     audit index on (kind, status, at), which carries the site and the type
+//     the dispatcher copied onto each record.
 func (s *Notifications) throughputQuery(q ports.ThroughputQuery) *bun.SelectQuery {
 	count := bun.Safe(s.d.countAll())
-	part := func(sel *bun.SelectQuery, prefix, timeCol string, kind int) *bun.SelectQuery {
+	part := func(sel *bun.SelectQuery, timeCol string, kind int) *bun.SelectQuery {
 		bucket := s.d.bucket(timeCol, q.Bucket)
 		sel = sel.ColumnExpr(bucket+` AS "b"`, at(q.From)).
 			ColumnExpr(`? AS "kind", ? AS "n"`, kind, count).
 			Where(timeCol+` >= ?`, at(q.From)).Where(timeCol+` < ?`, at(q.To))
 		if q.Site != "" {
-			sel = sel.Where(prefix+`"source_site" = ?`, q.Site)
+			sel = sel.Where(`"source_site" = ?`, q.Site)
 		}
 		if q.Type != "" {
-			sel = sel.Where(prefix+`"type" = ?`, q.Type)
+			sel = sel.Where(`"type" = ?`, q.Type)
 		}
 		switch q.By {
 		case ports.ThroughputBySite:
-			sel = sel.ColumnExpr(prefix + `"source_site" AS "k"`).GroupExpr(prefix + `"source_site"`)
+			sel = sel.ColumnExpr(`"source_site" AS "k"`).GroupExpr(`"source_site"`)
 		case ports.ThroughputByType:
-			sel = sel.ColumnExpr(prefix + `"type" AS "k"`).GroupExpr(prefix + `"type"`)
+			sel = sel.ColumnExpr(`"type" AS "k"`).GroupExpr(`"type"`)
 		default:
 			sel = sel.ColumnExpr(`? AS "k"`, "")
 		}
 		return sel.GroupExpr(bucket, at(q.From))
 	}
 	delivered := part(s.r.NewSelect().TableExpr("?", s.d.from("notifications_delivered_idx")),
-		"", `"delivered_at"`, ports.ThroughputDelivered)
+		`"delivered_at"`, ports.ThroughputDelivered)
 	audit := func(kind ports.AuditKind, status ports.Status, k int) *bun.SelectQuery {
-		sel := s.r.NewSelect().
-			TableExpr(`"notification_audit" AS "a"`).
-			Join(`JOIN "notifications" AS "n" ON "n"."id" = "a"."notification_id"`).
-			Where(`"a"."kind" = ?`, string(kind)).Where(`"a"."status" = ?`, string(status))
-		return part(sel, `"n".`, `"a"."at"`, k)
+		sel := s.r.NewSelect().TableExpr(`"notification_audit"`).
+			Where(`"kind" = ?`, string(kind)).Where(`"status" = ?`, string(status))
+		return part(sel, `"at"`, k)
 	}
 	return delivered.
 		UnionAll(audit(ports.AuditAttempted, ports.StatusRetrying, ports.ThroughputFailed)).

@@ -2,6 +2,14 @@ DROP INDEX IF EXISTS notification_audit_failures_idx;
 
 --bun:split
 
+ALTER TABLE notification_audit DROP COLUMN IF EXISTS type;
+
+--bun:split
+
+ALTER TABLE notification_audit DROP COLUMN IF EXISTS source_site;
+
+--bun:split
+
 DROP INDEX IF EXISTS notifications_delivered_idx;
 
 --bun:split

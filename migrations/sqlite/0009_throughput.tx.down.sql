@@ -2,6 +2,14 @@ DROP INDEX IF EXISTS notification_audit_failures_idx;
 
 --bun:split
 
+ALTER TABLE notification_audit DROP COLUMN type;
+
+--bun:split
+
+ALTER TABLE notification_audit DROP COLUMN source_site;
+
+--bun:split
+
 DROP INDEX IF EXISTS notifications_delivered_idx;
 
 --bun:split

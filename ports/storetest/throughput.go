@@ -96,8 +96,8 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 			n := row(site, typ)
 			n.Status, n.DeliveredAt, n.UpdatedAt = ports.StatusDelivered, at(when), at(when)
 			ns = append(ns, n)
-			records = append(records, ports.AuditRecord{NotificationID: n.ID, At: at(when), Kind: ports.AuditDelivered,
-				Actor: ports.ActorSystem, Status: ports.StatusDelivered})
+			records = append(records, ports.AuditRecord{NotificationID: n.ID, SourceSite: site, Type: typ, At: at(when),
+				Kind: ports.AuditDelivered, Actor: ports.ActorSystem, Status: ports.StatusDelivered})
 		}
 		// failures appends a row's failed attempts (Retrying) at whens; a
 		// last Attempted record leaving it Parked is no failure but a
@@ -106,15 +106,15 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 			n := row(site, typ)
 			n.Status, n.RetryCount, n.LastError = ports.StatusRetrying, len(whens), "smtp: 451"
 			for _, w := range whens {
-				records = append(records, ports.AuditRecord{NotificationID: n.ID, At: at(w), Kind: ports.AuditAttempted,
+				records = append(records, ports.AuditRecord{NotificationID: n.ID, SourceSite: site, Type: typ, At: at(w), Kind: ports.AuditAttempted,
 					Actor: ports.ActorSystem, Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying, Error: "smtp: 451"})
 			}
 			if parkAt >= 0 {
 				n.Status, n.UpdatedAt = ports.StatusParked, at(parkAt)
 				records = append(records,
-					ports.AuditRecord{NotificationID: n.ID, At: at(parkAt), Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+					ports.AuditRecord{NotificationID: n.ID, SourceSite: site, Type: typ, At: at(parkAt), Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 						Outcome: ports.OutcomePermanent, Status: ports.StatusParked, Error: "smtp: 550"},
-					ports.AuditRecord{NotificationID: n.ID, At: at(parkAt), Kind: ports.AuditParked, Actor: ports.ActorSystem,
+					ports.AuditRecord{NotificationID: n.ID, SourceSite: site, Type: typ, At: at(parkAt), Kind: ports.AuditParked, Actor: ports.ActorSystem,
 						Status: ports.StatusParked, Error: "smtp: 550"})
 			}
 			ns = append(ns, n)
@@ -132,13 +132,16 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 		failures("site-a", "email", none, 5*time.Minute, 15*time.Minute, 2*time.Hour) // buckets 0, 1; one after the window
 		failures("site-b", "sms", 40*time.Minute, 20*time.Minute, 30*time.Minute)     // buckets 2, 3; parked in 4
 		failures("site-b", "email", 50*time.Minute, -time.Minute)                     // a failure before; parked in 5
-		// A pending row, an Ingested-like retry record and a Discarded
-		// record count nowhere.
+		// A pending row, an operator's Retried and Discarded records count
+		// nowhere; so does a record of a kind that counts whose status does
+		// not (an Attempted record that delivered).
 		other := row("site-c", "email")
 		ns = append(ns, other)
 		records = append(records,
 			ports.AuditRecord{NotificationID: other.ID, At: at(time.Minute), Kind: ports.AuditRetried, Actor: "alice", Status: ports.StatusPending},
-			ports.AuditRecord{NotificationID: other.ID, At: at(2 * time.Minute), Kind: ports.AuditDiscarded, Actor: "alice", Status: ports.StatusDiscarded})
+			ports.AuditRecord{NotificationID: other.ID, At: at(2 * time.Minute), Kind: ports.AuditDiscarded, Actor: "alice", Status: ports.StatusDiscarded},
+			ports.AuditRecord{NotificationID: other.ID, SourceSite: "site-c", Type: "email", At: at(3 * time.Minute), Kind: ports.AuditAttempted,
+				Actor: ports.ActorSystem, Outcome: ports.OutcomeSuccess, Status: ports.StatusDelivered})
 		mustInsert(t, h.Store, ns...)
 		mustAppend(t, h.Audit, records...)
 
@@ -199,14 +202,23 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 			}
 		}
 
-		// Purged rows' events are not counted, though their records stay.
+		// Records are counted under their own site and type: a record
+		// whose row is gone still counts, until the log forgets it (as the
+		// purge does after deleting rows).
 		purged := mustPurge(t, h.Store, at(time.Hour+time.Minute), 100)
-		if len(purged) == 0 {
-			t.Fatal("nothing purged")
+		if len(purged) != 9 {
+			t.Fatalf("purged %d rows, want the 7 delivered and 2 parked", len(purged))
 		}
 		got = run(q)
-		if got.Series[0].Total.Delivered != 0 {
-			t.Errorf("after the purge of every delivered row: %s", fmtSeries(got.Series[0]))
+		if tot := got.Series[0].Total; tot != (ports.ThroughputCounts{Failed: 4, Parked: 2}) {
+			t.Errorf("after the purge: %s, want the failures and parkings of the records only", fmtSeries(got.Series[0]))
+		}
+		if err := h.Audit.Forget(ctx, purged); err != nil {
+			t.Fatal(err)
+		}
+		got = run(q)
+		if tot := got.Series[0].Total; tot != (ports.ThroughputCounts{Failed: 2}) {
+			t.Errorf("after the log forgot the purged rows: %s, want site-a's 2 failures", fmtSeries(got.Series[0]))
 		}
 	})
 
