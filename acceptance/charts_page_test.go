@@ -161,4 +161,3 @@ func TestDashboardChartsInChromium(t *testing.T) {
 	br.screenshot("dashboard-charts-by-site.png")
 	br.checkQuiet()
 }
-

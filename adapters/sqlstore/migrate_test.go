@@ -132,7 +132,7 @@ func newUpgradeRows() upgradeRows {
 		n: n,
 		audit: ports.AuditRecord{NotificationID: n.ID, At: at.Add(time.Second), Kind: ports.AuditAttempted,
 			Actor: ports.ActorSystem, Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying,
-			Duration: 1500 * time.Microsecond, Error: "smtp: 451"},
+			Duration: 1500 * time.Microsecond, Error: "smtp: 451", SourceSite: n.SourceSite, Type: n.Type},
 		list: ports.List{Name: "ops", Type: "email", Targets: []string{"a@example.com", "b@example.com"}},
 		channel: ports.ChannelSettings{Type: "email", Settings: map[string]string{"host": "smtp.example.com"},
 			Retry: ports.RetrySettings{Backoff: ports.BackoffExponential, MaxRetries: 5, Interval: time.Second,
@@ -194,6 +194,11 @@ func (r *upgradeRows) check(t *testing.T, db *DB) {
 	h, err := db.Notifications().History(ctx, r.n.ID)
 	if err != nil || len(h) != 1 || h[0].Error != r.audit.Error || h[0].Duration != r.audit.Duration || h[0].Targets != nil {
 		t.Errorf("History = %+v, %v; want [%+v], with nil Targets", h, err, r.audit)
+	}
+	// A failed attempt carries its row's site and type: written with the
+	// record, or (a record from before 0009) filled by the migration.
+	if len(h) == 1 && (h[0].SourceSite != r.n.SourceSite || h[0].Type != r.n.Type) {
+		t.Errorf("the failed attempt's site and type = %q, %q; want %q, %q", h[0].SourceSite, h[0].Type, r.n.SourceSite, r.n.Type)
 	}
 	l, err := db.Directory().List(ctx, r.list.Name)
 	if err != nil || !slices.Equal(l.Targets, r.list.Targets) || l.Type != r.list.Type {
