@@ -257,7 +257,8 @@ func drawChart(id string, q ports.ThroughputQuery, s ports.ThroughputSeries, top
 				Start: start.UTC().Format(time.RFC3339),
 				Title: fmt.Sprintf("%s UTC: %d %s", bucketLabel(start, q.Bucket), part.n, part.kind)})
 		}
-		if label, ok := tickLabel(start, q.Bucket); ok {
+		// A label starting near the right edge would be cut off.
+		if label, ok := tickLabel(start, q.Bucket); ok && float64(i)*slot < chartPlotW-28 {
 			c.Ticks = append(c.Ticks, chartTick{X: f(float64(chartLeft) + float64(i)*slot), Label: label})
 		}
 	}
