@@ -301,5 +301,13 @@ func rate(r float64) string {
 	}
 }
 
-// chartDayChoices are the days the daily chart offers.
-func chartDayChoices() []int { return []int{1, 2, 7, 14, 31} }
+// chartDayChoices are the days the daily chart offers, with cur among
+// them.
+func chartDayChoices(cur int) []int {
+	days := []int{1, 2, 7, 14, 31}
+	if !slices.Contains(days, cur) {
+		days = append(days, cur)
+		slices.Sort(days)
+	}
+	return days
+}

@@ -124,6 +124,10 @@ func TestDashboardChartsDrawTheOutcomes(t *testing.T) {
 		t.Errorf("the delivered tile shows no rate:\n%s", page)
 	}
 
+	_, page = e.get(browser, "/dashboard?days=3")
+	if !strings.Contains(page, `<option value="3" selected>3</option>`) {
+		t.Error("the days selector does not show the 3 days asked for")
+	}
 	_, page = e.get(browser, "/dashboard?by=site&days=2")
 	check(chartBars(t, page, "hour-plant-1"), "plant-1", map[string]int64{"delivered@" + minute: 2, "failed@" + minute: 1})
 	check(chartBars(t, page, "hour-plant-2"), "plant-2", map[string]int64{"delivered@" + minute: 1})
