@@ -98,13 +98,17 @@ func TestQueriesAndKPIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// delivered at t0, more than the 1-minute window ago.
-		wantGlobal := ports.KPI{QueueDepth: 2, Stuck: 1, Parked: 1, Delivered: 0, OldestPendingAge: 11 * time.Minute}
+		// delivered at t0, more than the 1-minute window ago but within
+		// the 15 minutes of the rate: one in 15 minutes.
+		if k.RateWindow != 15*time.Minute {
+			t.Errorf("rate window %s, want 15m", k.RateWindow)
+		}
+		wantGlobal := ports.KPI{QueueDepth: 2, Stuck: 1, Parked: 1, Delivered: 0, DeliveredPerMinute: 1.0 / 15, OldestPendingAge: 11 * time.Minute}
 		if k.Global != wantGlobal {
 			t.Errorf("global KPIs %+v, want %+v", k.Global, wantGlobal)
 		}
 		wantSites := []ports.SiteKPI{
-			{Site: "site-a", KPI: ports.KPI{Parked: 1}},
+			{Site: "site-a", KPI: ports.KPI{Parked: 1, DeliveredPerMinute: 1.0 / 15}},
 			{Site: "site-b", KPI: ports.KPI{QueueDepth: 2, Stuck: 1, OldestPendingAge: 11 * time.Minute}},
 		}
 		if !slices.Equal(k.Sites, wantSites) {
@@ -113,6 +117,22 @@ func TestQueriesAndKPIs(t *testing.T) {
 		e.clock.Advance(-12 * time.Minute) // back inside the delivered window of the delivery at t0+2s
 		if k, _ := e.svc.KPIs(ctx); k.Global.Delivered != 1 {
 			t.Errorf("delivered in the last minute: %d, want 1", k.Global.Delivered)
+		}
+
+		// The dispatcher's outcomes, per site and per minute: site-a's
+		// delivery and parking, site-b's failed attempt, all in the first
+		// minute.
+		tp, err := e.svc.Throughput(ctx, ports.ThroughputQuery{From: t0, To: t0.Add(time.Hour), Bucket: time.Minute, By: ports.ThroughputBySite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tp.Series) != 2 || tp.Series[0].Key != "site-a" || tp.Series[1].Key != "site-b" ||
+			tp.Series[0].Buckets[0] != (ports.ThroughputCounts{Delivered: 1, Parked: 1}) ||
+			tp.Series[1].Buckets[0] != (ports.ThroughputCounts{Failed: 1}) || len(tp.Series[0].Buckets) != 60 {
+			t.Errorf("throughput by site: %+v", tp.Series)
+		}
+		if _, err := e.svc.Throughput(ctx, ports.ThroughputQuery{From: t0, To: t0.Add(time.Hour)}); !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("throughput without a bucket: %v, want ErrInvalid", err)
 		}
 	})
 }

@@ -521,16 +521,16 @@ func (s *Service) finish(j *job, st settled) {
 		return // not done: released untouched
 	}
 	j.update, j.done = st.update, true
-	j.records = []ports.AuditRecord{terminalRecord(j.row.ID, st.update)}
+	j.records = []ports.AuditRecord{terminalRecord(j.row, st.update)}
 }
 
-// terminalRecord is the audit record of a row reaching Delivered or Parked.
-func terminalRecord(id string, u ports.Update) ports.AuditRecord {
+// terminalRecord is the audit record of row reaching Delivered or Parked.
+func terminalRecord(row ports.Notification, u ports.Update) ports.AuditRecord {
 	kind := ports.AuditDelivered
 	if u.Status == ports.StatusParked {
 		kind = ports.AuditParked
 	}
-	return ports.AuditRecord{NotificationID: id, At: u.UpdatedAt, Kind: kind, Actor: ports.ActorSystem,
+	return ports.AuditRecord{NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: u.UpdatedAt, Kind: kind, Actor: ports.ActorSystem,
 		Status: u.Status, Error: u.LastError}
 }
 
@@ -544,7 +544,7 @@ func (s *Service) park(j *job, now time.Time, reason string) {
 		ID: j.row.ID, Status: ports.StatusParked, RetryCount: j.row.RetryCount, LastError: reason,
 		ResolvedTargets: j.row.ResolvedTargets, Targets: j.row.Targets, LastAttemptAt: j.row.LastAttemptAt, UpdatedAt: now,
 	}
-	j.records = []ports.AuditRecord{{NotificationID: j.row.ID, At: now, Kind: ports.AuditParked,
+	j.records = []ports.AuditRecord{{NotificationID: j.row.ID, SourceSite: j.row.SourceSite, Type: j.row.Type, At: now, Kind: ports.AuditParked,
 		Actor: ports.ActorSystem, Status: ports.StatusParked, Error: reason}}
 	j.done = true
 }
@@ -596,7 +596,7 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	}
 	j.update = st.update
 	j.records = append(j.records[:0], ports.AuditRecord{
-		NotificationID: j.row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+		NotificationID: j.row.ID, SourceSite: j.row.SourceSite, Type: j.row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: st.outcome, Status: st.update.Status, Duration: took, Error: st.err, Targets: st.audit,
 	})
 	outcomes := make([]ports.Outcome, len(rs))
@@ -605,7 +605,7 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 	}
 	s.observer.Attempted(j.typ, st.outcome, took, outcomes)
 	if st.update.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(j.row.ID, st.update))
+		j.records = append(j.records, terminalRecord(j.row, st.update))
 	}
 	j.done = true
 }
@@ -649,12 +649,12 @@ func (s *Service) settleWhole(ctx context.Context, j *job, res ports.Result, too
 	}
 	j.update = u
 	j.records = append(j.records[:0], ports.AuditRecord{
-		NotificationID: row.ID, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+		NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: r.Outcome, Status: u.Status, Duration: took, Error: r.Error,
 	})
 	s.observer.Attempted(j.typ, r.Outcome, took, nil)
 	if u.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(row.ID, u))
+		j.records = append(j.records, terminalRecord(row, u))
 	}
 	j.done = true
 }

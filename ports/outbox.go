@@ -30,6 +30,12 @@ type Outbox interface {
 	// KPIs returns the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context) (KPIReport, error)
 
+	// Throughput returns the delivery outcomes (delivered, failed
+	// attempts, parked) of a time window in buckets, in total or per source
+	// site or channel type (Store.Throughput). A q that fails
+	// ThroughputQuery.Validate is an error wrapping ErrInvalid.
+	Throughput(ctx context.Context, q ThroughputQuery) (Throughput, error)
+
 	// Retry moves the selected Parked rows back to Pending, resetting
 	// RetryCount, NextAttemptAt and LastError. Rows in other statuses are
 	// refused, each with a reason.
@@ -413,6 +419,8 @@ type KPIReport struct {
 	// StuckAfter is the stuck threshold: Pending or Retrying rows older
 	// than it count as stuck.
 	StuckAfter time.Duration
+	// RateWindow is the trailing window of DeliveredPerMinute.
+	RateWindow time.Duration
 	Global     KPI
 	// Sites is sorted by site id.
 	Sites []SiteKPI
@@ -420,11 +428,15 @@ type KPIReport struct {
 
 // KPI is one set of delivery KPIs.
 type KPI struct {
-	QueueDepth       int64
-	Stuck            int64
-	Parked           int64
-	Delivered        int64
-	OldestPendingAge time.Duration
+	QueueDepth int64
+	Stuck      int64
+	Parked     int64
+	// Delivered counts the rows delivered in the report's Window.
+	Delivered int64
+	// DeliveredPerMinute is the rows delivered in the report's RateWindow
+	// per minute: a rate that a quiet minute does not zero.
+	DeliveredPerMinute float64
+	OldestPendingAge   time.Duration
 }
 
 // SiteKPI is the KPIs of one source site.

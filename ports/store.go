@@ -74,6 +74,16 @@ type Store interface {
 	// KPIs computes the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context, req KPIRequest) (KPIs, error)
 
+	// Throughput counts the delivery outcomes of q's window in q's buckets
+	// (see ThroughputCounts for what each count counts): delivered rows by
+	// their DeliveredAt under their SourceSite and Type, and the failed
+	// attempts and parkings of its audit log (the AuditLog of the same
+	// adapter) by their At under the record's own SourceSite and Type (so
+	// a purged row's records count until AuditLog.Forget). A q that fails
+	// Validate is an error wrapping ErrInvalid. The answer is shaped by
+	// NewThroughput.
+	Throughput(ctx context.Context, q ThroughputQuery) (Throughput, error)
+
 	// Transition moves every row selected by req.Selection that is in status
 	// req.From to status req.To, sets UpdatedAt to req.Now, releases any lease,
 	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and

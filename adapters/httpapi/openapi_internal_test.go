@@ -89,7 +89,7 @@ type wire struct{ in, out any }
 var wireTypes = map[string]wire{
 	"login": {api.Login{}, api.Me{}}, "logout": {}, "getMe": {nil, api.Me{}}, "getOpenAPI": {},
 	"listNotifications": {nil, api.NotificationPage{}}, "countNotifications": {nil, api.Count{}},
-	"getNotification": {nil, api.Detail{}}, "getKPIs": {nil, api.KPIReport{}},
+	"getNotification": {nil, api.Detail{}}, "getKPIs": {nil, api.KPIReport{}}, "getThroughput": {nil, api.Throughput{}},
 	"retryNotifications":   {api.ActionRequest{}, api.ActionResult{}},
 	"discardNotifications": {api.ActionRequest{}, api.ActionResult{}},
 	"listLists":            {nil, []api.List{}}, "getList": {nil, api.List{}}, "putList": {api.List{}, api.List{}}, "deleteList": {},

@@ -56,6 +56,8 @@ func parsePages() (map[string]*template.Template, error) {
 		"callKey":   siteCallKey,
 		"backlog":   siteBacklog,
 		"toolbar":   newToolbar,
+		"rate":      rate,
+		"days":      chartDayChoices,
 	}
 	names, err := fs.Glob(webFS, "web/templates/*.html")
 	if err != nil {
@@ -382,6 +384,15 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 		s.pageError(w, r, p, err)
 		return
 	}
+	sites := make([]string, 0, len(k.Sites))
+	for _, site := range k.Sites {
+		sites = append(sites, site.Site)
+	}
+	charts, err := s.charts(r.Context(), r.URL.Query(), sites)
+	if err != nil {
+		s.pageError(w, r, p, err)
+		return
+	}
 	b := s.newBase(w, r, p, "Health", "dashboard")
 	b.Refresh = 15
 	var plugins []ports.PluginStatus
@@ -391,8 +402,9 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 	s.render(w, r, http.StatusOK, "dashboard", struct {
 		base
 		KPI     kpiView
+		Charts  chartsView
 		Plugins []ports.PluginStatus
-	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: b.SiteCalls}, plugins})
+	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: b.SiteCalls}, charts, plugins})
 }
 
 func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {

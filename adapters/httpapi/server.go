@@ -206,6 +206,7 @@ func (s *Server) routes() {
 	s.apiRoute("POST "+p+"/notifications/retry", ports.RoleOperator, s.apiAction(verbRetry))
 	s.apiRoute("POST "+p+"/notifications/discard", ports.RoleOperator, s.apiAction(verbDiscard))
 	s.apiRoute("GET "+p+"/kpis", ports.RoleViewer, s.apiKPIs)
+	s.throughputRoutes()
 	s.apiRoute("GET "+p+"/lists", ports.RoleViewer, s.apiLists)
 	s.apiRoute("GET "+p+"/lists/{name}", ports.RoleViewer, s.apiList)
 	s.apiRoute("PUT "+p+"/lists/{name}", ports.RoleAdmin, s.apiPutList)

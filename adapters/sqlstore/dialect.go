@@ -45,6 +45,10 @@ type dialect interface {
 	appendNullText(b []byte) []byte
 	// countAll is the aggregate that counts rows as a 64-bit integer.
 	countAll() string
+	// bucket is the expression of the bucket that the instant column col
+	// falls in, counting buckets of length size (whole microseconds) from
+	// the instant its one placeholder takes; col is not before it.
+	bucket(col string, size time.Duration) string
 	// returned is the column col of the rows an UPDATE wrote, as its
 	// RETURNING or OUTPUT clause names it.
 	returned(col string) string

@@ -85,6 +85,8 @@ type auditRow struct {
 	DurationUS     int64    `bun:"duration_us"`
 	Error          string   `bun:"error"`
 	Targets        nullText `bun:"targets"`
+	SourceSite     string   `bun:"source_site"`
+	Type           string   `bun:"type"`
 }
 
 // tables holds the models' bun tables for modelColumns (their
@@ -274,9 +276,9 @@ func toAuditRow(r *ports.AuditRecord) (auditRow, error) {
 	a := auditRow{
 		NotificationID: r.NotificationID, At: at(r.At), Kind: string(r.Kind), Actor: r.Actor,
 		Outcome: string(r.Outcome), Status: string(r.Status), DurationUS: r.Duration.Microseconds(), Error: r.Error,
-		Targets: targets,
+		Targets: targets, SourceSite: r.SourceSite, Type: r.Type,
 	}
-	return a, noNUL(a.NotificationID, a.Kind, a.Actor, a.Outcome, a.Status, a.Error)
+	return a, noNUL(a.NotificationID, a.Kind, a.Actor, a.Outcome, a.Status, a.Error, a.SourceSite, a.Type)
 }
 
 func (a *auditRow) record() (ports.AuditRecord, error) {
@@ -285,5 +287,6 @@ func (a *auditRow) record() (ports.AuditRecord, error) {
 		NotificationID: a.NotificationID, At: a.At.t, Kind: ports.AuditKind(a.Kind), Actor: a.Actor,
 		Outcome: ports.Outcome(a.Outcome), Status: ports.Status(a.Status),
 		Duration: time.Duration(a.DurationUS) * time.Microsecond, Error: a.Error, Targets: targets,
+		SourceSite: a.SourceSite, Type: a.Type,
 	}, err
 }

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"time"
 
@@ -186,4 +187,10 @@ func (mssqlDialect) createMigrationsTable() []string {
 // contains is subjectContains's LIKE on col.
 func (mssqlDialect) contains(col, keyword string) (string, any) {
 	return `"` + col + `" COLLATE Latin1_General_100_BIN2 LIKE ? ESCAPE '\'`, "%" + likeEscapeFold(keyword) + "%"
+}
+
+// bucket: DATEDIFF_BIG counts the microsecond boundaries crossed, exact on
+// datetime2(6); bigint division floors the non-negative difference.
+func (mssqlDialect) bucket(col string, size time.Duration) string {
+	return fmt.Sprintf(`(DATEDIFF_BIG(microsecond, ?, %s) / %d)`, col, size.Microseconds())
 }

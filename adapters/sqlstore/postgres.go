@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -325,4 +326,13 @@ func (pgDialect) createMigrationsTable() []string {
 // contains is subjectContains's regular expression on col.
 func (pgDialect) contains(col, keyword string) (string, any) {
 	return `"` + col + `" ~ ?`, asciiFoldRegexp(keyword)
+}
+
+// bucket: the interval's seconds as a double (date_part; EXTRACT's numeric
+// costs a third of the query at 200,000 rows), which holds microseconds
+// exactly for spans of decades: a bucket's last microsecond still divides
+// below its end.
+func (pgDialect) bucket(col string, size time.Duration) string {
+	return fmt.Sprintf(`CAST(floor(date_part('epoch', %s - ?) / %s) AS bigint)`, col,
+		strconv.FormatFloat(size.Seconds(), 'f', -1, 64))
 }

@@ -361,8 +361,8 @@ func TestMSSQLWrites(t *testing.T) {
 	}
 	q, err := s.d.appendQuery(s.handle, []auditRow{row, withTargets})
 	mustContain(t, "append", buildT(t, "append", q, err),
-		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', CAST(NULL AS nvarchar(max))), `+
-			`(N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', N'[{"t":"b@example.test","o":"Transient","e":"smtp: 451"}]')`)
+		`INSERT INTO "notification_audit" (`+quoted("", auditColumns)+`) VALUES (N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', CAST(NULL AS nvarchar(max)), N'', N''), `+
+			`(N'a', CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), N'Attempted', N'system', N'Transient', N'Retrying', 1500, N'smtp: 451', N'[{"t":"b@example.test","o":"Transient","e":"smtp: 451"}]', N'', N'')`)
 	var rows []auditRow
 	mustContain(t, "history", render(t, "history", s.historyQuery(&rows, "a")),
 		`SELECT `+quoted(`"a".`, auditColumns)+` FROM "notification_audit" AS "a" WHERE ("notification_id" = N'a') ORDER BY "at", "id"`)
@@ -565,4 +565,30 @@ func TestIsUUID(t *testing.T) {
 			t.Errorf("isUUID(%q) = %v, want %v", id, got, want)
 		}
 	}
+}
+
+// TestMSSQLThroughput: the buckets are DATEDIFF_BIG in microseconds from
+// From, grouped by the same expression (T-SQL groups by no alias and no
+// constant); the delivered part reads the delivered_at index, the audit
+// parts the records alone.
+func TestMSSQLThroughput(t *testing.T) {
+	s := mssqlNotifications(t)
+	const ts = `CAST('2025-06-02T09:30:00.123456' AS datetime2(6))`
+	q := ports.ThroughputQuery{From: storetest.BaseTime, To: storetest.BaseTime.Add(time.Hour), Bucket: time.Minute,
+		Site: "site-'a", By: ports.ThroughputByType}
+	sql := render(t, "throughput", s.throughputQuery(q))
+	bucket := `(DATEDIFF_BIG(microsecond, ` + ts + `, "delivered_at") / 60000000)`
+	mustContain(t, "throughput", sql,
+		`SELECT `+bucket+` AS "b", 0 AS "kind", COUNT_BIG(*) AS "n", "type" AS "k" FROM "notifications"`,
+		`WHERE ("delivered_at" >= `+ts+`) AND ("delivered_at" < CAST('2025-06-02T10:30:00.123456' AS datetime2(6))) AND ("source_site" = N'site-''a') GROUP BY "type", `+bucket,
+		`FROM "notification_audit" WHERE ("kind" = N'Attempted') AND ("status" = N'Retrying')`,
+		`("kind" = N'Parked') AND ("status" = N'Parked')`,
+		`GROUP BY "type", (DATEDIFF_BIG(microsecond, `+ts+`, "at") / 60000000)`)
+	if strings.Contains(sql, "JOIN") {
+		t.Errorf("the throughput joins: %s", sql)
+	}
+	total := q
+	total.Site, total.By = "", ports.ThroughputTotal
+	sql = render(t, "throughput total", s.throughputQuery(total))
+	mustContain(t, "throughput total", sql, `N'' AS "k"`, `GROUP BY `+bucket+`)`)
 }

@@ -646,3 +646,9 @@ func (sqliteDialect) createMigrationsTable() []string {
 func (sqliteDialect) contains(col, keyword string) (string, any) {
 	return `"` + col + `" LIKE ? ESCAPE '\'`, "%" + likeEscape(keyword) + "%"
 }
+
+// bucket: instants are integer microseconds; integer division floors the
+// non-negative difference.
+func (sqliteDialect) bucket(col string, size time.Duration) string {
+	return fmt.Sprintf(`((%s - ?) / %d)`, col, size.Microseconds())
+}

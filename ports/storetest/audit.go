@@ -30,6 +30,8 @@ func diffAudit(want, got ports.AuditRecord) []string {
 		d = append(d, fmt.Sprintf("Duration: want %s, got %s", want.Duration, got.Duration))
 	}
 	str("Error", want.Error, got.Error)
+	str("SourceSite", want.SourceSite, got.SourceSite)
+	str("Type", want.Type, got.Type)
 	if !(len(want.Targets) == 0 && len(got.Targets) == 0) && !slices.Equal(want.Targets, got.Targets) {
 		d = append(d, fmt.Sprintf("Targets: want %+v, got %+v", want.Targets, got.Targets))
 	}
@@ -84,7 +86,7 @@ func exerciseAudit(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{
 				NotificationID: id, At: BaseTime.Add(time.Second), Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 				Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying, Duration: 1234567 * time.Microsecond,
-				Error: "smtp: 421 4.7.0 try again later — ünïcode \"quoted\"",
+				Error: "smtp: 421 4.7.0 try again later — ünïcode \"quoted\"", SourceSite: "site-north", Type: "email",
 				Targets: []ports.AuditTarget{
 					{Target: "a@example.test", Outcome: ports.OutcomeSuccess},
 					{Target: "env:OPS_HOOK", Outcome: ports.OutcomeTransient, Error: "http: 503 \"busy\" — réessayez"},

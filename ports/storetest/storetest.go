@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("ReleaseNode", func(t *testing.T) { exerciseReleaseNode(t, newHarness) })
 	t.Run("Query", func(t *testing.T) { exerciseQuery(t, newHarness) })
 	t.Run("KPIs", func(t *testing.T) { exerciseKPIs(t, newHarness) })
+	t.Run("Throughput", func(t *testing.T) { exerciseThroughput(t, newHarness) })
 	t.Run("Transition", func(t *testing.T) { exerciseTransition(t, newHarness) })
 	t.Run("Purge", func(t *testing.T) { exercisePurge(t, newHarness) })
 	t.Run("AuditLog", func(t *testing.T) { exerciseAudit(t, newHarness) })

@@ -166,6 +166,9 @@ type Refusal struct {
 type KPIReport struct {
 	At            time.Time `json:"at"`
 	WindowSeconds float64   `json:"window_seconds"`
+	// WindowSeconds is the trailing window of Delivered; RateWindowSeconds
+	// that of DeliveredPerMinute.
+	RateWindowSeconds float64 `json:"rate_window_seconds"`
 	// StuckAfterSeconds is the stuck threshold.
 	StuckAfterSeconds float64   `json:"stuck_after_seconds"`
 	Global            KPI       `json:"global"`
@@ -174,10 +177,15 @@ type KPIReport struct {
 
 // KPI is one set of delivery KPIs.
 type KPI struct {
-	QueueDepth              int64   `json:"queue_depth"`
-	Stuck                   int64   `json:"stuck"`
-	Parked                  int64   `json:"parked"`
-	Delivered               int64   `json:"delivered"`
+	QueueDepth int64 `json:"queue_depth"`
+	Stuck      int64 `json:"stuck"`
+	Parked     int64 `json:"parked"`
+	// Delivered counts the rows delivered in the report's window (by
+	// default the last minute: often 0 on a quiet system).
+	Delivered int64 `json:"delivered"`
+	// DeliveredPerMinute is the rows delivered per minute over the
+	// report's rate window (the last 15 minutes).
+	DeliveredPerMinute      float64 `json:"delivered_per_minute"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 }
 

@@ -98,9 +98,10 @@ func fromAuditTargets(ts []ports.AuditTarget) []AuditTarget {
 func FromKPIReport(r ports.KPIReport) KPIReport {
 	kpi := func(k ports.KPI) KPI {
 		return KPI{QueueDepth: k.QueueDepth, Stuck: k.Stuck, Parked: k.Parked, Delivered: k.Delivered,
-			OldestPendingAgeSeconds: k.OldestPendingAge.Seconds()}
+			DeliveredPerMinute: k.DeliveredPerMinute, OldestPendingAgeSeconds: k.OldestPendingAge.Seconds()}
 	}
-	out := KPIReport{At: r.At.UTC(), WindowSeconds: r.Window.Seconds(), StuckAfterSeconds: r.StuckAfter.Seconds(), Global: kpi(r.Global),
+	out := KPIReport{At: r.At.UTC(), WindowSeconds: r.Window.Seconds(), RateWindowSeconds: r.RateWindow.Seconds(),
+		StuckAfterSeconds: r.StuckAfter.Seconds(), Global: kpi(r.Global),
 		Sites: make([]SiteKPI, len(r.Sites))}
 	for i, s := range r.Sites {
 		out.Sites[i] = SiteKPI{Site: s.Site, KPI: kpi(s.KPI)}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/siteline/outbox/adapters/httpapi/human"
 )
@@ -48,6 +49,7 @@ func KPI(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(tw, "stuck:\t%d\n", g.Stuck)
 		fmt.Fprintf(tw, "parked:\t%d\n", g.Parked)
 		fmt.Fprintf(tw, "delivered (last %s):\t%d\n", window, g.Delivered)
+		fmt.Fprintf(tw, "delivered per minute (last %s):\t%s\n", human.Duration(human.Seconds(rep.RateWindowSeconds)), opsPerMinute(g.DeliveredPerMinute))
 		fmt.Fprintf(tw, "oldest pending:\t%s\n", opsAge(g.OldestPendingAgeSeconds))
 		tw.Flush()
 		if len(rep.Sites) == 0 {
@@ -55,10 +57,10 @@ func KPI(ctx context.Context, env Env, args []string) int {
 		}
 		fmt.Fprintln(w)
 		tw = opsTable(w)
-		fmt.Fprintln(tw, "SITE\tQUEUE\tSTUCK\tPARKED\tDELIVERED\tOLDEST PENDING")
+		fmt.Fprintln(tw, "SITE\tQUEUE\tSTUCK\tPARKED\tDELIVERED\tPER MINUTE\tOLDEST PENDING")
 		for _, s := range rep.Sites {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", human.Cell(s.Site, 40), s.QueueDepth, s.Stuck, s.Parked,
-				s.Delivered, opsAge(s.OldestPendingAgeSeconds))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", human.Cell(s.Site, 40), s.QueueDepth, s.Stuck, s.Parked,
+				s.Delivered, opsPerMinute(s.DeliveredPerMinute), opsAge(s.OldestPendingAgeSeconds))
 		}
 		tw.Flush()
 	})
@@ -70,4 +72,12 @@ func opsAge(s float64) string {
 		return "-"
 	}
 	return human.Duration(human.Seconds(s))
+}
+
+// opsPerMinute is a per-minute rate: three significant digits, "0" for none.
+func opsPerMinute(r float64) string {
+	if r <= 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(r, 'g', 3, 64)
 }

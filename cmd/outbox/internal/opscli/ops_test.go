@@ -382,7 +382,11 @@ func TestOpsKPI(t *testing.T) {
 		!regexpLine(stdout, `^oldest pending:\s+15m$`) {
 		t.Errorf("global KPIs:\n%s", stdout)
 	}
-	if !regexpLine(stdout, `^plant-1\s+1\s+1\s+1\s+0\s+15m$`) || !regexpLine(stdout, `^plant-2\s+0\s+0\s+0\s+1\s+-$`) {
+	// One delivery within the rate's 15 minutes: 1/15 a minute.
+	if !regexpLine(stdout, `^delivered per minute \(last 15m\):\s+0\.0667$`) {
+		t.Errorf("global rate:\n%s", stdout)
+	}
+	if !regexpLine(stdout, `^plant-1\s+1\s+1\s+1\s+0\s+0\s+15m$`) || !regexpLine(stdout, `^plant-2\s+0\s+0\s+0\s+1\s+0\.0667\s+-$`) {
 		t.Errorf("site rows:\n%s", stdout)
 	}
 	code, stdout, _ = runCmd(t, KPI, c.environ(), "", "--json")

@@ -1,0 +1,207 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/ports"
+)
+
+// svgRect is a bar of a chart as the page draws it.
+type svgRect struct {
+	Kind   string `xml:"data-kind,attr"`
+	Start  string `xml:"data-start,attr"`
+	N      int64  `xml:"data-n,attr"`
+	Height string `xml:"height,attr"`
+	Title  string `xml:"title"`
+}
+
+// chartBars parses the SVG chart of id out of a page and returns its bars
+// by "kind@start".
+func chartBars(t *testing.T, page, id string) map[string]svgRect {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<svg id="chart-` + regexp.QuoteMeta(id) + `".*?</svg>`).FindString(page)
+	if m == "" {
+		t.Fatalf("no chart %s on the page:\n%s", id, page)
+	}
+	var svg struct {
+		Rects []svgRect `xml:"rect"`
+	}
+	if err := xml.Unmarshal([]byte(m), &svg); err != nil {
+		t.Fatalf("chart %s is not well-formed SVG: %v\n%s", id, err, m)
+	}
+	out := map[string]svgRect{}
+	for _, r := range svg.Rects {
+		out[r.Kind+"@"+r.Start] = r
+	}
+	return out
+}
+
+// seedOutcomes stores, around now: at five minutes ago, three deliveries
+// (plant-1 email twice, plant-2 sms) and a failed attempt (plant-1
+// email); three hours ago, a parking (plant-2 sms).
+func seedOutcomes(t *testing.T, e *env, now time.Time) (recent, earlier time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	recent, earlier = now.Add(-5*time.Minute), now.Add(-3*time.Hour)
+	row := func(site, typ string, st ports.Status) ports.Notification {
+		return ports.Notification{ID: uuid.NewString(), Type: typ, List: "ok", Subject: "s", Body: "b", Status: st,
+			SourceSite: site, CreatedAt: earlier.Add(-time.Hour), UpdatedAt: earlier}
+	}
+	var ns []ports.Notification
+	var recs []ports.AuditRecord
+	for _, d := range []struct{ site, typ string }{{"plant-1", "email"}, {"plant-1", "email"}, {"plant-2", "sms"}} {
+		n := row(d.site, d.typ, ports.StatusDelivered)
+		n.DeliveredAt = recent
+		ns = append(ns, n)
+	}
+	failing := row("plant-1", "email", ports.StatusRetrying)
+	failing.NextAttemptAt = now.Add(time.Hour) // not due while the test runs
+	parked := row("plant-2", "sms", ports.StatusParked)
+	ns = append(ns, failing, parked)
+	recs = append(recs,
+		ports.AuditRecord{NotificationID: failing.ID, SourceSite: failing.SourceSite, Type: failing.Type, At: recent, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
+			Outcome: ports.OutcomeTransient, Status: ports.StatusRetrying, Error: "451"},
+		ports.AuditRecord{NotificationID: parked.ID, SourceSite: parked.SourceSite, Type: parked.Type, At: earlier, Kind: ports.AuditParked, Actor: ports.ActorSystem,
+			Status: ports.StatusParked, Error: "550"})
+	if _, err := e.store.Insert(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Append(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	return recent, earlier
+}
+
+// TestDashboardChartsDrawTheOutcomes: the dashboard's SVG charts have a bar
+// per outcome and bucket, of the seeded counts, scaled to the plot, in
+// total, per site and for one type; the delivered tile shows a rate.
+func TestDashboardChartsDrawTheOutcomes(t *testing.T) {
+	e := newEnv(t)
+	recent, earlier := seedOutcomes(t, e, time.Now().UTC())
+	minute := recent.Truncate(time.Minute).Format(time.RFC3339)
+	hour := recent.Truncate(time.Hour).Format(time.RFC3339)
+	earlierHour := earlier.Truncate(time.Hour).Format(time.RFC3339)
+	browser := e.loginBrowser("viewer")
+
+	check := func(bars map[string]svgRect, what string, want map[string]int64) {
+		t.Helper()
+		for k, n := range want {
+			if bars[k].N != n {
+				t.Errorf("%s: bar %s = %+v, want %d", what, k, bars[k], n)
+			}
+		}
+		if len(bars) != len(want) {
+			t.Errorf("%s: %d bars %v, want %d", what, len(bars), bars, len(want))
+		}
+	}
+
+	code, page := e.get(browser, "/dashboard")
+	if code != http.StatusOK {
+		t.Fatalf("dashboard: %d", code)
+	}
+	hourBars := chartBars(t, page, "hour")
+	check(hourBars, "last hour", map[string]int64{"delivered@" + minute: 3, "failed@" + minute: 1})
+	// The bucket's total is 4: the scale tops at 5 over 120 units.
+	if h := hourBars["delivered@"+minute].Height; h != "72.0" {
+		t.Errorf("delivered bar height %s, want 72.0 (3 of 5 over 120)", h)
+	}
+	if !strings.Contains(hourBars["delivered@"+minute].Title, "3 delivered") {
+		t.Errorf("bar title %q", hourBars["delivered@"+minute].Title)
+	}
+	check(chartBars(t, page, "days"), "last days", map[string]int64{"delivered@" + hour: 3, "failed@" + hour: 1, "parked@" + earlierHour: 1})
+	// 3 delivered in the rate's 15 minutes: 0.2 a minute.
+	if !regexp.MustCompile(`data-kpi="delivered">\s*<span class="label">Delivered</span><span class="value">0.2<span class="unit">/min</span>`).MatchString(page) {
+		t.Errorf("the delivered tile shows no rate:\n%s", page)
+	}
+
+	_, page = e.get(browser, "/dashboard?days=3")
+	if !strings.Contains(page, `<option value="3" selected>3</option>`) {
+		t.Error("the days selector does not show the 3 days asked for")
+	}
+	_, page = e.get(browser, "/dashboard?by=site&days=2")
+	check(chartBars(t, page, "hour-plant-1"), "plant-1", map[string]int64{"delivered@" + minute: 2, "failed@" + minute: 1})
+	check(chartBars(t, page, "hour-plant-2"), "plant-2", map[string]int64{"delivered@" + minute: 1})
+	check(chartBars(t, page, "days-plant-2"), "plant-2 days", map[string]int64{"delivered@" + hour: 1, "parked@" + earlierHour: 1})
+	if strings.Contains(page, `id="chart-hour"`) {
+		t.Error("a split page still shows the total chart")
+	}
+
+	_, page = e.get(browser, "/dashboard?type=sms&by=type")
+	check(chartBars(t, page, "hour-sms"), "sms", map[string]int64{"delivered@" + minute: 1})
+	if strings.Contains(page, `id="chart-hour-email"`) {
+		t.Error("a page for sms shows email")
+	}
+
+	for _, bad := range []string{"/dashboard?days=0", "/dashboard?days=99", "/dashboard?by=list", "/dashboard?days=" + strings.Repeat("9", 5000)} {
+		if code, _ := e.get(browser, bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad[:min(len(bad), 40)], code)
+		}
+	}
+}
+
+// TestThroughputAPI: GET /api/v1/throughput answers viewers with the
+// buckets, refuses the unauthenticated and bad parameters with the
+// parameter named.
+func TestThroughputAPI(t *testing.T) {
+	e := newEnv(t)
+	recent, _ := seedOutcomes(t, e, time.Now().UTC())
+	code, body := e.do(ports.RoleViewer, "GET", "/api/v1/throughput?window=1h&by=site", nil)
+	if code != http.StatusOK {
+		t.Fatalf("throughput: %d %s", code, body)
+	}
+	var tp api.Throughput
+	if err := json.Unmarshal(body, &tp); err != nil {
+		t.Fatal(err)
+	}
+	if tp.BucketSeconds != 60 || tp.By != "site" || len(tp.Series) != 2 || tp.Series[0].Key != "plant-1" ||
+		tp.Series[0].Total != (api.ThroughputCounts{Delivered: 2, Failed: 1}) || len(tp.Series[0].Delivered) != 60 {
+		t.Fatalf("throughput: %s", body)
+	}
+	i := int(recent.Sub(tp.From) / time.Minute)
+	if tp.Series[0].Delivered[i] != 2 || tp.Series[0].Failed[i] != 1 || tp.Series[1].Delivered[i] != 1 {
+		t.Errorf("bucket %d: %s", i, body)
+	}
+
+	code, body = e.do(ports.RoleViewer, "GET", "/api/v1/throughput?window=7d&type=sms", nil)
+	if err := json.Unmarshal(body, &tp); code != http.StatusOK || err != nil || tp.BucketSeconds != 3600 || len(tp.Series) != 1 ||
+		tp.Series[0].Total != (api.ThroughputCounts{Delivered: 1, Parked: 1}) {
+		t.Errorf("7 days of sms: %d %s", code, body)
+	}
+
+	if code, _ := e.do("", "GET", "/api/v1/throughput", nil); code != http.StatusUnauthorized {
+		t.Errorf("no credentials: %d, want 401", code)
+	}
+	for q, param := range map[string]string{
+		"window=forever": "window", "window=90d": "window", "bucket=1s&window=7d": "bucket",
+		"bucket=1500ms": "bucket", "by=list": "by", "end=yesterday": "end",
+	} {
+		code, body := e.do(ports.RoleViewer, "GET", "/api/v1/throughput?"+q, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), param) {
+			t.Errorf("%s: %d %s, want 400 naming %s", q, code, body, param)
+		}
+	}
+}
+
+// TestKPIsCarryTheRate: GET /kpis carries the delivered rate and its window.
+func TestKPIsCarryTheRate(t *testing.T) {
+	e := newEnv(t)
+	seedOutcomes(t, e, time.Now().UTC())
+	code, body := e.do(ports.RoleViewer, "GET", "/api/v1/kpis", nil)
+	var k api.KPIReport
+	if err := json.Unmarshal(body, &k); code != http.StatusOK || err != nil {
+		t.Fatalf("kpis: %d %s", code, body)
+	}
+	if k.RateWindowSeconds != 900 || k.Global.DeliveredPerMinute != 0.2 || k.Global.Delivered != 0 {
+		t.Errorf("kpis: %s", body)
+	}
+}
