@@ -635,8 +635,8 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 		q = q.Set(`"next_attempt_at" = NULL`)
 	}
 	q = q.Where(`"status" = ?`, req.From)
-	if req.Unleased {
-		q = q.Where(`("claimed_until" IS NULL OR "claimed_until" <= ?)`, at(req.Now))
+	if !req.LeaseEndedBy.IsZero() {
+		q = q.Where(`("claimed_by" IS NULL OR "claimed_until" <= ?)`, at(req.LeaseEndedBy))
 	}
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
