@@ -226,13 +226,14 @@ func TestDiscardedRowsShowTheirOldErrorMuted(t *testing.T) {
 }
 
 // TestBulkConfirmationRestatesTheFilter: the confirmation of a bulk action
-// by filter names every field of the filter it acts on.
+// by filter names every field of the filter it acts on, its times as the
+// filter's fields show them (a fraction of a second kept).
 func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 	e := newEnv(t)
 	e.waitStatus(ports.StatusParked, e.submit("bad", "pump down")...)
 	c := e.loginBrowser("operator")
 	code, _, page := e.post(c, "/notifications/retry", url.Values{"scope": {"filter"}, "list": {"bad"}, "site": {"plant-1"},
-		"type": {"email"}, "q": {"pump"}, "from": {"2020-01-02 03:04:05"}, "to": {"2099-01-01"}, "updated_from": {"2020-01-01"}})
+		"type": {"email"}, "q": {"pump"}, "from": {"2020-01-02 03:04:05"}, "to": {"2099-01-01"}, "updated_from": {"2020-01-01T00:00:00.25Z"}})
 	if code != http.StatusOK {
 		t.Fatalf("confirmation: %d\n%s", code, page)
 	}
@@ -245,7 +246,7 @@ func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 		`<li>list is "bad"</li>`,
 		"<li>created at or after 2020-01-02 03:04:05 UTC</li>",
 		"<li>created before 2099-01-01 00:00:00 UTC</li>",
-		"<li>last changed at or after 2020-01-01 00:00:00 UTC</li>",
+		"<li>last changed at or after 2020-01-01 00:00:00.25 UTC</li>",
 		"<li>parked before this count (20", // the count's instant
 		`<li>subject contains "pump" (any letter case)</li>`,
 		"1 notification match",
