@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
@@ -378,5 +379,22 @@ func TestRetryingRowRetriedNowThenParked(t *testing.T) {
 	e.post(op, "/notifications/retry-now", url.Values{"id": {id}, "return": {detail}})
 	if _, body := e.get(op, detail); !strings.Contains(body, "No notification was retried now; 1 refused: notification "+id+" is Parked; only Retrying notifications can be retried now") {
 		t.Errorf("Retry now of a parked row:\n%s", body)
+	}
+}
+
+// TestListRefreshSetting: the lists refresh as often as Config.ListRefresh
+// says, and not at all with ListRefreshOff (no data-refresh for app.js).
+func TestListRefreshSetting(t *testing.T) {
+	for refresh, want := range map[time.Duration]string{
+		time.Minute:            `<div id="live" data-refresh="60">`,
+		httpapi.ListRefreshOff: `<div id="live">`,
+	} {
+		e := newEnvWith(t, func(c *httpapi.Config) { c.ListRefresh = refresh })
+		c := e.loginBrowser("viewer")
+		for _, path := range []string{"/notifications", "/site-calls"} {
+			if _, body := e.get(c, path); !strings.Contains(body, want) {
+				t.Errorf("ListRefresh %s: %s lacks %s", refresh, path, want)
+			}
+		}
 	}
 }

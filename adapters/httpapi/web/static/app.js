@@ -47,8 +47,8 @@ document.addEventListener("DOMContentLoaded", () => {
     setInterval(() => refreshTimes(document), 10000);
 
     const live = document.getElementById("live");
-    if (!live) return;
-    const every = Math.max(1, parseFloat(live.dataset.refresh) || 15) * 1000;
+    const every = live ? Math.max(1, parseFloat(live.dataset.refresh)) * 1000 : NaN;
+    if (!live || Number.isNaN(every)) return; // no list, or its refresh is off
     const state = document.createElement("span");
     state.className = "live-status";
     state.setAttribute("data-live-status", "");
