@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -151,6 +152,9 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 
 // devRun is what outbox dev runs and prints.
 type devRun struct {
+	// cmd is how the user runs outbox, in the commands printed: see
+	// devCommand.
+	cmd      string
 	dataDir  string
 	keep     bool
 	password string
@@ -161,7 +165,7 @@ type devRun struct {
 // dev runs central and the three site nodes until ctx is done, then stops
 // the site nodes, then central, and removes the data unless it is kept.
 func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, logger *slog.Logger) (err error) {
-	run := devRun{dataDir: f.dataDir, keep: f.dataDir != ""}
+	run := devRun{cmd: devCommand(os.Executable, exec.LookPath), dataDir: f.dataDir, keep: f.dataDir != ""}
 	if run.keep {
 		if err := os.MkdirAll(run.dataDir, 0o700); err != nil {
 			return fmt.Errorf("create -data-dir: %w", err)
@@ -479,21 +483,54 @@ outbox dev is running: central, site %q (three Raft nodes) and an SMTP capture, 
   Data:           %s
 
 Try:
-  outbox notify send%s -list demo -subject hi -body hello          # delivered into the mail capture
-  outbox notify send%s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
-  outbox notify status%s ID
-`, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, siteFlag, siteFlag, siteFlag)
+  %[10]s notify send%[11]s -list demo -subject hi -body hello          # delivered into the mail capture
+  %[10]s notify send%[11]s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
+  %[10]s notify status%[11]s ID
+`, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, run.cmd, siteFlag)
 	server := strings.TrimSuffix(page, "/")
 	if t := run.central.DevToken; t.Secret != "" {
 		fmt.Fprintf(&b, `
 The operator CLI, with an admin token revoked when outbox dev stops (it expires %s at the latest):
-  export OUTBOX_SERVER=%s OUTBOX_TOKEN=%s
-  outbox notifications list
-or as yourself: outbox login --server %s --name %s
-`, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, server, devAdmin)
+  export OUTBOX_SERVER=%[2]s OUTBOX_TOKEN=%[3]s
+  %[4]s notifications list
+or as yourself: %[4]s login --server %[2]s --name %[5]s
+`, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, run.cmd, devAdmin)
 	}
 	b.WriteString("\nCtrl-C stops everything.\n\n")
 	return b.String()
+}
+
+// devCommand returns how to run this binary again in the commands outbox
+// dev prints: "outbox" when that name on PATH is this binary, "go run
+// ./cmd/outbox" when this is a temporary build of go run (which lives in a
+// go-build directory, named exe/outbox), otherwise this binary's own path.
+// executable and lookPath are os.Executable and exec.LookPath.
+func devCommand(executable func() (string, error), lookPath func(string) (string, error)) string {
+	const name = "outbox"
+	exe, err := executable()
+	if err != nil {
+		return name
+	}
+	if onPath, err := lookPath(name); err == nil && sameFile(exe, onPath) {
+		return name
+	}
+	if filepath.Base(filepath.Dir(exe)) == "exe" && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/outbox"
+	}
+	if strings.ContainsAny(exe, " '\"$`\\") {
+		return "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
+	}
+	return exe
+}
+
+// sameFile reports whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // devTokenTTL is the lifetime of the admin token outbox dev prints: it is

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -167,6 +168,11 @@ func TestDevDeliversEndToEnd(t *testing.T) {
 	if !strings.Contains(string(body), `<div class="banner">outbox dev: everything runs in one process`) {
 		t.Errorf("the page shows no dev banner:\n%s", body)
 	}
+	// The binary under test is not on PATH: the commands to try name it
+	// by its path.
+	if want := "  " + outboxBinary(t) + " notify send -site " + info.sites + " -list demo "; !strings.Contains(p.Output(), want) {
+		t.Errorf("outbox dev does not print %q to try:\n%s", want, p.Output())
+	}
 
 	stopDev(t, p)
 	if _, err := os.Stat(info.data); !errors.Is(err, fs.ErrNotExist) {
@@ -242,5 +248,61 @@ func TestNotifyDefaultsToDevSite(t *testing.T) {
 		if code != exitOK || !strings.Contains(errw.String(), `(default "`+tc.want+`")`) {
 			t.Errorf("environment %v: exit %d, -site's default not %q:\n%s", tc.environ, code, tc.want, errw.String())
 		}
+	}
+}
+
+// TestDevCommandIsTheOneThatWorks: the commands outbox dev prints start
+// with "outbox" only when that name on PATH is the running binary; a go
+// run build prints go run, any other binary its own path.
+func TestDevCommandIsTheOneThatWorks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("binary "+rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	installed := write("bin/outbox")
+	linked := filepath.Join(dir, "link/outbox")
+	if err := os.MkdirAll(filepath.Dir(linked), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(installed, linked); err != nil {
+		t.Fatal(err)
+	}
+	built := write("clone/outbox")
+	goRun := write("go-build1234/b001/exe/outbox")
+	spaced := write("my clone/outbox")
+	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
+	found := func(p string) func(string) (string, error) {
+		return func(string) (string, error) { return p, nil }
+	}
+	for _, tc := range []struct {
+		name     string
+		exe      string
+		lookPath func(string) (string, error)
+		want     string
+	}{
+		{"installed on PATH", installed, found(installed), "outbox"},
+		{"PATH holds a link to it", installed, found(linked), "outbox"},
+		{"built in the clone, not on PATH", built, notFound, built},
+		{"built in the clone, another outbox on PATH", built, found(installed), built},
+		{"go run", goRun, notFound, "go run ./cmd/outbox"},
+		{"go run, an installed outbox on PATH", goRun, found(installed), "go run ./cmd/outbox"},
+		{"a path with a space", spaced, notFound, "'" + spaced + "'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := devCommand(func() (string, error) { return tc.exe, nil }, tc.lookPath)
+			if got != tc.want {
+				t.Errorf("devCommand = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := devCommand(func() (string, error) { return "", errors.New("no /proc") }, notFound); got != "outbox" {
+		t.Errorf("devCommand without the executable's path = %q, want outbox", got)
 	}
 }
