@@ -21,6 +21,9 @@ func loadSite(t *testing.T, yamlText string, env map[string]string, args ...stri
 	if err := os.WriteFile(file, []byte(yamlText), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The tokens validSite and the cases reference resolve at load.
+	t.Setenv("PLANT_TOKEN", "the plant's token")
+	t.Setenv("SITE_API_TOKEN", "the scripts' token")
 	var cl commandLine
 	fs := siteSchema.flagSet("outbox site", &cl, io.Discard)
 	if err := fs.Parse(append([]string{"-config", file}, args...)); err != nil {
