@@ -34,6 +34,9 @@ type base struct {
 	// SiteCalls says central keeps the sites' mirror: the page shows
 	// "Site calls" and "Sites", and site names link to their site.
 	SiteCalls bool
+	// Hooks says a webhook capture runs (dev mode): the page shows
+	// "Webhook capture".
+	Hooks bool
 }
 
 // parsePages parses each page template with the layout.
@@ -75,7 +78,7 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil}
+		SiteCalls: s.cfg.SiteCalls != nil, Hooks: s.cfg.Hookbox != nil}
 }
 
 // render writes page with data and status. The page is rendered into a
