@@ -116,11 +116,21 @@ func Start(cfg Config) (*Server, error) {
 	if !guard.OnLoopback(cfg.Addr) {
 		return nil, fmt.Errorf("hookcapture: %q is not a loopback address: the receiver keeps whatever it is sent, so it listens on loopback only", cfg.Addr)
 	}
-	s := New(cfg)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("hookcapture: %w", err)
 	}
+	return Serve(ln, cfg)
+}
+
+// Serve serves on ln, a loopback listener, until Close (which closes ln);
+// cfg.Addr is not used. A listener off loopback is closed and refused.
+func Serve(ln net.Listener, cfg Config) (*Server, error) {
+	if !guard.OnLoopback(ln.Addr().String()) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("hookcapture: %s is not a loopback address: the receiver keeps whatever it is sent, so it listens on loopback only", ln.Addr())
+	}
+	s := New(cfg)
 	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10}
