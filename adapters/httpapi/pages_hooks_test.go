@@ -20,7 +20,7 @@ func TestHooksPageShowsTheCaptureEscaped(t *testing.T) {
 		c.HooksURL = "http://127.0.0.1:8090"
 		c.Hookbox = func() []httpapi.Hook {
 			return []httpapi.Hook{
-				{At: time.Now(), Method: "POST", Path: "/control-room", Query: "token=%28hidden%29",
+				{At: time.Now(), Method: "POST", Path: "/control-room", Query: "token=(hidden)",
 					Header: []httpapi.HookHeader{{Name: "Authorization", Value: "(hidden)"}, {Name: "X-Evil", Value: `<img src=x onerror=alert(1)>`}},
 					Body: []byte(`{"subject":"<script>alert(1)</script>"}`), Size: 40},
 				{At: time.Now(), Method: "PUT", Path: "/<b>path</b>", Body: []byte(long), Size: 30 << 10},
@@ -51,7 +51,7 @@ func TestHooksPageShowsTheCaptureEscaped(t *testing.T) {
 		`<a href="/hooks" aria-current="page">Webhook capture</a>`,
 		"<code>http://127.0.0.1:8090</code>",
 		"2 received, newest first",
-		"<code>POST /control-room?token=%28hidden%29</code>",
+		"<code>POST /control-room?token=(hidden)</code>",
 		"<dt>Authorization</dt><dd>(hidden)</dd>",
 		"&lt;img src=x onerror=alert(1)&gt;",
 		"{\n  &#34;subject&#34;: &#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;\n}",

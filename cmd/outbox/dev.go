@@ -550,7 +550,7 @@ func devAddresses(run devRun) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-outbox dev is running: central, site %q (three Raft nodes) and an SMTP capture, on loopback.
+outbox dev is running: central, site %q (three Raft nodes), an SMTP capture and a webhook capture, on loopback.
 
   Operator page:  %s
   Log in:         %s / %s

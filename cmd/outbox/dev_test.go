@@ -341,7 +341,7 @@ func TestDevDeliversIntoTheWebhookCapture(t *testing.T) {
 		t.Fatalf("GET /hooks: HTTP %d, %v", resp.StatusCode, err)
 	}
 	page := string(body)
-	for _, want := range []string{"<code>POST /control-room?token=%28hidden%29</code>", subject, `href="/hooks" aria-current="page"`} {
+	for _, want := range []string{"<code>POST /control-room?token=(hidden)</code>", subject, `href="/hooks" aria-current="page"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/hooks lacks %q:\n%s", want, page)
 		}

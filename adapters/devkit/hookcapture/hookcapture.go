@@ -265,8 +265,9 @@ func maskHeader(h http.Header) []Header {
 	return out
 }
 
-// maskQuery returns the query string raw with the values of credential
-// parameters hidden; a query that does not parse is hidden whole.
+// maskQuery returns the query string raw, its parameters sorted, with the
+// values of credential parameters shown as Hidden; a query that does not
+// parse is hidden whole.
 func maskQuery(raw string) string {
 	if raw == "" {
 		return ""
@@ -275,12 +276,20 @@ func maskQuery(raw string) string {
 	if err != nil {
 		return Hidden
 	}
-	for k, vs := range q {
-		if IsSecretName(k) {
-			for i := range vs {
-				vs[i] = Hidden
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		for _, v := range q[k] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(url.QueryEscape(k))
+			b.WriteByte('=')
+			if IsSecretName(k) {
+				b.WriteString(Hidden)
+			} else {
+				b.WriteString(url.QueryEscape(v))
 			}
 		}
 	}
-	return q.Encode()
+	return b.String()
 }
