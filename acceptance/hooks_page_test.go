@@ -1,18 +1,17 @@
 package acceptance
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 
@@ -32,7 +31,7 @@ func TestDevWebhookCaptureInChromium(t *testing.T) {
 	cmd := exec.Command(testBinary(t), "dev", "-free-ports", "-http", "127.0.0.1:0", "-log-format", "json", "-config", overlay)
 	cmd.Dir = dir
 	cmd.Env = append(childEnv(), "OUTBOX_DEV_ADMIN_PASSWORD="+pagePassword)
-	var out lockedBuffer
+	var out guardtest.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -114,23 +113,4 @@ func TestDevWebhookCaptureInChromium(t *testing.T) {
 	br.screenshot("dev-webhook-capture.png")
 	br.checkQuiet()
 	stop()
-}
-
-// lockedBuffer is a bytes.Buffer a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

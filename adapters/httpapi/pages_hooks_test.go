@@ -22,7 +22,7 @@ func TestHooksPageShowsTheCaptureEscaped(t *testing.T) {
 			return []httpapi.Hook{
 				{At: time.Now(), Method: "POST", Path: "/control-room", Query: "token=(hidden)",
 					Header: []httpapi.HookHeader{{Name: "Authorization", Value: "(hidden)"}, {Name: "X-Evil", Value: `<img src=x onerror=alert(1)>`}},
-					Body: []byte(`{"subject":"<script>alert(1)</script>"}`), Size: 40},
+					Body:   []byte(`{"subject":"<script>alert(1)</script>"}`), Size: 40},
 				{At: time.Now(), Method: "PUT", Path: "/<b>path</b>", Body: []byte(long), Size: 30 << 10},
 			}
 		}

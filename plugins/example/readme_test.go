@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/guard/guardtest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 
@@ -150,7 +150,7 @@ func startDev(t *testing.T, dir string, env []string, line string) (page, sites 
 	}
 	cmd := exec.Command("bash", "-c", "exec "+line+" -free-ports -http 127.0.0.1:0 -log-format json")
 	cmd.Dir, cmd.Env = dir, append(env, "OUTBOX_DEV_ADMIN_PASSWORD="+devPassword)
-	var out syncBuffer
+	var out guardtest.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -234,22 +234,4 @@ func awaitHooks(t *testing.T, page, want string) string {
 		return strings.Contains(body, want), body
 	})
 	return body
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
