@@ -255,3 +255,24 @@ func TestSiteWarnsOfATokenInClear(t *testing.T) {
 		t.Errorf("warnings %v", l.Warnings)
 	}
 }
+
+// TestSiteNamesEveryBrokenReference: the node's own references resolve at
+// load, relative paths against the file's directory: each that does not is
+// named with the other broken rules, without a value.
+func TestSiteNamesEveryBrokenReference(t *testing.T) {
+	yaml := strings.Replace(validSite, "token: env:PLANT_TOKEN", "token: 'file:plant.token'", 1) +
+		"api:\n  token: env:OUTBOX_TEST_UNSET_SCRIPT_TOKEN\nlog: {level: loud}\n"
+	_, err := loadSite(t, yaml, nil)
+	if err == nil {
+		t.Fatal("loaded a site whose tokens do not resolve")
+	}
+	for _, want := range []string{
+		"central.token: read file ", "plant.token: no such file or directory",
+		"api.token: environment variable OUTBOX_TEST_UNSET_SCRIPT_TOKEN is not set",
+		`log.level: unknown level "loud"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
+	}
+}
