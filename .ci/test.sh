@@ -21,6 +21,9 @@
 # starts one of its own with initdb and pg_ctl from OUTBOX_TEST_PG_BINDIR
 # (exported here; unset, it looks on PATH and in /usr/lib/postgresql).
 #
+# systemd-analyze: the check of the systemd units (configs/systemd) needs it;
+# as root, Debian's systemd is installed when it is missing.
+#
 # Chromium: the browser test of the operator page needs a chromium,
 # chromium-browser or google-chrome on PATH. As root, Debian's chromium is
 # installed when none is found; otherwise that test skips and says so.
@@ -68,6 +71,19 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
 		apt_install chromium
 	else
 		log "no chromium found: the browser test of the operator page will skip (apt-get install chromium)"
+	fi
+fi
+
+# The systemd units in configs/systemd are checked with systemd-analyze
+# verify and security (cmd/outbox, TestSystemdUnitsVerify), which work on the
+# unit files without a running systemd; under CI=true the test fails without
+# the tool, elsewhere it skips.
+if ! command -v systemd-analyze >/dev/null; then
+	if is_root; then
+		log "no systemd-analyze found; installing systemd for the check of the units"
+		apt_install systemd
+	else
+		log "no systemd-analyze found: the check of the systemd units will skip (apt-get install systemd)"
 	fi
 fi
 

@@ -73,7 +73,7 @@ func (s *Service) Query(ctx context.Context, q ports.Query) (ports.QueryPage, er
 	case limit < 0 || limit > MaxPageSize:
 		return ports.QueryPage{}, fmt.Errorf("page size %d is outside 1..%d: %w", limit, MaxPageSize, ports.ErrInvalid)
 	}
-	page, err := s.store.Query(ctx, f, ports.PageRequest{Limit: limit, After: q.After})
+	page, err := s.store.Query(ctx, f, ports.PageRequest{Limit: limit, After: q.After, Oldest: q.Oldest})
 	if err != nil {
 		return ports.QueryPage{}, fmt.Errorf("query: %w", err)
 	}

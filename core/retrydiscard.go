@@ -12,7 +12,8 @@ import (
 // Retry implements ports.Outbox: Parked rows go back to Pending with
 // RetryCount, NextAttemptAt and LastError reset, and the dispatcher is woken.
 func (s *Service) Retry(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
-	res, err := s.act(ctx, a, ports.StatusPending, true, ports.AuditRetried, "retried")
+	res, err := s.act(ctx, a, operatorMove{from: ports.StatusParked, to: ports.StatusPending, reset: true,
+		kind: ports.AuditRetried, verb: "retried"})
 	if len(res.Moved) > 0 {
 		s.Wake()
 	}
@@ -22,15 +23,48 @@ func (s *Service) Retry(ctx context.Context, a ports.Action) (ports.ActionResult
 // Discard implements ports.Outbox: Parked rows become Discarded and stay in
 // the table for the audit record.
 func (s *Service) Discard(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
-	return s.act(ctx, a, ports.StatusDiscarded, false, ports.AuditDiscarded, "discarded")
+	return s.act(ctx, a, operatorMove{from: ports.StatusParked, to: ports.StatusDiscarded,
+		kind: ports.AuditDiscarded, verb: "discarded"})
 }
 
-// act moves the rows an operator selected from Parked to status to. The
-// legality of the move is the core's (Move); the store checks From atomically
-// with the change, so a row that left Parked meanwhile is refused, not moved.
-func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, reset bool,
-	kind ports.AuditKind, verb string) (ports.ActionResult, error) {
-	if err := Move(ports.StatusParked, to); err != nil {
+// RetryNow implements ports.Outbox: Retrying rows that wait for their next
+// attempt become due at once (their retry count and last error kept), and
+// the dispatcher is woken. A row a dispatcher is delivering is refused.
+func (s *Service) RetryNow(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
+	res, err := s.act(ctx, a, operatorMove{from: ports.StatusRetrying, to: ports.StatusRetrying, dueNow: true,
+		kind: ports.AuditRetried, verb: "retried now"})
+	if len(res.Moved) > 0 {
+		s.Wake()
+	}
+	return res, err
+}
+
+// Park implements ports.Outbox: Retrying rows are parked by an operator
+// (their retry count and last error kept) and wait, like a row the
+// dispatcher parked, for a Retry or a Discard. A row a dispatcher is
+// delivering is refused.
+func (s *Service) Park(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
+	return s.act(ctx, a, operatorMove{from: ports.StatusRetrying, to: ports.StatusParked,
+		kind: ports.AuditParked, verb: "parked"})
+}
+
+// operatorMove is one operator action on rows: the move from status from
+// to status to (the store's Transition with reset or dueNow), the audit
+// record's kind, and the past participle of the action for messages.
+type operatorMove struct {
+	from, to      ports.Status
+	reset, dueNow bool
+	kind          ports.AuditKind
+	verb          string
+}
+
+// act moves the rows an operator selected as m says. The legality of the
+// move is the core's (Move); the store checks From atomically with the
+// change, so a row that left From meanwhile is refused, not moved. A
+// Retrying row under a live lease (being delivered) is left to the
+// dispatcher: its attempt's outcome is recorded by the lease.
+func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (ports.ActionResult, error) {
+	if err := Move(m.from, m.to); err != nil {
 		return ports.ActionResult{}, err
 	}
 	if len(a.IDs) == 0 && !a.All && filterEmpty(a.Filter) {
@@ -49,25 +83,26 @@ func (s *Service) act(ctx context.Context, a ports.Action, to ports.Status, rese
 	now := s.clock.Now()
 	moved, err := s.store.Transition(ctx, ports.TransitionRequest{
 		Selection: ports.Selection{IDs: ids, Filter: a.Filter},
-		From:      ports.StatusParked, To: to, Now: now, Reset: reset,
+		From:      m.from, To: m.to, Now: now, Reset: m.reset, DueNow: m.dueNow,
+		Unleased: m.from == ports.StatusRetrying,
 	})
 	if err != nil {
-		return ports.ActionResult{}, fmt.Errorf("%s: %w", verb, err)
+		return ports.ActionResult{}, fmt.Errorf("%s: %w", m.verb, err)
 	}
 	recs := make([]ports.AuditRecord, len(moved))
 	for i, id := range moved {
-		recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: kind, Actor: a.Actor, Status: to}
+		recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: m.kind, Actor: a.Actor, Status: m.to}
 	}
 	s.appendAudit(ctx, recs) // before anything else can fail: the rows have moved
 	res := ports.ActionResult{Moved: moved}
 	if len(ids) > 0 && len(moved) < len(ids) {
-		res.Refused, err = s.refusals(ctx, ids, moved, to, verb)
+		res.Refused, err = s.refusals(ctx, ids, moved, m)
 		if err != nil {
 			return res, err
 		}
 	}
 	if len(moved) > 0 {
-		s.log.Info("operator action", "action", verb, "actor", a.Actor, "rows", len(moved), "refused", len(res.Refused))
+		s.log.Info("operator action", "action", m.verb, "actor", a.Actor, "rows", len(moved), "refused", len(res.Refused))
 	}
 	return res, nil
 }
@@ -84,7 +119,7 @@ func checkOperator(actor, record string) error {
 }
 
 // refusals explains, for each requested id that did not move, why not.
-func (s *Service) refusals(ctx context.Context, ids, moved []string, to ports.Status, verb string) ([]ports.Refusal, error) {
+func (s *Service) refusals(ctx context.Context, ids, moved []string, m operatorMove) ([]ports.Refusal, error) {
 	done := make(map[string]bool, len(moved))
 	for _, id := range moved {
 		done[id] = true
@@ -98,7 +133,7 @@ func (s *Service) refusals(ctx context.Context, ids, moved []string, to ports.St
 	}
 	statuses, err := s.store.Statuses(ctx, "", rest)
 	if err != nil {
-		return nil, fmt.Errorf("%s: explain refusals: %w", verb, err)
+		return nil, fmt.Errorf("%s: explain refusals: %w", m.verb, err)
 	}
 	out := make([]ports.Refusal, 0, len(rest))
 	for _, id := range rest {
@@ -106,12 +141,14 @@ func (s *Service) refusals(ctx context.Context, ids, moved []string, to ports.St
 		var err error
 		if !ok {
 			err = fmt.Errorf("notification %s: %w", id, ports.ErrNotFound)
+		} else if st == m.from && m.from == ports.StatusRetrying {
+			err = fmt.Errorf("notification %s is being delivered now; try again once the attempt is over: %w", id, ports.ErrConflict)
 		} else {
-			why := Move(st, to)
-			if why == nil { // it left Parked and came back meanwhile
+			why := Move(st, m.to)
+			if why == nil || st == m.from { // it left From and came back meanwhile, or was leased
 				why = ports.ErrConflict
 			}
-			err = fmt.Errorf("notification %s is %s; only Parked notifications can be %s: %w", id, st, verb, why)
+			err = fmt.Errorf("notification %s is %s; only %s notifications can be %s: %w", id, st, m.from, m.verb, why)
 		}
 		out = append(out, ports.Refusal{ID: id, Err: err})
 	}

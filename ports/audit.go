@@ -39,7 +39,11 @@ const (
 	AuditDelivered AuditKind = "Delivered"
 	AuditParked    AuditKind = "Parked"
 	AuditDiscarded AuditKind = "Discarded"
-	// AuditRetried records an operator moving a Parked row back to Pending.
+	// AuditParked is also an operator parking a Retrying row (Actor the
+	// operator).
+	// AuditRetried records an operator's Retry: a Parked row back to
+	// Pending, or a Retrying row made due at once (Retry now, Status
+	// Retrying).
 	AuditRetried AuditKind = "Retried"
 )
 

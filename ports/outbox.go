@@ -38,6 +38,18 @@ type Outbox interface {
 	// Discard moves the selected Parked rows to Discarded. Rows in other
 	// statuses are refused, each with a reason.
 	Discard(ctx context.Context, a Action) (ActionResult, error)
+
+	// RetryNow makes the selected Retrying rows due at once, keeping their
+	// RetryCount and LastError (recorded as Retried, status Retrying). Rows
+	// in other statuses, and Retrying rows being delivered, are refused,
+	// each with a reason.
+	RetryNow(ctx context.Context, a Action) (ActionResult, error)
+
+	// Park moves the selected Retrying rows to Parked, keeping their
+	// RetryCount and LastError (recorded as Parked with the operator as
+	// actor). Rows in other statuses, and Retrying rows being delivered,
+	// are refused, each with a reason.
+	Park(ctx context.Context, a Action) (ActionResult, error)
 }
 
 // Central is central as a site sees it: the two calls of the site link. It is
@@ -369,6 +381,8 @@ type Query struct {
 	Limit int
 	// After is the Next cursor of the previous page.
 	After string
+	// Oldest lists oldest first; rows are listed newest first otherwise.
+	Oldest bool
 }
 
 // QueryPage is one page of a query.

@@ -62,7 +62,8 @@ type Store interface {
 	Statuses(ctx context.Context, site string, ids []string) (map[string]Status, error)
 
 	// Query returns one page of rows matching f, newest first (CreatedAt
-	// descending, then ID descending), using keyset paging: page.After is the
+	// descending, then ID descending) or with page.Oldest oldest first (both
+	// ascending), using keyset paging: page.After is the
 	// Next cursor of the previous page ("" for the first page). A cursor is
 	// opaque; a malformed one yields an error wrapping ErrInvalid.
 	Query(ctx context.Context, f Filter, page PageRequest) (Page, error)
@@ -76,7 +77,9 @@ type Store interface {
 	// Transition moves every row selected by req.Selection that is in status
 	// req.From to status req.To, sets UpdatedAt to req.Now, releases any lease,
 	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and
-	// LastError. Rows in any other status are left untouched. It returns the
+	// LastError, when req.DueNow is set NextAttemptAt alone. Rows in any
+	// other status are left untouched, and so with req.Unleased are rows
+	// whose lease lasts beyond req.Now. It returns the
 	// IDs it moved. The core decides which moves are legal; the store only
 	// guarantees that From is checked atomically with the change.
 	Transition(ctx context.Context, req TransitionRequest) (moved []string, err error)
@@ -158,6 +161,10 @@ type PageRequest struct {
 	Limit int
 	// After is the Next cursor of the previous page, or "" for the first.
 	After string
+	// Oldest asks Store.Query for the rows oldest first (CreatedAt, then
+	// ID, ascending) instead of newest first; a cursor continues in the
+	// order of the request it is given to. Only Store.Query reads it.
+	Oldest bool
 }
 
 // Page is one page of query results.
@@ -221,4 +228,12 @@ type TransitionRequest struct {
 	Now       time.Time
 	// Reset clears RetryCount, NextAttemptAt and LastError (operator Retry).
 	Reset bool
+	// DueNow clears NextAttemptAt only, so that the row is due at once,
+	// keeping its RetryCount and LastError (an operator's Retry now of a
+	// Retrying row).
+	DueNow bool
+	// Unleased leaves alone a selected row whose lease has not expired at
+	// Now: a dispatcher is delivering it, and its outcome is recorded by
+	// the lease (an operator's Retry now or Park of a Retrying row).
+	Unleased bool
 }

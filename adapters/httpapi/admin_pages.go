@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +14,11 @@ import (
 	"github.com/siteline/outbox/ports"
 )
 
-// This file renders the admin views of the page: the API tokens (list,
-// create with an expiry, revoke) and the admin audit log.
+// This file renders the admin views of the page: the lists and channels
+// (read by everyone, changed by admins), the operator accounts and the API
+// tokens (admins only), and the admin audit log. Every change goes through
+// the operations the JSON API calls (ops.go, ops_admin.go), which write the
+// admin audit row; every deletion asks for a confirmation first.
 
 // maxAdminFormBytes bounds the body of the admin forms.
 const maxAdminFormBytes = 16 << 10
@@ -77,17 +81,17 @@ func (s *Server) pageCreateToken(w http.ResponseWriter, r *http.Request, p ports
 		return
 	}
 	f := r.PostForm
-	req := ports.TokenRequest{Actor: p.Name, Name: strings.TrimSpace(f.Get("name")), Role: ports.OperatorRole(f.Get("role"))}
+	in := api.NewToken{Name: strings.TrimSpace(f.Get("name")), Role: ports.OperatorRole(f.Get("role"))}
 	ttl, err := parseLifetime(f.Get("expires"))
 	if err == nil && ttl > 0 {
-		req.ExpiresAt = time.Now().Add(ttl)
+		in.ExpiresAt = api.TimePtr(time.Now().Add(ttl))
 	}
 	var (
 		secret string
 		t      ports.Token
 	)
 	if err == nil {
-		secret, t, err = s.cfg.Operators.CreateToken(r.Context(), req)
+		secret, t, err = s.createToken(r.Context(), p, in)
 	}
 	if err != nil {
 		code, msg := s.classify(r, err)
@@ -97,12 +101,30 @@ func (s *Server) pageCreateToken(w http.ResponseWriter, r *http.Request, p ports
 	s.renderTokens(w, r, p, http.StatusCreated, &createdToken{Token: t, Secret: secret}, "")
 }
 
+// pageRevokeToken revokes a token once confirmed: the first post shows
+// what the token is and asks.
 func (s *Server) pageRevokeToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	if !s.readAdminForm(w, r, p) {
 		return
 	}
 	id := r.PostForm.Get("id")
-	if err := s.cfg.Operators.DeleteToken(r.Context(), p.Name, id); err != nil {
+	if r.PostForm.Get("confirm") != "yes" {
+		ts, err := s.cfg.Operators.Tokens(r.Context())
+		if err != nil {
+			s.pageError(w, r, p, err)
+			return
+		}
+		i := slices.IndexFunc(ts, func(t ports.Token) bool { return t.ID == id })
+		if i < 0 {
+			s.pageError(w, r, p, fmt.Errorf("token %s: %w", human.Clip(id, 20), ports.ErrNotFound))
+			return
+		}
+		s.confirmAdmin(w, r, p, adminConfirm{Heading: "Revoke token " + ts[i].Name,
+			Message: fmt.Sprintf("Token %s (%s) stops working at once: every script or CLI using it is refused from now on. This cannot be undone.", ts[i].Name, ts[i].Role),
+			Button:  "Revoke token " + ts[i].Name, Action: "/tokens/revoke", Return: "/tokens", Fields: []field{{"id", id}}})
+		return
+	}
+	if err := s.deleteToken(r.Context(), p, id); err != nil {
 		code, msg := s.classify(r, err)
 		s.renderTokens(w, r, p, statusOf[code], nil, msg)
 		return

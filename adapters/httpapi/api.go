@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -107,14 +108,14 @@ func (s *Server) apiKPIs(w http.ResponseWriter, r *http.Request, _ ports.Princip
 }
 
 func (s *Server) apiLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	ls, err := s.cfg.Directory.Lists(r.Context())
+	ls, err := s.lists(r.Context(), p)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
 	out := make([]api.List, len(ls))
 	for i, l := range ls {
-		out[i] = api.FromList(shownList(p, l))
+		out[i] = api.FromList(l)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -143,7 +144,7 @@ func (s *Server) apiPutList(w http.ResponseWriter, r *http.Request, p ports.Prin
 }
 
 func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if err := s.cfg.Editor.DeleteList(r.Context(), p.Name, r.PathValue("name")); err != nil {
+	if err := s.deleteList(r.Context(), p, r.PathValue("name")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
@@ -151,14 +152,14 @@ func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.P
 }
 
 func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	cs, err := s.cfg.Directory.Channels(r.Context())
+	cs, err := s.channels(r.Context(), p)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
 	out := make([]api.Channel, len(cs))
 	for i, c := range cs {
-		out[i] = api.FromChannel(shownChannel(p, c))
+		out[i] = api.FromChannel(c)
 		out[i].SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -190,7 +191,7 @@ func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.P
 }
 
 func (s *Server) apiDeleteChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if err := s.cfg.Editor.DeleteChannel(r.Context(), p.Name, r.PathValue("type")); err != nil {
+	if err := s.deleteChannel(r.Context(), p, r.PathValue("type")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
@@ -216,7 +217,7 @@ func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, p ports.Prin
 		s.apiError(w, r, err)
 		return
 	}
-	u, err := s.cfg.Operators.PutUser(r.Context(), ports.UserRequest{Actor: p.Name, Name: r.PathValue("name"), Role: in.Role, Password: in.Password})
+	u, err := s.putUser(r.Context(), p, r.PathValue("name"), in)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -225,7 +226,7 @@ func (s *Server) apiPutUser(w http.ResponseWriter, r *http.Request, p ports.Prin
 }
 
 func (s *Server) apiDeleteUser(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if err := s.cfg.Operators.DeleteUser(r.Context(), p.Name, r.PathValue("name")); err != nil {
+	if err := s.deleteUser(r.Context(), p, r.PathValue("name")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
@@ -251,7 +252,7 @@ func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, p ports.
 		s.apiError(w, r, err)
 		return
 	}
-	secret, t, err := s.cfg.Operators.CreateToken(r.Context(), tokenRequest(p, in))
+	secret, t, err := s.createToken(r.Context(), p, in)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -260,7 +261,7 @@ func (s *Server) apiCreateToken(w http.ResponseWriter, r *http.Request, p ports.
 }
 
 func (s *Server) apiDeleteToken(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	if err := s.cfg.Operators.DeleteToken(r.Context(), p.Name, r.PathValue("id")); err != nil {
+	if err := s.deleteToken(r.Context(), p, r.PathValue("id")); err != nil {
 		s.apiError(w, r, err)
 		return
 	}
@@ -389,7 +390,7 @@ func (s *Server) classify(r *http.Request, err error) (code, msg string) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		return code, "internal error; the server log has the details"
 	}
-	return code, err.Error()
+	return code, errtext.Sentence(err)
 }
 
 // decodeJSON reads one JSON value of at most maxBodyBytes into v, refusing

@@ -43,14 +43,17 @@ type env struct {
 const password = "correct horse battery"
 
 // listChannel delivers by list name: "ok" succeeds, "bad" fails for good,
-// and "mixed" answers target by target: a target starting with "bad" fails
-// for good, any other is delivered.
+// "flaky" fails for now (the row retries), and "mixed" answers target by
+// target: a target starting with "bad" fails for good, any other is
+// delivered.
 type listChannel struct{}
 
 func (listChannel) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 	switch d.Notification.List {
 	case "bad":
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: "550 mailbox unavailable"}
+	case "flaky":
+		return ports.Result{Outcome: ports.OutcomeTransient, Error: "421 try again later"}
 	case "mixed":
 		res := ports.Result{Outcome: ports.OutcomePermanent, Targets: make([]ports.TargetResult, len(d.Targets))}
 		for i, t := range d.Targets {

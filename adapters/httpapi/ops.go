@@ -18,18 +18,26 @@ import (
 // entrances use (query parameters, api types), calls the ports, and returns
 // plain results that api.go encodes as JSON and pages.go renders as HTML.
 
-// verb is an operator action on parked rows.
+// verb is an operator action on rows: retry and discard on parked rows,
+// retry-now and park on Retrying notifications.
 type verb string
 
 const (
-	verbRetry   verb = "retry"
-	verbDiscard verb = "discard"
+	verbRetry    verb = "retry"
+	verbDiscard  verb = "discard"
+	verbRetryNow verb = "retry-now"
+	verbPark     verb = "park"
 )
 
 // past is the verb's past participle, for messages.
 func (v verb) past() string {
-	if v == verbRetry {
+	switch v {
+	case verbRetry:
 		return "retried"
+	case verbRetryNow:
+		return "retried now"
+	case verbPark:
+		return "parked"
 	}
 	return "discarded"
 }
@@ -43,6 +51,9 @@ type listQuery struct {
 	Filter api.Filter
 	Limit  int
 	After  string
+	// Oldest lists oldest first (the page's sort; the API lists newest
+	// first).
+	Oldest bool
 }
 
 // parseListQuery reads the filter and the paging of a list request.
@@ -66,7 +77,9 @@ func query(f api.Filter, limit int, after string) ports.Query {
 
 // notifications is one page of rows matching q.
 func (s *Server) notifications(ctx context.Context, q listQuery) (ports.QueryPage, error) {
-	return s.cfg.Outbox.Query(ctx, query(q.Filter, q.Limit, q.After))
+	pq := query(q.Filter, q.Limit, q.After)
+	pq.Oldest = q.Oldest
+	return s.cfg.Outbox.Query(ctx, pq)
 }
 
 // count is how many rows match f.
@@ -97,8 +110,13 @@ func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.Act
 	if len(req.IDs) > 0 && req.Filter != nil && !req.Filter.IsZero() {
 		return ports.ActionResult{}, fmt.Errorf("give ids or a filter, not both: %w", ports.ErrInvalid)
 	}
-	if v == verbRetry {
+	switch v {
+	case verbRetry:
 		return s.cfg.Outbox.Retry(ctx, a)
+	case verbRetryNow:
+		return s.cfg.Outbox.RetryNow(ctx, a)
+	case verbPark:
+		return s.cfg.Outbox.Park(ctx, a)
 	}
 	return s.cfg.Outbox.Discard(ctx, a)
 }

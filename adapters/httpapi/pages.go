@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type base struct {
 	// SiteCalls says central keeps the sites' mirror: the page shows
 	// "Site calls" and "Sites", and site names link to their site.
 	SiteCalls bool
+	// Live is how many seconds apart a list refreshes itself (app.js).
+	Live float64
 	// Hooks says a webhook capture runs (dev mode): the page shows
 	// "Webhook capture".
 	Hooks bool
@@ -42,18 +45,20 @@ type base struct {
 // parsePages parses each page template with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"stamp":    stamp,
-		"dur":      human.Duration,
-		"num":      human.Thousands,
-		"clip":     human.Clip,
-		"formTime": formTime,
-		"json":     prettyJSON,
-		"pathEsc":  url.PathEscape,
-		"since":    since,
-		"callPath": func(c ports.SiteCall) string { return siteCallPath(c.Site, c.ID) },
-		"callKey":  siteCallKey,
-		"backlog":  siteBacklog,
-		"toolbar":  newToolbar,
+		"stamp":     stamp,
+		"dur":       human.Duration,
+		"num":       human.Thousands,
+		"clip":      human.Clip,
+		"formTime":  formTime,
+		"when":      timeTag,
+		"timeField": timeField,
+		"json":      prettyJSON,
+		"pathEsc":   url.PathEscape,
+		"since":     since,
+		"callPath":  func(c ports.SiteCall) string { return siteCallPath(c.Site, c.ID) },
+		"callKey":   siteCallKey,
+		"backlog":   siteBacklog,
+		"toolbar":   newToolbar,
 	}
 	names, err := fs.Glob(webFS, "web/templates/*.html")
 	if err != nil {
@@ -78,7 +83,8 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil, Hooks: s.cfg.Hookbox != nil}
+		SiteCalls: s.cfg.SiteCalls != nil, Live: cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds(),
+		Hooks: s.cfg.Hookbox != nil}
 }
 
 // render writes page with data and status. The page is rendered into a
@@ -115,10 +121,13 @@ func (s *Server) renderError(w http.ResponseWriter, r *http.Request, p ports.Pri
 // field is a hidden form field.
 type field struct{ Name, Value string }
 
-// statusBox is one status checkbox of the filter form.
+// statusBox is one status checkbox of the filter form, with the count of
+// rows the filter would list with that status (Counted false: unknown).
 type statusBox struct {
-	Name ports.Status
-	On   bool
+	Name    ports.Status
+	On      bool
+	Count   int64
+	Counted bool
 }
 
 // kpiView is the KPI report with the stuck threshold for the tiles.
@@ -139,6 +148,11 @@ type listPage struct {
 	After        string
 	Self, First  string
 	Next         string
+	// Known are the filter fields' pick-lists.
+	Known pickLists
+	// Oldest lists oldest first; SortLink is the list in the other order.
+	Oldest   bool
+	SortLink string
 }
 
 // toolbar is the bar above a list with bulk actions: how many rows are
@@ -151,6 +165,8 @@ type toolbar struct {
 	CanAct       bool
 	Path, Scope  string
 	FilterFields []field
+	// Oldest says the list is oldest first.
+	Oldest bool
 }
 
 // newToolbar is the toolbar of a list page (listPage, siteCallListPage).
@@ -159,6 +175,7 @@ func newToolbar(page any, path, scope string) (toolbar, error) {
 	switch p := page.(type) {
 	case listPage:
 		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
+		t.Oldest = p.Oldest
 	case siteCallListPage:
 		t.Shown, t.After, t.CanAct, t.FilterFields = len(p.Rows), p.After != "", p.CanAct, p.FilterFields
 	default:
@@ -172,11 +189,14 @@ func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p por
 	status := http.StatusOK
 	q, err := parseListQuery(r.URL.Query())
 	if err == nil {
+		q.Oldest, err = parseOrder(r.URL.Query())
+	}
+	if err == nil {
 		var page ports.QueryPage
 		if page, err = s.notifications(r.Context(), q); err == nil {
 			v.Rows = page.Items
 			if page.Next != "" {
-				v.Next = listURL(q.Filter, page.Next, q.Limit)
+				v.Next = listURL(q.Filter, page.Next, q.Limit, q.Oldest)
 			}
 		}
 	}
@@ -184,18 +204,25 @@ func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p por
 		code, msg := s.classify(r, err)
 		status, v.Error = statusOf[code], msg
 	}
-	v.Filter, v.After = q.Filter, q.After
-	v.Self = listURL(q.Filter, q.After, q.Limit)
-	v.First = listURL(q.Filter, "", q.Limit)
+	v.Filter, v.After, v.Oldest = q.Filter, q.After, q.Oldest
+	v.Self = listURL(q.Filter, q.After, q.Limit, q.Oldest)
+	v.First = listURL(q.Filter, "", q.Limit, q.Oldest)
+	v.SortLink = listURL(q.Filter, "", q.Limit, !q.Oldest)
 	v.FilterFields = filterFields(q.Filter)
+	var counts map[ports.Status]int64
+	if err == nil {
+		counts = s.statusCounts(r.Context(), q.Filter)
+	}
 	for _, st := range ports.CentralStatuses {
-		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st)})
+		n, ok := counts[st]
+		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st), Count: n, Counted: ok})
 	}
 	if k, err := s.kpis(r.Context()); err == nil {
 		v.KPI = &kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: v.SiteCalls}
 	} else {
 		s.log.Warn("page without KPIs", "err", err)
 	}
+	v.Known = s.knownValues(r.Context(), v.KPI)
 	s.render(w, r, status, "notifications", v)
 }
 
@@ -225,13 +252,20 @@ type targetsView struct {
 	// NotAttempted reports a row without target states that no attempt
 	// went to yet.
 	NotAttempted bool
+	// Failed are, on a Parked row, the targets that did not get it, the
+	// failed ones first: the detail shows them above everything else.
+	Failed []ports.TargetState
 }
 
 func newTargetsView(n ports.Notification) targetsView {
 	if len(n.Targets) == 0 {
 		return targetsView{NotAttempted: n.LastAttemptAt.IsZero() && len(n.ResolvedTargets) == 0}
 	}
-	return targetsView{States: n.Targets, Summary: api.TargetsSummary(api.FromTargets(n.Targets))}
+	v := targetsView{States: n.Targets, Summary: api.TargetsSummary(api.FromTargets(n.Targets))}
+	if n.Status == ports.StatusParked {
+		v.Failed = failedTargets(n.Targets)
+	}
+	return v
 }
 
 // pageAction retries or discards from a form: the selected ids (scope=ids),
@@ -299,6 +333,8 @@ type confirmPage struct {
 	Count                                    int64
 	Danger                                   bool
 	FilterFields                             []field
+	// FilterWords restates, one line each, the filter the action acts on.
+	FilterWords []string
 }
 
 // confirmAction shows how many parked rows match f and asks to confirm.
@@ -310,8 +346,9 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 	// The count and the confirmed action see the same rows: those parked
 	// before this instant. A row that parks after the count is left alone.
 	parked := f
+	pinned := false
 	if now := time.Now().UTC().Truncate(time.Microsecond); parked.UpdatedTo == nil || parked.UpdatedTo.After(now) {
-		parked.UpdatedTo = &now
+		parked.UpdatedTo, pinned = &now, true
 	}
 	var n int64
 	if len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked) {
@@ -339,7 +376,7 @@ func (s *Server) confirmAction(w http.ResponseWriter, r *http.Request, p ports.P
 	s.render(w, r, http.StatusOK, "confirm", confirmPage{
 		base: s.newBase(w, r, p, title+" by filter", "notifications"), Heading: title + " by filter", Message: msg,
 		Button: fmt.Sprintf("%s %s", title, human.Count(n, "notification")), Action: "/notifications/" + string(v),
-		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked),
+		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: filterFields(parked), FilterWords: filterWords(parked, pinned),
 	})
 }
 
@@ -360,37 +397,6 @@ func (s *Server) pageDashboard(w http.ResponseWriter, r *http.Request, p ports.P
 		KPI     kpiView
 		Plugins []ports.PluginStatus
 	}{b, kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: b.SiteCalls}, plugins})
-}
-
-func (s *Server) pageLists(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	ls, err := s.cfg.Directory.Lists(r.Context())
-	if err != nil {
-		s.pageError(w, r, p, err)
-		return
-	}
-	for i := range ls {
-		ls[i] = shownList(p, ls[i])
-	}
-	s.render(w, r, http.StatusOK, "lists", struct {
-		base
-		Lists []ports.List
-	}{s.newBase(w, r, p, "Lists", "lists"), ls})
-}
-
-func (s *Server) pageChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	cs, err := s.cfg.Directory.Channels(r.Context())
-	if err != nil {
-		s.pageError(w, r, p, err)
-		return
-	}
-	for i, c := range cs {
-		cs[i] = shownChannel(p, c)
-	}
-	s.render(w, r, http.StatusOK, "channels", struct {
-		base
-		Channels     []ports.ChannelSettings
-		ShowSettings bool
-	}{s.newBase(w, r, p, "Channels", "channels"), cs, p.Role.Allows(ports.RoleAdmin)})
 }
 
 func (s *Server) pageMail(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -467,9 +473,14 @@ func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// listURL is the page's URL for filter f, page after and limit.
-func listURL(f api.Filter, after string, limit int) string {
-	return pageURL("/notifications", f.Values(), after, limit)
+// listURL is the page's URL for filter f, page after and limit, oldest
+// first if oldest.
+func listURL(f api.Filter, after string, limit int, oldest bool) string {
+	v := f.Values()
+	if oldest {
+		v.Set(paramOrder, orderOldest)
+	}
+	return pageURL("/notifications", v, after, limit)
 }
 
 // pageURL is the list at path with the filter's parameters v, page after
@@ -527,12 +538,61 @@ func since(t time.Time) string {
 	return human.Duration(time.Since(t))
 }
 
-// formTime is a filter time as a datetime-local input value.
+// formTimeLayout is how a filter's time field shows a time: as the lists
+// show it (stamp), with a fraction only when it has one, so that a time
+// copied from a row can be typed into a field and a field's value submitted
+// again keeps its filter. api.ParseFilter reads it (and the T form).
+const formTimeLayout = "2006-01-02 15:04:05.999999999"
+
+// formTime is a filter time as its field's value.
 func formTime(t *time.Time) string {
 	if t == nil {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02T15:04")
+	return t.UTC().Format(formTimeLayout)
+}
+
+// ago is how long ago (or, for a future time, how soon) t is from now, in
+// words: "just now", "42 s ago", "3 min ago", "in 5 min", "2 h ago",
+// "3 days ago". app.js computes the same text to keep it current.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < 5*time.Second:
+		return "just now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%d s", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", int(d/time.Minute))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%d h", int(d/time.Hour))
+	default:
+		s = fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// timeTag is t as a <time> element: the relative text (ago), the exact UTC
+// time in its title and its datetime attribute for app.js to refresh the
+// text; — for none.
+func timeTag(t time.Time) template.HTML {
+	if t.IsZero() {
+		return "—"
+	}
+	t = t.UTC()
+	return template.HTML(fmt.Sprintf(`<time datetime="%s" title="%s UTC" data-ago>%s</time>`,
+		t.Format(time.RFC3339Nano), stamp(t), template.HTMLEscapeString(ago(t, time.Now()))))
 }
 
 // prettyJSON indents raw JSON for display.

@@ -53,10 +53,14 @@ func newSiteCallTiles(kpis []ports.SiteCallKPI) siteCallTiles {
 	return t
 }
 
-// opStatusBox is one status checkbox of the site-calls filter form.
+// opStatusBox is one status checkbox of the site-calls filter form, with
+// the count of calls the filter would list with that status (Counted
+// false: unknown).
 type opStatusBox struct {
-	Name ports.OpStatus
-	On   bool
+	Name    ports.OpStatus
+	On      bool
+	Count   int64
+	Counted bool
 }
 
 type siteCallListPage struct {
@@ -73,6 +77,8 @@ type siteCallListPage struct {
 	// FailedSince is the start of the Failed tile's hour, as a filter
 	// value.
 	FailedSince string
+	// KnownSites are the sites the site field offers.
+	KnownSites []string
 }
 
 func (s *Server) pageSiteCalls(w http.ResponseWriter, r *http.Request, p ports.Principal) {
@@ -97,7 +103,17 @@ func (s *Server) pageSiteCalls(w http.ResponseWriter, r *http.Request, p ports.P
 	v.First = siteCallListURL(q.Filter, "", q.Limit)
 	v.FilterFields = siteCallFilterFields(q.Filter)
 	for _, st := range ports.OpStatuses {
-		v.Statuses = append(v.Statuses, opStatusBox{Name: st, On: slices.Contains(q.Filter.Status, st)})
+		b := opStatusBox{Name: st, On: slices.Contains(q.Filter.Status, st)}
+		if err == nil {
+			g := q.Filter
+			g.Status = []ports.OpStatus{st}
+			if n, cerr := s.siteCallCount(r.Context(), g); cerr == nil {
+				b.Count, b.Counted = n, true
+			} else {
+				s.log.Warn("site-call status chip without a count", "status", st, "err", cerr)
+			}
+		}
+		v.Statuses = append(v.Statuses, b)
 	}
 	v.FailedSince = time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
 	if k, err := s.siteCallKPIs(r.Context()); err == nil {
@@ -106,6 +122,7 @@ func (s *Server) pageSiteCalls(w http.ResponseWriter, r *http.Request, p ports.P
 	} else {
 		s.log.Warn("site-calls page without KPIs", "err", err)
 	}
+	v.KnownSites = s.knownValues(r.Context(), nil).Sites
 	s.render(w, r, status, "sitecalls", v)
 }
 
@@ -218,6 +235,7 @@ func (s *Server) confirmSiteCallAction(w http.ResponseWriter, r *http.Request, p
 		base: s.newBase(w, r, p, title+" site calls by filter", "site-calls"), Heading: title + " site calls by filter", Message: msg,
 		Button: fmt.Sprintf("%s %s", title, human.Count(n, "site call")), Action: "/site-calls/" + string(v),
 		Return: back, Count: n, Danger: v == verbDiscard, FilterFields: siteCallFilterFields(parked),
+		FilterWords: siteCallFilterWords(parked),
 	})
 }
 

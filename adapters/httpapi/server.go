@@ -54,6 +54,10 @@ type Config struct {
 	// CheckChannel, when set, checks channel settings against the schema
 	// of the plugin that delivers them before they are stored.
 	CheckChannel func(ctx context.Context, c ports.ChannelSettings) error
+	// ChannelSchema, when set, is the settings schema of the plugin that
+	// delivers channel type typ (ok false when none does): the page's
+	// channel form has one input per setting.
+	ChannelSchema func(typ string) (schema []ChannelSetting, ok bool)
 	// Plugins, when set, reports the channel plugins on the dashboard.
 	Plugins func() []ports.PluginStatus
 	// Mailbox, when set, shows the mails a local SMTP capture received on
@@ -86,8 +90,14 @@ type Config struct {
 	// DefaultOwnTokenRate and DefaultOwnTokenBurst.
 	OwnTokenRate  float64
 	OwnTokenBurst int
-	Logger        *slog.Logger
+	// ListRefresh is how often the Notifications and Site calls lists
+	// refresh themselves in the browser; zero means DefaultListRefresh.
+	ListRefresh time.Duration
+	Logger      *slog.Logger
 }
+
+// DefaultListRefresh is how often a list refreshes itself by default.
+const DefaultListRefresh = 15 * time.Second
 
 // How fast one account may make tokens of its own by default: a login a
 // minute, five at once.
@@ -234,6 +244,7 @@ func (s *Server) routes() {
 	s.pageRoute("GET /notifications/{id}", ports.RoleViewer, s.pageNotification)
 	s.pageRoute("POST /notifications/retry", ports.RoleOperator, s.pageAction(verbRetry))
 	s.pageRoute("POST /notifications/discard", ports.RoleOperator, s.pageAction(verbDiscard))
+	s.pageListRoutes()
 	s.pageRoute("GET /dashboard", ports.RoleViewer, s.pageDashboard)
 	s.pageRoute("GET /lists", ports.RoleViewer, s.pageLists)
 	s.pageRoute("GET /channels", ports.RoleViewer, s.pageChannels)
@@ -247,6 +258,7 @@ func (s *Server) routes() {
 	if s.cfg.SiteCalls != nil {
 		s.siteCallPageRoutes()
 	}
+	s.adminPageRoutes() // admin_pages.go
 	s.hookPageRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, ports.Principal{}, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

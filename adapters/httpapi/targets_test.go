@@ -159,7 +159,11 @@ func TestDetailShowsEachTargetsFate(t *testing.T) {
 	}
 	for _, want := range []string{
 		"3 of 4 delivered",
-		`<tr data-status="Failed"><td class="target-cell"><span class="target">bad@example.com</span></td><td><span class="pill Failed">Failed</span></td>`,
+		`<tr data-status="Failed" class="failed-target"><td class="target-cell"><span class="target">bad@example.com</span></td><td><span class="pill Failed">Failed</span></td>`,
+		// A parked row names the target that failed, with its error, above
+		// everything else, before the row's own last error.
+		`<b>Parked: 1 of 4 targets not delivered</b>
+  <ul><li data-target-status="Failed"><span class="target">bad@example.com</span> <span class="pill Failed">Failed</span> <span class="target-error">550 5.1.1 &lt;b&gt;mailbox&lt;/b&gt; unavailable</span>`,
 		`<span class="target">env:OUTBOX_TEST_HOOK</span></td><td><span class="pill Delivered">Delivered</span>`,
 		`<span class="target">https://hooks.example/…</span></td><td><span class="pill Delivered">Delivered</span>`,
 		"550 5.1.1 &lt;b&gt;mailbox&lt;/b&gt; unavailable",
@@ -169,6 +173,9 @@ func TestDetailShowsEachTargetsFate(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+	if box, last := strings.Index(page, `class="error failed-targets"`), strings.Index(page, `<div class="error">Last error:`); box < 0 || last >= 0 && last < box {
+		t.Errorf("the failed targets come at %d, the row's last error at %d: the failed target's comes first", box, last)
 	}
 	if strings.Contains(page, "PATHSECRET") || strings.Contains(page, "<b>mailbox") || strings.Contains(page, "Resolved targets") {
 		t.Errorf("the page leaks the URL, carries markup from an error, or shows resolved targets beside the states:\n%s", page)

@@ -445,7 +445,14 @@ func TestAdminPages(t *testing.T) {
 			}
 		}
 	}
-	if code, _ := post("id="+id, "/tokens/revoke"); code != http.StatusSeeOther {
+	// The first post asks for a confirmation and revokes nothing.
+	if code, body := post("id="+id, "/tokens/revoke"); code != http.StatusOK || !strings.Contains(body, "Revoke token from-page") {
+		t.Fatalf("revoke on the page, unconfirmed: %d %s", code, body)
+	}
+	if code, _ := e.withToken(secret, http.MethodGet, "/api/v1/me", nil); code != http.StatusOK {
+		t.Fatalf("the page token after an unconfirmed revoke: %d", code)
+	}
+	if code, _ := post("id="+id+"&confirm=yes", "/tokens/revoke"); code != http.StatusSeeOther {
 		t.Fatalf("revoke on the page: %d", code)
 	}
 	if code, _ := e.withToken(secret, http.MethodGet, "/api/v1/me", nil); code != http.StatusUnauthorized {

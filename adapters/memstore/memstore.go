@@ -300,14 +300,26 @@ func (s *Store) Query(ctx context.Context, f ports.Filter, page ports.PageReques
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sortOrder()
-	end := len(s.order)
+	// Newest first walks order down from before the cursor's row, oldest
+	// first up from after it.
+	start, end, step := len(s.order)-1, -1, -1
+	if page.Oldest {
+		start, end, step = 0, len(s.order), 1
+	}
 	if after != nil {
-		end, _ = slices.BinarySearchFunc(s.order, *after, func(r *row, c cursor) int {
+		i, found := slices.BinarySearchFunc(s.order, *after, func(r *row, c cursor) int {
 			return -compareKey(c.created, c.id, r)
 		})
+		start = i - 1
+		if page.Oldest {
+			start = i
+			if found {
+				start = i + 1
+			}
+		}
 	}
 	var p ports.Page
-	for i := end - 1; i >= 0; i-- {
+	for i := start; i != end; i += step {
 		r := s.order[i]
 		if !m.match(r.n) {
 			continue
@@ -432,7 +444,7 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 	var moved []string
 	for _, r := range selected {
 		n := &r.n
-		if n.Status != req.From {
+		if n.Status != req.From || req.Unleased && n.ClaimedUntil.After(now) {
 			continue
 		}
 		n.Status = req.To
@@ -443,6 +455,9 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 			n.RetryCount = 0
 			n.NextAttemptAt = time.Time{}
 			n.LastError = ""
+		}
+		if req.DueNow {
+			n.NextAttemptAt = time.Time{}
 		}
 		s.place(r, time.Time{})
 		moved = append(moved, n.ID)
@@ -602,7 +617,8 @@ func (s *Store) sortOrder() {
 	s.sorted = true
 }
 
-// cursor is the position after which a page starts, going newest first.
+// cursor is the position after which a page starts, in the order of the
+// query (newest or oldest first).
 type cursor struct {
 	created time.Time
 	id      string

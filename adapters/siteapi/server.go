@@ -27,6 +27,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -625,15 +626,15 @@ func (s *Server) forwardError(method, addr string, err error) error {
 func (s *Server) toStatus(method string, err error) error {
 	switch {
 	case errors.Is(err, ports.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.InvalidArgument, errtext.Sentence(err))
 	case errors.Is(err, ports.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
+		return status.Error(codes.NotFound, errtext.Sentence(err))
 	case errors.Is(err, ports.ErrConflict):
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(codes.FailedPrecondition, errtext.Sentence(err))
 	case errors.Is(err, ports.ErrUnauthenticated):
-		return status.Error(codes.Unauthenticated, err.Error())
+		return status.Error(codes.Unauthenticated, errtext.Sentence(err))
 	case errors.Is(err, ports.ErrUnavailable):
-		return status.Error(codes.Unavailable, err.Error())
+		return status.Error(codes.Unavailable, errtext.Sentence(err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	case errors.Is(err, context.Canceled):

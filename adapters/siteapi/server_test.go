@@ -247,8 +247,9 @@ func TestErrorMapping(t *testing.T) {
 		code codes.Code
 		text string
 	}{
+		// The message is one sentence: the code says "invalid" (errtext).
 		{"invalid", fmt.Errorf("subject: longer than 255 bytes: %w", ports.ErrInvalid), codes.InvalidArgument,
-			"subject: longer than 255 bytes: invalid input"},
+			"subject: longer than 255 bytes"},
 		{"unavailable", fmt.Errorf("no raft leader: %w", ports.ErrUnavailable), codes.Unavailable, "no raft leader"},
 		{"unauthenticated", fmt.Errorf("central refused the site: %w", ports.ErrUnauthenticated), codes.Unauthenticated,
 			"central refused the site"},

@@ -51,8 +51,9 @@ type dialect interface {
 	// from is the table of a read that SQLite must be told the index of
 	// (bun.Ident("notifications") elsewhere).
 	from(index string) schema.QueryAppender
-	// after is the keyset condition of the rows after c, newest first.
-	after(q *bun.SelectQuery, c cursor) *bun.SelectQuery
+	// after is the keyset condition of the rows after c, newest first, or
+	// oldest first if oldest.
+	after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery
 	// subjectContains is the condition of Filter.Subject: the subject holds
 	// keyword, ignoring the case of ASCII letters only.
 	subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder

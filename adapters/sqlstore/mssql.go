@@ -65,7 +65,10 @@ func (mssqlDialect) returned(col string) string { return `inserted."` + col + `"
 func (mssqlDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }
 
 // after spells the row comparison out: T-SQL has none.
-func (mssqlDialect) after(q *bun.SelectQuery, c cursor) *bun.SelectQuery {
+func (mssqlDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
+	if oldest {
+		return q.Where(`("created_at" > ? OR ("created_at" = ? AND "id" > ?))`, at(c.createdAt), at(c.createdAt), c.id)
+	}
 	return q.Where(`("created_at" < ? OR ("created_at" = ? AND "id" < ?))`, at(c.createdAt), at(c.createdAt), c.id)
 }
 

@@ -398,11 +398,15 @@ func (s *Notifications) filtered(f ports.Filter, c *candidates) *bun.SelectQuery
 }
 
 // listQuery selects up to limit rows of f after the cursor, newest first
-// (created_at DESC, id DESC), by keyset.
-func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *candidates) *bun.SelectQuery {
+// (created_at DESC, id DESC) or if oldest oldest first (both ASC), by
+// keyset: either order reads the same index, one way or the other.
+func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *candidates, oldest bool) *bun.SelectQuery {
 	q := s.filtered(f, c)
 	if after != nil {
-		q = s.d.after(q, *after)
+		q = s.d.after(q, *after, oldest)
+	}
+	if oldest {
+		return q.OrderExpr(`"created_at" ASC, "id" ASC`).Limit(int64(limit))
 	}
 	return q.OrderExpr(`"created_at" DESC, "id" DESC`).Limit(int64(limit))
 }
@@ -433,7 +437,7 @@ func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.Pa
 	if c != nil && len(c.rowids) == 0 {
 		return ports.Page{Items: []ports.Notification{}}, nil // no subject holds the keyword
 	}
-	rs, err := s.listQuery(f, after, page.Limit+1, c).Rows(ctx)
+	rs, err := s.listQuery(f, after, page.Limit+1, c, page.Oldest).Rows(ctx)
 	if err != nil {
 		return ports.Page{}, s.fail("query", err)
 	}
@@ -627,8 +631,13 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 		Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`)
 	if req.Reset {
 		q = q.Set(`"retry_count" = 0`).Set(`"next_attempt_at" = NULL`).Set(`"last_error" = ?`, "")
+	} else if req.DueNow {
+		q = q.Set(`"next_attempt_at" = NULL`)
 	}
 	q = q.Where(`"status" = ?`, req.From)
+	if req.Unleased {
+		q = q.Where(`("claimed_until" IS NULL OR "claimed_until" <= ?)`, at(req.Now))
+	}
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
 	} else {

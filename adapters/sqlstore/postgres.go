@@ -125,7 +125,10 @@ func (pgDialect) returned(col string) string     { return `"` + col + `"` }
 
 func (pgDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }
 
-func (pgDialect) after(q *bun.SelectQuery, c cursor) *bun.SelectQuery {
+func (pgDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
+	if oldest {
+		return q.Where(`("created_at", "id") > (?, ?)`, at(c.createdAt), c.id)
+	}
 	return q.Where(`("created_at", "id") < (?, ?)`, at(c.createdAt), c.id)
 }
 

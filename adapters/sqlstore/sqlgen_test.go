@@ -298,7 +298,7 @@ func TestMSSQLReads(t *testing.T) {
 		{"subject", ports.Filter{Subject: `50%_Off [x] it's É`}, `("subject" COLLATE Latin1_General_100_BIN2 LIKE N'%50\%\_[oO][fF][fF] \[[xX]] [iI][tT]''[sS] É%' ESCAPE '\')`},
 	}
 	for _, tc := range filters {
-		sql := render(t, "query "+tc.name, s.listQuery(tc.f, nil, 51, nil))
+		sql := render(t, "query "+tc.name, s.listQuery(tc.f, nil, 51, nil, false))
 		mustContain(t, "query "+tc.name, sql, `SELECT `+cols+` FROM "notifications" AS "n"`, tc.want,
 			`ORDER BY "created_at" DESC, "id" DESC OFFSET 0 ROWS FETCH NEXT 51 ROWS ONLY`)
 		sql = render(t, "count "+tc.name, s.countQuery(tc.f, nil))
@@ -307,8 +307,11 @@ func TestMSSQLReads(t *testing.T) {
 			mustContain(t, "count "+tc.name, sql, tc.want)
 		}
 	}
-	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil)),
+	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil, false)),
 		`WHERE (("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc')))`)
+	mustContain(t, "query after, oldest first", render(t, "query after, oldest first", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil, true)),
+		`WHERE (("created_at" > `+ts+` OR ("created_at" = `+ts+` AND "id" > N'abc')))`,
+		`ORDER BY "created_at" ASC, "id" ASC OFFSET 0 ROWS FETCH NEXT 10 ROWS ONLY`)
 
 	mustContain(t, "kpis", render(t, "kpis", s.kpisQuery(ports.KPIRequest{StuckBefore: at, DeliveredSince: at})),
 		`SELECT 0 AS "kind", "source_site", "status", COUNT_BIG(*) AS "n", SUM(CASE WHEN "created_at" < `+ts+` THEN 1 ELSE 0 END) AS "stuck"`,
@@ -327,6 +330,12 @@ func TestMSSQLWrites(t *testing.T) {
 		`UPDATE "notifications" SET "status" = N'Pending', "updated_at" = CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), "claimed_by" = NULL`,
 		`"retry_count" = 0, "next_attempt_at" = NULL, "last_error" = N''`,
 		` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
+	mustContain(t, "transition due now", render(t, "transition due now", s.transitionQuery(ports.TransitionRequest{
+		Selection: ports.Selection{IDs: []string{"a"}},
+		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at, DueNow: true, Unleased: true,
+	})),
+		`"claimed_until" = NULL, "next_attempt_at" = NULL OUTPUT inserted."id" WHERE ("status" = N'Retrying')`,
+		`AND (("claimed_until" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
 	sql := render(t, "transition filter", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
 		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,

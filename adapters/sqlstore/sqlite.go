@@ -354,7 +354,10 @@ func (sqliteDialect) from(index string) schema.QueryAppender {
 	return bun.Safe(`"notifications" INDEXED BY "` + index + `"`)
 }
 
-func (sqliteDialect) after(q *bun.SelectQuery, c cursor) *bun.SelectQuery {
+func (sqliteDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
+	if oldest {
+		return q.Where(`("created_at", "id") > (?, ?)`, at(c.createdAt), c.id)
+	}
 	return q.Where(`("created_at", "id") < (?, ?)`, at(c.createdAt), c.id)
 }
 

@@ -444,7 +444,7 @@ func TestSubjectBackfillSQLite(t *testing.T) {
 // table is cheaper to scan).
 func explainUsesTrigram(t *testing.T, s *DB, keyword string) bool {
 	t.Helper()
-	q := s.Notifications().listQuery(ports.Filter{Subject: keyword}, nil, 51, nil).String()
+	q := s.Notifications().listQuery(ports.Filter{Subject: keyword}, nil, 51, nil, false).String()
 	ctx := context.Background()
 	conn, err := s.reader().Conn(ctx)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -64,7 +65,7 @@ func setupWith[C any](sc schema[C], name, summary string, args, environ []string
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nEvery setting can also be set in the file or the environment (OUTBOX_*);\nflags override the environment, which overrides the file. configs/README.md\ndescribes every setting.\n")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, nil, exitOK, false
 		}
@@ -85,7 +86,7 @@ func setupWith[C any](sc schema[C], name, summary string, args, environ []string
 		}
 		return nil, nil, exitUsage, false
 	}
-	logger = newLogger(sc.log(l.Cfg), stderr, isTerminal(stderr))
+	logger = loggerFor(sc.log(l.Cfg), stderr, environ)
 	for _, w := range l.Warnings {
 		logger.Warn(w)
 	}
@@ -128,7 +129,9 @@ and exits. The first argument is the action:
 // runMigrate is `outbox migrate [up|down|status]`.
 func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	action := "up"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	// A completion probe learns the actions, then the flags (setup).
+	cli.Subcommands(stdout, args, "up", "down", "status")
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != cli.Probe {
 		action, args = args[0], args[1:]
 	}
 	switch action {

@@ -26,6 +26,7 @@ import (
 	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -128,7 +129,7 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
 		set.PrintDefaults()
 	}
-	if err := set.Parse(args); err != nil {
+	if err := cli.Parse(set, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -173,7 +174,7 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 		printConfigError(stderr, "outbox dev", err)
 		return exitUsage
 	}
-	logger := newLogger(f.log, stderr, isTerminal(stderr))
+	logger := loggerFor(f.log, stderr, environ)
 	if err := dev(ctx, f, environ, stdout, logger); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			logger.Info("outbox dev stopped while starting", "reason", context.Cause(ctx))

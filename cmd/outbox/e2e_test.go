@@ -637,3 +637,23 @@ func insertAndWait(t *testing.T, p *proc, dir string, n ports.Notification, stat
 	})
 	return got
 }
+
+// TestPluginDescribeShowsKinds: outbox plugin describe runs the built-in
+// email channel as a plugin process and prints each setting with its kind
+// (the kind the page's channel form follows), its default and its values.
+func TestPluginDescribeShowsKinds(t *testing.T) {
+	code, out := runToEnd(t, t.TempDir(), childEnv(), "plugin", "describe", "email")
+	if code != 0 {
+		t.Fatalf("outbox plugin describe email: exit %d\n%s", code, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^  port .*default 587 for starttls, 465 for implicit, 25 for none; a number$`),
+		regexp.MustCompile(`(?m)^  connect_timeout .*default 10s; a duration$`),
+		regexp.MustCompile(`(?m)^  scopes .*a list$`),
+		regexp.MustCompile(`(?m)^  tls .*one of none, starttls, implicit$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("the description lacks %s:\n%s", want, out)
+		}
+	}
+}

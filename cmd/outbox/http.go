@@ -287,6 +287,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 			}
 			return o.host.ValidateSettings(c.Type, c.Settings)
 		},
+		ChannelSchema:  func(typ string) ([]httpapi.ChannelSetting, bool) { return channelSchema(o.host, typ) },
 		Plugins:        o.host.Status,
 		Public:         public,
 		SecureCookies:  t != nil,
@@ -354,6 +355,20 @@ func capturedMails(c *smtpcapture.Server) []httpapi.Mail {
 		out[i] = httpapi.Mail{At: m.At, From: m.From, To: m.To, Subject: subject, Body: body}
 	}
 	return out
+}
+
+// channelSchema is the settings schema the plugin of typ describes, as the
+// page's channel form takes it; ok is false when no plugin delivers typ.
+func channelSchema(h *pluginhost.Host, typ string) (schema []httpapi.ChannelSetting, ok bool) {
+	d, err := h.Describe(typ)
+	if err != nil {
+		return nil, false
+	}
+	for _, st := range d.Settings {
+		schema = append(schema, httpapi.ChannelSetting{Name: st.Name, Description: st.Description, Required: st.Required,
+			Secret: st.Secret, Default: st.Default, Allowed: st.Allowed, Kind: string(st.Kind)})
+	}
+	return schema, true
 }
 
 // capturedHooks is the webhook capture's requests as the page shows them.

@@ -116,7 +116,7 @@ http:
 	}
 	// An operator token may not manage users.
 	code, out = runToEnd(t, dir, env, "users", "list")
-	if code != exitFailure || !strings.Contains(out, "forbidden") {
+	if code != exitFailure || !strings.Contains(out, "this needs the admin role") {
 		t.Fatalf("outbox users list as operator: %d\n%s", code, out)
 	}
 

@@ -7,23 +7,33 @@ import (
 
 	"github.com/lmittmann/tint"
 
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/logmask"
 )
 
 // newLogger builds the process logger writing to w. Format auto picks tinted
 // text when w is a terminal and JSON otherwise; text and json force one.
+// The text is coloured only when color is true (see loggerFor: a terminal,
+// and NO_COLOR unset).
 // Every handler is wrapped in logmask's, so e-mail addresses and secrets
 // never reach the output.
-func newLogger(cfg LogConfig, w io.Writer, terminal bool) *slog.Logger {
+func newLogger(cfg LogConfig, w io.Writer, terminal, color bool) *slog.Logger {
 	level := parseLevel(cfg.Level)
 	var h slog.Handler
 	switch {
 	case cfg.Format == "json" || cfg.Format != "text" && !terminal:
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 	default:
-		h = tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !terminal})
+		h = tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !color})
 	}
 	return slog.New(logmask.New(h))
+}
+
+// loggerFor is newLogger for the process's stderr: auto is text on a
+// terminal, coloured unless NO_COLOR is set non-empty.
+func loggerFor(cfg LogConfig, stderr io.Writer, environ []string) *slog.Logger {
+	terminal := isTerminal(stderr)
+	return newLogger(cfg, stderr, terminal, cli.Color(environ, terminal))
 }
 
 // parseLevel maps a validated log.level to a slog.Level.

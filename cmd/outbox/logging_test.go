@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 )
 
 // TestLoggerMasks: every logger the binary builds, in every format, is
@@ -14,7 +16,7 @@ func TestLoggerMasks(t *testing.T) {
 	for _, format := range []string{"json", "text"} {
 		for _, terminal := range []bool{false, true} {
 			var buf bytes.Buffer
-			newLogger(LogConfig{Level: "info", Format: format}, &buf, terminal).With("api_token", "tok-123").
+			newLogger(LogConfig{Level: "info", Format: format}, &buf, terminal, terminal).With("api_token", "tok-123").
 				Info("sending to alice@example.com", "password", "hunter2", "err", errors.New("550 bob@example.org unavailable"))
 			out := buf.String()
 			for _, s := range []string{"alice@example.com", "tok-123", "hunter2", "bob@example.org"} {
@@ -33,30 +35,35 @@ func TestLogFormats(t *testing.T) {
 	tests := []struct {
 		format   string
 		terminal bool
+		environ  []string
 		json     bool
 		color    bool
 	}{
-		{"auto", false, true, false},
-		{"auto", true, false, true},
-		{"json", true, true, false},
-		{"text", false, false, false},
-		{"text", true, false, true},
+		{"auto", false, nil, true, false},
+		{"auto", true, nil, false, true},
+		{"auto", true, []string{"NO_COLOR=1"}, false, false},
+		{"json", true, nil, true, false},
+		{"text", false, nil, false, false},
+		{"text", true, nil, false, true},
+		{"text", true, []string{"TERM=xterm", "NO_COLOR=true"}, false, false},
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		newLogger(LogConfig{Level: "info", Format: tt.format}, &buf, tt.terminal).Info("central started", "node_id", "n1")
+		// As loggerFor decides for the process's stderr.
+		newLogger(LogConfig{Level: "info", Format: tt.format}, &buf, tt.terminal, cli.Color(tt.environ, tt.terminal)).
+			Info("central started", "node_id", "n1")
 		out := buf.String()
 		isJSON := json.Valid(bytes.TrimSpace(buf.Bytes()))
 		hasColor := strings.Contains(out, "\x1b[")
 		if isJSON != tt.json || hasColor != tt.color || !strings.Contains(out, "central started") {
-			t.Errorf("format %s terminal %v: json %v color %v: %q", tt.format, tt.terminal, isJSON, hasColor, out)
+			t.Errorf("format %s terminal %v %q: json %v color %v: %q", tt.format, tt.terminal, tt.environ, isJSON, hasColor, out)
 		}
 	}
 }
 
 func TestLogLevel(t *testing.T) {
 	var buf bytes.Buffer
-	l := newLogger(LogConfig{Level: "warn", Format: "json"}, &buf, false)
+	l := newLogger(LogConfig{Level: "warn", Format: "json"}, &buf, false, false)
 	l.Info("hidden")
 	l.Warn("shown")
 	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "shown") {

@@ -20,7 +20,8 @@
 //	                                        a site's cached calls and writes
 //	outbox plugin serve|list|describe|deliver ...
 //	                                        serve, list, describe or try a channel plugin
-//	outbox version                          print the version
+//	outbox version [-json]                  print the version, source revision and Go version
+//	outbox completion bash|zsh|fish         print a shell completion script
 //	outbox help [command]                   show help
 //
 // The operator commands, against central's API (OUTBOX_SERVER, OUTBOX_TOKEN):
@@ -37,8 +38,12 @@
 //	outbox tokens list|create|delete ...    API tokens (admin)
 //	outbox audit                            the admin audit log (admin)
 //
+// Flags are the flag package's (-name value, also written --name) and may
+// come before or after the arguments; "--" ends them (internal/cli).
+//
 // Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
-// configuration.
+// configuration, 3 a bulk retry or discard without -yes that only showed
+// what it would do.
 package main
 
 import (
@@ -49,7 +54,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -57,6 +61,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/siteline/outbox/adapters/harden"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/opscli"
 )
 
@@ -92,6 +97,9 @@ type command struct {
 	// (harden.Undumpable). `outbox plugin serve` does the same through
 	// channel.Serve, as every plugin built with the SDK does.
 	hardened bool
+	// hidden commands are left out of the usage, suggestions and
+	// completion (__complete, which the completion scripts call).
+	hidden bool
 	// helpArgs make run print the command's help on its stdout or stderr;
 	// "outbox help NAME" sends both to stdout.
 	helpArgs []string
@@ -123,8 +131,11 @@ func init() {
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
 			return runPlugin(ctx, args, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
-		{name: "version", aliases: []string{"-version", "--version"}, run: runVersion,
-			summary: "print the version"},
+		{name: "version", aliases: []string{"-version", "--version"}, helpArgs: []string{"-h"}, run: runVersion,
+			summary: "print the version, the source revision it was built from and the Go version"},
+		{name: "completion", helpArgs: []string{"-h"}, run: runCompletion,
+			summary: "print a shell completion script: bash, zsh or fish"},
+		{name: "__complete", hidden: true, run: runComplete},
 		{name: "help", aliases: []string{"-h", "-help", "--help"}, run: runHelp,
 			summary: "show this help, or \"outbox help <command>\" for a command's flags"},
 
@@ -238,9 +249,8 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 }
 
 // runVersion is `outbox version`.
-func runVersion(_ context.Context, _ []string, p stdio) int {
-	fmt.Fprintf(p.stdout, "outbox %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return exitOK
+func runVersion(_ context.Context, args []string, p stdio) int {
+	return writeVersion(args, p.stdout, p.stderr)
 }
 
 // runHelp is `outbox help [command]`.
@@ -248,6 +258,9 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 	if len(args) == 0 {
 		usage(p.stdout)
 		return exitOK
+	}
+	if cli.Subcommands(p.stdout, args, commandNames()...) || cli.Probing(args) {
+		return exitOK // a completion probe: the commands, or nothing below them
 	}
 	c, ok := lookup(args[0])
 	if !ok {
@@ -265,57 +278,37 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 }
 
 // didYouMean names the command closest to a mistyped one, "" when none is
-// close: within two edits, or a prefix of one command only.
+// close (cli.Suggest).
 func didYouMean(name string) string {
-	best, bestDist, prefixed := "", 3, []string{}
-	for _, c := range commands {
-		if d := editDistance(name, c.name); d < bestDist {
-			best, bestDist = c.name, d
-		}
-		if len(name) >= 2 && strings.HasPrefix(c.name, name) {
-			prefixed = append(prefixed, c.name)
-		}
-	}
-	if best == "" && len(prefixed) == 1 {
-		best = prefixed[0]
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return cli.SuggestionText("", name, commandNames())
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+// commandNames are the names of the table's commands, hidden ones aside.
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		if !c.hidden {
+			names = append(names, c.name)
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return names
 }
 
 // usage writes the binary's help: the commands of the table.
 func usage(w io.Writer) {
 	fmt.Fprint(w, "Usage: outbox <command> [flags]\n\nCommands:\n")
-	listCommands(w, false, 10)
+	listCommands(w, false, 12)
 	fmt.Fprint(w, "\nOperator commands (against central's API; OUTBOX_SERVER, OUTBOX_TOKEN):\n")
 	listCommands(w, true, 15)
 	fmt.Fprint(w, `
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.
-configs/README.md describes every setting.
+configs/README.md describes every setting. Flags may follow the arguments;
+-- ends them. NO_COLOR=1 turns colour off.
+
+Exit codes: 0 success, 1 failure, 2 bad usage or an invalid configuration,
+3 a bulk retry or discard without -yes (it showed the count, did nothing).
+Shell completion: "outbox help completion".
 `)
 }
 
@@ -323,7 +316,7 @@ configs/README.md describes every setting.
 // with its summary at column 2+width.
 func listCommands(w io.Writer, operator bool, width int) {
 	for _, c := range commands {
-		if c.operator != operator {
+		if c.operator != operator || c.hidden {
 			continue
 		}
 		lines := strings.Split(c.summary, "\n")

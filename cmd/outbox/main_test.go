@@ -80,6 +80,9 @@ func TestEveryCommandHasHelpAndADoc(t *testing.T) {
 	}
 	doc, _, _ := strings.Cut(string(src), "\npackage main")
 	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
 		if !regexp.MustCompile(`(?m)^  ` + c.name + ` +\S`).MatchString(usageText) {
 			t.Errorf("the usage does not list %s:\n%s", c.name, usageText)
 		}

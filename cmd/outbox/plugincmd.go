@@ -17,6 +17,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/plugins/builtin"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 	"github.com/siteline/outbox/ports"
@@ -41,6 +42,12 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(args) == 0 {
 		fmt.Fprint(stderr, pluginUsage)
 		return exitUsage
+	}
+	if cli.Subcommands(stdout, args, "serve", "list", "describe", "deliver") {
+		return exitOK
+	}
+	if cmd := args[0]; cli.Probing(args[1:]) && cmd != "deliver" {
+		return exitOK // no flags: serve, list and describe take a plugin's name only
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
@@ -76,7 +83,8 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprint(stdout, pluginUsage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "outbox plugin: unknown command %q\n\n%s", cmd, pluginUsage)
+		fmt.Fprintf(stderr, "outbox plugin: unknown command %q%s\n\n%s", cmd,
+			cli.SuggestionText("", cmd, []string{"serve", "list", "describe", "deliver"}), pluginUsage)
 		return exitUsage
 	}
 }
@@ -101,7 +109,7 @@ func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, st
 		}
 		p = pluginhost.Plugin{Type: arg, Command: exe, Args: []string{"plugin", "serve", arg}}
 	}
-	logger := newLogger(LogConfig{Level: "warn", Format: "auto"}, stderr, isTerminal(stderr))
+	logger := loggerFor(LogConfig{Level: "warn", Format: "auto"}, stderr, os.Environ())
 	// The references on this command line are the operator's own, as in
 	// the configuration file: relative to the working directory, unlimited.
 	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second,
@@ -144,6 +152,9 @@ func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) i
 		if len(s.Allowed) > 0 {
 			flags = append(flags, "one of "+strings.Join(s.Allowed, ", "))
 		}
+		if s.Kind != channel.KindText {
+			flags = append(flags, "a "+string(s.Kind))
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, s.Description, strings.Join(flags, "; "))
 	}
 	_ = tw.Flush()
@@ -169,7 +180,7 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprint(fs.Output(), "Usage: outbox plugin deliver [flags] PLUGIN\n\nStarts the plugin as central does and makes one delivery through it. Exits 0\nwhen it answers Success. The plugin gets the default delivery network policy\nplus -allow and -deny: a target on loopback (127.0.0.1) needs -allow 127.0.0.1.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/siteline/outbox/adapters/siteapi"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/core"
 )
 
@@ -49,6 +50,8 @@ const siteGCPercent = 200
 
 // runSite is `outbox site`.
 func runSite(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	// A completion probe learns recover, then the flags (setupWith).
+	cli.Subcommands(stdout, args, "recover")
 	if len(args) > 0 && args[0] == "recover" {
 		return runSiteRecover(args[1:], environ, stdout, stderr)
 	}
@@ -341,7 +344,7 @@ func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: outbox site recover -config FILE -yes\n\n%s\n\nFlags:\n", recoverRisk)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -352,7 +355,7 @@ func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, "outbox site recover", err)
 		return exitUsage
 	}
-	logger := newLogger(l.Cfg.Log, stderr, isTerminal(stderr))
+	logger := loggerFor(l.Cfg.Log, stderr, environ)
 	rc, err := siteRaftConfig(l.Cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox site recover: %v\n", err)

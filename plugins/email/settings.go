@@ -61,7 +61,7 @@ var errSettings = errors.New("invalid email settings")
 var schema = []channel.Setting{
 	{Name: settingHost, Required: true,
 		Description: "Host name or IP address of the SMTP server."},
-	{Name: settingPort, Default: "587 for starttls, 465 for implicit, 25 for none",
+	{Name: settingPort, Kind: channel.KindNumber, Default: "587 for starttls, 465 for implicit, 25 for none",
 		Description: "TCP port of the SMTP server."},
 	{Name: settingTLS, Default: tlsStartTLS, Allowed: []string{tlsNone, tlsStartTLS, tlsImplicit},
 		Description: "Transport security: none (plain text), starttls (upgrade a plain connection, " +
@@ -81,16 +81,16 @@ var schema = []channel.Setting{
 		Description: "xoauth2: the OAuth2 client id."},
 	{Name: settingClientSecret, Secret: true,
 		Description: "xoauth2: the OAuth2 client secret."},
-	{Name: settingScopes,
+	{Name: settingScopes, Kind: channel.KindList,
 		Description: "xoauth2: comma-separated OAuth2 scopes to request."},
 	{Name: settingTLSCAFile,
 		Description: "PEM file of the CA certificates to trust instead of the system's (a private CA). " +
 			"It is read when a connection pool is set up."},
 	{Name: settingTLSServerName, Default: "the host",
 		Description: "Name expected in the server's certificate."},
-	{Name: settingPoolSize, Default: strconv.Itoa(defaultPoolSize),
+	{Name: settingPoolSize, Kind: channel.KindNumber, Default: strconv.Itoa(defaultPoolSize),
 		Description: "Most SMTP connections open at once; idle ones are kept open for reuse (1 to 64)."},
-	{Name: settingConnectTimeout, Default: defaultConnectTimeout.String(),
+	{Name: settingConnectTimeout, Kind: channel.KindDuration, Default: defaultConnectTimeout.String(),
 		Description: "Go duration bounding the connection set-up and every SMTP exchange; " +
 			"the delivery's own deadline applies as well."},
 }

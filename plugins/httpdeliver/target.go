@@ -63,6 +63,7 @@ const DefaultTimeout = 30 * time.Second
 func TimeoutSetting() channel.Setting {
 	return channel.Setting{
 		Name: TimeoutSettingName,
+		Kind: channel.KindDuration,
 		Description: "Longest wait for one target's answer, as a Go duration (\"10s\", \"1m30s\"). " +
 			"The attempt's own deadline still applies.",
 		Default: DefaultTimeout.String(),

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -359,6 +360,53 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkIDs(t, "page 3 after newer inserts", want[20:], idsOf(p3.Items))
 		if p3.Next != "" {
 			t.Errorf("Next = %q on the page with the last row", p3.Next)
+		}
+	})
+
+	t.Run("OldestFirstPagesByKeyset", func(t *testing.T) {
+		s := newHarness(t).Store
+		var ns []ports.Notification
+		for i := range 25 {
+			ns = append(ns, NewNotification(BaseTime.Add(time.Duration(i)*time.Second)))
+		}
+		// Two rows of one instant are ordered by id, in both orders.
+		twin := NewNotification(BaseTime.Add(7 * time.Second))
+		ns = append(ns, twin)
+		mustInsert(t, s, ns...)
+		want := slices.Clone(ns)
+		slices.SortFunc(want, func(a, b ports.Notification) int {
+			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		})
+		oldest := idsOf(want)
+		newest := slices.Clone(oldest)
+		slices.Reverse(newest)
+		for _, tc := range []struct {
+			name   string
+			oldest bool
+			want   []string
+		}{{"newest first", false, newest}, {"oldest first", true, oldest}} {
+			var got []string
+			after := ""
+			for page := 0; ; page++ {
+				p, err := s.Query(t.Context(), ports.Filter{}, ports.PageRequest{Limit: 10, After: after, Oldest: tc.oldest})
+				if err != nil {
+					t.Fatalf("%s: Query page %d: %v", tc.name, page, err)
+				}
+				got = append(got, idsOf(p.Items)...)
+				if p.Next == "" {
+					break
+				}
+				if page > 5 {
+					t.Fatalf("%s: more pages than rows", tc.name)
+				}
+				// A row older than every other arrives between the pages:
+				// oldest first, the cursor does not shift for it either.
+				if page == 0 && tc.oldest {
+					mustInsert(t, s, NewNotification(BaseTime.Add(-time.Hour)))
+				}
+				after = p.Next
+			}
+			checkIDs(t, tc.name, tc.want, got)
 		}
 	})
 

@@ -223,6 +223,51 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkSame(t, "row moved by filter", b, mustGet(t, s, b.ID))
 	})
 
+	t.Run("DueNowAndUnleased", func(t *testing.T) {
+		// An operator's Retry now of Retrying rows: the row waiting for its
+		// next attempt becomes due at once, keeping its retry count and
+		// error; the row a dispatcher holds is left to its lease, until the
+		// lease expires.
+		s := newHarness(t).Store
+		retrying := func(created, next time.Time) ports.Notification {
+			n := NewNotification(created)
+			n.Status = ports.StatusRetrying
+			n.RetryCount = 3
+			n.LastError = "smtp: 421 try later"
+			n.NextAttemptAt = next
+			return n
+		}
+		waiting := retrying(BaseTime, now.Add(time.Hour))
+		held := retrying(BaseTime.Add(time.Second), now.Add(-time.Minute))
+		mustInsert(t, s, waiting, held)
+		got := mustClaim(t, s, ports.ClaimRequest{Owner: "node-a/1", Now: now, Lease: time.Hour, Limit: 10})
+		if len(got) != 1 || got[0].ID != held.ID {
+			t.Fatalf("claimed %v, want the due row %s only", idsOf(got), held.ID)
+		}
+		held = mustGet(t, s, held.ID)
+		moved := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{waiting.ID, held.ID}},
+			From: ports.StatusRetrying, To: ports.StatusRetrying, Now: now.Add(time.Minute), DueNow: true, Unleased: true})
+		checkIDs(t, "made due", []string{waiting.ID}, moved)
+		want := waiting
+		want.NextAttemptAt = time.Time{}
+		want.UpdatedAt = now.Add(time.Minute)
+		checkSame(t, "row made due (retry count and error kept)", want, mustGet(t, s, waiting.ID))
+		checkSame(t, "leased row", held, mustGet(t, s, held.ID))
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "node-b/1", Now: now.Add(2 * time.Minute), Lease: time.Minute, Limit: 10}); len(got) != 1 || got[0].ID != waiting.ID {
+			t.Fatalf("after Retry now a claim takes %v, want the row made due", idsOf(got))
+		}
+
+		// Once the lease has expired, the row is an operator's to park.
+		parked := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{held.ID}},
+			From: ports.StatusRetrying, To: ports.StatusParked, Now: now.Add(2 * time.Hour), Unleased: true})
+		checkIDs(t, "parked after the lease", []string{held.ID}, parked)
+		want = held
+		want.Status = ports.StatusParked
+		want.UpdatedAt = now.Add(2 * time.Hour)
+		want.ClaimedBy, want.ClaimedUntil = "", time.Time{}
+		checkSame(t, "parked row (retry fields kept)", want, mustGet(t, s, held.ID))
+	})
+
 	t.Run("KeepsTargets", func(t *testing.T) {
 		// An operator's Retry and Discard move a row the dispatcher parked
 		// with its targets' states: the states stay as recorded (the core

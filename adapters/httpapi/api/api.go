@@ -346,8 +346,9 @@ func (f Filter) IsZero() bool {
 
 // ParseFilter reads a Filter from query parameters. A status may be given
 // repeatedly or comma-separated, in any letter case; times are RFC 3339 or a
-// date (2006-01-02, midnight UTC) or a local datetime from an HTML form
-// (2006-01-02T15:04, read as UTC). Empty values do not filter. Unknown
+// date (2006-01-02, midnight UTC) or a time without a zone, read as UTC
+// (2006-01-02 15:04:05 as the page shows it, or 2006-01-02T15:04; seconds
+// optional). Empty values do not filter. Unknown
 // statuses and unreadable times are errors naming the parameter.
 func ParseFilter(v url.Values) (Filter, error) {
 	var f Filter
@@ -432,8 +433,12 @@ func (f Filter) PortsFilter() (pf ports.Filter, stuckOnly bool) {
 	}, f.Stuck
 }
 
-// timeLayouts are the accepted forms of a time parameter, most precise first.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
+// timeLayouts are the accepted forms of a time parameter, most precise
+// first: RFC 3339, and UTC without a zone with a T or a space between date
+// and time (the page shows times as "2006-01-02 15:04:05" and its filter
+// fields take them as shown), seconds optional, or a date alone.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04",
+	"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
 
 func parseTimeParam(v url.Values, key string) (*time.Time, error) {
 	s := strings.TrimSpace(v.Get(key))
@@ -446,7 +451,7 @@ func parseTimeParam(v url.Values, key string) (*time.Time, error) {
 			return &t, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: %q is not a time (RFC 3339 such as 2026-01-02T15:04:05Z, or a date 2026-01-02)", key, clip(s))
+	return nil, fmt.Errorf("%s: %q is not a time (UTC as the page shows it, 2026-01-02 15:04:05, seconds optional; RFC 3339 such as 2026-01-02T15:04:05Z; or a date 2026-01-02)", key, clip(s))
 }
 
 func formatTime(t *time.Time) string {

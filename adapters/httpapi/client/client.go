@@ -134,12 +134,14 @@ type Error struct {
 	Message string
 }
 
-// Error returns "code: message".
+// Error returns the server's message, a sentence for people; the code
+// (for machines) when there is none. The code is not repeated before the
+// message: the message says it ("notification X not found").
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return e.Code
 	}
-	return e.Code + ": " + e.Message
+	return e.Message
 }
 
 // Is maps the error's code to the ports' sentinels: errors.Is(err,

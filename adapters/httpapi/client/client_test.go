@@ -322,7 +322,8 @@ func TestOpsClientErrorsMapToSentinels(t *testing.T) {
 			if ae.Status != tc.status || ae.Code != tc.code || ae.Message != "the reason" {
 				t.Errorf("got %+v", ae)
 			}
-			if want := tc.code + ": the reason"; err.Error() != want {
+			// The message alone: the code is for machines (ae.Code).
+			if want := "the reason"; err.Error() != want {
 				t.Errorf("text %q, want %q", err.Error(), want)
 			}
 			for _, s := range sentinels {

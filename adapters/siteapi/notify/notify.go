@@ -481,6 +481,18 @@ func (e *callError) Error() string {
 
 func (e *callError) Unwrap() error { return e.kind }
 
+// Refusal returns the node's own sentence when err is a node's refusal of
+// a call (invalid, unauthenticated, not found, conflict), without the
+// client's context (the call, the node's address): what a person reads.
+// ok is false for any other error, whose text then says more.
+func Refusal(err error) (reason string, ok bool) {
+	var ce *callError
+	if !errors.As(err, &ce) || ce.kind == nil || ce.kind == ports.ErrUnavailable || ce.msg == "" {
+		return "", false
+	}
+	return ce.msg, true
+}
+
 // callErr classifies the error of a call of op to the node at addr.
 func callErr(op, addr string, err error) error {
 	st := status.Convert(err)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -271,6 +272,53 @@ type Setting struct {
 	Default string
 	// Allowed, when not empty, lists the only values accepted.
 	Allowed []string
+	// Kind is the type of the value, which Validate checks and the
+	// operator page's form follows (a number field, a checkbox, …). The
+	// zero Kind is text.
+	Kind Kind
+}
+
+// Kind is the type of a setting's value. Values travel as text whatever
+// their Kind; a Kind this version does not know is taken as text.
+type Kind string
+
+// The kinds of setting.
+const (
+	// KindText is any text.
+	KindText Kind = ""
+	// KindNumber is a decimal number ("587", "2.5").
+	KindNumber Kind = "number"
+	// KindBool is true or false.
+	KindBool Kind = "bool"
+	// KindDuration is a Go duration ("10s", "1m30s").
+	KindDuration Kind = "duration"
+	// KindList is values separated by commas ("a, b, c").
+	KindList Kind = "list"
+)
+
+// Check reports whether v is a value of kind k: nil, or an error saying
+// what was expected (without v, which may be a secret). Blank values are
+// left to Required.
+func (k Kind) Check(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil
+	}
+	switch k {
+	case KindNumber:
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return errors.New("must be a number")
+		}
+	case KindBool:
+		if v != "true" && v != "false" {
+			return errors.New("must be true or false")
+		}
+	case KindDuration:
+		if _, err := time.ParseDuration(v); err != nil {
+			return errors.New(`must be a duration such as "10s" or "1m30s"`)
+		}
+	}
+	return nil
 }
 
 // ErrInvalidSettings is wrapped by every error of Description.Validate.
@@ -278,8 +326,8 @@ var ErrInvalidSettings = errors.New("invalid channel settings")
 
 // Validate checks settings against the schema and returns one error per
 // problem, joined, each wrapping ErrInvalidSettings: a required setting
-// missing or blank, a value outside Allowed, a setting the schema does not
-// know. Values are never repeated in the errors (they may be secrets). An
+// missing or blank, a value outside Allowed or not of its Kind, a setting
+// the schema does not know. Values are never repeated in the errors (they may be secrets). An
 // empty schema accepts any settings.
 func (d Description) Validate(settings map[string]string) error {
 	if len(d.Settings) == 0 {
@@ -296,6 +344,8 @@ func (d Description) Validate(settings map[string]string) error {
 		case ok && v != "" && len(s.Allowed) > 0 && !slices.Contains(s.Allowed, v):
 			errs = append(errs, fmt.Errorf("%s: setting %q must be one of %s: %w",
 				d.Name, s.Name, strings.Join(s.Allowed, ", "), ErrInvalidSettings))
+		case ok && !s.Secret && s.Kind.Check(v) != nil:
+			errs = append(errs, fmt.Errorf("%s: setting %q %v: %w", d.Name, s.Name, s.Kind.Check(v), ErrInvalidSettings))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {

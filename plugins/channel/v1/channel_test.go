@@ -209,6 +209,42 @@ func TestDescriptionValidate(t *testing.T) {
 	}
 }
 
+// Validate checks each value against its setting's Kind, without
+// repeating the value; blank values, secrets (references) and kinds this
+// version does not know pass.
+func TestDescriptionValidateKinds(t *testing.T) {
+	d := Description{Name: "email", Settings: []Setting{
+		{Name: "port", Kind: KindNumber},
+		{Name: "verbose", Kind: KindBool},
+		{Name: "timeout", Kind: KindDuration},
+		{Name: "scopes", Kind: KindList},
+		{Name: "token", Kind: KindNumber, Secret: true},
+		{Name: "future", Kind: "colour"},
+	}}
+	good := map[string]string{"port": "587", "verbose": "true", "timeout": "1m30s", "scopes": "a, b",
+		"token": "env:TOKEN", "future": "#fff"}
+	if err := d.Validate(good); err != nil {
+		t.Fatalf("valid settings: %v", err)
+	}
+	if err := d.Validate(map[string]string{"port": " ", "verbose": ""}); err != nil {
+		t.Fatalf("blank values: %v", err)
+	}
+	err := d.Validate(map[string]string{"port": "five87", "verbose": "yes", "timeout": "10 seconds"})
+	if !errors.Is(err, ErrInvalidSettings) {
+		t.Fatalf("want ErrInvalidSettings, got %v", err)
+	}
+	for _, want := range []string{`"port" must be a number`, `"verbose" must be true or false`, `"timeout" must be a duration`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	for _, v := range []string{"five87", "yes", "10 seconds"} {
+		if strings.Contains(err.Error(), v) {
+			t.Errorf("the value %q is repeated: %v", v, err)
+		}
+	}
+}
+
 // The wire form carries every field both ways.
 func TestConvertRoundTrip(t *testing.T) {
 	created := time.Date(2026, 3, 2, 8, 0, 0, 123456000, time.UTC)
@@ -228,9 +264,10 @@ func TestConvertRoundTrip(t *testing.T) {
 	if r := resultFromPB(resultToPB(res), 2); r.Outcome != Permanent || r.ResolvedTargets[0] != "x" || r.Error != "e" || r.RetryAfter != res.RetryAfter {
 		t.Fatalf("result round trip: %+v", r)
 	}
-	desc := Description{Name: "n", Version: "v", Settings: []Setting{{Name: "s", Description: "d", Required: true, Secret: true, Default: "x", Allowed: []string{"x"}}}}
+	desc := Description{Name: "n", Version: "v", Settings: []Setting{{Name: "s", Description: "d", Required: true, Secret: true, Default: "x", Allowed: []string{"x"}, Kind: KindList}}}
 	if d := descriptionFromPB(descriptionToPB(desc)); d.Name != "n" || d.Version != "v" || len(d.Settings) != 1 ||
-		d.Settings[0].Name != "s" || !d.Settings[0].Required || !d.Settings[0].Secret || d.Settings[0].Default != "x" || d.Settings[0].Allowed[0] != "x" {
+		d.Settings[0].Name != "s" || !d.Settings[0].Required || !d.Settings[0].Secret || d.Settings[0].Default != "x" || d.Settings[0].Allowed[0] != "x" ||
+		d.Settings[0].Kind != KindList {
 		t.Fatalf("description round trip: %+v", d)
 	}
 }

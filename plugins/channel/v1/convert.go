@@ -157,7 +157,7 @@ func descriptionToPB(d Description) *pb.DescribeResponse {
 	out := &pb.DescribeResponse{Name: d.Name, Version: d.Version, Implemented: true}
 	for _, s := range d.Settings {
 		out.Settings = append(out.Settings, &pb.Setting{Name: s.Name, Description: s.Description,
-			Required: s.Required, Secret: s.Secret, Default: s.Default, Allowed: s.Allowed})
+			Required: s.Required, Secret: s.Secret, Default: s.Default, Allowed: s.Allowed, Kind: string(s.Kind)})
 	}
 	return out
 }
@@ -166,7 +166,8 @@ func descriptionFromPB(r *pb.DescribeResponse) Description {
 	d := Description{Name: r.GetName(), Version: r.GetVersion()}
 	for _, s := range r.GetSettings() {
 		d.Settings = append(d.Settings, Setting{Name: s.GetName(), Description: s.GetDescription(),
-			Required: s.GetRequired(), Secret: s.GetSecret(), Default: s.GetDefault(), Allowed: s.GetAllowed()})
+			Required: s.GetRequired(), Secret: s.GetSecret(), Default: s.GetDefault(), Allowed: s.GetAllowed(),
+			Kind: Kind(s.GetKind())})
 	}
 	return d
 }

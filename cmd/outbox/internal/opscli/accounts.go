@@ -24,9 +24,9 @@ Manage operator accounts (needs the admin role).
 
 Commands:
   list     every account and its role
-  put      NAME --role viewer|operator|admin [--password-stdin]
+  put      NAME -role viewer|operator|admin [-password-stdin]
            create the account or change its role. The password is read from
-           standard input with --password-stdin, otherwise asked for on the
+           standard input with -password-stdin, otherwise asked for on the
            terminal (empty keeps the current one); never from a flag.
   delete   NAME
 ` + opsCommonUsage
@@ -38,9 +38,9 @@ your own instead, bound to your account.
 
 Commands:
   list     every token: id, name, role, account, expiry
-  create   NAME --role viewer|operator|admin [--expires D]
+  create   NAME -role viewer|operator|admin [-expires D]
            make a token and print its secret, this once only; with
-           --expires (30d, 12h) it stops working after D
+           -expires (30d, 12h) it stops working after D
   delete   ID
            revoke a token
 ` + opsCommonUsage
@@ -77,7 +77,7 @@ func Users(ctx context.Context, env Env, args []string) int {
 	}
 	if sub == "put" {
 		if !ports.OperatorRole(role).Valid() {
-			return r.usage("--role %q: want viewer, operator or admin", human.Cell(role, 20))
+			return r.usage("-role %q: want viewer, operator or admin", human.Cell(role, 20))
 		}
 		put.Role = ports.OperatorRole(role)
 		pw, err := r.password(operands[0], passwordStdin)
@@ -114,8 +114,8 @@ func Users(ctx context.Context, env Env, args []string) int {
 		if err != nil {
 			if put.Password == "" && !passwordStdin && !r.stdinTerminal() && errors.Is(err, ports.ErrInvalid) &&
 				strings.Contains(err.Error(), "password") {
-				// A password piped in without --password-stdin is not read.
-				err = fmt.Errorf("standard input is not a terminal, so no password was asked for (give --password-stdin to read it from standard input): %w", err)
+				// A password piped in without -password-stdin is not read.
+				err = fmt.Errorf("standard input is not a terminal, so no password was asked for (give -password-stdin to read it from standard input): %w", err)
 			}
 			return r.failed(err)
 		}
@@ -146,7 +146,7 @@ func (r *opsRun) password(user string, fromStdin bool) (string, error) {
 		pw, _, _ := strings.Cut(string(b), "\n")
 		pw = strings.TrimSuffix(pw, "\r")
 		if pw == "" {
-			return "", errors.New("--password-stdin: standard input holds no password")
+			return "", errors.New("-password-stdin: standard input holds no password")
 		}
 		return pw, nil
 	}
@@ -207,13 +207,13 @@ func Tokens(ctx context.Context, env Env, args []string) int {
 	case sub == "delete" && len(operands) != 1:
 		return r.usage("give one token id")
 	case sub == "create" && !ports.OperatorRole(role).Valid():
-		return r.usage("--role %q: want viewer, operator or admin", human.Cell(role, 20))
+		return r.usage("-role %q: want viewer, operator or admin", human.Cell(role, 20))
 	}
 	var expiresAt *time.Time
 	if expires != "" {
 		ttl, err := opsParseLifetime(expires)
 		if err != nil || ttl <= 0 {
-			return r.usage("--expires %q: want a lifetime such as 30d or 12h", human.Cell(expires, 20))
+			return r.usage("-expires %q: want a lifetime such as 30d or 12h", human.Cell(expires, 20))
 		}
 		at := time.Now().Add(ttl).UTC().Truncate(time.Second)
 		expiresAt = &at
@@ -264,7 +264,7 @@ func Tokens(ctx context.Context, env Env, args []string) int {
 			tw.Flush()
 		})
 		fmt.Fprintln(r.stderr, "warning: the secret is shown this once and cannot be shown again; keep it now "+
-			"(the CLI reads it from OUTBOX_TOKEN or --token-file)")
+			"(the CLI reads it from OUTBOX_TOKEN or -token-file)")
 		return code
 	default:
 		if err := c.DeleteToken(ctx, operands[0]); err != nil {

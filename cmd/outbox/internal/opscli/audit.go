@@ -9,7 +9,7 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
-const auditUsage = `Usage: outbox audit [--kind K] [--name N] [--limit N] [--after CURSOR] [--all-pages] [flags]
+const auditUsage = `Usage: outbox audit [-kind K] [-name N] [-limit N] [-after CURSOR] [-all-pages] [flags]
 
 Print the admin audit log, newest first (needs the admin role): every change
 to lists, channels, users and API tokens, with who made it (an account,
@@ -18,8 +18,8 @@ at start, system for central itself) and what changed. Summaries never hold a
 secret: no password, no token, no clear value of a secret setting, no target.
 
 Filters:
-  --kind K    list, channel, user or token
-  --name N    one list, channel type, user or token name
+  -kind K     list, channel, user or token
+  -name N     one list, channel type, user or token name
 ` + opsCommonUsage
 
 // Audit is `outbox audit`: the admin audit log.
@@ -97,7 +97,7 @@ func Audit(ctx context.Context, env Env, args []string) int {
 		tw.Flush()
 	})
 	if code == exitOK && page.Next != "" && !r.asJSON {
-		fmt.Fprintf(r.stderr, "older records: repeat with --after %s (or --all-pages)\n", page.Next)
+		fmt.Fprintf(r.stderr, "older records: repeat with -after %s (or -all-pages)\n", page.Next)
 	}
 	return code
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
-// opsStatuses reads the repeated, comma-separated --status flags with
+// opsStatuses reads the repeated, comma-separated -status flags with
 // parse, in any letter case, each status once; names lists the statuses
 // for the error.
 func opsStatuses[S comparable](raws []string, parse func(string) (S, bool), names string) ([]S, error) {
@@ -27,7 +27,7 @@ func opsStatuses[S comparable](raws []string, parse func(string) (S, bool), name
 			}
 			st, ok := parse(s)
 			if !ok {
-				return nil, fmt.Errorf("--status: unknown status %q (want %s)", human.Cell(s, 40), names)
+				return nil, fmt.Errorf("-status: unknown status %q (want %s)", human.Cell(s, 40), names)
 			}
 			if !slices.Contains(out, st) {
 				out = append(out, st)
@@ -80,9 +80,11 @@ func opsAllPages[T any](after string, all bool, fetch func(after string) ([]T, s
 // previewBulk is the step before an action on every Parked row a filter
 // selects: it counts them (as of pinned, the pin flag pinFlag as given, or
 // else as of now) and prints how many match and the flags that act on
-// exactly those, --yes and the pin at the count's instant. The instant is
-// central's (the count's At, to the second below), not this machine's,
-// whose clock may be off. noun names one row ("parked site call").
+// exactly those, -yes and the pin at the count's instant. The instant is
+// central's (the count's At, whole: truncated to the second, a row parked
+// in the second before the count would fall outside the pin the count
+// included it in), not this machine's, whose clock may be off. noun names
+// one row ("parked site call"). It exits exitPreview: nothing was done.
 func (r *opsRun) previewBulk(sub, noun, pinFlag string, pinned *time.Time, count func(pin *time.Time) (api.Count, error)) int {
 	if pinned != nil && pinned.After(time.Now()) {
 		pinned = nil
@@ -91,24 +93,24 @@ func (r *opsRun) previewBulk(sub, noun, pinFlag string, pinned *time.Time, count
 	if err != nil {
 		return r.failed(err)
 	}
-	n, pin := res.Count, time.Now().UTC().Truncate(time.Second)
+	n, pin := res.Count, time.Now().UTC()
 	switch {
 	case pinned != nil:
 		pin = *pinned
 	case res.At != nil:
-		pin = res.At.UTC().Truncate(time.Second)
+		pin = res.At.UTC()
 	}
 	if n == 0 {
 		fmt.Fprintf(r.stdout, "no %s match: nothing to %s\n", human.Plural(2, noun), sub)
 		return exitOK
 	}
-	flags := " --yes " + pinFlag + " " + pin.Format(time.RFC3339)
+	flags := " -yes " + pinFlag + " " + pin.Format(time.RFC3339Nano)
 	if n == 1 {
 		fmt.Fprintf(r.stderr, "1 %s matches; repeat with%s to %s it\n", noun, flags, sub)
 	} else {
 		fmt.Fprintf(r.stderr, "%d %s match; repeat with%s to %s them\n", n, human.Plural(n, noun), flags, sub)
 	}
-	return exitUsage
+	return exitPreview
 }
 
 // refusedExit is the exit of an action that printed its result with code:
@@ -124,19 +126,19 @@ func (r *opsRun) refusedExit(code, refused, done int, noun string) int {
 
 // checkSelection checks how a retry or discard selects its rows: by
 // naming them (keys of them, named "the ids" in messages as named says),
-// by filters, or --all, one of them (--all may carry the count's pin, and
+// by filters, or -all, one of them (-all may carry the count's pin, and
 // beyondPin says a filter sets more than it); parked says whether the
 // status filter, if any, admits Parked rows. ok false says to return code.
 func (r *opsRun) checkSelection(sub string, keys int, filtered, beyondPin, all, parked bool, named, noun string) (code int, ok bool) {
 	switch {
 	case keys > 0 && (all || filtered):
-		return r.usage("give the %s, or filters, or --all: not several", named), false
+		return r.usage("give the %s, or filters, or -all: not several", named), false
 	case all && beyondPin:
-		return r.usage("--all selects every Parked %s: give it without filters", noun), false
+		return r.usage("-all selects every Parked %s: give it without filters", noun), false
 	case keys == 0 && !all && !filtered:
-		return r.usage("give the %s to %s, filters selecting them, or --all", named, sub), false
+		return r.usage("give the %s to %s, filters selecting them, or -all", named, sub), false
 	case keys == 0 && !parked:
-		return r.usage("only Parked %s can be %s: the --status filter leaves none", human.Plural(2, noun), opsPast(sub)), false
+		return r.usage("only Parked %s can be %s: the -status filter leaves none", human.Plural(2, noun), opsPast(sub)), false
 	}
 	return exitOK, true
 }

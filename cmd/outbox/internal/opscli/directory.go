@@ -27,9 +27,9 @@ Manage notification lists (changing them needs the admin role).
 Commands:
   list     every list with its type and number of targets
   show     NAME
-  put      NAME --type T --target X [--target Y ...]
+  put      NAME -type T -target X [-target Y ...]
            create the list or replace it whole
-  put      [NAME] --file F.json
+  put      [NAME] -file F.json
            the same from a file holding the API's list ({"name", "type",
            "targets"}; - reads standard input)
   delete   NAME
@@ -42,11 +42,11 @@ Manage the settings of channel types (changing them needs the admin role).
 Commands:
   list     every channel type with its retry policy and setting names
   show     TYPE
-  put      TYPE [--set KEY=VALUE ...] [--backoff fixed|exponential]
-                [--max-retries N] [--interval D] [--max-interval D] [--rate-limit R]
+  put      TYPE [-set KEY=VALUE ...] [-backoff fixed|exponential]
+                [-max-retries N] [-interval D] [-max-interval D] [-rate-limit R]
            create the channel's settings or replace them whole: give every
            setting (secrets as references env:NAME or file:/path)
-  put      [TYPE] --file F.json
+  put      [TYPE] -file F.json
            the same from a file holding the API's channel ({"type",
            "settings", "retry", "rate_limit"}; - reads standard input)
   delete   TYPE
@@ -97,7 +97,7 @@ func Lists(ctx context.Context, env Env, args []string) int {
 			break
 		}
 		if typ != "" || len(targets) > 0 {
-			return r.usage("give --file, or --type and --target: not both")
+			return r.usage("give -file, or -type and -target: not both")
 		}
 		if err := opsReadJSON(file, r.stdin, &l); err != nil {
 			return r.usage("%v", err)
@@ -179,10 +179,10 @@ func Channels(ctx context.Context, env Env, args []string) int {
 			for _, kv := range sets {
 				k, v, ok := strings.Cut(kv, "=")
 				if k = strings.TrimSpace(k); !ok || k == "" {
-					return r.usage("--set %q: want key=value", human.Cell(kv, 40))
+					return r.usage("-set %q: want key=value", human.Cell(kv, 40))
 				}
 				if _, dup := ch.Settings[k]; dup {
-					return r.usage("--set: the setting %q is given twice", human.Cell(k, 40))
+					return r.usage("-set: the setting %q is given twice", human.Cell(k, 40))
 				}
 				ch.Settings[k] = v
 			}
@@ -196,7 +196,7 @@ func Channels(ctx context.Context, env Env, args []string) int {
 			}
 		})
 		if given {
-			return r.usage("give --file, or --set and the retry flags: not both")
+			return r.usage("give -file, or -set and the retry flags: not both")
 		}
 		if err := opsReadJSON(file, r.stdin, &ch); err != nil {
 			return r.usage("%v", err)
@@ -297,7 +297,7 @@ func opsReadJSON(path string, in io.Reader, v any) error {
 	} else {
 		f, err := os.Open(path)
 		if err != nil {
-			return fmt.Errorf("--file: %w", err)
+			return fmt.Errorf("-file: %w", err)
 		}
 		defer f.Close()
 		r = f
@@ -305,10 +305,10 @@ func opsReadJSON(path string, in io.Reader, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r, 4<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("--file %s: %w", path, err)
+		return fmt.Errorf("-file %s: %w", path, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("--file %s: more than one JSON value", path)
+		return fmt.Errorf("-file %s: more than one JSON value", path)
 	}
 	return nil
 }

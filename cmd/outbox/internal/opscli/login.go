@@ -24,6 +24,8 @@ import (
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/adapters/httpapi/human"
+	"github.com/siteline/outbox/adapters/support/errtext"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
 	"github.com/siteline/outbox/ports"
 )
@@ -36,15 +38,15 @@ const (
 	maxLoginFile = 64 << 10
 )
 
-const loginUsage = `Usage: outbox login [--server URL] [--name NAME] [--password-stdin | --password-file FILE] [--expires D]
+const loginUsage = `Usage: outbox login [-server URL] [-name NAME] [-password-stdin | -password-file FILE] [-expires D]
 
 Log in to central with a name and password, and keep an API token for the
 operator commands (outbox notifications, kpi, lists, channels, users, tokens,
-audit), which use it when neither OUTBOX_TOKEN nor --token-file is given.
+audit), which use it when neither OUTBOX_TOKEN nor -token-file is given.
 
 The token is bound to the account: it has the account's role at each request,
 stops working when the account is deleted or its password changes, and
-expires after --expires (default 12h; at most what central allows, 30 days by
+expires after -expires (default 12h; at most what central allows, 30 days by
 default). It is kept with its server and expiry in
   $XDG_CONFIG_HOME/outbox/login.json (on Linux, ~/.config/outbox/login.json)
 readable by you only: the directory is made 0700 (one others may write, or
@@ -52,22 +54,22 @@ another user's, is refused) and a file others can read is refused. outbox
 logout revokes it and deletes the file.
 
 The password is asked on the terminal (not echoed), or read from standard
-input (--password-stdin, one line) or a file (--password-file), never from a
+input (-password-stdin, one line) or a file (-password-file), never from a
 flag: a flag shows in the process list and the shell's history.
 
 Flags:
-  --server URL         central's API (env OUTBOX_SERVER, default ` + opsDefaultServer + `)
-  --name NAME          the account (asked on the terminal when not given)
-  --password-stdin     read the password from standard input
-  --password-file FILE read the password from FILE (its first line); a file
+  -server URL          central's API (env OUTBOX_SERVER, default ` + opsDefaultServer + `)
+  -name NAME           the account (asked on the terminal when not given)
+  -password-stdin      read the password from standard input
+  -password-file FILE  read the password from FILE (its first line); a file
                        every user may read is refused
-  --expires D          the token's lifetime: 12h, 30d (default 12h)
-  --label L            names the token among the account's (default cli)
-  --ca FILE            CA certificates that verify an https server
-  --timeout D          give up after D (default 30s)
+  -expires D           the token's lifetime: 12h, 30d (default 12h)
+  -label L             names the token among the account's (default cli)
+  -ca FILE             CA certificates that verify an https server
+  -timeout D           give up after D (default 30s)
 `
 
-const logoutUsage = `Usage: outbox logout [--ca FILE] [--timeout D]
+const logoutUsage = `Usage: outbox logout [-ca FILE] [-timeout D]
 
 Revoke the token outbox login keeps, on the server it came from, and delete
 the file. When the server cannot be reached the file is kept (the token
@@ -102,7 +104,7 @@ func Login(ctx context.Context, env Env, args []string) int {
 	fset.BoolVar(&f.passwordStdin, "password-stdin", false, "read the password from standard input (one line)")
 	fset.StringVar(&f.passwordFile, "password-file", "", "read the password from `file` (its first line)")
 	// A password given as a flag is refused after parsing, without echoing it.
-	fset.Func("password", "never: the password is asked, or read with --password-stdin or --password-file", func(string) error {
+	fset.Func("password", "never: the password is asked, or read with -password-stdin or -password-file", func(string) error {
 		f.passwordFlag = true
 		return nil
 	})
@@ -115,7 +117,7 @@ func Login(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(stderr, "%s: %s\n", name, fmt.Sprintf(format, a...))
 		return exitUsage
 	}
-	if err := fset.Parse(args); err != nil {
+	if err := cli.Parse(fset, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -123,18 +125,18 @@ func Login(ctx context.Context, env Env, args []string) int {
 	}
 	switch {
 	case f.passwordFlag:
-		return usage("--password is refused: a password on the command line shows in the process list and the shell's history; " +
-			"give it on the terminal, or with --password-stdin or --password-file")
+		return usage("-password is refused: a password on the command line shows in the process list and the shell's history; " +
+			"give it on the terminal, or with -password-stdin or -password-file")
 	case fset.NArg() > 0:
 		return usage("unexpected argument %q", human.Cell(fset.Arg(0), 40))
 	case f.passwordStdin && f.passwordFile != "":
-		return usage("give --password-stdin or --password-file, not both")
+		return usage("give -password-stdin or -password-file, not both")
 	case f.timeout <= 0:
-		return usage("--timeout must be positive")
+		return usage("-timeout must be positive")
 	}
 	ttl, err := opsParseLifetime(f.expires)
 	if err != nil || ttl <= 0 {
-		return usage("--expires %q: want a lifetime such as 12h or 30d", human.Cell(f.expires, 20))
+		return usage("-expires %q: want a lifetime such as 12h or 30d", human.Cell(f.expires, 20))
 	}
 	if f.server == "" {
 		f.server = opsDefaultServer
@@ -164,7 +166,7 @@ func Login(ctx context.Context, env Env, args []string) int {
 	}
 	c, err := client.New(f.server, "", client.WithHTTPClient(&http.Client{Transport: hc}), client.WithUserAgent(env.userAgent()))
 	if err != nil {
-		return usage("--server: %v", err)
+		return usage("-server: %v", err)
 	}
 	opsWarnClear(stderr, name, f.server, "the password and the token go")
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
@@ -172,7 +174,7 @@ func Login(ctx context.Context, env Env, args []string) int {
 	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
 	tok, err := c.LoginToken(ctx, user, password, api.NewOwnToken{Label: f.label, ExpiresAt: &expires})
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %s\n", name, errtext.Sentence(err))
 		return exitFailure
 	}
 	old, _ := readLogin(path) // replaced below; its token is revoked after
@@ -198,14 +200,14 @@ func Login(ctx context.Context, env Env, args []string) int {
 	return exitOK
 }
 
-// loginName is the account's name: --name, or asked on the terminal.
+// loginName is the account's name: -name, or asked on the terminal.
 func loginName(f loginFlags, stdin io.Reader, stderr io.Writer) (string, error) {
 	if n := strings.TrimSpace(f.name); n != "" {
 		return n, nil
 	}
 	file, ok := stdin.(*os.File)
 	if f.passwordStdin || !ok || !term.IsTerminal(int(file.Fd())) {
-		return "", errors.New("give --name (standard input is not a terminal to ask on)")
+		return "", errors.New("give -name (standard input is not a terminal to ask on)")
 	}
 	fmt.Fprint(stderr, "Name: ")
 	line, err := bufio.NewReader(io.LimitReader(stdin, 1024)).ReadString('\n')
@@ -227,24 +229,24 @@ func loginPassword(f loginFlags, stdin io.Reader, stderr io.Writer) (string, err
 	)
 	switch {
 	case f.passwordStdin:
-		r, from = stdin, "--password-stdin: standard input"
+		r, from = stdin, "-password-stdin: standard input"
 	case f.passwordFile != "":
 		file, err := os.Open(f.passwordFile)
 		if err != nil {
-			return "", fmt.Errorf("--password-file: %w", err)
+			return "", fmt.Errorf("-password-file: %w", err)
 		}
 		defer file.Close()
 		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && runtime.GOOS != "windows" && fi.Mode().Perm()&0o006 != 0 {
-			// A pipe (--password-file <(pass show outbox)) has no such
+			// A pipe (-password-file <(pass show outbox)) has no such
 			// mode; a file every user may read is already no secret.
-			return "", fmt.Errorf("--password-file: %s may be read or written by every user of this machine (mode %04o): refused; "+
+			return "", fmt.Errorf("-password-file: %s may be read or written by every user of this machine (mode %04o): refused; "+
 				"run chmod o-rw %s, and change the password if others could have read it", f.passwordFile, fi.Mode().Perm(), f.passwordFile)
 		}
-		r, from = file, "--password-file: "+f.passwordFile
+		r, from = file, "-password-file: "+f.passwordFile
 	default:
 		file, ok := stdin.(*os.File)
 		if !ok || !term.IsTerminal(int(file.Fd())) {
-			return "", errors.New("standard input is not a terminal to ask the password on: give --password-stdin or --password-file")
+			return "", errors.New("standard input is not a terminal to ask the password on: give -password-stdin or -password-file")
 		}
 		fmt.Fprint(stderr, "Password: ")
 		b, err := term.ReadPassword(int(file.Fd()))
@@ -287,7 +289,7 @@ func Logout(ctx context.Context, env Env, args []string) int {
 	fset.StringVar(&ca, "ca", "", "CA `file` verifying an https server's certificate")
 	fset.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this `duration`")
 	fset.Usage = func() { fmt.Fprint(fset.Output(), logoutUsage) }
-	if err := fset.Parse(args); err != nil {
+	if err := cli.Parse(fset, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -329,8 +331,8 @@ func Logout(ctx context.Context, env Env, args []string) int {
 		// 401: the token is dead already (revoked, expired, its account
 		// deleted); there is nothing left to revoke.
 		if err := c.RevokeOwnToken(ctx); err != nil && !errors.Is(err, ports.ErrUnauthenticated) {
-			fmt.Fprintf(stderr, "%s: %v\nthe token still works until %s: run outbox logout again, or delete %s to forget it\n",
-				name, err, saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
+			fmt.Fprintf(stderr, "%s: %s\nthe token still works until %s: run outbox logout again, or delete %s to forget it\n",
+				name, errtext.Sentence(err), saved.ExpiresAt.Local().Format("2006-01-02 15:04 MST"), path)
 			return exitFailure
 		}
 	}
@@ -556,7 +558,7 @@ func opsParseLifetime(s string) (time.Duration, error) {
 func (env Env) httpTransport(server, ca string) (*http.Transport, error) {
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want http://HOST:PORT or https://HOST:PORT", human.Cell(server, 80))
+		return nil, fmt.Errorf("-server %q: want http://HOST:PORT or https://HOST:PORT", human.Cell(server, 80))
 	}
 	var t *http.Transport
 	if base, ok := http.DefaultTransport.(*http.Transport); ok {
@@ -566,11 +568,11 @@ func (env Env) httpTransport(server, ca string) (*http.Transport, error) {
 	}
 	if ca != "" {
 		if u.Scheme != "https" {
-			return nil, fmt.Errorf("--ca verifies an https server; --server is %s", u.Redacted())
+			return nil, fmt.Errorf("-ca verifies an https server; -server is %s", u.Redacted())
 		}
 		tc, err := env.TLS(ca, "", "")
 		if err != nil {
-			return nil, fmt.Errorf("--ca: %v", err)
+			return nil, fmt.Errorf("-ca: %v", err)
 		}
 		t.TLSClientConfig = tc
 	}

@@ -24,36 +24,36 @@ const notificationsUsage = `Usage: outbox notifications <command> [flags]
 List, inspect, retry and discard the notifications central holds.
 
 Commands:
-  list     [filters] [--limit N] [--after CURSOR] [--all-pages]
+  list     [filters] [-limit N] [-after CURSOR] [-all-pages]
            list notifications, newest first, one page (or every page)
   show     ID
            one notification with its body, each target's fate (status,
            attempts, last error) and its history
   count    [filters]
            how many notifications match
-  retry    (ID ... | filters | --all) [--yes]
+  retry    (ID ... | filters | -all) [-yes]
            move Parked notifications back to Pending to deliver them again
-  discard  (ID ... | filters | --all) [--yes]
+  discard  (ID ... | filters | -all) [-yes]
            move Parked notifications to Discarded (they stay for the audit)
 
 Filters (set ones are ANDed):
-  --status S        Pending, Retrying, Delivered, Parked or Discarded;
+  -status S         Pending, Retrying, Delivered, Parked or Discarded;
                     repeat the flag or separate with commas
-  --type T          channel type (email, webhook, ...)
-  --site S          source site
-  --list L          list name
-  --from T          created at or after T
-  --to T            created before T
-  --updated-from T  changed at or after T ("parked since T")
-  --updated-to T    changed before T
-  --stuck           only stuck notifications
-  --q WORD          the subject contains WORD, in any letter case
+  -type T           channel type (email, webhook, ...)
+  -site S           source site
+  -list L           list name
+  -from T           created at or after T
+  -to T             created before T
+  -updated-from T   changed at or after T ("parked since T")
+  -updated-to T     changed before T
+  -stuck            only stuck notifications
+  -q WORD           the subject contains WORD, in any letter case
 Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
 (2026-01-02, 2026-01-02T15:04), or a duration meaning that long ago (90m, 24h).
 
 retry and discard given ids act on those ids. Without ids they act on every
-Parked notification the filters (or --all) select; they first print how many
-that is, and the flags that act on exactly those: --yes, and --updated-to the
+Parked notification the filters (or -all) select; they first print how many
+that is, and the flags that act on exactly those: -yes, and -updated-to the
 instant of the count, so that a notification parked later is left alone.
 ` + opsCommonUsage
 
@@ -86,7 +86,7 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 	case "retry", "discard":
 		ff.define(r.fs)
 		r.fs.BoolVar(&all, "all", false, "select every Parked notification")
-		r.fs.BoolVar(&yes, "yes", false, "act on a selection by filter or --all without asking")
+		r.fs.BoolVar(&yes, "yes", false, "act on a selection by filter or -all without asking")
 		wantsArgs = "ids"
 	}
 	operands, code, ok := r.parse(rest)
@@ -99,7 +99,7 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 	case wantsArgs == "no arguments" && len(operands) > 0:
 		return r.usage("unexpected argument %q", operands[0])
 	case limit < 0:
-		return r.usage("--limit must be positive")
+		return r.usage("-limit must be positive")
 	}
 	f, err := ff.filter(time.Now(), r.loc)
 	if err != nil {
@@ -160,13 +160,13 @@ func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.
 		tw.Flush()
 	})
 	if code == exitOK && page.Next != "" && !r.asJSON {
-		fmt.Fprintf(r.stderr, "more notifications: repeat with --after %s (or --all-pages)\n", page.Next)
+		fmt.Fprintf(r.stderr, "more notifications: repeat with -after %s (or -all-pages)\n", page.Next)
 	}
 	return code
 }
 
-// act is retry or discard. Ids act at once; a selection by filter or --all
-// first counts the Parked rows it selects and acts only with --yes.
+// act is retry or discard. Ids act at once; a selection by filter or -all
+// first counts the Parked rows it selects and acts only with -yes.
 func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []string, f api.Filter, all, yes bool) int {
 	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked)
 	beyondPin := f
@@ -182,7 +182,7 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 			req.Filter = &f
 		}
 		if !yes {
-			return r.previewBulk(sub, "parked notification", "--updated-to", f.UpdatedTo, func(pin *time.Time) (api.Count, error) {
+			return r.previewBulk(sub, "parked notification", "-updated-to", f.UpdatedTo, func(pin *time.Time) (api.Count, error) {
 				parked := f
 				parked.Status, parked.UpdatedTo = []ports.Status{ports.StatusParked}, pin
 				return c.CountAt(ctx, parked)
@@ -246,8 +246,8 @@ func (f *opsFilterFlags) filter(now time.Time, loc *time.Location) (api.Filter, 
 	if err != nil {
 		return api.Filter{}, err
 	}
-	if err := opsTimes(now, loc, opsTimeFlag{"--from", f.from, &out.From}, opsTimeFlag{"--to", f.to, &out.To},
-		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo}); err != nil {
+	if err := opsTimes(now, loc, opsTimeFlag{"-from", f.from, &out.From}, opsTimeFlag{"-to", f.to, &out.To},
+		opsTimeFlag{"-updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"-updated-to", f.updatedTo, &out.UpdatedTo}); err != nil {
 		return api.Filter{}, err
 	}
 	return out, nil

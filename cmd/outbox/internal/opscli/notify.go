@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -25,8 +27,9 @@ Commands:
            outbox notify send [-site HOST:PORT[,HOST:PORT]] -list ops -subject S [-body B | -body-file F]
   status   print the status of notifications: Forwarding, central's, or Unknown
            outbox notify status [-site ADDRS] ID [ID ...]
-  health   print a node's health (backlog, Raft role and term, central contact)
-           outbox notify health -site ADDR [-json]
+  health   print each node's health (backlog, Raft role and term, central
+           contact); exit 1 when a node does not answer
+           outbox notify health [-site ADDRS] [-json]
 
 -site defaults to 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103: the site of
 outbox dev, and of configs/site-*.yaml.
@@ -109,14 +112,14 @@ func Notify(ctx context.Context, env Env, args []string) int {
 	case "health":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := cli.Parse(fs, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox notify %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox notify %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	if cmd == "send" && bodyFile != "" {
@@ -171,15 +174,27 @@ func Notify(ctx context.Context, env Env, args []string) int {
 			fmt.Fprintf(stdout, "%s %s\n", id, st)
 		}
 	case "health":
-		addrs := c.Addrs()
-		if len(addrs) != 1 {
-			return fail(exitUsage, errors.New("-site names one node for health"))
+		// Every node -site names (by default outbox dev's three), each
+		// asked on its own: a node that does not answer is reported and
+		// the others still printed.
+		worst := exitOK
+		for i, addr := range c.Addrs() {
+			h, err := c.Health(ctx, addr)
+			if err != nil {
+				if reason, ok := notify.Refusal(err); ok {
+					fmt.Fprintf(stderr, "outbox notify health: node %s: %s\n", addr, reason)
+				} else {
+					fmt.Fprintf(stderr, "outbox notify health: %v\n", err)
+				}
+				worst = max(worst, callExit(err))
+				continue
+			}
+			if i > 0 && !asJSON {
+				fmt.Fprintln(stdout)
+			}
+			printHealth(stdout, h, asJSON)
 		}
-		h, err := c.Health(ctx, addrs[0])
-		if err != nil {
-			return code(err)
-		}
-		printHealth(stdout, h, asJSON)
+		return worst
 	}
 	return exitOK
 }
@@ -252,6 +267,15 @@ func readBody(path string, stdin io.Reader) (string, error) {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// siteErrText is err as the operator reads it: a node's refusal in the
+// node's own words, once; any other error as one sentence (errtext).
+func siteErrText(err error) string {
+	if reason, ok := notify.Refusal(err); ok {
+		return reason
+	}
+	return errtext.Sentence(err)
 }
 
 // callExit is the exit code of a command whose call to a site node failed

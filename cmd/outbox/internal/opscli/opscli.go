@@ -18,6 +18,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitPreview ends a bulk retry or discard given without -yes: it
+	// printed how many rows match and did nothing. Neither a success (a
+	// script that forgot -yes must notice) nor bad usage.
+	exitPreview = 3
 )
 
 // Env is what a command takes from its process.

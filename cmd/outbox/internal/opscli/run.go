@@ -19,29 +19,35 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/adapters/httpapi/human"
+	"github.com/siteline/outbox/adapters/support/errtext"
 	"github.com/siteline/outbox/adapters/support/secretref"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
 )
 
-// opsDefaultServer is central's API when neither --server nor OUTBOX_SERVER
+// opsDefaultServer is central's API when neither -server nor OUTBOX_SERVER
 // says otherwise.
 const opsDefaultServer = "http://127.0.0.1:8080"
 
 const opsCommonUsage = `
 Common flags:
-  --server URL       central's API (env OUTBOX_SERVER; else the server of
+  -server URL        central's API (env OUTBOX_SERVER; else the server of
                      outbox login; default ` + opsDefaultServer + `)
-  --token-file FILE  read the API token from FILE; otherwise it comes from the
+  -token-file FILE   read the API token from FILE; otherwise it comes from the
                      environment variable OUTBOX_TOKEN (the token, or a
                      reference env:NAME or file:/path), else from outbox
                      login. A token is never given in clear on the command
                      line.
-  --token REF        the token as a reference env:NAME or file:/path
-  --ca FILE          CA certificates that verify an https server
-  --json             print JSON (the API's own shapes) instead of a table
-  --timeout D        give up after D (default 30s)
+  -token REF         the token as a reference env:NAME or file:/path
+  -ca FILE           CA certificates that verify an https server
+  -json              print JSON (the API's own shapes) instead of a table
+  -timeout D         give up after D (default 30s)
 
-Exit codes: 0 done, 1 the server refused or could not be reached, 2 bad usage.
+Flags may come before or after the arguments; -- ends them.
+
+Exit codes: 0 done, 1 the server refused or could not be reached, 2 bad
+usage, 3 a retry or discard by filter or -all without -yes: it printed how
+many rows match and did nothing.
 `
 
 // opsSubcommand splits args into a subcommand among subs and the rest. It
@@ -52,12 +58,16 @@ func opsSubcommand(group, usage string, args []string, env Env, subs ...string) 
 		fmt.Fprint(env.Stderr, usage)
 		return "", nil, exitUsage, false
 	}
+	if cli.Subcommands(env.Stdout, args, subs...) {
+		return "", nil, exitOK, false
+	}
 	if opsIsHelp(args[0]) {
 		fmt.Fprint(env.Stdout, usage)
 		return "", nil, exitOK, false
 	}
 	if !slices.Contains(subs, args[0]) {
-		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q\n\n%s", group, human.Cell(args[0], 40), usage)
+		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\n\n%s", group, human.Cell(args[0], 40),
+			cli.SuggestionText("", args[0], subs), usage)
 		return "", nil, exitUsage, false
 	}
 	return args[0], args[1:], exitOK, true
@@ -82,7 +92,7 @@ type opsRun struct {
 	timeout                         time.Duration
 	asJSON                          bool
 
-	clearToken bool            // --token was given a token, not a reference
+	clearToken bool            // -token was given a token, not a reference
 	noToken    bool            // no token was given: a hint on unauthenticated
 	fromLogin  bool            // the token is outbox login's
 	loginHint  string          // why outbox login's token was not used
@@ -121,33 +131,22 @@ func newOpsRun(name string, env Env) *opsRun {
 	return r
 }
 
-// parse parses args, flags and operands in any order ("--" ends the flags).
-// ok false says to return code.
+// parse parses args, flags and operands in any order ("--" ends the flags;
+// cli.Parse). ok false says to return code.
 func (r *opsRun) parse(args []string) (operands []string, code int, ok bool) {
-	for {
-		if err := r.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
-			}
-			return nil, exitUsage, false
+	if err := cli.Parse(r.fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK, false
 		}
-		rest := r.fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			operands = append(operands, rest...)
-			break
-		}
-		operands = append(operands, rest[0])
-		args = rest[1:]
+		return nil, exitUsage, false
 	}
+	operands = r.fs.Args()
 	if r.clearToken {
-		return nil, r.usage("--token takes a reference (env:NAME or file:/path), never the token itself: " +
-			"it would show in the process list and the shell's history; or set OUTBOX_TOKEN, or give --token-file"), false
+		return nil, r.usage("-token takes a reference (env:NAME or file:/path), never the token itself: " +
+			"it would show in the process list and the shell's history; or set OUTBOX_TOKEN, or give -token-file"), false
 	}
 	if r.timeout <= 0 {
-		return nil, r.usage("--timeout must be positive"), false
+		return nil, r.usage("-timeout must be positive"), false
 	}
 	return operands, exitOK, true
 }
@@ -158,15 +157,16 @@ func (r *opsRun) usage(format string, args ...any) int {
 	return exitUsage
 }
 
-// failed reports a failed call and returns exitFailure.
+// failed reports a failed call, as one sentence (errtext), and returns
+// exitFailure.
 func (r *opsRun) failed(err error) int {
-	fmt.Fprintf(r.stderr, "%s: %v\n", r.name, err)
+	fmt.Fprintf(r.stderr, "%s: %s\n", r.name, errtext.Sentence(err))
 	if errors.Is(err, ports.ErrUnauthenticated) {
 		switch {
 		case r.loginHint != "":
 			fmt.Fprintln(r.stderr, r.loginHint)
 		case r.noToken:
-			fmt.Fprintln(r.stderr, "no API token was given: run outbox login, set OUTBOX_TOKEN or give --token-file")
+			fmt.Fprintln(r.stderr, "no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file")
 		case r.fromLogin:
 			fmt.Fprintln(r.stderr, "the token of outbox login no longer works: run outbox login again")
 		}
@@ -213,7 +213,7 @@ func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 	c, err = client.New(r.server, token, client.WithHTTPClient(&http.Client{Transport: r.transport}),
 		client.WithUserAgent(r.env.userAgent()))
 	if err != nil {
-		return nil, r.usage("--server: %v", err), false
+		return nil, r.usage("-server: %v", err), false
 	}
 	return c, exitOK, true
 }
@@ -259,7 +259,7 @@ func (r *opsRun) loginToken(saved savedLogin) string {
 		return ""
 	case normalServer(r.server) != saved.Server:
 		// A token goes only to the server that made it.
-		r.loginHint = fmt.Sprintf("outbox login logged in to %s, not %s: run outbox login --server %s", saved.Server, r.server, r.server)
+		r.loginHint = fmt.Sprintf("outbox login logged in to %s, not %s: run outbox login -server %s", saved.Server, r.server, r.server)
 		return ""
 	case !time.Now().Before(saved.ExpiresAt):
 		r.loginHint = fmt.Sprintf("the login to %s expired at %s: run outbox login again", saved.Server,
@@ -270,16 +270,16 @@ func (r *opsRun) loginToken(saved savedLogin) string {
 	return saved.Token
 }
 
-// token returns the API token: from --token-file, --token's reference, or
+// token returns the API token: from -token-file, -token's reference, or
 // OUTBOX_TOKEN (a token or a reference); "" when none is given. Errors name
 // the file or variable, never a value.
 func (r *opsRun) token() (string, error) {
-	ref, from := r.tokenRef, "--token"
+	ref, from := r.tokenRef, "-token"
 	switch {
 	case r.tokenFile != "" && r.tokenRef != "":
-		return "", errors.New("give --token-file or --token, not both")
+		return "", errors.New("give -token-file or -token, not both")
 	case r.tokenFile != "":
-		ref, from = "file:"+r.tokenFile, "--token-file"
+		ref, from = "file:"+r.tokenFile, "-token-file"
 	case ref == "":
 		ref, from = r.env.getenv("OUTBOX_TOKEN"), "OUTBOX_TOKEN"
 	}
@@ -297,7 +297,7 @@ func (r *opsRun) token() (string, error) {
 	return token, nil
 }
 
-// print writes v as indented JSON with --json, else the table.
+// print writes v as indented JSON with -json, else the table.
 func (r *opsRun) print(v any, table func(w io.Writer)) int {
 	if !r.asJSON {
 		table(r.stdout)

@@ -29,40 +29,40 @@ row shows "Retry requested by NAME at TIME" until the site reports the
 outcome.
 
 Commands:
-  list     [filters] [--limit N] [--after CURSOR] [--all-pages]
+  list     [filters] [-limit N] [-after CURSOR] [-all-pages]
            list site calls, newest first, one page (or every page)
   show     SITE ID
            one site call with the commands operators relayed for it
   count    [filters]
            how many site calls match
-  retry    (SITE ID [ID ...] | filters | --all) [--yes]
+  retry    (SITE ID [ID ...] | filters | -all) [-yes]
            ask the site to attempt Parked calls again
-  discard  (SITE ID [ID ...] | filters | --all) [--yes]
+  discard  (SITE ID [ID ...] | filters | -all) [-yes]
            ask the site to discard Parked calls
 
 Filters (set ones are ANDed):
-  --status S        Pending, Retrying, Parked, Delivered, Failed or
+  -status S         Pending, Retrying, Parked, Delivered, Failed or
                     Discarded; repeat the flag or separate with commas
-  --site S          the site
-  --kind K          call or write (ExternalCall or DatabaseWrite)
-  --target T        the external system or database connection
-  --from T          created at or after T
-  --to T            created before T
-  --updated-from T  changed at the site at or after T ("parked since T")
-  --updated-to T    changed at the site before T
-  --reported-to T   reported to central before T (central's time)
-  --q WORD          the id, target, method, last error, source instance or
+  -site S           the site
+  -kind K           call or write (ExternalCall or DatabaseWrite)
+  -target T         the external system or database connection
+  -from T           created at or after T
+  -to T             created before T
+  -updated-from T   changed at the site at or after T ("parked since T")
+  -updated-to T     changed at the site before T
+  -reported-to T    reported to central before T (central's time)
+  -q WORD           the id, target, method, last error, source instance or
                     script contains WORD, in any letter case
 Times are RFC 3339 (2026-01-02T15:04:05Z), a local date or date and time
 (2026-01-02, 2026-01-02T15:04), or a duration meaning that long ago (90m, 24h).
 
 retry and discard given a site and ids act on those calls of that site.
-Without them they act on every Parked call the filters (or --all) select;
+Without them they act on every Parked call the filters (or -all) select;
 they first print how many that is, and the flags that act on exactly those:
---yes, and --reported-to the instant of the count, so that a call whose
+-yes, and -reported-to the instant of the count, so that a call whose
 parking reaches central after the count (late telemetry, a site back from an
-outage) is left alone, however early the site parked it. --all combines with
---reported-to alone.
+outage) is left alone, however early the site parked it. -all combines with
+-reported-to alone.
 ` + opsCommonUsage
 
 const sitesUsage = `Usage: outbox sites [SITE] [flags]
@@ -100,7 +100,7 @@ func SiteCalls(ctx context.Context, env Env, args []string) int {
 	case "retry", "discard":
 		ff.define(r.fs)
 		r.fs.BoolVar(&all, "all", false, "select every Parked site call")
-		r.fs.BoolVar(&yes, "yes", false, "act on a selection by filter or --all without asking")
+		r.fs.BoolVar(&yes, "yes", false, "act on a selection by filter or -all without asking")
 	}
 	operands, code, ok := r.parse(rest)
 	if !ok {
@@ -114,7 +114,7 @@ func SiteCalls(ctx context.Context, env Env, args []string) int {
 	case (sub == "retry" || sub == "discard") && len(operands) == 1:
 		return r.usage("give the site and then the ids of its calls to %s", sub)
 	case limit < 0:
-		return r.usage("--limit must be positive")
+		return r.usage("-limit must be positive")
 	}
 	f, err := ff.filter(time.Now(), r.loc)
 	if err != nil {
@@ -181,14 +181,14 @@ func (r *opsRun) listSiteCalls(ctx context.Context, c *client.Client, f api.Site
 		tw.Flush()
 	})
 	if code == exitOK && page.Next != "" && !r.asJSON {
-		fmt.Fprintf(r.stderr, "more site calls: repeat with --after %s (or --all-pages)\n", page.Next)
+		fmt.Fprintf(r.stderr, "more site calls: repeat with -after %s (or -all-pages)\n", page.Next)
 	}
 	return code
 }
 
 // actSiteCalls is retry or discard. Keys act at once; a selection by
-// filter or --all first counts the Parked rows it selects and acts only
-// with --yes.
+// filter or -all first counts the Parked rows it selects and acts only
+// with -yes.
 func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string, keys []api.SiteCallKey, f api.SiteCallFilter, all, yes bool) int {
 	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked)
 	beyondPin := f
@@ -204,7 +204,7 @@ func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string,
 			req.Filter = &f
 		}
 		if !yes {
-			return r.previewBulk(sub, "parked site call", "--reported-to", f.ReportedTo, func(pin *time.Time) (api.Count, error) {
+			return r.previewBulk(sub, "parked site call", "-reported-to", f.ReportedTo, func(pin *time.Time) (api.Count, error) {
 				parked := f
 				parked.Status, parked.ReportedTo = []ports.OpStatus{ports.OpParked}, pin
 				return c.CountSiteCallsAt(ctx, parked)
@@ -269,16 +269,16 @@ func (f *siteCallFilterFlags) filter(now time.Time, loc *time.Location) (api.Sit
 	case strings.EqualFold(k, "write") || strings.EqualFold(k, string(ports.OpWrite)):
 		out.Kind = ports.OpWrite
 	default:
-		return api.SiteCallFilter{}, fmt.Errorf("--kind: unknown kind %q (want call or write)", human.Cell(k, 40))
+		return api.SiteCallFilter{}, fmt.Errorf("-kind: unknown kind %q (want call or write)", human.Cell(k, 40))
 	}
 	var err error
 	out.Status, err = opsStatuses(f.status, api.ParseOpStatus, "Pending, Retrying, Parked, Delivered, Failed or Discarded")
 	if err != nil {
 		return api.SiteCallFilter{}, err
 	}
-	if err := opsTimes(now, loc, opsTimeFlag{"--from", f.from, &out.From}, opsTimeFlag{"--to", f.to, &out.To},
-		opsTimeFlag{"--updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"--updated-to", f.updatedTo, &out.UpdatedTo},
-		opsTimeFlag{"--reported-to", f.reportedTo, &out.ReportedTo}); err != nil {
+	if err := opsTimes(now, loc, opsTimeFlag{"-from", f.from, &out.From}, opsTimeFlag{"-to", f.to, &out.To},
+		opsTimeFlag{"-updated-from", f.updatedFrom, &out.UpdatedFrom}, opsTimeFlag{"-updated-to", f.updatedTo, &out.UpdatedTo},
+		opsTimeFlag{"-reported-to", f.reportedTo, &out.ReportedTo}); err != nil {
 		return api.SiteCallFilter{}, err
 	}
 	return out, nil

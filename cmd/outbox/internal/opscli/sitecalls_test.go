@@ -108,7 +108,7 @@ func TestOpsSiteCallsListShowCount(t *testing.T) {
 		t.Errorf("show --json: exit %d\n%s", code, stdout)
 	}
 	code, stdout, stderr = runCmd(t, SiteCalls, c.environ(), "", "show", "plant-2", parked)
-	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox site-calls show: not_found: ") {
+	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox site-calls show: site call ") || !strings.HasSuffix(stderr, `of site "plant-2" not found`+"\n") {
 		t.Errorf("unknown row: exit %d, %q %q", code, stdout, stderr)
 	}
 
@@ -129,7 +129,7 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 
 	// A viewer is refused, and nothing is relayed.
 	code, _, stderr := runCmd(t, SiteCalls, c.environToken(c.tokens[ports.RoleViewer]), "", "retry", "plant-1", a)
-	if code != exitFailure || !strings.HasPrefix(stderr, "outbox site-calls retry: forbidden: ") {
+	if code != exitFailure || !strings.HasPrefix(stderr, "outbox site-calls retry: this needs the operator role") {
 		t.Fatalf("viewer: exit %d, %q", code, stderr)
 	}
 	if cmds := c.health("plant-1", "n1", ports.RoleLeader); len(cmds) != 0 {
@@ -160,8 +160,8 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 	// By filter: the count first, nothing relayed.
 	n := len(c.requests())
 	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "discard", "--site", "plant-1")
-	pin := regexp.MustCompile(`2 parked site calls match; repeat with --yes --reported-to (\S+) to discard them`).FindStringSubmatch(stderr)
-	if code != exitUsage || pin == nil || stdout != "" {
+	pin := regexp.MustCompile(`2 parked site calls match; repeat with -yes -reported-to (\S+) to discard them`).FindStringSubmatch(stderr)
+	if code != exitPreview || pin == nil || stdout != "" {
 		t.Fatalf("preview: exit %d, %q %q", code, stdout, stderr)
 	}
 	reqs := c.requests()[n:]
@@ -198,8 +198,8 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 	// --all: the same rule, and the command it prints works as printed;
 	// nothing parked: nothing to confirm.
 	code, _, stderr = runCmd(t, SiteCalls, operator, "", "retry", "--all")
-	allPin := regexp.MustCompile(`^\d parked site calls match; repeat with --yes --reported-to (\S+) to retry them$`).FindStringSubmatch(strings.TrimSpace(stderr))
-	if code != exitUsage || allPin == nil {
+	allPin := regexp.MustCompile(`^\d parked site calls match; repeat with -yes -reported-to (\S+) to retry them$`).FindStringSubmatch(strings.TrimSpace(stderr))
+	if code != exitPreview || allPin == nil {
 		t.Fatalf("--all: exit %d, %q", code, stderr)
 	}
 	code, stdout, stderr = runCmd(t, SiteCalls, operator, "", "retry", "--all", "--yes", "--reported-to", allPin[1])
@@ -218,13 +218,13 @@ func TestOpsSiteCallsUsageErrors(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{[]string{"list", "--status", "Lost"}, `--status: unknown status "Lost"`},
-		{[]string{"list", "--kind", "teleport"}, `--kind: unknown kind "teleport"`},
-		{[]string{"count", "--from", "yesterday"}, `--from: "yesterday" is not a time`},
+		{[]string{"list", "--status", "Lost"}, `-status: unknown status "Lost"`},
+		{[]string{"list", "--kind", "teleport"}, `-kind: unknown kind "teleport"`},
+		{[]string{"count", "--from", "yesterday"}, `-from: "yesterday" is not a time`},
 		{[]string{"list", "extra"}, `unexpected argument "extra"`},
-		{[]string{"list", "--limit", "-3"}, "--limit must be positive"},
+		{[]string{"list", "--limit", "-3"}, "-limit must be positive"},
 		{[]string{"show", "plant-1"}, "give the site and the id of one site call"},
-		{[]string{"retry"}, "give the site and ids to retry, filters selecting them, or --all"},
+		{[]string{"retry"}, "give the site and ids to retry, filters selecting them, or -all"},
 		{[]string{"retry", "plant-1"}, "give the site and then the ids"},
 		{[]string{"discard", "plant-1", "id1", "--kind", "call"}, "not several"},
 		{[]string{"discard", "--all", "--site", "p"}, "without filters"},
@@ -244,7 +244,7 @@ func TestOpsSiteCallsUsageErrors(t *testing.T) {
 	}
 	for name, cmd := range map[string]command{"site-calls": SiteCalls, "sites": Sites} {
 		code, stdout, _ := runCmd(t, cmd, nil, "", "help")
-		if code != exitOK || !strings.HasPrefix(stdout, "Usage: outbox "+name) || !strings.Contains(stdout, "--token-file") {
+		if code != exitOK || !strings.HasPrefix(stdout, "Usage: outbox "+name) || !strings.Contains(stdout, "-token-file") {
 			t.Errorf("%s help: exit %d, %q", name, code, stdout)
 		}
 	}
@@ -285,7 +285,7 @@ func TestOpsSites(t *testing.T) {
 		t.Errorf("--json: exit %d\n%s", code, stdout)
 	}
 	code, stdout, stderr = runCmd(t, Sites, c.environ(), "", "plant-9")
-	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox sites: not_found: ") {
+	if code != exitFailure || stdout != "" || stderr != "outbox sites: site \"plant-9\" never reported to central\n" {
 		t.Errorf("unknown site: exit %d, %q %q", code, stdout, stderr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/siteapi/notify"
+	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -84,14 +85,14 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 	fs.StringVar(&script, "script", "outbox-cli", "`name` of the calling script, kept as provenance")
 	fs.StringVar(&instance, "instance", hostname(), "`name` of the calling instance")
 	fs.BoolVar(&asJSON, "json", false, "print the tracking row as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	if fs.NArg() != 2 {
@@ -172,14 +173,14 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 		fs.StringVar(&tgt, "target", "", "only this external system or database connection `name`")
 		fs.IntVar(&limit, "limit", 50, "at most this many `rows`")
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := cli.Parse(fs, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
 	fail := func(code int, err error) int {
-		fmt.Fprintf(stderr, "outbox tracking %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "outbox tracking %s: %s\n", cmd, siteErrText(err))
 		return code
 	}
 	switch {

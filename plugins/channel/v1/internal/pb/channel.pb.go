@@ -180,13 +180,16 @@ func (x *DescribeResponse) GetImplemented() bool {
 }
 
 type Setting struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	Required      bool                   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
-	Secret        bool                   `protobuf:"varint,4,opt,name=secret,proto3" json:"secret,omitempty"`
-	Default       string                 `protobuf:"bytes,5,opt,name=default,proto3" json:"default,omitempty"`
-	Allowed       []string               `protobuf:"bytes,6,rep,name=allowed,proto3" json:"allowed,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Required    bool                   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
+	Secret      bool                   `protobuf:"varint,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	Default     string                 `protobuf:"bytes,5,opt,name=default,proto3" json:"default,omitempty"`
+	Allowed     []string               `protobuf:"bytes,6,rep,name=allowed,proto3" json:"allowed,omitempty"`
+	// kind is the type of the value: "" (text), "number", "bool",
+	// "duration" or "list" (comma-separated).
+	Kind          string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +264,13 @@ func (x *Setting) GetAllowed() []string {
 		return x.Allowed
 	}
 	return nil
+}
+
+func (x *Setting) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 type DeliverRequest struct {
@@ -693,14 +703,15 @@ const file_channel_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\bsettings\x18\x03 \x03(\v2\x1a.outbox.channel.v1.SettingR\bsettings\x12 \n" +
-	"\vimplemented\x18\x04 \x01(\bR\vimplemented\"\xa7\x01\n" +
+	"\vimplemented\x18\x04 \x01(\bR\vimplemented\"\xbb\x01\n" +
 	"\aSetting\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1a\n" +
 	"\brequired\x18\x03 \x01(\bR\brequired\x12\x16\n" +
 	"\x06secret\x18\x04 \x01(\bR\x06secret\x12\x18\n" +
 	"\adefault\x18\x05 \x01(\tR\adefault\x12\x18\n" +
-	"\aallowed\x18\x06 \x03(\tR\aallowed\"M\n" +
+	"\aallowed\x18\x06 \x03(\tR\aallowed\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\"M\n" +
 	"\x0eDeliverRequest\x12;\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.outbox.channel.v1.DeliveryR\n" +
