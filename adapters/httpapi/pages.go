@@ -37,6 +37,9 @@ type base struct {
 	SiteCalls bool
 	// Live is how many seconds apart a list refreshes itself (app.js).
 	Live float64
+	// Hooks says a webhook capture runs (dev mode): the page shows
+	// "Webhook capture".
+	Hooks bool
 }
 
 // parsePages parses each page template with the layout.
@@ -82,7 +85,8 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil, Live: cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds()}
+		SiteCalls: s.cfg.SiteCalls != nil, Live: cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds(),
+		Hooks: s.cfg.Hookbox != nil}
 }
 
 // render writes page with data and status. The page is rendered into a

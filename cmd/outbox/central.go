@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
@@ -253,6 +254,8 @@ type centralOptions struct {
 	// dev runs without an admin and shows banner on the page.
 	dev    bool
 	banner string
+	// hooks, when set, is dev's webhook capture, which the page shows.
+	hooks *hookcapture.Server
 	// started, when set, is called once everything listens, with the
 	// addresses bound.
 	started func(centralAddrs)
@@ -395,7 +398,8 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		}
 		if cfg.HTTP.Listen != "" {
 			stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
-				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
+				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner,
+				hooks: opt.hooks}, logger)
 			if err != nil {
 				return err
 			}

@@ -153,6 +153,9 @@ func Notify(ctx context.Context, env Env, args []string) int {
 		if list == "" {
 			return fail(exitUsage, errors.New("-list is required"))
 		}
+		if strings.TrimSpace(subject) == "" && strings.TrimSpace(body) == "" {
+			return fail(exitUsage, errors.New("give -subject, -body or both: a notification with neither is refused"))
+		}
 		id, err := c.To(list).Send(ctx, subject, body)
 		if err != nil {
 			return code(err)
