@@ -110,16 +110,8 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
 		set.PrintDefaults()
 	}
-	if err := cli.Parse(set, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if set.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox dev: unexpected argument %q\n", set.Arg(0))
-		set.Usage()
-		return exitUsage
+	if code, ok := cli.ParseArgs(set, args, 0); !ok {
+		return code
 	}
 	set.Visit(func(fl *flag.Flag) { f.httpSet = f.httpSet || fl.Name == "http" })
 	var r rules

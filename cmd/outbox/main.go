@@ -129,7 +129,7 @@ func init() {
 		{name: "tracking", helpArgs: []string{"help"}, run: clientCmd(opscli.Tracking),
 			summary: "a site's cached calls and writes: status, list, retry, discard"},
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
-			return runPlugin(ctx, args, p.stdout, p.stderr)
+			return runPlugin(ctx, args, p.environ, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
 		{name: "version", aliases: []string{"-version", "--version"}, helpArgs: []string{"-h"}, run: runVersion,
 			summary: "print the version, the source revision it was built from and the Go version"},
