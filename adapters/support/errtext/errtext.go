@@ -47,8 +47,13 @@ func Sentence(err error) string {
 	contexts, leaf := layers(err)
 	var sentinel error
 	for _, s := range sentinels {
-		if leaf == s.Error() && errors.Is(err, s) {
-			sentinel, leaf = s, ""
+		if !errors.Is(err, s) {
+			continue
+		}
+		// The sentinel ends the innermost text, alone or joined to a
+		// transport's error ("dial tcp …: unavailable").
+		if leaf == s.Error() || strings.HasSuffix(leaf, ": "+s.Error()) {
+			sentinel, leaf = s, strings.TrimSuffix(strings.TrimSuffix(leaf, s.Error()), ": ")
 			break
 		}
 	}
@@ -71,6 +76,16 @@ func Sentence(err error) string {
 	}
 	if what < 0 {
 		what = len(contexts) - 1
+	}
+	// An outer context naming the same kind of thing is the caller's
+	// words for it ("site call X of site S" over the store's "site call X
+	// of S"): said once, the caller's way.
+	kind, _, _ := strings.Cut(thing(contexts[what]), " ")
+	for j := range what {
+		if k, _, _ := strings.Cut(thing(contexts[j]), " "); k == kind {
+			what = j
+			break
+		}
 	}
 	name := thing(contexts[what])
 	if !strings.Contains(name, " never ") && !strings.Contains(name, " not ") {

@@ -24,6 +24,10 @@ func TestMessageDoesNotStutter(t *testing.T) {
 		{fmt.Errorf("memdir: list %q: %w", "ops", ports.ErrNotFound), `list "ops" not found`},
 		{fmt.Errorf("site %q never reported to central: %w", "p9", ports.ErrNotFound), `site "p9" never reported to central`},
 		{ports.ErrConflict, "conflict"},
+		{fmt.Errorf("site call %q of site %q: %w", "c1", "p2", fmt.Errorf("sqlstore: site call %q of %q: %w", "c1", "p2", ports.ErrNotFound)),
+			`site call "c1" of site "p2" not found`},
+		{fmt.Errorf("GET /api: %w", fmt.Errorf("%w: %w", errors.New("dial tcp 127.0.0.1:1: connection refused"), ports.ErrUnavailable)),
+			"GET /api: dial tcp 127.0.0.1:1: connection refused"},
 		// The part just before the sentinel names what is missing.
 		{fmt.Errorf("retry: %w", fmt.Errorf("notification %s: %w", id, fmt.Errorf("sqlstore: notification %s: %w", id, ports.ErrNotFound))),
 			"retry: notification " + id + " not found"},

@@ -310,7 +310,7 @@ func Color(environ []string, isTerminal bool) bool {
 
 // ErrFlagBeforeCommand is what SplitSubcommand returns for a flag before
 // the subcommand that only the subcommand knows.
-var ErrFlagBeforeCommand = errors.New("give the command before its own flags")
+var ErrFlagBeforeCommand = errors.New("only the flags every command takes may come before it")
 
 // SplitSubcommand finds the subcommand in args when flags come before it
 // ("outbox notify -site X health"): the first operand, skipping the flags
@@ -340,7 +340,7 @@ func SplitSubcommand(fs *flag.FlagSet, args []string) (sub string, rest []string
 		}
 		f := fs.Lookup(name)
 		if f == nil {
-			return "", args, fmt.Errorf("-%s: %w", human.Cell(name, 40), ErrFlagBeforeCommand)
+			return "", args, fmt.Errorf("flag -%s before the command: %w", human.Cell(name, 40), ErrFlagBeforeCommand)
 		}
 		if !hasValue && !isBool(f) {
 			i++

@@ -61,6 +61,16 @@ func (n *notifyFlags) define(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&n.key, "key", env.getenv("OUTBOX_SITE_KEY"), "client key `file` (env OUTBOX_SITE_KEY)")
 }
 
+// notifyCommon are the flags every notify and tracking command takes, for
+// opsSubcommand.
+func notifyCommon(env Env) *flag.FlagSet {
+	var nf notifyFlags
+	fs := flag.NewFlagSet("outbox notify", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	nf.define(fs, env)
+	return fs
+}
+
 // dial connects to the site with the flags' TLS and the environment's token.
 func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, error) {
 	if n.site == "" {
@@ -86,7 +96,7 @@ func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, erro
 // Notify is `outbox notify`: a site's client, as a script is.
 func Notify(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	cmd, rest, usageCode, ok := opsSubcommand("notify", notifyUsage, args, env, "send", "status", "health")
+	cmd, rest, usageCode, ok := opsSubcommand("notify", notifyUsage, args, env, notifyCommon(env), "send", "status", "health")
 	if !ok {
 		return usageCode
 	}
@@ -112,11 +122,8 @@ func Notify(ctx context.Context, env Env, args []string) int {
 	case "health":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	}
-	if err := cli.Parse(fs, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, rest, cli.AnyOperands); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox notify %s: %s\n", cmd, siteErrText(err))

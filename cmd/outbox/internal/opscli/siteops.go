@@ -85,11 +85,8 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 	fs.StringVar(&script, "script", "outbox-cli", "`name` of the calling script, kept as provenance")
 	fs.StringVar(&instance, "instance", hostname(), "`name` of the calling instance")
 	fs.BoolVar(&asJSON, "json", false, "print the tracking row as JSON")
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, args, 2); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox %s: %s\n", cmd, siteErrText(err))
@@ -150,7 +147,7 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 // Tracking is `outbox tracking`.
 func Tracking(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	cmd, rest, usageCode, ok := opsSubcommand("tracking", trackingUsage, args, env, "status", "list", "retry", "discard")
+	cmd, rest, usageCode, ok := opsSubcommand("tracking", trackingUsage, args, env, notifyCommon(env), "status", "list", "retry", "discard")
 	if !ok {
 		return usageCode
 	}
@@ -173,11 +170,8 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 		fs.StringVar(&tgt, "target", "", "only this external system or database connection `name`")
 		fs.IntVar(&limit, "limit", 50, "at most this many `rows`")
 	}
-	if err := cli.Parse(fs, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, rest, cli.AnyOperands); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox tracking %s: %s\n", cmd, siteErrText(err))
