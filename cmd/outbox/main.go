@@ -39,11 +39,12 @@
 //	outbox audit                            the admin audit log (admin)
 //
 // Flags are the flag package's (-name value, also written --name) and may
-// come before or after the arguments; "--" ends them (internal/cli).
+// come before or after the arguments; "--" ends them (internal/cli). Before
+// a subcommand, only the flags all of the command's subcommands take.
 //
 // Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
 // configuration, 3 a bulk retry or discard without -yes that only showed
-// what it would do.
+// what it would do (0 when nothing matches: nothing to act on).
 package main
 
 import (
@@ -304,10 +305,13 @@ func usage(w io.Writer) {
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.
 configs/README.md describes every setting. Flags may follow the arguments;
--- ends them. NO_COLOR=1 turns colour off.
+-- ends them (an argument starting with "-" goes after --). Before a
+subcommand come only the flags all its subcommands take. NO_COLOR=1 turns
+colour off.
 
 Exit codes: 0 success, 1 failure, 2 bad usage or an invalid configuration,
-3 a bulk retry or discard without -yes (it showed the count, did nothing).
+3 a bulk retry or discard without -yes (it showed the count, did nothing;
+0 when nothing matches).
 Shell completion: "outbox help completion".
 `)
 }

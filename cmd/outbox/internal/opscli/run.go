@@ -43,11 +43,13 @@ Common flags:
   -json              print JSON (the API's own shapes) instead of a table
   -timeout D         give up after D (default 30s)
 
-Flags may come before or after the arguments; -- ends them.
+Flags may come before or after the arguments; -- ends them (an argument
+that starts with "-" goes after --). Before the command (outbox
+notifications -server URL list) only these common flags.
 
 Exit codes: 0 done, 1 the server refused or could not be reached, 2 bad
 usage, 3 a retry or discard by filter or -all without -yes: it printed how
-many rows match and did nothing.
+many rows match and did nothing (0 when none match: nothing to act on).
 `
 
 // opsSubcommand splits args into a subcommand among subs and the rest.

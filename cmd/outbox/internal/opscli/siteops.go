@@ -23,7 +23,9 @@ configuration defines (external_systems), as a script does. The site
 attempts it at once: it prints the tracked operation id and its status —
 Delivered (with the system's answer), Pending (the system is down or busy:
 the site retries it, see "outbox tracking status ID"), or Failed (the
-system refused it for good; exit status 1).
+system refused it for good; exit status 1). Flags may also follow SYSTEM
+and METHOD; an argument that starts with "-" goes after -- (outbox call
+-- SYSTEM -METHOD).
 
 Flags:
 `
@@ -34,7 +36,9 @@ Make a cached write to the database connection CONNECTION that the site's
 configuration defines (database_connections): SQL with the driver's
 placeholders ($1, @p1, ?) and -args, a JSON array of the values bound to
 them, never spliced into the text. Prints the id and the status as
-"outbox call" does.
+"outbox call" does. Flags may also follow the arguments; SQL that starts
+with "-" goes after --: outbox write db -- "-- a comment
+DELETE ...".
 
 Flags:
 `
