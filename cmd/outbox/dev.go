@@ -482,7 +482,7 @@ Try:
 The operator CLI, with an admin token revoked when outbox dev stops (it expires %s at the latest):
   export OUTBOX_SERVER=%s OUTBOX_TOKEN=%s
   outbox notifications list
-or as yourself: outbox login --server %s --name %s
+or as yourself: outbox login -server %s -name %s
 `, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, server, devAdmin)
 	}
 	b.WriteString("\nCtrl-C stops everything.\n\n")

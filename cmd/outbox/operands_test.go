@@ -113,3 +113,32 @@ func TestFlagsBeforeTheSubcommand(t *testing.T) {
 		t.Errorf("migrate -yes FLAGS down: exit %d\n%s%s", code, out, errw)
 	}
 }
+
+// TestFlagErrorsOfTheBinary: every flag error names the command first, and
+// an argument like a flag is clipped, with a hint at --.
+func TestFlagErrorsOfTheBinary(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"notify", "send", "-list", "ops", "-subject"}, "outbox notify send: flag needs an argument: -subject\n"},
+		{[]string{"notifications", "retry", "-status", "Parked", "-yes=maybe"}, "outbox notifications retry: invalid boolean value \"maybe\" for -yes"},
+		{[]string{"dev", "-free-ports=maybe"}, "outbox dev: invalid boolean value \"maybe\" for -free-ports"},
+		{[]string{"central", "-config"}, "outbox central: flag needs an argument: -config\n"},
+		{[]string{"write", "db", "-- comment\nDELETE FROM t WHERE " + strings.Repeat("x = 1 AND ", 20) + "y = 2"},
+			"outbox write: flag provided but not defined: -"},
+	} {
+		code, out, errw := runOutbox(tt.args...)
+		if code != exitUsage || out != "" || !strings.HasPrefix(errw, tt.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", tt.args, code, out, errw, tt.want)
+		}
+	}
+	_, _, errw := runOutbox("write", "db", "-- comment\nDELETE FROM t WHERE "+strings.Repeat("x = 1 AND ", 20)+"y = 2")
+	first, _, _ := strings.Cut(errw, "\n")
+	if !strings.Contains(first, "goes after --") || strings.Contains(first, "y = 2") {
+		t.Errorf("write db \"-- …\": first line %q, want the value clipped and a hint at --", first)
+	}
+	if !strings.Contains(errw, "goes after --: outbox write db --") {
+		t.Errorf("outbox write's usage does not show --:\n%s", errw)
+	}
+}

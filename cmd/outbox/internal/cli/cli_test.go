@@ -233,7 +233,7 @@ func TestParseOperandLikeAFlag(t *testing.T) {
 func TestRefusedFlagIsNeverOffered(t *testing.T) {
 	var out bytes.Buffer
 	fs, _, _, _ := newSet(&out)
-	given := Refused(fs, "password", "never")
+	Refused(fs, "password", "never")
 	if slices.Contains(FlagNames(fs), "password") {
 		t.Errorf("FlagNames offers -password: %q", FlagNames(fs))
 	}
@@ -246,7 +246,7 @@ func TestRefusedFlagIsNeverOffered(t *testing.T) {
 		t.Errorf("the probe offers -password: %q", out.String())
 	}
 	fs, _, _, _ = newSet(&out)
-	given = Refused(fs, "password", "never")
+	given := Refused(fs, "password", "never")
 	if err := Parse(fs, []string{"-password", "hunter2"}); err != nil || !*given {
 		t.Errorf("-password given: %v %v", err, *given)
 	}
