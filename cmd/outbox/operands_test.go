@@ -90,6 +90,12 @@ func TestCommandsRefuseOperandsTheyDoNotTake(t *testing.T) {
 		{[]string{"plugin", "deliver", "smtp", "extra"}, `outbox plugin deliver: unexpected argument "extra"`},
 		{[]string{"login", "extra"}, `outbox login: unexpected argument "extra"`},
 		{[]string{"logout", "extra"}, `outbox logout: unexpected argument "extra"`},
+		// The client commands that act, before they dial.
+		{[]string{"notify", "send", "-list", "ops", "extra"}, `outbox notify send: unexpected argument "extra"`},
+		{[]string{"users", "delete", "bob", "extra"}, `outbox users delete: `},
+		{[]string{"tokens", "delete", "t1", "extra"}, `outbox tokens delete: `},
+		{[]string{"lists", "delete", "ops", "extra"}, `outbox lists delete: `},
+		{[]string{"site-calls", "retry", "plant-1", "-all", "extra"}, `outbox site-calls retry: `},
 	} {
 		code, out, errw := runEnv(missing, tt.args...)
 		if code != exitUsage || out != "" || !strings.HasPrefix(errw, tt.want) {
