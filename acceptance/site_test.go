@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -425,6 +426,19 @@ func TestNotifyCLI(t *testing.T) {
 	code, out, errOut = runOutbox(t, "notify", "send", "-site", addrs, "-list", "ops", "-subject", strings.Repeat("s", 300), "-body", "x")
 	if code != 2 || out != "" || !containsFold(errOut, "subject") {
 		t.Fatalf("notify send with a 300-byte subject: exit %d, stdout %q, stderr %q; want exit 2 and the reason", code, out, errOut)
+	}
+
+	// The site API refuses it too, whatever the client: the rule is the
+	// site's own.
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err := g.client.To("ops").Send(sctx, " ", "")
+	scancel()
+	if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "subject and body are both empty") {
+		t.Fatalf("Send without a subject or a body through the site API: %v, want ErrInvalid saying so", err)
+	}
+	code, out, errOut = runOutbox(t, "notify", "send", "-site", addrs, "-list", "ops")
+	if code != 2 || out != "" || !strings.Contains(errOut, "give -subject, -body or both") {
+		t.Fatalf("notify send without a subject or a body: exit %d, stdout %q, stderr %q; want exit 2 and the reason", code, out, errOut)
 	}
 
 	code, out, errOut = runOutbox(t, "notify", "health", "-site", g.nodes[0].api)

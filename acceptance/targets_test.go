@@ -56,9 +56,21 @@ func (o *targetOutbox) await(id string, s ports.Status) ports.Detail {
 	waittest.For(o.t, 2*time.Minute, "notification "+string(s), waittest.Holds(func() bool {
 		var err error
 		d, err = o.svc.Notification(context.Background(), id)
-		return err == nil && d.Status == s
+		return err == nil && d.Status == s && settledInHistory(d)
 	}))
 	return d
+}
+
+// settledInHistory says whether a row's history already holds the record of
+// the status it shows. The dispatcher appends a batch's audit records after
+// recording its outcomes, so for a moment a row can read Delivered or
+// Parked before the attempt that got it there is in its history.
+func settledInHistory(d ports.Detail) bool {
+	want := map[ports.Status]ports.AuditKind{ports.StatusDelivered: ports.AuditDelivered, ports.StatusParked: ports.AuditParked}[d.Status]
+	if want == "" {
+		return true
+	}
+	return len(d.History) > 0 && d.History[len(d.History)-1].Kind == want
 }
 
 // targetStatuses is "target=Status ..." of a row's targets.

@@ -594,7 +594,7 @@ func TestIngestIsRetriedThroughABlip(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			_, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a", Notifications: []ports.Submission{
-				{ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}}})
+				{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"}}})
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Errorf("submit while the store is down: %v, want the store's error", err)
 			}
@@ -684,7 +684,7 @@ func TestForwarderRetriesTheRemoval(t *testing.T) {
 			t.Fatal(err)
 		}
 		(&siteEnv{site: site}).forward(t)
-		id, err := site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+		id, err := site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}

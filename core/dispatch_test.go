@@ -52,7 +52,7 @@ func TestSweepStopsWhenTheDirectoryFails(t *testing.T) {
 	var ids []string
 	for range 20 {
 		res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
-			ID: uuid.NewString(), List: "ops", Type: "email", SourceSite: "site-a"}}})
+			ID: uuid.NewString(), List: "ops", Type: "email", SourceSite: "site-a", Subject: "s"}}})
 		if err != nil || len(res.Accepted) != 1 {
 			t.Fatalf("submit: %+v, %v", res, err)
 		}
@@ -131,7 +131,7 @@ func TestNoDeliveryStartsThatCouldOutliveItsLease(t *testing.T) {
 	}
 	for range 2 {
 		if _, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{
-			ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}}}); err != nil {
+			ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Subject: "s"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,7 +246,7 @@ func TestBatchesGoOutInClaimOrder(t *testing.T) {
 		const n = 60 // six batches: the pipeline holds them all at once
 		subs := make([]ports.Submission, n)
 		for i := range subs {
-			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i}
+			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i, Subject: "s"}
 		}
 		if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
 			t.Fatalf("submit: %+v, %v", res, err)

@@ -40,6 +40,17 @@ func (e *fieldErrors) provenance(instance, script, execution, parent string) {
 	e.text("parent execution id", parent, maxNameBytes, false)
 }
 
+// content checks a notification's subject and body: each a text of at most
+// its limit, and not both blank, since a notification with neither says
+// nothing and would be delivered empty.
+func (e *fieldErrors) content(subject, body string, maxSubject, maxBody int) {
+	e.text("subject", subject, maxSubject, false)
+	e.text("body", body, maxBody, false)
+	if strings.TrimSpace(subject) == "" && strings.TrimSpace(body) == "" {
+		e.add(errors.New("subject and body are both empty: give a subject, a body or both"))
+	}
+}
+
 // err joins the collected errors on one line, or returns nil.
 func (e fieldErrors) err() error {
 	if len(e) == 0 {

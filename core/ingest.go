@@ -160,8 +160,7 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 		}
 	}
 	errs.text("list", sub.List, maxNameBytes, true)
-	errs.text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
-	errs.text("body", sub.Body, s.cfg.MaxBodyBytes, false)
+	errs.content(sub.Subject, sub.Body, s.cfg.MaxSubjectBytes, s.cfg.MaxBodyBytes)
 	errs.text("type", sub.Type, maxNameBytes, false)
 	errs.text("source site", sub.SourceSite, maxNameBytes, true)
 	errs.provenance(sub.SourceInstance, sub.SourceScript, sub.ExecutionID, sub.ParentExecutionID)

@@ -165,3 +165,32 @@ func TestIngestPriorityRange(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestRefusesANotificationWithNeitherSubjectNorBody: a submission whose
+// subject and body are both blank is rejected with the reason, and nothing
+// is stored; a subject alone or a body alone is enough.
+func TestIngestRefusesANotificationWithNeitherSubjectNorBody(t *testing.T) {
+	e := newTypedEnv(t)
+	empty, blank, subjectOnly, bodyOnly := sub("site-a", "mail", ""), sub("site-a", "mail", ""), sub("site-a", "mail", ""), sub("site-a", "mail", "")
+	empty.Subject = ""
+	blank.Subject, blank.Body = "  ", "\r\n"
+	bodyOnly.Subject, bodyOnly.Body = "", "pressure low"
+	res, err := e.svc.Submit(t.Context(), ports.SubmitRequest{Site: "site-a",
+		Notifications: []ports.Submission{empty, blank, subjectOnly, bodyOnly}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Accepted) != 2 || len(res.Rejected) != 2 {
+		t.Fatalf("accepted %d, rejected %d (%+v); want 2 and 2", len(res.Accepted), len(res.Rejected), res.Rejected)
+	}
+	for i, r := range res.Rejected {
+		want := []ports.Submission{empty, blank}[i].ID
+		if r.ID != want || !strings.Contains(r.Reason, "subject and body are both empty") || !strings.Contains(r.Reason, "invalid input") {
+			t.Errorf("rejection %d = %+v, want %s refused as empty", i, r, want)
+		}
+	}
+	st, err := e.store.Statuses(t.Context(), "site-a", []string{empty.ID, blank.ID})
+	if err != nil || len(st) != 0 {
+		t.Errorf("stored after rejection: %v, %v; want none", st, err)
+	}
+}

@@ -16,7 +16,8 @@ type RetryPolicy interface {
 	Next(failures int) (delay time.Duration, ok bool)
 }
 
-// Fallbacks for non-positive retry settings: ten retries a minute apart.
+// The defaults of unset (zero) retry settings, also the fallbacks for
+// negative ones: ten retries a minute apart.
 const (
 	FallbackMaxRetries = 10
 	FallbackInterval   = time.Minute
@@ -66,19 +67,24 @@ func (p ExponentialRetry) Next(failures int) (time.Duration, bool) {
 	return half + time.Duration(r()*float64(d-half)), true
 }
 
-// NewRetryPolicy builds the policy of a channel's settings. Non-positive
-// MaxRetries or Interval are clamped to FallbackMaxRetries and
-// FallbackInterval with a warning, so a misconfigured channel still retries
-// instead of parking everything at once.
+// NewRetryPolicy builds the policy of a channel's settings. Zero
+// MaxRetries or Interval are unset (a channel without settings has both
+// zero) and take FallbackMaxRetries and FallbackInterval silently. Negative
+// ones are a misconfiguration: they take the same values with a warning, so
+// the channel still retries instead of parking everything at once.
 func NewRetryPolicy(s ports.RetrySettings, channel string, log *slog.Logger) RetryPolicy {
+	if s.MaxRetries < 0 {
+		log.Warn("retry policy: max retries is negative; using the default",
+			"channel", channel, "max_retries", s.MaxRetries, "default", FallbackMaxRetries)
+	}
 	if s.MaxRetries <= 0 {
-		log.Warn("retry policy: max retries is not positive; using the fallback",
-			"channel", channel, "max_retries", s.MaxRetries, "fallback", FallbackMaxRetries)
 		s.MaxRetries = FallbackMaxRetries
 	}
+	if s.Interval < 0 {
+		log.Warn("retry policy: interval is negative; using the default",
+			"channel", channel, "interval", s.Interval.String(), "default", FallbackInterval.String())
+	}
 	if s.Interval <= 0 {
-		log.Warn("retry policy: interval is not positive; using the fallback",
-			"channel", channel, "interval", s.Interval.String(), "fallback", FallbackInterval.String())
 		s.Interval = FallbackInterval
 	}
 	if s.Backoff == ports.BackoffExponential {

@@ -43,10 +43,10 @@ func TestExponentialRetryDoublesWithJitterUpToTheCap(t *testing.T) {
 	}
 }
 
-func TestNewRetryPolicyClampsNonPositiveSettingsWithAWarning(t *testing.T) {
+func TestNewRetryPolicyClampsNegativeSettingsWithAWarning(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	p := NewRetryPolicy(ports.RetrySettings{MaxRetries: 0, Interval: -time.Second}, "email", log)
+	p := NewRetryPolicy(ports.RetrySettings{MaxRetries: -1, Interval: -time.Second}, "email", log)
 	fixed, ok := p.(FixedRetry)
 	if !ok || fixed.MaxRetries != FallbackMaxRetries || fixed.Interval != FallbackInterval {
 		t.Fatalf("got %#v, want FixedRetry{10, 1m}", p)
@@ -54,6 +54,17 @@ func TestNewRetryPolicyClampsNonPositiveSettingsWithAWarning(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "max retries") || !strings.Contains(out, "interval") {
 		t.Fatalf("want warnings naming max retries and interval, got:\n%s", out)
+	}
+
+	// A channel without a settings row has zero retry settings: the
+	// defaults, without a word.
+	buf.Reset()
+	p = NewRetryPolicy(ports.RetrySettings{}, "webhook", log)
+	if fixed, ok := p.(FixedRetry); !ok || fixed.MaxRetries != FallbackMaxRetries || fixed.Interval != FallbackInterval {
+		t.Fatalf("unset settings: got %#v, want FixedRetry{10, 1m}", p)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("unset settings must not warn, got:\n%s", buf.String())
 	}
 
 	buf.Reset()

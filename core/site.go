@@ -280,8 +280,7 @@ func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) 
 	}
 	var errs fieldErrors
 	errs.text("list", req.List, maxNameBytes, true)
-	errs.text("subject", req.Subject, s.cfg.MaxSubjectBytes, false)
-	errs.text("body", req.Body, s.cfg.MaxBodyBytes, false)
+	errs.content(req.Subject, req.Body, s.cfg.MaxSubjectBytes, s.cfg.MaxBodyBytes)
 	errs.provenance(req.SourceInstance, req.SourceScript, req.ExecutionID, req.ParentExecutionID)
 	if err := errs.err(); err != nil {
 		return "", fmt.Errorf("%s: %w", err, ports.ErrInvalid)

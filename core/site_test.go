@@ -197,15 +197,17 @@ func TestSendRefusesBadInputAndBuffersNothing(t *testing.T) {
 		ctx  context.Context
 		want string
 	}{
-		"empty list":        {req: func(r *ports.SendRequest) { r.List = " " }, want: "list is empty"},
-		"subject too long":  {req: func(r *ports.SendRequest) { r.Subject = strings.Repeat("x", 11) }, want: "subject is 11 bytes, over the limit of 10"},
-		"body too long":     {req: func(r *ports.SendRequest) { r.Body = strings.Repeat("x", 21) }, want: "body is 21 bytes, over the limit of 20"},
-		"invalid UTF-8":     {req: func(r *ports.SendRequest) { r.Body = "a\xffb" }, want: "body is not valid UTF-8"},
-		"NUL":               {req: func(r *ports.SendRequest) { r.Subject = "a\x00" }, want: "subject holds a NUL byte"},
-		"bad id":            {req: func(r *ports.SendRequest) { r.ID = "42" }, want: "not a UUID"},
-		"long script":       {req: func(r *ports.SendRequest) { r.SourceScript = strings.Repeat("s", 201) }, want: "source script is 201 bytes"},
-		"missing deadline":  {ctx: context.Background(), want: "deadline"},
-		"two broken fields": {req: func(r *ports.SendRequest) { r.List = ""; r.Body = "\xff" }, want: "list is empty; body is not valid UTF-8"},
+		"empty list":                {req: func(r *ports.SendRequest) { r.List = " " }, want: "list is empty"},
+		"subject too long":          {req: func(r *ports.SendRequest) { r.Subject = strings.Repeat("x", 11) }, want: "subject is 11 bytes, over the limit of 10"},
+		"body too long":             {req: func(r *ports.SendRequest) { r.Body = strings.Repeat("x", 21) }, want: "body is 21 bytes, over the limit of 20"},
+		"invalid UTF-8":             {req: func(r *ports.SendRequest) { r.Body = "a\xffb" }, want: "body is not valid UTF-8"},
+		"NUL":                       {req: func(r *ports.SendRequest) { r.Subject = "a\x00" }, want: "subject holds a NUL byte"},
+		"bad id":                    {req: func(r *ports.SendRequest) { r.ID = "42" }, want: "not a UUID"},
+		"long script":               {req: func(r *ports.SendRequest) { r.SourceScript = strings.Repeat("s", 201) }, want: "source script is 201 bytes"},
+		"missing deadline":          {ctx: context.Background(), want: "deadline"},
+		"two broken fields":         {req: func(r *ports.SendRequest) { r.List = ""; r.Body = "\xff" }, want: "list is empty; body is not valid UTF-8"},
+		"no subject, no body":       {req: func(r *ports.SendRequest) { r.Subject = ""; r.Body = "" }, want: "subject and body are both empty"},
+		"blank subject, blank body": {req: func(r *ports.SendRequest) { r.Subject = " \t"; r.Body = "\n" }, want: "subject and body are both empty"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -231,7 +233,7 @@ func TestSendRefusesBadInputAndBuffersNothing(t *testing.T) {
 func TestSendOffTheLeaderIsUnavailable(t *testing.T) {
 	e := newSiteEnv(t, SiteConfig{})
 	e.buf.SetAvailable(false)
-	_, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+	_, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "s"})
 	if !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -299,7 +301,7 @@ func TestForwarderKeepsEverythingWhileCentralIsDown(t *testing.T) {
 		e.forward(t)
 		var ids []string
 		for range 20 {
-			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "s"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,7 +428,7 @@ func TestForwarderShrinksBatchesCentralRefuses(t *testing.T) {
 		e.site = s
 		var ids []string
 		for range 30 {
-			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			id, err := e.site.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "s"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,7 +470,7 @@ func TestForwarderWaitsAsCentralAsks(t *testing.T) {
 		}
 		var ids []string
 		for range 10 {
-			id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops"})
+			id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: "s"})
 			if err != nil {
 				t.Fatal(err)
 			}

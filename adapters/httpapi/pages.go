@@ -38,6 +38,9 @@ type base struct {
 	// Live is how many seconds apart a list refreshes itself (app.js);
 	// zero never.
 	Live float64
+	// Hooks says a webhook capture runs (dev mode): the page shows
+	// "Webhook capture".
+	Hooks bool
 }
 
 // parsePages parses each page template with the layout.
@@ -83,7 +86,8 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil, Live: max(0, cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds())}
+		SiteCalls: s.cfg.SiteCalls != nil, Live: max(0, cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds()),
+		Hooks: s.cfg.Hookbox != nil}
 }
 
 // render writes page with data and status. The page is rendered into a

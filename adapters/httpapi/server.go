@@ -63,6 +63,11 @@ type Config struct {
 	// Mailbox, when set, shows the mails a local SMTP capture received on
 	// the page /mail (dev mode).
 	Mailbox func() []Mail
+	// Hookbox, when set, shows the requests a local webhook capture
+	// received on the page /hooks (dev mode); HooksURL is the capture's
+	// URL the page names.
+	Hookbox  func() []Hook
+	HooksURL string
 	// Public are extra routes served without authentication: /metrics,
 	// /healthz, /readyz.
 	Public map[string]http.Handler
@@ -260,6 +265,7 @@ func (s *Server) routes() {
 		s.siteCallPageRoutes()
 	}
 	s.adminPageRoutes() // admin_pages.go
+	s.hookPageRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, ports.Principal{}, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 	})

@@ -1,6 +1,7 @@
 package opgateway
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -209,23 +210,44 @@ func (c Config) Validate() error {
 // CheckRefs returns one *ports.FieldError per secret reference of c that
 // policy refuses (secretref.Policy.Check: it reads no secret), or nil.
 func (c Config) CheckRefs(policy secretref.Policy) error {
+	return c.eachRef(policy.Check)
+}
+
+// ResolveRefs resolves every secret reference of c with policy and returns
+// one *ports.FieldError per reference that does not resolve (a missing
+// file, an unset variable), each naming the reference, never a value; the
+// values read are dropped. A start-up check, so that a broken reference is
+// found with the other broken rules rather than at the first call.
+func (c Config) ResolveRefs(policy secretref.Policy) error {
+	return c.eachRef(func(ref string) error {
+		_, err := policy.Resolve(ref)
+		if err != nil {
+			return errors.New(secretref.Detail(err))
+		}
+		return nil
+	})
+}
+
+// eachRef calls check with each secret reference of c and returns one
+// *ports.FieldError per error it returns.
+func (c Config) eachRef(check func(ref string) error) error {
 	var fe ports.FieldErrors
-	check := func(field, ref string) {
+	at := func(field, ref string) {
 		if ref == "" {
 			return
 		}
-		if err := policy.Check(ref); err != nil {
+		if err := check(ref); err != nil {
 			fe.Add(field, "%v", err)
 		}
 	}
 	for i, s := range c.Systems {
-		at := fmt.Sprintf("Systems[%d].Auth.", i)
-		check(at+"Token", s.Auth.Token)
-		check(at+"Password", s.Auth.Password)
-		check(at+"Value", s.Auth.Value)
+		auth := fmt.Sprintf("Systems[%d].Auth.", i)
+		at(auth+"Token", s.Auth.Token)
+		at(auth+"Password", s.Auth.Password)
+		at(auth+"Value", s.Auth.Value)
 	}
 	for i, cn := range c.Connections {
-		check(fmt.Sprintf("Connections[%d].DSN", i), cn.DSN)
+		at(fmt.Sprintf("Connections[%d].DSN", i), cn.DSN)
 	}
 	return fe.Err()
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/metrics"
@@ -64,16 +65,10 @@ func setupWith[C any](sc schema[C], name, summary string, args, environ []string
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nEvery setting can also be set in the file or the environment (OUTBOX_*);\nflags override the environment, which overrides the file. configs/README.md\ndescribes every setting.\n")
 	}
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		return nil, nil, exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox %s: unexpected argument %q\n", name, fs.Arg(0))
-		fs.Usage()
-		return nil, nil, exitUsage, false
+	// An operand is refused before the configuration is loaded: no
+	// command here takes one.
+	if code, ok := cli.ParseArgs(fs, args, 0); !ok {
+		return nil, nil, code, false
 	}
 	l, err := sc.load(cl, environ)
 	if err != nil {
@@ -130,8 +125,13 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 	action := "up"
 	// A completion probe learns the actions, then the flags (setup).
 	cli.Subcommands(stdout, args, "up", "down", "status")
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != cli.Probe {
-		action, args = args[0], args[1:]
+	// The action is the first operand, after any flags ("outbox migrate
+	// -config F status"); without one it is up.
+	var cl commandLine
+	known := centralSchema.flagSet("outbox migrate", &cl, io.Discard)
+	known.Bool("yes", false, "")
+	if sub, rest, err := cli.SplitSubcommand(known, args); err == nil && sub != "" {
+		action, args = sub, rest
 	}
 	switch action {
 	case "up", "down", "status":
@@ -253,6 +253,8 @@ type centralOptions struct {
 	// dev runs without an admin and shows banner on the page.
 	dev    bool
 	banner string
+	// hooks, when set, is dev's webhook capture, which the page shows.
+	hooks *hookcapture.Server
 	// started, when set, is called once everything listens, with the
 	// addresses bound.
 	started func(centralAddrs)
@@ -395,7 +397,8 @@ func runCentralNode(ctx context.Context, cfg Config, opt centralOptions, logger 
 		}
 		if cfg.HTTP.Listen != "" {
 			stop, addr, devToken, err := serveHTTP(ctx, operatorSurface{cfg: cfg.HTTP, svc: svc, store: store, editor: editor,
-				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner}, logger)
+				host: host, obs: obs, capture: capture, metricsApart: cfg.Metrics.Listen != "", dev: opt.dev, banner: opt.banner,
+				hooks: opt.hooks}, logger)
 			if err != nil {
 				return err
 			}

@@ -309,12 +309,14 @@ func (c Config) Validate() error {
 	r = append(r, c.Link.validate(c.Outbox)...)
 	r = append(r, c.HTTP.validate()...)
 	r = append(r, c.Metrics.validateCentral(c.HTTP.Listen)...)
-	if sr := c.Secrets.validate(c.ConfigDir); len(sr) > 0 {
+	sr := c.Secrets.validate(c.ConfigDir)
+	if len(sr) > 0 {
 		r = append(r, sr...)
 	} else {
 		r = append(r, c.validateReferences()...)
 		r = append(r, c.validateOwnSecretsOutside()...)
 	}
+	r = append(r, c.validateOwnResolvable()...)
 	return r.Err()
 }
 

@@ -17,11 +17,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
@@ -35,6 +37,8 @@ const (
 	devHTTP = "127.0.0.1:8080"
 	devSMTP = "127.0.0.1:2525"
 	devLink = "127.0.0.1:7443"
+	// devHooks is the webhook capture's address.
+	devHooks = "127.0.0.1:8090"
 	// devSite is the id of the site group.
 	devSite = "dev-site"
 	// devAdmin is the admin account's name.
@@ -76,15 +80,25 @@ the built-in channels as plugin processes, the operator page and API), a site
 "dev-site" of three Raft nodes that forwards to it, and an SMTP capture that
 keeps the e-mail central sends (shown on the page /mail). The list "demo" is
 delivered into the capture; "demo-bounce" is refused by it with 550 and parks,
-to try Retry and Discard. It prints the addresses, the admin's password and
-commands to try; Ctrl-C stops everything.
+to try Retry and Discard. A webhook capture keeps every HTTP request sent to
+it (shown on the page /hooks). It prints the addresses, the admin's password
+and commands to try; Ctrl-C stops everything.
+
+To try a channel plugin of your own: -plugins-dir DIR runs every executable
+of DIR as the plugin of the channel type named like the file, as central's
+plugins.dir does, and -config FILE merges an overlay of central's
+configuration over dev's: its lists, channels, plugins and secrets sections
+(a list or channel named like dev's replaces it). In the overlay, {{hooks}}
+stands for the webhook capture's URL: a list whose targets are
+{{hooks}}/anything delivers into the capture.
 
 The data lives in a temporary directory removed at exit, unless -data-dir is
 given. The admin's password is generated at each start, unless
 OUTBOX_DEV_ADMIN_PASSWORD sets it. The addresses: page 127.0.0.1:8080, SMTP
-127.0.0.1:2525, site link 127.0.0.1:7443, site API 127.0.0.1:7101-7103 (the
-default of outbox notify), Raft 127.0.0.1:7201-7203; one that is taken is
-replaced by a free port, and a warning says so.`
+127.0.0.1:2525, webhook capture 127.0.0.1:8090, site link 127.0.0.1:7443, site
+API 127.0.0.1:7101-7103 (the default of outbox notify), Raft
+127.0.0.1:7201-7203; one that is taken is replaced by a free port, and a
+warning says so.`
 
 // devFlags are the flags of `outbox dev`.
 type devFlags struct {
@@ -93,6 +107,9 @@ type devFlags struct {
 	dataDir   string
 	freePorts bool
 	log       LogConfig
+	// pluginsDir and overlay are -plugins-dir and -config.
+	pluginsDir string
+	overlay    string
 }
 
 // runDev is `outbox dev`.
@@ -105,23 +122,18 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	set.BoolVar(&f.freePorts, "free-ports", false, "listen on free ports instead of the well-known ones (the page too, unless -http is given)")
 	set.StringVar(&f.log.Level, "log-level", "info", "log `level`: debug, info, warn or error")
 	set.StringVar(&f.log.Format, "log-format", "auto", "log `format`: auto, text or json")
+	pluginsDir := set.String("plugins-dir", "", "run every executable of `directory` as a channel plugin, as central's plugins.dir does")
+	overlay := set.String("config", "", "merge the lists, channels, plugins and secrets of this central configuration `file` over dev's")
 	set.Usage = func() {
 		w := set.Output()
 		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
 		set.PrintDefaults()
 	}
-	if err := cli.Parse(set, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if set.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox dev: unexpected argument %q\n", set.Arg(0))
-		set.Usage()
-		return exitUsage
+	if code, ok := cli.ParseArgs(set, args, 0); !ok {
+		return code
 	}
 	set.Visit(func(fl *flag.Flag) { f.httpSet = f.httpSet || fl.Name == "http" })
+	f.pluginsDir, f.overlay = *pluginsDir, *overlay
 	var r rules
 	if f.httpSet {
 		if _, _, err := net.SplitHostPort(f.http); err != nil {
@@ -133,6 +145,22 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	r = append(r, f.log.validate()...)
 	if pw := envValue(environ, devPasswordEnv); pw != "" && (len(pw) < 10 || len(pw) > 72) {
 		r.Add(devPasswordEnv, "must be 10 to 72 bytes long, got %d", len(pw))
+	}
+	if d := f.pluginsDir; d != "" {
+		if info, err := os.Stat(d); err != nil {
+			r.Add("-plugins-dir", "%v", err)
+		} else if !info.IsDir() {
+			r.Add("-plugins-dir", "%s is not a directory", d)
+		} else if abs, err := filepath.Abs(d); err == nil {
+			f.pluginsDir = abs
+		}
+	}
+	if f.overlay != "" {
+		// Read now to report its errors before anything starts; dev reads
+		// it again once the webhook capture's URL is known.
+		if _, err := readDevOverlay(f.overlay, "http://"+devHooks); err != nil {
+			r = append(r, unjoin(err)...)
+		}
 	}
 	if err := errors.Join(r...); err != nil {
 		printConfigError(stderr, "outbox dev", err)
@@ -152,17 +180,23 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 
 // devRun is what outbox dev runs and prints.
 type devRun struct {
+	// cmd is how the user runs outbox, in the commands printed: see
+	// devCommand.
+	cmd      string
 	dataDir  string
 	keep     bool
 	password string
 	central  centralAddrs
 	siteAPIs []string
+	// hooks is the webhook capture's URL; lists are the overlay's lists.
+	hooks string
+	lists []string
 }
 
 // dev runs central and the three site nodes until ctx is done, then stops
 // the site nodes, then central, and removes the data unless it is kept.
 func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, logger *slog.Logger) (err error) {
-	run := devRun{dataDir: f.dataDir, keep: f.dataDir != ""}
+	run := devRun{cmd: devCommand(os.Executable, exec.LookPath), dataDir: f.dataDir, keep: f.dataDir != ""}
 	if run.keep {
 		if err := os.MkdirAll(run.dataDir, 0o700); err != nil {
 			return fmt.Errorf("create -data-dir: %w", err)
@@ -212,9 +246,29 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 		return err
 	}
 
+	hooksLis, err := devListen(devHooks, f.freePorts, "the webhook capture", logger)
+	if err != nil {
+		return fmt.Errorf("webhook capture: %w", err)
+	}
+	hooks, err := hookcapture.Serve(hooksLis, hookcapture.Config{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := hooks.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	run.hooks = hooks.URL()
+
 	cfg, err := devCentralConfig(f, run.dataDir, passwordFile, tokenFile, logger)
 	if err != nil {
 		return err
+	}
+	if f.overlay != "" || f.pluginsDir != "" {
+		if run.lists, err = devOverlay(&cfg, f, run.hooks); err != nil {
+			return err
+		}
 	}
 
 	// Site nodes run under siteCtx, central under its own context, so that
@@ -238,7 +292,7 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 	centralDone := make(chan struct{})
 	go func() {
 		defer close(centralDone)
-		err := runCentralNode(centralCtx, cfg, centralOptions{dev: true, banner: devBanner(run),
+		err := runCentralNode(centralCtx, cfg, centralOptions{dev: true, banner: devBanner(run), hooks: hooks,
 			started: func(a centralAddrs) { centralUp <- a }}, logger.With("part", "central"))
 		if err != nil && !(centralCtx.Err() != nil && errors.Is(err, context.Canceled)) {
 			fail(fmt.Errorf("central: %w", err))
@@ -355,6 +409,26 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 	return cfg, nil
 }
 
+// devOverlay applies -config and -plugins-dir to central's configuration
+// and checks the result. It returns the overlay's lists.
+func devOverlay(cfg *Config, f devFlags, hooksURL string) ([]string, error) {
+	var lists []string
+	if f.overlay != "" {
+		ov, err := readDevOverlay(f.overlay, hooksURL)
+		if err != nil {
+			return nil, fmt.Errorf("-config: %w", err)
+		}
+		lists = applyDevOverlay(cfg, ov)
+	}
+	if f.pluginsDir != "" {
+		cfg.Plugins.Dir = f.pluginsDir
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("central's configuration with -config and -plugins-dir: %w", err)
+	}
+	return lists, nil
+}
+
 // devSiteConfigs returns the configurations of the site nodes, their
 // members on the listeners' addresses.
 func devSiteConfigs(run devRun, log LogConfig, raftLis, apiLis []net.Listener, tokenFile string) []SiteConfig {
@@ -452,7 +526,7 @@ func devBanner(run devRun) string {
 		where = "in " + run.dataDir
 	}
 	return "outbox dev: everything runs in one process on this machine, data " + where +
-		"; e-mail goes to the local capture (Mail), never out."
+		"; e-mail goes to the local capture (Mail), never out; requests to " + run.hooks + " to the webhook capture."
 }
 
 // devAddresses is the block outbox dev prints once everything runs.
@@ -469,32 +543,69 @@ func devAddresses(run devRun) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-outbox dev is running: central, site %q (three Raft nodes) and an SMTP capture, on loopback.
+outbox dev is running: central, site %q (three Raft nodes), an SMTP capture and a webhook capture, on loopback.
 
   Operator page:  %s
   Log in:         %s / %s
   Mail capture:   %smail
+  Webhooks:       %[12]s (a list's target {{hooks}}/NAME; shown on %[5]shooks)
   Site API:       %s
   SMTP capture:   %s
   Site link:      %s
   Data:           %s
 
 Try:
-  outbox notify send%s -list demo -subject hi -body hello          # delivered into the mail capture
-  outbox notify send%s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
-  outbox notify status%s ID
-`, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, siteFlag, siteFlag, siteFlag)
+  %[10]s notify send%[11]s -list demo -subject hi -body hello          # delivered into the mail capture
+  %[10]s notify send%[11]s -list demo-bounce -subject hi -body hello   # refused by the capture: it parks
+  %[10]s notify status%[11]s ID
+`, devSite, page, devAdmin, run.password, page, sites, run.central.SMTP, run.central.Link, data, run.cmd, siteFlag, run.hooks)
+	for _, l := range run.lists {
+		fmt.Fprintf(&b, "  %s notify send%s -list %s -subject hi -body hello   # your list\n", run.cmd, siteFlag, l)
+	}
 	server := strings.TrimSuffix(page, "/")
 	if t := run.central.DevToken; t.Secret != "" {
 		fmt.Fprintf(&b, `
 The operator CLI, with an admin token revoked when outbox dev stops (it expires %s at the latest):
-  export OUTBOX_SERVER=%s OUTBOX_TOKEN=%s
-  outbox notifications list
-or as yourself: outbox login --server %s --name %s
-`, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, server, devAdmin)
+  export OUTBOX_SERVER=%[2]s OUTBOX_TOKEN=%[3]s
+  %[4]s notifications list
+or as yourself: %[4]s login -server %[2]s -name %[5]s
+`, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, run.cmd, devAdmin)
 	}
 	b.WriteString("\nCtrl-C stops everything.\n\n")
 	return b.String()
+}
+
+// devCommand returns how to run this binary again in the commands outbox
+// dev prints: "outbox" when that name on PATH is this binary, "go run
+// ./cmd/outbox" when this is a temporary build of go run (which lives in a
+// go-build directory, named exe/outbox), otherwise this binary's own path.
+// executable and lookPath are os.Executable and exec.LookPath.
+func devCommand(executable func() (string, error), lookPath func(string) (string, error)) string {
+	const name = "outbox"
+	exe, err := executable()
+	if err != nil {
+		return name
+	}
+	if onPath, err := lookPath(name); err == nil && sameFile(exe, onPath) {
+		return name
+	}
+	if filepath.Base(filepath.Dir(exe)) == "exe" && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/outbox"
+	}
+	if strings.ContainsAny(exe, " '\"$`\\") {
+		return "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
+	}
+	return exe
+}
+
+// sameFile reports whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // devTokenTTL is the lifetime of the admin token outbox dev prints: it is

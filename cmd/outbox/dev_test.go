@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,6 +169,11 @@ func TestDevDeliversEndToEnd(t *testing.T) {
 	if !strings.Contains(string(body), `<div class="banner">outbox dev: everything runs in one process`) {
 		t.Errorf("the page shows no dev banner:\n%s", body)
 	}
+	// The binary under test is not on PATH: the commands to try name it
+	// by its path.
+	if want := "  " + outboxBinary(t) + " notify send -site " + info.sites + " -list demo "; !strings.Contains(p.Output(), want) {
+		t.Errorf("outbox dev does not print %q to try:\n%s", want, p.Output())
+	}
 
 	stopDev(t, p)
 	if _, err := os.Stat(info.data); !errors.Is(err, fs.ErrNotExist) {
@@ -242,5 +249,178 @@ func TestNotifyDefaultsToDevSite(t *testing.T) {
 		if code != exitOK || !strings.Contains(errw.String(), `(default "`+tc.want+`")`) {
 			t.Errorf("environment %v: exit %d, -site's default not %q:\n%s", tc.environ, code, tc.want, errw.String())
 		}
+	}
+}
+
+// TestDevCommandIsTheOneThatWorks: the commands outbox dev prints start
+// with "outbox" only when that name on PATH is the running binary; a go
+// run build prints go run, any other binary its own path.
+func TestDevCommandIsTheOneThatWorks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("binary "+rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	installed := write("bin/outbox")
+	linked := filepath.Join(dir, "link/outbox")
+	if err := os.MkdirAll(filepath.Dir(linked), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(installed, linked); err != nil {
+		t.Fatal(err)
+	}
+	built := write("clone/outbox")
+	goRun := write("go-build1234/b001/exe/outbox")
+	spaced := write("my clone/outbox")
+	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
+	found := func(p string) func(string) (string, error) {
+		return func(string) (string, error) { return p, nil }
+	}
+	for _, tc := range []struct {
+		name     string
+		exe      string
+		lookPath func(string) (string, error)
+		want     string
+	}{
+		{"installed on PATH", installed, found(installed), "outbox"},
+		{"PATH holds a link to it", installed, found(linked), "outbox"},
+		{"built in the clone, not on PATH", built, notFound, built},
+		{"built in the clone, another outbox on PATH", built, found(installed), built},
+		{"go run", goRun, notFound, "go run ./cmd/outbox"},
+		{"go run, an installed outbox on PATH", goRun, found(installed), "go run ./cmd/outbox"},
+		{"a path with a space", spaced, notFound, "'" + spaced + "'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := devCommand(func() (string, error) { return tc.exe, nil }, tc.lookPath)
+			if got != tc.want {
+				t.Errorf("devCommand = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := devCommand(func() (string, error) { return "", errors.New("no /proc") }, notFound); got != "outbox" {
+		t.Errorf("devCommand without the executable's path = %q, want outbox", got)
+	}
+}
+
+// TestDevDeliversIntoTheWebhookCapture: an overlay given with -config adds
+// a list of the built-in webhook channel whose target is {{hooks}}; dev
+// prints the capture and a command for the list, the notification is
+// Delivered into the capture, and the page's /hooks shows the request with
+// its token hidden.
+func TestDevDeliversIntoTheWebhookCapture(t *testing.T) {
+	overlay := filepath.Join(t.TempDir(), "overlay.yaml")
+	if err := os.WriteFile(overlay, []byte("lists:\n  - name: control-room\n    type: webhook\n    targets: ['{{hooks}}/control-room?token=s3cr3t-in-url']\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, info := startDev(t, "-config", overlay)
+	hooks := p.waitFor(t, "Webhooks:", time.Second)
+	if !strings.Contains(hooks, "http://127.0.0.1:") || !strings.Contains(hooks, info.page+"hooks") {
+		t.Errorf("printed %q, want the capture's URL and the page's /hooks", hooks)
+	}
+	if !strings.Contains(p.Output(), " notify send -site "+info.sites+" -list control-room ") {
+		t.Errorf("no command to try the overlay's list:\n%s", p.Output())
+	}
+	subject := "dev webhook " + rand.Text()[:8]
+	id := devSend(t, info.sites, "control-room", subject)
+	hc, c := devLogin(t, info.page)
+	awaitStatus(t, c, id, ports.StatusDelivered)
+
+	resp, err := hc.Get(info.page + "hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /hooks: HTTP %d, %v", resp.StatusCode, err)
+	}
+	page := string(body)
+	for _, want := range []string{"<code>POST /control-room?token=(hidden)</code>", subject, `href="/hooks" aria-current="page"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/hooks lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "s3cr3t-in-url") {
+		t.Error("/hooks shows the target's token")
+	}
+	stopDev(t, p)
+}
+
+// TestDevRefusesABadOverlay: an overlay that sets what dev keeps its own,
+// or that does not parse, is refused before anything starts, every problem
+// named; so is a -plugins-dir that is not a directory.
+func TestDevRefusesABadOverlay(t *testing.T) {
+	dir := t.TempDir()
+	overlay := filepath.Join(dir, "overlay.yaml")
+	if err := os.WriteFile(overlay, []byte("http:\n  listen: 0.0.0.0:80\nstore:\n  driver: postgres\nlists:\n  - name: x\n    type: webhook\n    targets: ['{{hooks}}/x']\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errw strings.Builder
+	code := run(t.Context(), []string{"dev", "-config", overlay, "-plugins-dir", overlay}, nil, &out, &errw)
+	for _, want := range []string{"invalid configuration, 3 problems", "http: outbox dev keeps its own; an overlay sets lists, channels, plugins, secrets",
+		"store: outbox dev keeps its own", "-plugins-dir: " + overlay + " is not a directory"} {
+		if !strings.Contains(errw.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errw.String())
+		}
+	}
+	if code != exitUsage || out.Len() > 0 {
+		t.Errorf("exit %d, stdout %q; want exit %d and nothing printed", code, out.String(), exitUsage)
+	}
+	code = run(t.Context(), []string{"dev", "-config", filepath.Join(dir, "missing.yaml")}, nil, &out, &errw)
+	if code != exitUsage || !strings.Contains(errw.String(), "missing.yaml: no such file or directory") {
+		t.Errorf("a missing overlay: exit %d:\n%s", code, errw.String())
+	}
+}
+
+// TestDevOverlayMerges: the overlay's lists and channels join dev's (one
+// named like dev's replaces it), its plugins and secrets sections replace
+// dev's when set, and its relative references start at its directory.
+func TestDevOverlayMerges(t *testing.T) {
+	dir := t.TempDir()
+	overlay := filepath.Join(dir, "overlay.yaml")
+	yaml := `lists:
+  - {name: control-room, type: jsonpost, targets: ['{{hooks}}/control-room']}
+  - {name: demo, type: email, targets: [me@example.com]}
+channels:
+  - {type: jsonpost, settings: {room: '3'}}
+plugins:
+  external: [{type: jsonpost, command: /opt/jsonpost}]
+secrets:
+  dirs: [secrets]
+`
+	if err := os.WriteFile(overlay, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := readDevOverlay(overlay, "http://127.0.0.1:9999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Lists: []ListConfig{{Name: "demo", Type: "email", Targets: []string{"demo@example.com"}}, {Name: "demo-bounce", Type: "email"}},
+		Channels: []ChannelConfig{{Type: "email", Settings: map[string]string{"host": "127.0.0.1"}}}, Plugins: defaultPluginsConfig()}
+	lists := applyDevOverlay(&cfg, ov)
+	if !slices.Equal(lists, []string{"control-room", "demo"}) {
+		t.Errorf("overlay lists %v", lists)
+	}
+	var got []string
+	for _, l := range cfg.Lists {
+		got = append(got, l.Name+" "+strings.Join(l.Targets, ","))
+	}
+	if want := []string{"demo me@example.com", "demo-bounce ", "control-room http://127.0.0.1:9999/control-room"}; !slices.Equal(got, want) {
+		t.Errorf("lists %q, want %q", got, want)
+	}
+	if len(cfg.Channels) != 2 || cfg.Channels[0].Type != "email" || cfg.Channels[1].Settings["room"] != "3" {
+		t.Errorf("channels %+v", cfg.Channels)
+	}
+	if len(cfg.Plugins.External) != 1 || cfg.Plugins.External[0].Command != "/opt/jsonpost" || !slices.Equal(cfg.Secrets.Dirs, []string{"secrets"}) {
+		t.Errorf("plugins %+v, secrets %+v", cfg.Plugins, cfg.Secrets)
+	}
+	if cfg.ConfigDir != dir || cfg.SecretPolicy().Base != dir {
+		t.Errorf("references start at %q, want the overlay's directory %q", cfg.ConfigDir, dir)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/httpapi"
@@ -125,6 +126,8 @@ type operatorSurface struct {
 	host    *pluginhost.Host
 	obs     observability
 	capture *smtpcapture.Server
+	// hooks, when set, is outbox dev's webhook capture, shown on /hooks.
+	hooks *hookcapture.Server
 	// metricsApart: /metrics and /readyz are served on metrics.listen, not
 	// with the page.
 	metricsApart bool
@@ -307,6 +310,9 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 	if o.capture != nil {
 		hc.Mailbox = func() []httpapi.Mail { return capturedMails(o.capture) }
 	}
+	if o.hooks != nil {
+		hc.Hookbox, hc.HooksURL = func() []httpapi.Hook { return capturedHooks(o.hooks) }, o.hooks.URL()
+	}
 	srv, err := httpapi.New(hc)
 	if err != nil {
 		return nil, "", devToken{}, err
@@ -370,4 +376,19 @@ func channelSchema(h *pluginhost.Host, typ string) (schema []httpapi.ChannelSett
 		return nil, false
 	}
 	return httpapi.ChannelSchemaOf(d.Settings), true
+}
+
+// capturedHooks is the webhook capture's requests as the page shows them.
+func capturedHooks(c *hookcapture.Server) []httpapi.Hook {
+	posts := c.Posts()
+	out := make([]httpapi.Hook, len(posts))
+	for i, p := range posts {
+		h := httpapi.Hook{At: p.At, Method: p.Method, Path: p.Path, Query: p.Query, Body: p.Body, Size: p.Size,
+			Header: make([]httpapi.HookHeader, len(p.Header))}
+		for j, hd := range p.Header {
+			h.Header[j] = httpapi.HookHeader{Name: hd.Name, Value: hd.Value}
+		}
+		out[i] = h
+	}
+	return out
 }

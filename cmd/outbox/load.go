@@ -70,6 +70,7 @@ var centralSchema = schema[Config]{
 			return c.Secrets.EnvPrefix != "" && strings.HasPrefix(name, c.Secrets.EnvPrefix)
 		},
 		Warn: func(l *loaded[Config]) {
+			l.Warnings = append(l.Warnings, l.Cfg.unresolvedDirectory()...)
 			if l.Cfg.Store.DSN != "" && dsnHasPassword(l.Cfg.Store.DSN) && !strings.HasPrefix(l.Sources["store.dsn"], "env ") {
 				l.Warnings = append(l.Warnings, "store.dsn holds a password in clear outside the environment ("+l.Sources["store.dsn"]+"); give it through OUTBOX_STORE_DSN instead")
 			}

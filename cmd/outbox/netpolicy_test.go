@@ -47,7 +47,14 @@ func TestDeliveryNetworkPolicyFromTheConfiguration(t *testing.T) {
 // loopback (its SMTP capture), so its policy allows loopback.
 func TestDevAllowsLoopback(t *testing.T) {
 	f := devFlags{freePorts: true, log: LogConfig{Level: "info", Format: "json"}}
-	cfg, err := devCentralConfig(f, t.TempDir(), "pw", "tok", slog.New(slog.DiscardHandler))
+	dir := t.TempDir()
+	pw, tok := filepath.Join(dir, "pw"), filepath.Join(dir, "tok")
+	for _, p := range []string{pw, tok} {
+		if err := os.WriteFile(p, []byte("a secret of outbox dev"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := devCentralConfig(f, dir, pw, tok, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

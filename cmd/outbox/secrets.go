@@ -213,6 +213,69 @@ func (c Config) validateReferences() rules {
 	return r
 }
 
+// validateOwnResolvable resolves the configuration's own references
+// (http.admin.password, link.sites[].token; relative paths against the
+// file's directory) and reports each that does not resolve — a missing or
+// unreadable file, an unset variable — so that every broken one is named at
+// once with the other broken rules, before anything starts. The errors name
+// the reference and what central found, never a value; the values read are
+// dropped.
+func (c Config) validateOwnResolvable() rules {
+	var r rules
+	own := secretref.Own(c.ConfigDir)
+	r = append(r, unresolved("http.admin.password", own, c.HTTP.Admin.Password)...)
+	for i, s := range c.Link.Sites {
+		r = append(r, unresolved(fmt.Sprintf("link.sites[%d].token", i), own, s.Token)...)
+	}
+	return r
+}
+
+// unresolvedDirectory resolves the references of the configured lists and
+// channels that the secrets policy allows and returns a warning for each
+// that does not resolve. They are not errors: the policy allows a file
+// that is not there yet, and the API may change the list or channel; until
+// they resolve, the deliveries that need them park, naming the reference.
+func (c Config) unresolvedDirectory() []string {
+	if len(c.Secrets.validate(c.ConfigDir)) > 0 {
+		return nil
+	}
+	p := c.SecretPolicy()
+	var r rules
+	check := func(key, ref string) {
+		if p.Check(ref) == nil {
+			r = append(r, unresolved(key, p, ref)...)
+		}
+	}
+	for i, l := range c.Lists {
+		for k, t := range l.Targets {
+			check(fmt.Sprintf("lists[%d].targets[%d]", i, k), t)
+		}
+	}
+	for i, ch := range c.Channels {
+		for _, k := range slices.Sorted(maps.Keys(ch.Settings)) {
+			check(fmt.Sprintf("channels[%d].settings.%s", i, k), ch.Settings[k])
+		}
+	}
+	out := make([]string, len(r))
+	for i, e := range r {
+		out[i] = e.Error() + " (its deliveries park until it resolves)"
+	}
+	return out
+}
+
+// unresolved returns the rule that ref, a reference at key, breaks when p
+// cannot resolve it, or none. The value read is dropped.
+func unresolved(key string, p secretref.Policy, ref string) rules {
+	var r rules
+	if !ports.IsSecretRef(ref) {
+		return r
+	}
+	if _, err := p.Resolve(ref); err != nil {
+		r.Add(key, "%s", secretref.Detail(err))
+	}
+	return r
+}
+
 // absRef returns the reference v with a relative file: path made absolute
 // against dir; anything else as it is.
 func absRef(v, dir string) string {

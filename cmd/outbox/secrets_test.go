@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/support/secretref"
 )
 
 // secretsSetup is a configuration directory with an allowed secrets
@@ -208,6 +209,13 @@ func TestOwnReferencesStartAtTheFilesDirectory(t *testing.T) {
 	s := newSecretsSetup(t)
 	file := filepath.Join(s.dir, "central.yaml")
 	yaml := "link:\n  listen: 127.0.0.1:7443\n  sites: [{id: plant-1, token: 'file:link.key'}]\nhttp:\n  listen: 127.0.0.1:8080\n  admin: {name: root, password: 'file:../elsewhere/admin.pw'}\n"
+	elsewhere := filepath.Join(filepath.Dir(s.dir), "elsewhere")
+	if err := os.MkdirAll(elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(elsewhere, "admin.pw"), []byte("the admin's password"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -319,5 +327,99 @@ func TestEnvExposedNamesWhatThePrefixReaches(t *testing.T) {
 	got := envExposed("OUTBOX_SECRET_", []string{"OUTBOX_SECRET_B=2", "PGPASSWORD=x", "OUTBOX_SECRET_A=1", "OUTBOX_SECRETS=3", "OUTBOX_SECRET_A=dup"})
 	if want := []string{"OUTBOX_SECRET_A", "OUTBOX_SECRET_B"}; !slices.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
+	}
+}
+
+// TestReferencesResolveAtTheFileAndEveryBrokenOneIsNamed runs central from
+// a working directory that holds decoys at the references' relative paths.
+// Every relative file: reference (central's own and its lists') resolves
+// against the configuration file's directory; two broken references are
+// both named at validation, with the other broken rules, exit 2, before
+// anything starts, and without a value in the text.
+func TestReferencesResolveAtTheFileAndEveryBrokenOneIsNamed(t *testing.T) {
+	const (
+		decoy  = "the decoy in the working directory"
+		secret = "the real admin password"
+	)
+	confDir, workDir := t.TempDir(), t.TempDir()
+	write := func(dir, rel, v string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"admin.pw", "tokens/plant-1", "secrets/hook"} {
+		write(workDir, rel, decoy)
+	}
+	if err := os.Mkdir(filepath.Join(confDir, "secrets"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(confDir, "central.yaml")
+	write(confDir, "central.yaml", fmt.Sprintf(`data_dir: %s
+log: {level: loud}
+secrets: {dirs: [secrets]}
+link:
+  listen: 127.0.0.1:0
+  sites: [{id: plant-1, token: 'file:tokens/plant-1'}]
+http:
+  listen: 127.0.0.1:0
+  admin: {name: root, password: 'file:admin.pw'}
+lists:
+  - {name: hooks, type: webhook, targets: ['file:secrets/hook']}
+`, t.TempDir()))
+
+	code, out := runToEnd(t, workDir, childEnv(), "central", "-config", file)
+	for _, want := range []string{
+		"http.admin.password: read file " + filepath.Join(confDir, "admin.pw") + ": no such file or directory",
+		"link.sites[0].token: read file " + filepath.Join(confDir, "tokens", "plant-1") + ": no such file or directory",
+		`log.level: unknown level "loud"`,
+		"3 problems",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, out)
+		}
+	}
+	if code != exitUsage || strings.Contains(out, decoy) || strings.Contains(out, "plugin") {
+		t.Errorf("exit %d, want %d, with no value and before any plugin starts:\n%s", code, exitUsage, out)
+	}
+
+	// With the files next to the configuration, the same references
+	// resolve there, whatever the working directory holds.
+	write(confDir, "admin.pw", secret)
+	write(confDir, "tokens/plant-1", "the plant's token")
+	write(confDir, "secrets/hook", "https://hooks.example.com/x")
+	t.Chdir(workDir)
+	l, err := loadConfig(commandLine{File: file}, []string{"OUTBOX_LOG_LEVEL=info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Warnings) != 0 {
+		t.Errorf("warnings %v", l.Warnings)
+	}
+	own := secretref.Own(l.Cfg.ConfigDir)
+	for ref, want := range map[string]string{l.Cfg.HTTP.Admin.Password: secret, l.Cfg.Link.Sites[0].Token: "the plant's token"} {
+		if got, err := own.Resolve(ref); err != nil || got != want {
+			t.Errorf("%s resolves to %q, %v; want the file next to the configuration", ref, got, err)
+		}
+	}
+	if got, err := l.Cfg.SecretPolicy().Resolve(l.Cfg.Lists[0].Targets[0]); err != nil || got != "https://hooks.example.com/x" {
+		t.Errorf("the list's target resolves to %q, %v; want the file next to the configuration", got, err)
+	}
+
+	// A list's target that does not resolve is a warning: the policy
+	// allows a file that is not there yet, and its deliveries park.
+	if err := os.Remove(filepath.Join(confDir, "secrets", "hook")); err != nil {
+		t.Fatal(err)
+	}
+	l, err = loadConfig(commandLine{File: file}, []string{"OUTBOX_LOG_LEVEL=info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "lists[0].targets[0]: read file secrets/hook: no such file or directory") {
+		t.Errorf("warnings %q, want one naming lists[0].targets[0]", l.Warnings)
 	}
 }

@@ -122,6 +122,9 @@ func TestDevSiteStaysOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := devRun{dataDir: dir, central: centralAddrs{Link: "127.0.0.1:7443"}}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("the site's token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, sc := range devSiteConfigs(run, LogConfig{Level: "info", Format: "auto"}, raftLis, apiLis, filepath.Join(dir, "token")) {
 		if err := sc.Validate(); err != nil {
 			t.Errorf("dev node %s: %v", sc.Node, err)

@@ -210,7 +210,7 @@ func (c SiteConfig) Validate() error {
 	}
 	targets := c.Targets.WithDefaults()
 	if err := settings.RecordFields(targetKeys, reflect.TypeFor[opgateway.Config](),
-		errors.Join(targets.Validate(), targets.CheckRefs(secretref.Own(c.ConfigDir)))); err != nil {
+		errors.Join(targets.Validate(), targets.CheckRefs(secretref.Own(c.ConfigDir)), targets.ResolveRefs(secretref.Own(c.ConfigDir)))); err != nil {
 		r = append(r, err)
 	}
 	if strings.TrimSpace(c.Node) == "" {
@@ -277,10 +277,15 @@ func (c SiteConfig) Validate() error {
 	if c.Central.Token == "" && c.Central.TLS.Cert == "" {
 		r.Add("central", "no credentials: give central.token or a client certificate (central.tls.cert)")
 	}
-	for key, v := range map[string]string{"api.token": c.API.Token, "central.token": c.Central.Token} {
+	for _, key := range []string{"api.token", "central.token"} {
+		v := map[string]string{"api.token": c.API.Token, "central.token": c.Central.Token}[key]
 		if strings.HasPrefix(v, "env:") || strings.HasPrefix(v, "file:") {
 			if !ports.IsSecretRef(v) {
 				r.Add(key, "%q names no variable or file", v)
+			} else {
+				// Resolved now, so that every broken reference is named
+				// with the other broken rules before the node starts.
+				r = append(r, unresolved(key, secretref.Own(c.ConfigDir), v)...)
 			}
 		}
 	}

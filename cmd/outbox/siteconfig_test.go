@@ -21,6 +21,9 @@ func loadSite(t *testing.T, yamlText string, env map[string]string, args ...stri
 	if err := os.WriteFile(file, []byte(yamlText), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The tokens validSite and the cases reference resolve at load.
+	t.Setenv("PLANT_TOKEN", "the plant's token")
+	t.Setenv("SITE_API_TOKEN", "the scripts' token")
 	var cl commandLine
 	fs := siteSchema.flagSet("outbox site", &cl, io.Discard)
 	if err := fs.Parse(append([]string{"-config", file}, args...)); err != nil {
@@ -250,5 +253,26 @@ func TestSiteWarnsOfATokenInClear(t *testing.T) {
 	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "central.token is a token in clear") ||
 		strings.Contains(l.Warnings[0], "s3cret") {
 		t.Errorf("warnings %v", l.Warnings)
+	}
+}
+
+// TestSiteNamesEveryBrokenReference: the node's own references resolve at
+// load, relative paths against the file's directory: each that does not is
+// named with the other broken rules, without a value.
+func TestSiteNamesEveryBrokenReference(t *testing.T) {
+	yaml := strings.Replace(validSite, "token: env:PLANT_TOKEN", "token: 'file:plant.token'", 1) +
+		"api:\n  token: env:OUTBOX_TEST_UNSET_SCRIPT_TOKEN\nlog: {level: loud}\n"
+	_, err := loadSite(t, yaml, nil)
+	if err == nil {
+		t.Fatal("loaded a site whose tokens do not resolve")
+	}
+	for _, want := range []string{
+		"central.token: read file ", "plant.token: no such file or directory",
+		"api.token: environment variable OUTBOX_TEST_UNSET_SCRIPT_TOKEN is not set",
+		`log.level: unknown level "loud"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q:\n%v", want, err)
+		}
 	}
 }

@@ -59,7 +59,7 @@ instant of the count, so that a notification parked later is left alone.
 
 // Notifications is `outbox notifications`.
 func Notifications(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("notifications", notificationsUsage, args, env,
+	sub, rest, code, ok := opsSubcommand("notifications", notificationsUsage, args, env, opsCommon("notifications", env),
 		"list", "show", "count", "retry", "discard")
 	if !ok {
 		return code
