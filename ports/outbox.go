@@ -47,14 +47,16 @@ type Outbox interface {
 
 	// RetryNow makes the selected Retrying rows due at once, keeping their
 	// RetryCount and LastError (recorded as Retried, status Retrying). Rows
-	// in other statuses, and Retrying rows being delivered, are refused,
-	// each with a reason.
+	// in other statuses, and Retrying rows a dispatcher holds (until a
+	// grace after its lease ends), are refused, each with a reason. It does
+	// not wait for a Retry-After a target asked for: that is what the
+	// operator overrides.
 	RetryNow(ctx context.Context, a Action) (ActionResult, error)
 
 	// Park moves the selected Retrying rows to Parked, keeping their
 	// RetryCount and LastError (recorded as Parked with the operator as
-	// actor). Rows in other statuses, and Retrying rows being delivered,
-	// are refused, each with a reason.
+	// actor). Rows in other statuses, and Retrying rows a dispatcher holds
+	// (until a grace after its lease ends), are refused, each with a reason.
 	Park(ctx context.Context, a Action) (ActionResult, error)
 }
 

@@ -88,8 +88,8 @@ type Store interface {
 	// req.From to status req.To, sets UpdatedAt to req.Now, releases any lease,
 	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and
 	// LastError, when req.DueNow is set NextAttemptAt alone. Rows in any
-	// other status are left untouched, and so with req.Unleased are rows
-	// whose lease lasts beyond req.Now. It returns the
+	// other status are left untouched, and so, when req.LeaseEndedBy is
+	// set, are rows a dispatcher holds whose lease lasts beyond it. It returns the
 	// IDs it moved. The core decides which moves are legal; the store only
 	// guarantees that From is checked atomically with the change.
 	Transition(ctx context.Context, req TransitionRequest) (moved []string, err error)
@@ -242,8 +242,12 @@ type TransitionRequest struct {
 	// keeping its RetryCount and LastError (an operator's Retry now of a
 	// Retrying row).
 	DueNow bool
-	// Unleased leaves alone a selected row whose lease has not expired at
-	// Now: a dispatcher is delivering it, and its outcome is recorded by
-	// the lease (an operator's Retry now or Park of a Retrying row).
-	Unleased bool
+	// LeaseEndedBy, when set, leaves alone a selected row a dispatcher
+	// holds (ClaimedBy set) unless its lease (ClaimedUntil) ended at or
+	// before it: the dispatcher is delivering the row, and its outcome is
+	// recorded under the lease (an operator's Retry now or Park of a
+	// Retrying row). The core sets it a grace before Now, since the lease
+	// was measured by the claiming node's clock and Store.Record checks
+	// only ClaimedBy: a Record begun within the lease may land after it.
+	LeaseEndedBy time.Time
 }

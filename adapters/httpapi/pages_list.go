@@ -161,95 +161,96 @@ func known(vs []string) []string {
 // filterWords is every field of f in words, one line each, for a bulk
 // confirmation to restate what it acts on; "every notification" for the
 // empty filter. pinned says the confirmation set f.UpdatedTo to the
-// instant of its count.
+// instant of its count. Times show as the filter's fields do (formTime),
+// fractions of a second included.
 func filterWords(f api.Filter, pinned bool) []string {
-	var out []string
-	if len(f.Status) > 0 {
-		names := make([]string, len(f.Status))
-		for i, st := range f.Status {
-			names[i] = string(st)
-		}
-		out = append(out, "status is "+strings.Join(names, " or "))
-	}
-	add := func(what, v string) {
-		if v != "" {
-			out = append(out, fmt.Sprintf("%s is %q", what, v))
-		}
-	}
-	add("type", f.Type)
-	add("site", f.Site)
-	add("list", f.List)
-	if f.From != nil {
-		out = append(out, "created at or after "+stamp(*f.From)+" UTC")
-	}
-	if f.To != nil {
-		out = append(out, "created before "+stamp(*f.To)+" UTC")
-	}
-	if f.UpdatedFrom != nil {
-		out = append(out, "last changed at or after "+stamp(*f.UpdatedFrom)+" UTC")
-	}
-	switch {
-	case f.UpdatedTo != nil && pinned:
-		out = append(out, "parked before this count ("+formTime(f.UpdatedTo)+" UTC)")
-	case f.UpdatedTo != nil:
-		out = append(out, "last changed before "+formTime(f.UpdatedTo)+" UTC")
+	var w wordLines
+	addStatuses(&w, f.Status)
+	w.quoted("type", f.Type)
+	w.quoted("site", f.Site)
+	w.quoted("list", f.List)
+	w.time("created at or after", f.From)
+	w.time("created before", f.To)
+	w.time("last changed at or after", f.UpdatedFrom)
+	if pinned && f.UpdatedTo != nil {
+		w = append(w, "parked before this count ("+formTime(f.UpdatedTo)+" UTC)")
+	} else {
+		w.time("last changed before", f.UpdatedTo)
 	}
 	if f.Stuck {
-		out = append(out, "stuck only (Pending or Retrying past the stuck threshold)")
+		w = append(w, "stuck only (Pending or Retrying past the stuck threshold)")
 	}
-	if f.Q != "" {
-		out = append(out, fmt.Sprintf("subject contains %q (any letter case)", f.Q))
+	w.quoted("subject contains", f.Q)
+	if len(w) == 0 {
+		w = append(w, "every notification: no filter is set")
 	}
-	if len(out) == 0 {
-		out = append(out, "every notification: no filter is set")
-	}
-	return out
-}
-
-// timeInput is one time field of a filter form (the "timefield"
-// template): its label, parameter name and value as formTime shows it.
-type timeInput struct{ Label, Name, Value string }
-
-func timeField(label, name string, t *time.Time) timeInput {
-	return timeInput{Label: label, Name: name, Value: formTime(t)}
+	return w
 }
 
 // siteCallFilterWords is every field of a site-call action's filter f in
 // words, one line each (its ReportedTo the instant of the count).
 func siteCallFilterWords(f api.SiteCallFilter) []string {
-	var out []string
-	if len(f.Status) > 0 {
-		names := make([]string, len(f.Status))
-		for i, st := range f.Status {
-			names[i] = string(st)
-		}
-		out = append(out, "status is "+strings.Join(names, " or "))
-	}
-	add := func(what, v string) {
-		if v != "" {
-			out = append(out, fmt.Sprintf("%s is %q", what, v))
-		}
-	}
-	add("site", f.Site)
-	add("kind", string(f.Kind))
-	add("target", f.Target)
-	times := []struct {
-		what string
-		t    *time.Time
-	}{{"created at or after", f.From}, {"created before", f.To},
-		{"last changed at the site at or after", f.UpdatedFrom}, {"last changed at the site before", f.UpdatedTo}}
-	for _, x := range times {
-		if x.t != nil {
-			out = append(out, x.what+" "+formTime(x.t)+" UTC")
-		}
-	}
+	var w wordLines
+	addStatuses(&w, f.Status)
+	w.quoted("site", f.Site)
+	w.quoted("kind", string(f.Kind))
+	w.quoted("target", f.Target)
+	w.time("created at or after", f.From)
+	w.time("created before", f.To)
+	w.time("last changed at the site at or after", f.UpdatedFrom)
+	w.time("last changed at the site before", f.UpdatedTo)
 	if f.ReportedTo != nil {
-		out = append(out, "reported to central before this count ("+formTime(f.ReportedTo)+" UTC)")
+		w = append(w, "reported to central before this count ("+formTime(f.ReportedTo)+" UTC)")
 	}
-	if f.Q != "" {
-		out = append(out, fmt.Sprintf("id, target, method, error, instance or script contains %q (any letter case)", f.Q))
+	w.quoted("id, target, method, error, instance or script contains", f.Q)
+	return w
+}
+
+// timeInput is one time field of a filter form (the "timefield"
+// template): its label, parameter name, value as formTime shows it, and
+// the form the server accepts (api.TimePattern) for the browser to check.
+type timeInput struct{ Label, Name, Value, Pattern string }
+
+// timeField is the time field labelled label for the parameter name, t
+// shown as formTime shows it (empty when t is nil).
+func timeField(label, name string, t *time.Time) timeInput {
+	return timeInput{Label: label, Name: name, Value: formTime(t), Pattern: api.TimePattern}
+}
+
+// wordLines gathers a filter's fields in words, one line each, for a bulk
+// confirmation (filterWords, siteCallFilterWords).
+type wordLines []string
+
+// addStatuses adds "status is A or B" when sts holds any status.
+func addStatuses[S ~string](w *wordLines, sts []S) {
+	if len(sts) == 0 {
+		return
 	}
-	return out
+	names := make([]string, len(sts))
+	for i, st := range sts {
+		names[i] = string(st)
+	}
+	*w = append(*w, "status is "+strings.Join(names, " or "))
+}
+
+// quoted adds `what "v"` when v is set: "is" for a field's value, and
+// "(any letter case)" for a search text (what ends in "contains").
+func (w *wordLines) quoted(what, v string) {
+	switch {
+	case v == "":
+	case strings.HasSuffix(what, " contains"):
+		*w = append(*w, fmt.Sprintf("%s %q (any letter case)", what, v))
+	default:
+		*w = append(*w, fmt.Sprintf("%s is %q", what, v))
+	}
+}
+
+// time adds "what <t> UTC" when t is set, t as the filter's time fields
+// show it (formTime).
+func (w *wordLines) time(what string, t *time.Time) {
+	if t != nil {
+		*w = append(*w, what+" "+formTime(t)+" UTC")
+	}
 }
 
 // failedTargets are the targets of a row that did not get it (Failed or
@@ -268,6 +269,8 @@ func failedTargets(ts []ports.TargetState) []ports.TargetState {
 	return out
 }
 
+// failRank orders failedTargets: a target that failed for good (0)
+// before one still retrying (1).
 func failRank(s ports.TargetStatus) int {
 	if s == ports.TargetFailed {
 		return 0

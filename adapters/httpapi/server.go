@@ -91,13 +91,18 @@ type Config struct {
 	OwnTokenRate  float64
 	OwnTokenBurst int
 	// ListRefresh is how often the Notifications and Site calls lists
-	// refresh themselves in the browser; zero means DefaultListRefresh.
+	// refresh themselves in the browser; zero means DefaultListRefresh,
+	// ListRefreshOff (any negative value) never.
 	ListRefresh time.Duration
 	Logger      *slog.Logger
 }
 
 // DefaultListRefresh is how often a list refreshes itself by default.
 const DefaultListRefresh = 15 * time.Second
+
+// ListRefreshOff as Config.ListRefresh keeps the lists still: an operator
+// reloads them.
+const ListRefreshOff time.Duration = -1
 
 // How fast one account may make tokens of its own by default: a login a
 // minute, five at once.

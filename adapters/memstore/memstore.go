@@ -444,7 +444,8 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 	var moved []string
 	for _, r := range selected {
 		n := &r.n
-		if n.Status != req.From || req.Unleased && n.ClaimedUntil.After(now) {
+		if n.Status != req.From || !req.LeaseEndedBy.IsZero() && n.ClaimedBy != "" &&
+			(n.ClaimedUntil.IsZero() || n.ClaimedUntil.After(req.LeaseEndedBy)) {
 			continue
 		}
 		n.Status = req.To

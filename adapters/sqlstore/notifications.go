@@ -400,7 +400,23 @@ func (s *Notifications) filtered(f ports.Filter, c *candidates) *bun.SelectQuery
 // listQuery selects up to limit rows of f after the cursor, newest first
 // (created_at DESC, id DESC) or if oldest oldest first (both ASC), by
 // keyset: either order reads the same index, one way or the other.
+//
+// Past a cursor, the bound of f the cursor already implies is left out
+// (CreatedFrom oldest first, CreatedTo newest first): SQLite, without
+// statistics, would otherwise start its index range at that bound rather
+// than at the cursor, and read every earlier page again on each page. A
+// cursor that does not imply it (one made up) keeps it.
 func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *candidates, oldest bool) *bun.SelectQuery {
+	if after != nil {
+		if oldest && !after.createdAt.Before(f.CreatedFrom) {
+			f.CreatedFrom = time.Time{} // created_at >= the cursor's >= CreatedFrom
+		}
+		// Compared as stored (microseconds): the cursor's instant must stay
+		// below CreatedTo once both are written as SQL.
+		if !oldest && !f.CreatedTo.IsZero() && after.createdAt.Truncate(time.Microsecond).Before(f.CreatedTo.Truncate(time.Microsecond)) {
+			f.CreatedTo = time.Time{} // created_at <= the cursor's < CreatedTo
+		}
+	}
 	q := s.filtered(f, c)
 	if after != nil {
 		q = s.d.after(q, *after, oldest)
@@ -635,8 +651,8 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 		q = q.Set(`"next_attempt_at" = NULL`)
 	}
 	q = q.Where(`"status" = ?`, req.From)
-	if req.Unleased {
-		q = q.Where(`("claimed_until" IS NULL OR "claimed_until" <= ?)`, at(req.Now))
+	if !req.LeaseEndedBy.IsZero() {
+		q = q.Where(`("claimed_by" IS NULL OR "claimed_until" <= ?)`, at(req.LeaseEndedBy))
 	}
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))

@@ -332,10 +332,10 @@ func TestMSSQLWrites(t *testing.T) {
 		` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
 	mustContain(t, "transition due now", render(t, "transition due now", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{IDs: []string{"a"}},
-		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at, DueNow: true, Unleased: true,
+		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at.Add(time.Hour), DueNow: true, LeaseEndedBy: at,
 	})),
 		`"claimed_until" = NULL, "next_attempt_at" = NULL OUTPUT inserted."id" WHERE ("status" = N'Retrying')`,
-		`AND (("claimed_until" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
+		`AND (("claimed_by" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
 	sql := render(t, "transition filter", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
 		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,
