@@ -75,6 +75,8 @@ var bodyRoutes = []struct{ method, path string }{
 	{"POST", "/api/v1/login"},
 	{"POST", "/api/v1/notifications/retry"},
 	{"POST", "/api/v1/notifications/discard"},
+	{"POST", "/api/v1/notifications/retry-now"},
+	{"POST", "/api/v1/notifications/park"},
 	{"PUT", "/api/v1/lists/fuzzed"},
 	{"PUT", "/api/v1/channels/email"},
 	{"PUT", "/api/v1/users/fuzzed"},

@@ -51,25 +51,15 @@ func (s *Server) pageRetryingAction(v verb) handler {
 	}
 }
 
-// The page's sort parameter: order=oldest lists oldest first; newest first
-// is the default (order=newest or none). Both are the store's keyset
+// parseOrder reads the sort parameter (api.ParamOrder): whether to list
+// oldest first; newest first is the default. Both are the store's keyset
 // (CreatedAt, ID), so every page of either order is one index range.
-const (
-	paramOrder  = "order"
-	orderOldest = "oldest"
-	orderNewest = "newest"
-)
-
-// parseOrder reads the sort parameter: whether to list oldest first.
 func parseOrder(v url.Values) (bool, error) {
-	switch o := strings.TrimSpace(v.Get(paramOrder)); strings.ToLower(o) {
-	case "", orderNewest:
-		return false, nil
-	case orderOldest:
-		return true, nil
-	default:
-		return false, invalid(fmt.Errorf("%s: %q is neither %s nor %s", paramOrder, clipText(o), orderNewest, orderOldest))
+	oldest, err := api.ParseOrder(v)
+	if err != nil {
+		return false, invalid(err)
 	}
+	return oldest, nil
 }
 
 // clipText shortens an echoed input value for an error message.
