@@ -19,6 +19,9 @@ import (
 // refused and move nothing.
 func TestOpsNotificationsRetryNowAndPark(t *testing.T) {
 	c := newTestCentral(t)
+	if code, _, stderr := runCmd(t, Lists, c.environ(), "", "put", "flaky", "-type", "email", "-target", "later@example.com"); code != exitOK {
+		t.Fatalf("lists put flaky: exit %d, %s", code, stderr)
+	}
 	retrying := c.submit("flaky", "plant-1", "a", "b")
 	parked := c.submit("bad", "plant-1", "c")[0]
 	c.dispatch()

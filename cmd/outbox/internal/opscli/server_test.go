@@ -90,7 +90,6 @@ func newTestCentral(t *testing.T) *testCentral {
 	dir, err := memdir.New([]ports.List{
 		{Name: "ok", Type: "email", Targets: []string{"ops@example.com"}},
 		{Name: "bad", Type: "email", Targets: []string{"nobody@example.com"}},
-		{Name: "flaky", Type: "email", Targets: []string{"later@example.com"}},
 		{Name: "hooks", Type: "webhook", Targets: []string{"https://hooks.example/x"}},
 	}, nil)
 	if err != nil {
