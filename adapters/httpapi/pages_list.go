@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -60,19 +59,6 @@ func parseOrder(v url.Values) (bool, error) {
 		return false, invalid(err)
 	}
 	return oldest, nil
-}
-
-// clipText shortens an echoed input value for an error message.
-func clipText(s string) string {
-	if len(s) <= 40 {
-		return s
-	}
-	for i := 40; i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
-	}
-	return "…"
 }
 
 // statusCounts counts, for each central status, the rows matching f with
