@@ -510,12 +510,44 @@ func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter) (map[
 	if c != nil && found == 0 {
 		return out, nil // no subject holds the keyword
 	}
+	if s.d.countsEachStatus() && byStatusIndex(f) {
+		return s.countEachStatus(ctx, f)
+	}
 	var rows []statusCount
 	if err := s.countByStatusQuery(f, c).Scan(ctx, &rows); err != nil {
 		return nil, s.fail("count by status", err)
 	}
 	for _, r := range rows {
 		out[ports.Status(r.Status)] += r.Matched
+	}
+	return out, nil
+}
+
+// byStatusIndex reports whether f narrows by nothing but statuses and the
+// creation time: what the (status, created_at, id) index answers alone.
+func byStatusIndex(f ports.Filter) bool {
+	return f.Type == "" && f.SourceSite == "" && f.List == "" && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() &&
+		f.StuckBefore.IsZero() && f.Subject == ""
+}
+
+// countEachStatus is CountByStatus as one count per status (of f's, or
+// every status), each a range of the status index (see countsEachStatus).
+func (s *Notifications) countEachStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = ports.CentralStatuses
+	}
+	out := map[ports.Status]int64{}
+	for _, st := range statuses {
+		g := f
+		g.Statuses = []ports.Status{st}
+		var n int64
+		if err := s.countQuery(g, nil).Scan(ctx, &n); err != nil {
+			return nil, s.fail("count by status", err)
+		}
+		if n > 0 {
+			out[st] = n
+		}
 	}
 	return out, nil
 }
