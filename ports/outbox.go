@@ -27,6 +27,11 @@ type Outbox interface {
 	// Count returns how many rows match q's filter (q's paging is ignored).
 	Count(ctx context.Context, q Query) (int64, error)
 
+	// CountByStatus returns how many rows match q's filter, for each
+	// status (q's paging is ignored; a status no row has is absent): what
+	// the page's status chips show, in one count.
+	CountByStatus(ctx context.Context, q Query) (map[Status]int64, error)
+
 	// KPIs returns the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context) (KPIReport, error)
 

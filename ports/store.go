@@ -71,6 +71,11 @@ type Store interface {
 	// Count returns how many rows match f.
 	Count(ctx context.Context, f Filter) (int64, error)
 
+	// CountByStatus returns how many rows match f, for each status: one
+	// grouped count, where a count per status would read the matching rows
+	// once for each. A status no matching row has is absent from the map.
+	CountByStatus(ctx context.Context, f Filter) (map[Status]int64, error)
+
 	// KPIs computes the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context, req KPIRequest) (KPIs, error)
 

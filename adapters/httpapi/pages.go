@@ -491,7 +491,7 @@ func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {
 func listURL(f api.Filter, after string, limit int, oldest bool) string {
 	v := f.Values()
 	if oldest {
-		v.Set(paramOrder, orderOldest)
+		v.Set(api.ParamOrder, api.OrderOldest)
 	}
 	return pageURL("/notifications", v, after, limit)
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -51,55 +50,31 @@ func (s *Server) pageRetryingAction(v verb) handler {
 	}
 }
 
-// The page's sort parameter: order=oldest lists oldest first; newest first
-// is the default (order=newest or none). Both are the store's keyset
+// parseOrder reads the sort parameter (api.ParamOrder): whether to list
+// oldest first; newest first is the default. Both are the store's keyset
 // (CreatedAt, ID), so every page of either order is one index range.
-const (
-	paramOrder  = "order"
-	orderOldest = "oldest"
-	orderNewest = "newest"
-)
-
-// parseOrder reads the sort parameter: whether to list oldest first.
 func parseOrder(v url.Values) (bool, error) {
-	switch o := strings.TrimSpace(v.Get(paramOrder)); strings.ToLower(o) {
-	case "", orderNewest:
-		return false, nil
-	case orderOldest:
-		return true, nil
-	default:
-		return false, invalid(fmt.Errorf("%s: %q is neither %s nor %s", paramOrder, clipText(o), orderNewest, orderOldest))
+	oldest, err := api.ParseOrder(v)
+	if err != nil {
+		return false, invalid(err)
 	}
-}
-
-// clipText shortens an echoed input value for an error message.
-func clipText(s string) string {
-	if len(s) <= 40 {
-		return s
-	}
-	for i := 40; i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
-	}
-	return "…"
+	return oldest, nil
 }
 
 // statusCounts counts, for each central status, the rows matching f with
 // that status instead of f's statuses: what each status chip of the filter
-// shows. A status it could not count is left out (its chip shows no count)
-// and the failure logged.
+// shows, in one grouped count. When the count fails no chip shows a count,
+// and the failure is logged.
 func (s *Server) statusCounts(ctx context.Context, f api.Filter) map[ports.Status]int64 {
+	f.Status = nil
+	counts, err := s.cfg.Outbox.CountByStatus(ctx, query(f, 0, ""))
+	if err != nil {
+		s.log.Warn("status chips without counts", "err", err)
+		return nil
+	}
 	out := make(map[ports.Status]int64, len(ports.CentralStatuses))
 	for _, st := range ports.CentralStatuses {
-		g := f
-		g.Status = []ports.Status{st}
-		n, err := s.count(ctx, g)
-		if err != nil {
-			s.log.Warn("status chip without a count", "status", st, "err", err)
-			continue
-		}
-		out[st] = n
+		out[st] = counts[st] // a status no row has counts 0
 	}
 	return out
 }

@@ -215,6 +215,7 @@ func (s *Server) routes() {
 	s.apiRoute("GET "+p+"/notifications/{id}", ports.RoleViewer, s.apiNotification)
 	s.apiRoute("POST "+p+"/notifications/retry", ports.RoleOperator, s.apiAction(verbRetry))
 	s.apiRoute("POST "+p+"/notifications/discard", ports.RoleOperator, s.apiAction(verbDiscard))
+	s.retryingAPIRoutes() // api_retrying.go
 	s.apiRoute("GET "+p+"/kpis", ports.RoleViewer, s.apiKPIs)
 	s.throughputRoutes()
 	s.apiRoute("GET "+p+"/lists", ports.RoleViewer, s.apiLists)

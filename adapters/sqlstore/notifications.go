@@ -502,6 +502,72 @@ func (s *Notifications) Count(ctx context.Context, f ports.Filter) (int64, error
 	return n, nil
 }
 
+// statusCount is a row of countByStatusQuery.
+type statusCount struct {
+	Status  string `bun:"status"`
+	Matched int64  `bun:"matched"`
+}
+
+// countByStatusQuery counts the rows of f per status.
+func (s *Notifications) countByStatusQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
+	return s.filtered(f, c).ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
+}
+
+// CountByStatus implements ports.Store.
+func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	if err := checkFilter(f); err != nil {
+		return nil, err
+	}
+	out := map[ports.Status]int64{}
+	c, found, err := s.subjectCount(ctx, f.Subject)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil && found == 0 {
+		return out, nil // no subject holds the keyword
+	}
+	if s.d.countsEachStatus() && byStatusIndex(f) {
+		return s.countEachStatus(ctx, f)
+	}
+	var rows []statusCount
+	if err := s.countByStatusQuery(f, c).Scan(ctx, &rows); err != nil {
+		return nil, s.fail("count by status", err)
+	}
+	for _, r := range rows {
+		out[ports.Status(r.Status)] += r.Matched
+	}
+	return out, nil
+}
+
+// byStatusIndex reports whether f narrows by nothing but statuses and the
+// creation time: what the (status, created_at, id) index answers alone.
+func byStatusIndex(f ports.Filter) bool {
+	return f.Type == "" && f.SourceSite == "" && f.List == "" && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() &&
+		f.StuckBefore.IsZero() && f.Subject == ""
+}
+
+// countEachStatus is CountByStatus as one count per status (of f's, or
+// every status), each a range of the status index (see countsEachStatus).
+func (s *Notifications) countEachStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = ports.CentralStatuses
+	}
+	out := map[ports.Status]int64{}
+	for _, st := range statuses {
+		g := f
+		g.Statuses = []ports.Status{st}
+		var n int64
+		if err := s.countQuery(g, nil).Scan(ctx, &n); err != nil {
+			return nil, s.fail("count by status", err)
+		}
+		if n > 0 {
+			out[st] = n
+		}
+	}
+	return out, nil
+}
+
 // The most keyword candidates that Query and Count read by rowid on SQLite
 // (see subjectRowids); beyond them they scan. Reading a candidate costs
 // about 4 µs at 1,000,000 rows, and a keyword with n matches fills a

@@ -306,6 +306,11 @@ func TestMSSQLReads(t *testing.T) {
 		if tc.name != "none" {
 			mustContain(t, "count "+tc.name, sql, tc.want)
 		}
+		sql = render(t, "count by status "+tc.name, s.countByStatusQuery(tc.f, nil))
+		mustContain(t, "count by status "+tc.name, sql, `SELECT "status", COUNT_BIG(*) AS "matched" FROM "notifications" AS "n"`, `GROUP BY "status"`)
+		if tc.name != "none" {
+			mustContain(t, "count by status "+tc.name, sql, tc.want)
+		}
 	}
 	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil, false)),
 		`WHERE (("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc')))`)

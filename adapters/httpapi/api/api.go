@@ -141,16 +141,19 @@ type AuditTarget struct {
 	Error   string        `json:"error,omitempty"`
 }
 
-// ActionRequest is the body of POST /notifications/retry and /discard: the
-// rows by ids, or else by filter. An empty filter with no ids is refused
-// unless All is set.
+// ActionRequest is the body of POST /notifications/retry and /discard (on
+// Parked rows) and of /notifications/retry-now and /park (on Retrying
+// rows): the rows by ids, or else by filter. An empty filter with no ids
+// is refused unless All is set.
 type ActionRequest struct {
 	IDs    []string `json:"ids,omitempty"`
 	Filter *Filter  `json:"filter,omitempty"`
 	All    bool     `json:"all,omitempty"`
 }
 
-// ActionResult reports a retry or discard.
+// ActionResult reports an action: the ids done, and each requested id
+// refused with why (not_found, or conflict: not in the status the action
+// takes, or a Retrying row being delivered at that moment).
 type ActionResult struct {
 	Moved   []string  `json:"moved"`
 	Refused []Refusal `json:"refused,omitempty"`
@@ -320,7 +323,29 @@ const (
 	ParamQ           = "q"
 	ParamLimit       = "limit"
 	ParamAfter       = "after"
+	// ParamOrder is the sort of GET /notifications: OrderNewest (the
+	// default) or OrderOldest.
+	ParamOrder = "order"
 )
+
+// Values of ParamOrder: both sort by creation time (then id).
+const (
+	OrderNewest = "newest"
+	OrderOldest = "oldest"
+)
+
+// ParseOrder reads ParamOrder, in any letter case: whether to list oldest
+// first. Absent or empty is newest first.
+func ParseOrder(v url.Values) (oldest bool, err error) {
+	switch o := strings.TrimSpace(v.Get(ParamOrder)); strings.ToLower(o) {
+	case "", OrderNewest:
+		return false, nil
+	case OrderOldest:
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s: %q is neither %s nor %s", ParamOrder, clip(o), OrderNewest, OrderOldest)
+	}
+}
 
 // Values encodes f as query parameters (status repeated, times RFC 3339).
 func (f Filter) Values() url.Values {
