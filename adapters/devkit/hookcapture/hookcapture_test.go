@@ -3,6 +3,7 @@ package hookcapture
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"time"
 )
 
+// post POSTs body to url with header (a "Host" entry sets the request's
+// Host) and returns the response, its body read.
 func post(t *testing.T, url, contentType, body string, header map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -19,6 +22,10 @@ func post(t *testing.T, url, contentType, body string, header map[string]string)
 	}
 	req.Header.Set("Content-Type", contentType)
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -165,23 +172,12 @@ func TestRefusesWhatAWebPageSends(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	send := func(host string, header map[string]string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, s.URL()+"/hook", strings.NewReader("x"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := map[string]string{}
+		maps.Copy(h, header)
 		if host != "" {
-			req.Host = host
+			h["Host"] = host
 		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return post(t, s.URL()+"/hook", "text/plain", "x", h).StatusCode
 	}
 	for name, c := range map[string]struct {
 		host   string
