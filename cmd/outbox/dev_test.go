@@ -406,6 +406,12 @@ func TestDevRefusesABadOverlay(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errw.String(), "missing.yaml: no such file or directory") {
 		t.Errorf("a missing overlay: exit %d:\n%s", code, errw.String())
 	}
+	// Once dev runs, the overlay is read again: its error names -config once.
+	var cfg Config
+	_, err := devOverlay(&cfg, devFlags{overlay: filepath.Join(dir, "missing.yaml")}, "http://127.0.0.1:8090")
+	if err == nil || !strings.HasPrefix(err.Error(), "-config: ") || strings.Contains(err.Error(), "-config: -config:") {
+		t.Errorf("devOverlay of a missing file: %v, want one -config: prefix", err)
+	}
 }
 
 // TestDevOverlayMerges: the overlay's lists and channels join dev's (one
