@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +110,36 @@ func TestDevWebhookCaptureInChromium(t *testing.T) {
 	}
 	if strings.Contains(run(br, "read the page", chromedp.Evaluate[string](`document.documentElement.outerHTML`)), "s3cr3t-in-url") {
 		t.Error("the page shows the target's token")
+	}
+
+	// The rows refresh in place, keeping what the reader opened or closed:
+	// the older row's headers opened, the newer row's body closed.
+	run(br, "open and close details", chromedp.Evaluate[bool](`(() => {
+		window.outboxNotReloaded = true;
+		const rows = document.querySelectorAll("table.hooks tbody tr");
+		rows[1].querySelector("td:nth-child(3) details").open = true;
+		rows[0].querySelector("td:nth-child(4) details").open = false;
+		return true;
+	})()`))
+	if code, stdout, stderr := runOutbox(t, "notify", "send", "-site", sites, "-list", "control-room", "-subject", "Pump 4 started", "-body", "Pressure back."); code != 0 {
+		t.Fatalf("notify send: exit %d\n%s%s", code, stdout, stderr)
+	}
+	waittest.For(t, 30*time.Second, "the third request on /hooks without a reload", func() (bool, string) {
+		n := run(br, "count the rows", chromedp.Evaluate[int](`document.querySelectorAll("table.hooks tbody tr[data-hook]").length`))
+		return n == 3, ""
+	})
+	state := run(br, "read what is open", chromedp.Evaluate[[]bool](`(() => {
+		const rows = document.querySelectorAll("table.hooks tbody tr");
+		return [window.outboxNotReloaded === true,
+			rows[0].querySelector("td:nth-child(4) details").open,
+			rows[1].querySelector("td:nth-child(4) details").open,
+			rows[2].querySelector("td:nth-child(3) details").open];
+	})()`))
+	if want := []bool{true, true, false, true}; !slices.Equal(state, want) {
+		t.Errorf("after the refresh [not reloaded, new body open, closed body closed, opened headers open] = %v, want %v", state, want)
+	}
+	if head := br.text("h1 .sub"); !strings.HasPrefix(head, "3 received, newest first") {
+		t.Errorf("the heading reads %q after the refresh", head)
 	}
 	br.screenshot("dev-webhook-capture.png")
 	br.checkQuiet()

@@ -451,13 +451,19 @@ type channelLookup struct {
 }
 
 // plan decides what a claimed row needs: a park without an attempt (expired,
-// unknown list, no channel for its list's type) or a delivery through the
+// neither subject nor body, unknown list, no channel for its list's type) or a delivery through the
 // channel of its list's current type. It returns an error only when the
 // directory itself failed.
 func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCache) error {
 	row := j.row
 	if !row.ExpiresAt.IsZero() && !now.Before(row.ExpiresAt) {
 		s.park(j, now, "expired")
+		return nil
+	}
+	if emptyContent(row.Subject, row.Body) {
+		// Parked at ingest, then retried by an operator: it still says
+		// nothing, and is never delivered.
+		s.park(j, now, emptyParkReason)
 		return nil
 	}
 	l, ok := cache.lists[row.List]

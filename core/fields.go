@@ -46,9 +46,15 @@ func (e *fieldErrors) provenance(instance, script, execution, parent string) {
 func (e *fieldErrors) content(subject, body string, maxSubject, maxBody int) {
 	e.text("subject", subject, maxSubject, false)
 	e.text("body", body, maxBody, false)
-	if strings.TrimSpace(subject) == "" && strings.TrimSpace(body) == "" {
+	if emptyContent(subject, body) {
 		e.add(errors.New("subject and body are both empty: give a subject, a body or both"))
 	}
+}
+
+// emptyContent reports whether a notification has neither subject nor body
+// (blank counts as empty).
+func emptyContent(subject, body string) bool {
+	return strings.TrimSpace(subject) == "" && strings.TrimSpace(body) == ""
 }
 
 // err joins the collected errors on one line, or returns nil.

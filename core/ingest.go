@@ -56,6 +56,10 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 			continue
 		}
 		accepted = append(accepted, sub.ID)
+		status, lastError := ports.StatusPending, ""
+		if emptyContent(sub.Subject, sub.Body) {
+			status, lastError = ports.StatusParked, emptyParkReason
+		}
 		rows = append(rows, ports.Notification{
 			ID:                id,
 			Type:              typ,
@@ -64,7 +68,8 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 			Body:              sub.Body,
 			TypeData:          sub.TypeData,
 			Priority:          sub.Priority,
-			Status:            ports.StatusPending,
+			Status:            status,
+			LastError:         lastError,
 			SourceSite:        sub.SourceSite,
 			SourceInstance:    sub.SourceInstance,
 			SourceScript:      sub.SourceScript,
@@ -103,6 +108,14 @@ func (s *Service) Submit(ctx context.Context, req ports.SubmitRequest) (ports.Su
 	}
 	return res, nil
 }
+
+// emptyParkReason is the reason of a notification parked at ingest for
+// having neither subject nor body. A site refuses such a notification at
+// Send; one buffered by a site from before that rule still reaches central,
+// which takes it (a refusal would keep it in the site's buffer for ever)
+// and parks it at once, for an operator to discard.
+const emptyParkReason = "subject and body are both empty: parked at ingest, never delivered; discard it " +
+	"(a site sends no such notification any more; this one was buffered before the rule)"
 
 // keepOwn checks the rows a site submitted that were stored already (those
 // not in inserted): a row of the site's own is a resend and stays
@@ -160,7 +173,10 @@ func (s *Service) validate(site string, sub ports.Submission) (string, error) {
 		}
 	}
 	errs.text("list", sub.List, maxNameBytes, true)
-	errs.content(sub.Subject, sub.Body, s.cfg.MaxSubjectBytes, s.cfg.MaxBodyBytes)
+	// Not errs.content: a notification with neither subject nor body is
+	// accepted here and parked (see emptyParkReason).
+	errs.text("subject", sub.Subject, s.cfg.MaxSubjectBytes, false)
+	errs.text("body", sub.Body, s.cfg.MaxBodyBytes, false)
 	errs.text("type", sub.Type, maxNameBytes, false)
 	errs.text("source site", sub.SourceSite, maxNameBytes, true)
 	errs.provenance(sub.SourceInstance, sub.SourceScript, sub.ExecutionID, sub.ParentExecutionID)

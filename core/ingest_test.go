@@ -166,31 +166,62 @@ func TestIngestPriorityRange(t *testing.T) {
 	}
 }
 
-// TestIngestRefusesANotificationWithNeitherSubjectNorBody: a submission whose
-// subject and body are both blank is rejected with the reason, and nothing
-// is stored; a subject alone or a body alone is enough.
-func TestIngestRefusesANotificationWithNeitherSubjectNorBody(t *testing.T) {
+// TestIngestParksANotificationWithNeitherSubjectNorBody: a site refuses a
+// notification with neither subject nor body at Send, but one a site
+// buffered before that rule still reaches central. Central takes it (a
+// refusal would keep it in the site's buffer for ever) and parks it at once
+// with the reason, never delivered, even when retried; an operator discards
+// it. A subject alone or a body alone is delivered.
+func TestIngestParksANotificationWithNeitherSubjectNorBody(t *testing.T) {
 	e := newTypedEnv(t)
+	ctx := t.Context()
 	empty, blank, subjectOnly, bodyOnly := sub("site-a", "mail", ""), sub("site-a", "mail", ""), sub("site-a", "mail", ""), sub("site-a", "mail", "")
 	empty.Subject = ""
 	blank.Subject, blank.Body = "  ", "\r\n"
 	bodyOnly.Subject, bodyOnly.Body = "", "pressure low"
-	res, err := e.svc.Submit(t.Context(), ports.SubmitRequest{Site: "site-a",
+	res, err := e.svc.Submit(ctx, ports.SubmitRequest{Site: "site-a",
 		Notifications: []ports.Submission{empty, blank, subjectOnly, bodyOnly}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Accepted) != 2 || len(res.Rejected) != 2 {
-		t.Fatalf("accepted %d, rejected %d (%+v); want 2 and 2", len(res.Accepted), len(res.Rejected), res.Rejected)
+	if len(res.Accepted) != 4 || len(res.Rejected) != 0 {
+		t.Fatalf("accepted %d, rejected %+v; want all 4 accepted, so that none stays in the site's buffer", len(res.Accepted), res.Rejected)
 	}
-	for i, r := range res.Rejected {
-		want := []ports.Submission{empty, blank}[i].ID
-		if r.ID != want || !strings.Contains(r.Reason, "subject and body are both empty") || !strings.Contains(r.Reason, "invalid input") {
-			t.Errorf("rejection %d = %+v, want %s refused as empty", i, r, want)
+	parked := func(when string) {
+		t.Helper()
+		for _, id := range []string{empty.ID, blank.ID} {
+			n, err := e.store.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Status != ports.StatusParked || !strings.Contains(n.LastError, "subject and body are both empty") ||
+				!strings.Contains(n.LastError, "discard it") {
+				t.Errorf("%s: row %s is %s (%q), want parked, saying why and what to do", when, id, n.Status, n.LastError)
+			}
 		}
 	}
-	st, err := e.store.Statuses(t.Context(), "site-a", []string{empty.ID, blank.ID})
-	if err != nil || len(st) != 0 {
-		t.Errorf("stored after rejection: %v, %v; want none", st, err)
+	parked("at ingest")
+	if n, err := e.svc.DispatchOnce(ctx); n != 2 || err != nil {
+		t.Fatalf("DispatchOnce = %d, %v; want the two with content", n, err)
+	}
+	if got := e.email.deliveries(); len(got) != 2 {
+		t.Fatalf("delivered %d, want the two with content: %+v", len(got), got)
+	}
+
+	// Retried by mistake: parked again, never delivered empty.
+	if r, err := e.svc.Retry(ctx, ports.Action{Actor: "op", IDs: []string{empty.ID}}); err != nil || len(r.Moved) != 1 {
+		t.Fatalf("Retry = %+v, %v", r, err)
+	}
+	if _, err := e.svc.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.email.deliveries(); len(got) != 2 {
+		t.Errorf("a retried empty notification was delivered: %+v", got[2:])
+	}
+	parked("after a retry")
+
+	r, err := e.svc.Discard(ctx, ports.Action{Actor: "op", IDs: []string{empty.ID, blank.ID}})
+	if err != nil || len(r.Moved) != 2 {
+		t.Fatalf("Discard = %+v, %v; want both discarded", r, err)
 	}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -33,8 +34,14 @@ type HookHeader struct {
 	Name, Value string
 }
 
-// hookBodyShown bounds the body the page shows of one request.
-const hookBodyShown = 16 << 10
+// hookBodyShown bounds the body the page shows of one request, and
+// hooksShown the requests it shows, the newest: the page refreshes itself
+// every hooksRefresh seconds, so it stays small.
+const (
+	hookBodyShown = 16 << 10
+	hooksShown    = 50
+	hooksRefresh  = 5
+)
 
 // hookView is a Hook as the template shows it.
 type hookView struct {
@@ -44,6 +51,9 @@ type hookView struct {
 	Text    string
 	Clipped bool
 	Binary  bool
+	// Key tells the row apart across refreshes, so that the script keeps
+	// what the reader opened.
+	Key string
 }
 
 // hookPageRoutes registers /hooks when the server has a hooks box.
@@ -55,40 +65,63 @@ func (s *Server) hookPageRoutes() {
 
 func (s *Server) pageHooks(w http.ResponseWriter, r *http.Request, p ports.Principal) {
 	hooks := s.cfg.Hookbox()
+	total := len(hooks)
+	hooks = hooks[max(0, total-hooksShown):]
 	slices.Reverse(hooks)
 	views := make([]hookView, len(hooks))
 	for i, h := range hooks {
 		views[i] = newHookView(h)
+		views[i].Key = fmt.Sprintf("%d-%d", h.At.UnixNano(), h.Size)
 	}
 	b := s.newBase(w, r, p, "Webhook capture", "hooks")
-	b.Refresh = 5
 	s.render(w, r, http.StatusOK, "hooks", struct {
 		base
 		Hooks []hookView
+		Total int
 		URL   string
-	}{b, views, s.cfg.HooksURL})
+		Every int // seconds between the script's refreshes
+	}{b, views, total, s.cfg.HooksURL, hooksRefresh})
 }
 
 // newHookView renders h's body: JSON indented, text as it is, clipped to
-// hookBodyShown; a body that is not UTF-8 is not shown, only its size.
+// hookBodyShown; a body that is not UTF-8 (once a character the capture's
+// clip cut in two is trimmed) is not shown, only its size.
 func newHookView(h Hook) hookView {
 	v := hookView{Hook: h, Clipped: int64(len(h.Body)) < h.Size}
 	body := h.Body
+	if v.Clipped {
+		body = trimCutRune(body)
+	}
 	if json.Valid(body) {
 		var b bytes.Buffer
 		if json.Indent(&b, body, "", "  ") == nil {
 			body = b.Bytes()
 		}
 	}
-	switch {
-	case !utf8.Valid(body) && !v.Clipped:
+	if !utf8.Valid(body) {
 		v.Binary = true
-	default:
-		t := string(bytes.ToValidUTF8(body, nil)) // a clip may cut a character
-		if c := human.Clip(t, hookBodyShown); c != t {
-			t, v.Clipped = c, true
-		}
-		v.Text = t
+		return v
 	}
+	t := string(body)
+	if c := human.Clip(t, hookBodyShown); c != t {
+		t, v.Clipped = c, true
+	}
+	v.Text = t
 	return v
+}
+
+// trimCutRune returns b without the start of a character its end cut in
+// two (at most utf8.UTFMax-1 bytes); b as it is otherwise.
+func trimCutRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if !utf8.RuneStart(c) {
+			continue
+		}
+		if !utf8.FullRune(b[len(b)-i:]) {
+			return b[:len(b)-i]
+		}
+		break
+	}
+	return b
 }

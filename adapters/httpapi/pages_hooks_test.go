@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +78,45 @@ func TestHooksPageShowsTheCaptureEscaped(t *testing.T) {
 	}
 	if _, body := plain.get(c, "/notifications"); strings.Contains(body, `href="/hooks"`) {
 		t.Error("the nav links to /hooks without a hooks box")
+	}
+}
+
+// TestHooksPageShowsTheNewest50AndTellsTextFromBinary: of many requests,
+// /hooks shows the newest 50 and says how many were received; it has no
+// full-page refresh (its script refreshes the rows in place, keeping what
+// is open). A text body the capture clipped in the middle of a character
+// is shown as text; a binary body is not shown, clipped or not.
+func TestHooksPageShowsTheNewest50AndTellsTextFromBinary(t *testing.T) {
+	start := time.Now().Add(-time.Hour)
+	hooks := make([]httpapi.Hook, 60)
+	for i := range hooks {
+		hooks[i] = httpapi.Hook{At: start.Add(time.Duration(i) * time.Second), Method: "POST", Path: fmt.Sprintf("/p%d", i),
+			Body: []byte("x"), Size: 1}
+	}
+	cut := []byte(strings.Repeat("é", 10))[:19] // the last é cut in two
+	hooks[58].Body, hooks[58].Size = cut, 40
+	binary := []byte{0xff, 0xfe, 0x00, 0x01, 0x80, 0x81, 0x82, 0x83}
+	hooks[59].Body, hooks[59].Size = binary, 1000
+	e := newEnvWith(t, func(c *httpapi.Config) {
+		c.Hookbox = func() []httpapi.Hook { return slices.Clone(hooks) }
+	})
+	c := e.loginBrowser("viewer")
+	code, body := e.get(c, "/hooks")
+	if code != http.StatusOK {
+		t.Fatalf("/hooks: %d", code)
+	}
+	if n := strings.Count(body, "<tr data-hook="); n != 50 {
+		t.Errorf("%d rows, want the newest 50", n)
+	}
+	for _, want := range []string{"60 received, newest first, the newest 50 shown", "<code>POST /p10</code>", "<code>POST /p59</code>",
+		`id="hooks-live" data-refresh="5"`, strings.Repeat("é", 9), "1000 bytes, not text"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/hooks lacks %q", want)
+		}
+	}
+	for _, not := range []string{"<code>POST /p9</code>", `http-equiv="refresh"`, "40 bytes, not text"} {
+		if strings.Contains(body, not) {
+			t.Errorf("/hooks holds %q", not)
+		}
 	}
 }

@@ -140,7 +140,7 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return exitUsage
 	}
 	var yes bool
-	l, logger, code, ok := setup("migrate", migrateSummary, args, environ, stderr, ownArgs{action: "[up|down|status]",
+	l, logger, code, ok := setupWith(migrateSchema, "migrate", migrateSummary, args, environ, stderr, ownArgs{action: "[up|down|status]",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&yes, "yes", false, "with down: roll back (without it, down only lists what it would roll back)")
 		}})

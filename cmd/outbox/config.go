@@ -316,8 +316,14 @@ func (c Config) Validate() error {
 		r = append(r, c.validateReferences()...)
 		r = append(r, c.validateOwnSecretsOutside()...)
 	}
-	r = append(r, c.validateOwnResolvable()...)
 	return r.Err()
+}
+
+// validateToRun is Validate and, for a command that runs central (central
+// and dev, not migrate, which needs only the store), validateOwnResolvable:
+// every broken rule and every own reference that does not resolve, at once.
+func (c Config) validateToRun() error {
+	return errors.Join(c.Validate(), c.validateOwnResolvable().Err())
 }
 
 // Log levels and formats.

@@ -7,6 +7,7 @@ package main
 // (runCentralNode) and `outbox site` (runSiteNode).
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"github.com/siteline/outbox/adapters/guard"
 	"github.com/siteline/outbox/adapters/raftbuffer"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
+	"github.com/siteline/outbox/cmd/outbox/internal/fsperm"
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
 )
@@ -90,7 +92,9 @@ plugins.dir does, and -config FILE merges an overlay of central's
 configuration over dev's: its lists, channels, plugins and secrets sections
 (a list or channel named like dev's replaces it). In the overlay, {{hooks}}
 stands for the webhook capture's URL: a list whose targets are
-{{hooks}}/anything delivers into the capture.
+{{hooks}}/anything delivers into the capture. Every channel reaches this
+machine's loopback only, so that a channel set to a real SMTP server or
+webhook sends nothing out; -allow-external lifts that.
 
 The data lives in a temporary directory removed at exit, unless -data-dir is
 given. The admin's password is generated at each start, unless
@@ -110,6 +114,8 @@ type devFlags struct {
 	// pluginsDir and overlay are -plugins-dir and -config.
 	pluginsDir string
 	overlay    string
+	// allowExternal is -allow-external: deliveries may leave this machine.
+	allowExternal bool
 }
 
 // runDev is `outbox dev`.
@@ -124,6 +130,7 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	set.StringVar(&f.log.Format, "log-format", "auto", "log `format`: auto, text or json")
 	pluginsDir := set.String("plugins-dir", "", "run every executable of `directory` as a channel plugin, as central's plugins.dir does")
 	overlay := set.String("config", "", "merge the lists, channels, plugins and secrets of this central configuration `file` over dev's")
+	set.BoolVar(&f.allowExternal, "allow-external", false, "let deliveries reach addresses off this machine (by default every channel reaches loopback only)")
 	set.Usage = func() {
 		w := set.Output()
 		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
@@ -146,19 +153,34 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	if pw := envValue(environ, devPasswordEnv); pw != "" && (len(pw) < 10 || len(pw) > 72) {
 		r.Add(devPasswordEnv, "must be 10 to 72 bytes long, got %d", len(pw))
 	}
-	if d := f.pluginsDir; d != "" {
-		if info, err := os.Stat(d); err != nil {
-			r.Add("-plugins-dir", "%v", err)
-		} else if !info.IsDir() {
-			r.Add("-plugins-dir", "%s is not a directory", d)
-		} else if abs, err := filepath.Abs(d); err == nil {
-			f.pluginsDir = abs
+	if f.dataDir != "" {
+		// Absolute, since an overlay's relative paths start at its own
+		// directory, and the data directory's files are referenced too.
+		if abs, err := filepath.Abs(f.dataDir); err != nil {
+			r.Add("-data-dir", "%v", err)
+		} else {
+			f.dataDir = abs
 		}
+	}
+	if f.pluginsDir != "" {
+		r = append(r, devCheckPluginsDir(&f.pluginsDir)...)
 	}
 	if f.overlay != "" {
 		// Read now to report its errors before anything starts; dev reads
 		// it again once the webhook capture's URL is known.
 		if _, err := readDevOverlay(f.overlay, "http://"+devHooks); err != nil {
+			r = append(r, unjoin(err)...)
+		}
+	}
+	if len(r) == 0 && (f.overlay != "" || f.pluginsDir != "") {
+		// The merged configuration, on dev's well-known addresses, so that
+		// its problems (secrets.dirs, a plugin entry, a list) are reported
+		// here, before anything starts, and not as a failure once it has.
+		dataDir := cmp.Or(f.dataDir, filepath.Join(os.TempDir(), "outbox-dev"))
+		cfg := devBaseConfig(f, dataDir, devHTTP, devSMTP, devLink)
+		if _, err := devOverlay(&cfg, f, "http://"+devHooks); err != nil {
+			r = append(r, unjoin(err)...)
+		} else if err := cfg.Validate(); err != nil {
 			r = append(r, unjoin(err)...)
 		}
 	}
@@ -191,12 +213,15 @@ type devRun struct {
 	// hooks is the webhook capture's URL; lists are the overlay's lists.
 	hooks string
 	lists []string
+	// allowExternal is -allow-external.
+	allowExternal bool
 }
 
 // dev runs central and the three site nodes until ctx is done, then stops
 // the site nodes, then central, and removes the data unless it is kept.
 func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, logger *slog.Logger) (err error) {
-	run := devRun{cmd: devCommand(os.Executable, exec.LookPath), dataDir: f.dataDir, keep: f.dataDir != ""}
+	run := devRun{cmd: devCommand(os.Executable, exec.LookPath, os.Stat), dataDir: f.dataDir, keep: f.dataDir != "",
+		allowExternal: f.allowExternal}
 	if run.keep {
 		if err := os.MkdirAll(run.dataDir, 0o700); err != nil {
 			return fmt.Errorf("create -data-dir: %w", err)
@@ -218,8 +243,7 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 	if run.password == "" {
 		run.password = rand.Text() // 26 letters and digits, easy to copy
 	}
-	passwordFile := filepath.Join(run.dataDir, "admin.password")
-	tokenFile := filepath.Join(run.dataDir, "link.token")
+	passwordFile, tokenFile := devPasswordFile(run.dataDir), devTokenFile(run.dataDir)
 	defer func() {
 		for _, p := range []string{passwordFile, tokenFile} {
 			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
@@ -261,13 +285,21 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 	}()
 	run.hooks = hooks.URL()
 
-	cfg, err := devCentralConfig(f, run.dataDir, passwordFile, tokenFile, logger)
+	cfg, err := devCentralConfig(f, run.dataDir, logger)
 	if err != nil {
 		return err
 	}
 	if f.overlay != "" || f.pluginsDir != "" {
 		if run.lists, err = devOverlay(&cfg, f, run.hooks); err != nil {
 			return err
+		}
+		if err := cfg.validateToRun(); err != nil {
+			return fmt.Errorf("central's configuration with -config and -plugins-dir: %w", err)
+		}
+		// As central warns at load: the overlay's references that do not
+		// resolve (their deliveries park until they do).
+		for _, w := range cfg.unresolvedDirectory() {
+			logger.Warn(w)
 		}
 	}
 
@@ -365,10 +397,46 @@ func dev(ctx context.Context, f devFlags, environ []string, stdout io.Writer, lo
 	return nil
 }
 
+// devPasswordFile and devTokenFile are the files, in the data directory,
+// of the admin's password and the site's token.
+func devPasswordFile(dataDir string) string { return filepath.Join(dataDir, "admin.password") }
+func devTokenFile(dataDir string) string    { return filepath.Join(dataDir, "link.token") }
+
+// devCheckPluginsDir checks -plugins-dir as central checks plugins.dir when
+// it starts its plugins — a directory, neither it nor a plugin in it
+// writable by its group or others (as mkdir makes it under umask 002) —
+// and makes *dir absolute.
+func devCheckPluginsDir(dir *string) rules {
+	var r rules
+	d := *dir
+	info, err := os.Stat(d)
+	switch {
+	case err != nil:
+		r.Add("-plugins-dir", "%v", err)
+		return r
+	case !info.IsDir():
+		r.Add("-plugins-dir", "%s is not a directory", d)
+		return r
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		r.Add("-plugins-dir", "%v", err)
+		return r
+	}
+	*dir = abs
+	if err := fsperm.NotWritableByOthers(abs); err != nil {
+		r.Add("-plugins-dir", "%v", err)
+	} else if _, err := pluginDir("-plugins-dir", abs); err != nil {
+		r = append(r, err)
+	}
+	return r
+}
+
 // devCentralConfig returns central's configuration: SQLite in dataDir, the
 // built-in channels, the SMTP capture with the email channel pointed at it,
-// the lists demo and demo-bounce, the site link and the page.
-func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logger *slog.Logger) (Config, error) {
+// the lists demo and demo-bounce, the site link and the page (see
+// devBaseConfig), on free addresses.
+func devCentralConfig(f devFlags, dataDir string, logger *slog.Logger) (Config, error) {
 	httpAddr := f.http
 	if !f.httpSet {
 		httpAddr = devAddr(devHTTP, f.freePorts, "the operator page", logger)
@@ -381,8 +449,18 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 	}
 	smtpAddr := smtpLis.Addr().String()
 	_ = smtpLis.Close()
-	smtpHost, smtpPort, _ := net.SplitHostPort(smtpAddr)
+	cfg := devBaseConfig(f, dataDir, httpAddr, smtpAddr, devAddr(devLink, f.freePorts, "the site link", logger))
+	if err := cfg.validateToRun(); err != nil {
+		return Config{}, fmt.Errorf("central's configuration: %w", err)
+	}
+	return cfg, nil
+}
 
+// devBaseConfig is central's configuration in dev on the given addresses,
+// before -config and -plugins-dir. Every channel reaches loopback only (the
+// captures, a receiver of the integrator's), unless -allow-external.
+func devBaseConfig(f devFlags, dataDir, httpAddr, smtpAddr, linkAddr string) Config {
+	smtpHost, smtpPort, _ := net.SplitHostPort(smtpAddr)
 	cfg := defaultConfig()
 	cfg.DataDir = filepath.Join(dataDir, "central")
 	cfg.Outbox.NodeID = "dev-central"
@@ -397,34 +475,33 @@ func devCentralConfig(f devFlags, dataDir, passwordFile, tokenFile string, logge
 		Retry:    RetryConfig{Backoff: "fixed", MaxRetries: 3, Interval: 10 * time.Second},
 	}}
 	cfg.SMTPCapture = SMTPCaptureConfig{Addr: smtpAddr, Dir: filepath.Join(dataDir, "mail"), Reject: []string{"@bounce.example"}}
-	// Everything here is on loopback, the capture and any demo receiver.
+	// Everything here is on loopback, the capture and any demo receiver;
+	// nothing else is reached (the most specific rule wins), so that an
+	// overlay's channel never sends real e-mail or posts out by mistake.
 	cfg.Delivery.Network.Allow = []string{"127.0.0.0/8", "::1"}
-	cfg.Link.Listen = devAddr(devLink, f.freePorts, "the site link", logger)
-	cfg.Link.Sites = []LinkSiteConfig{{ID: devSite, Token: "file:" + tokenFile}}
-	cfg.HTTP.Listen = httpAddr
-	cfg.HTTP.Admin = AdminConfig{Name: devAdmin, Password: "file:" + passwordFile}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("central's configuration: %w", err)
+	if !f.allowExternal {
+		cfg.Delivery.Network.Deny = []string{"0.0.0.0/0", "::/0"}
 	}
-	return cfg, nil
+	cfg.Link.Listen = linkAddr
+	cfg.Link.Sites = []LinkSiteConfig{{ID: devSite, Token: "file:" + devTokenFile(dataDir)}}
+	cfg.HTTP.Listen = httpAddr
+	cfg.HTTP.Admin = AdminConfig{Name: devAdmin, Password: "file:" + devPasswordFile(dataDir)}
+	return cfg
 }
 
-// devOverlay applies -config and -plugins-dir to central's configuration
-// and checks the result. It returns the overlay's lists.
+// devOverlay applies -config and -plugins-dir to central's configuration;
+// the caller checks the result. It returns the overlay's lists.
 func devOverlay(cfg *Config, f devFlags, hooksURL string) ([]string, error) {
 	var lists []string
 	if f.overlay != "" {
 		ov, err := readDevOverlay(f.overlay, hooksURL)
 		if err != nil {
-			return nil, fmt.Errorf("-config: %w", err)
+			return nil, err // readDevOverlay's errors name -config or the file
 		}
 		lists = applyDevOverlay(cfg, ov)
 	}
 	if f.pluginsDir != "" {
 		cfg.Plugins.Dir = f.pluginsDir
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("central's configuration with -config and -plugins-dir: %w", err)
 	}
 	return lists, nil
 }
@@ -525,8 +602,12 @@ func devBanner(run devRun) string {
 	if run.keep {
 		where = "in " + run.dataDir
 	}
+	reach := "; deliveries reach this machine only: e-mail goes to the local capture (Mail), never out"
+	if run.allowExternal {
+		reach = "; deliveries may leave this machine (-allow-external): a channel set to a real server sends for real"
+	}
 	return "outbox dev: everything runs in one process on this machine, data " + where +
-		"; e-mail goes to the local capture (Mail), never out; requests to " + run.hooks + " to the webhook capture."
+		reach + "; requests to " + run.hooks + " go to the webhook capture."
 }
 
 // devAddresses is the block outbox dev prints once everything runs.
@@ -578,9 +659,11 @@ or as yourself: %[4]s login -server %[2]s -name %[5]s
 // devCommand returns how to run this binary again in the commands outbox
 // dev prints: "outbox" when that name on PATH is this binary, "go run
 // ./cmd/outbox" when this is a temporary build of go run (which lives in a
-// go-build directory, named exe/outbox), otherwise this binary's own path.
-// executable and lookPath are os.Executable and exec.LookPath.
-func devCommand(executable func() (string, error), lookPath func(string) (string, error)) string {
+// go-build directory, named exe/outbox) and the working directory holds
+// cmd/outbox, otherwise this binary's own path, shell-quoted unless it is
+// made of characters no shell treats specially. executable, lookPath and
+// stat are os.Executable, exec.LookPath and os.Stat.
+func devCommand(executable func() (string, error), lookPath func(string) (string, error), stat func(string) (fs.FileInfo, error)) string {
 	const name = "outbox"
 	exe, err := executable()
 	if err != nil {
@@ -590,12 +673,20 @@ func devCommand(executable func() (string, error), lookPath func(string) (string
 		return name
 	}
 	if filepath.Base(filepath.Dir(exe)) == "exe" && strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		return "go run ./cmd/outbox"
+		if info, err := stat(filepath.Join("cmd", "outbox")); err == nil && info.IsDir() {
+			return "go run ./cmd/outbox"
+		}
 	}
-	if strings.ContainsAny(exe, " '\"$`\\") {
-		return "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
+	return shellQuote(exe)
+}
+
+// shellQuote returns s as one word of a POSIX shell: as it is when every
+// character is one no shell treats specially, otherwise single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") == "" {
+		return s
 	}
-	return exe
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // sameFile reports whether paths a and b name the same file.

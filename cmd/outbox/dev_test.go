@@ -37,8 +37,14 @@ type devInfo struct {
 // block of addresses it prints.
 func startDev(t *testing.T, args ...string) (*proc, devInfo) {
 	t.Helper()
+	return startDevIn(t, t.TempDir(), args...)
+}
+
+// startDevIn is startDev run from the working directory wd.
+func startDevIn(t *testing.T, wd string, args ...string) (*proc, devInfo) {
+	t.Helper()
 	args = append([]string{"dev", "-http", "127.0.0.1:0", "-free-ports", "-log-format", "json"}, args...)
-	p := start(t, t.TempDir(), childEnv(devPasswordEnv+"="+devTestPassword), args...)
+	p := start(t, wd, childEnv(devPasswordEnv+"="+devTestPassword), args...)
 	p.waitFor(t, "Ctrl-C stops everything", startTimeout)
 	field := func(label string) string {
 		line := p.waitFor(t, label, time.Second)
@@ -254,7 +260,9 @@ func TestNotifyDefaultsToDevSite(t *testing.T) {
 
 // TestDevCommandIsTheOneThatWorks: the commands outbox dev prints start
 // with "outbox" only when that name on PATH is the running binary; a go
-// run build prints go run, any other binary its own path.
+// run build prints go run when the working directory holds cmd/outbox (the
+// clone's root), its own path otherwise; any other binary its own path,
+// shell-quoted unless every character is plain.
 func TestDevCommandIsTheOneThatWorks(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel string) string {
@@ -278,32 +286,54 @@ func TestDevCommandIsTheOneThatWorks(t *testing.T) {
 	built := write("clone/outbox")
 	goRun := write("go-build1234/b001/exe/outbox")
 	spaced := write("my clone/outbox")
+	quoted := write("it's/outbox")
+	glob := write("a*b/outbox")
+	tilde := write("~x/outbox")
 	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
 	found := func(p string) func(string) (string, error) {
 		return func(string) (string, error) { return p, nil }
 	}
+	// The working directory: the clone's root (cmd/outbox there) or not.
+	clone := filepath.Join(dir, "clone")
+	if err := os.MkdirAll(filepath.Join(clone, "cmd", "outbox"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inClone := func(p string) (fs.FileInfo, error) { return os.Stat(filepath.Join(clone, p)) }
+	elsewhere := func(p string) (fs.FileInfo, error) { return os.Stat(filepath.Join(dir, "bin", p)) }
 	for _, tc := range []struct {
 		name     string
 		exe      string
 		lookPath func(string) (string, error)
+		stat     func(string) (fs.FileInfo, error)
 		want     string
 	}{
-		{"installed on PATH", installed, found(installed), "outbox"},
-		{"PATH holds a link to it", installed, found(linked), "outbox"},
-		{"built in the clone, not on PATH", built, notFound, built},
-		{"built in the clone, another outbox on PATH", built, found(installed), built},
-		{"go run", goRun, notFound, "go run ./cmd/outbox"},
-		{"go run, an installed outbox on PATH", goRun, found(installed), "go run ./cmd/outbox"},
-		{"a path with a space", spaced, notFound, "'" + spaced + "'"},
+		{"installed on PATH", installed, found(installed), elsewhere, "outbox"},
+		{"PATH holds a link to it", installed, found(linked), elsewhere, "outbox"},
+		{"built in the clone, not on PATH", built, notFound, inClone, built},
+		{"built in the clone, another outbox on PATH", built, found(installed), inClone, built},
+		{"go run in the clone", goRun, notFound, inClone, "go run ./cmd/outbox"},
+		{"go run in the clone, an installed outbox on PATH", goRun, found(installed), inClone, "go run ./cmd/outbox"},
+		{"go run from another directory", goRun, notFound, elsewhere, goRun},
+		{"a path with a space", spaced, notFound, elsewhere, "'" + spaced + "'"},
+		{"a path with a quote", quoted, notFound, elsewhere, "'" + strings.ReplaceAll(quoted, "'", `'\''`) + "'"},
+		{"a path with a glob", glob, notFound, elsewhere, "'" + glob + "'"},
+		{"a path with a tilde", tilde, notFound, elsewhere, "'" + tilde + "'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := devCommand(func() (string, error) { return tc.exe, nil }, tc.lookPath)
+			got := devCommand(func() (string, error) { return tc.exe, nil }, tc.lookPath, tc.stat)
 			if got != tc.want {
 				t.Errorf("devCommand = %q, want %q", got, tc.want)
 			}
+			// The command works: a shell runs the binary it names.
+			if got != "outbox" && !strings.HasPrefix(got, "go run") {
+				out, err := exec.Command("sh", "-c", "cat "+got).Output()
+				if err != nil || !strings.HasPrefix(string(out), "binary ") {
+					t.Errorf("sh -c 'cat %s': %q, %v", got, out, err)
+				}
+			}
 		})
 	}
-	if got := devCommand(func() (string, error) { return "", errors.New("no /proc") }, notFound); got != "outbox" {
+	if got := devCommand(func() (string, error) { return "", errors.New("no /proc") }, notFound, os.Stat); got != "outbox" {
 		t.Errorf("devCommand without the executable's path = %q, want outbox", got)
 	}
 }
@@ -376,6 +406,12 @@ func TestDevRefusesABadOverlay(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errw.String(), "missing.yaml: no such file or directory") {
 		t.Errorf("a missing overlay: exit %d:\n%s", code, errw.String())
 	}
+	// Once dev runs, the overlay is read again: its error names -config once.
+	var cfg Config
+	_, err := devOverlay(&cfg, devFlags{overlay: filepath.Join(dir, "missing.yaml")}, "http://127.0.0.1:8090")
+	if err == nil || !strings.HasPrefix(err.Error(), "-config: ") || strings.Contains(err.Error(), "-config: -config:") {
+		t.Errorf("devOverlay of a missing file: %v, want one -config: prefix", err)
+	}
 }
 
 // TestDevOverlayMerges: the overlay's lists and channels join dev's (one
@@ -423,4 +459,69 @@ secrets:
 	if cfg.ConfigDir != dir || cfg.SecretPolicy().Base != dir {
 		t.Errorf("references start at %q, want the overlay's directory %q", cfg.ConfigDir, dir)
 	}
+}
+
+// TestDevRefusesAProblemOfTheMergedConfiguration: a problem that only the
+// configuration merged from dev's, the overlay and -plugins-dir shows (a
+// secrets directory that is not there), and a -plugins-dir its group may
+// write (mkdir under umask 002), are reported before anything starts,
+// through the configuration's error printer, exit 2.
+func TestDevRefusesAProblemOfTheMergedConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	overlay := filepath.Join(dir, "overlay.yaml")
+	if err := os.WriteFile(overlay, []byte("secrets:\n  dirs: [nosuchdir]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errw strings.Builder
+	code := run(t.Context(), []string{"dev", "-config", overlay}, nil, &out, &errw)
+	if code != exitUsage || out.Len() > 0 || !strings.Contains(errw.String(), "outbox dev: invalid configuration, 1 problem") ||
+		!strings.Contains(errw.String(), "secrets.dirs[0]: ") || !strings.Contains(errw.String(), "nosuchdir") {
+		t.Errorf("secrets.dirs: [nosuchdir]: exit %d, stdout %q, stderr:\n%s", code, out.String(), errw.String())
+	}
+
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(plugins, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errw.Reset()
+	code = run(t.Context(), []string{"dev", "-plugins-dir", plugins}, nil, &out, &errw)
+	if code != exitUsage || out.Len() > 0 || !strings.Contains(errw.String(), "-plugins-dir: "+plugins+" has mode drwxrwxr-x") ||
+		!strings.Contains(errw.String(), "chmod go-w "+plugins) {
+		t.Errorf("a group-writable -plugins-dir: exit %d, stdout %q, stderr:\n%s", code, out.String(), errw.String())
+	}
+}
+
+// TestDevRunsWithARelativeDataDirAndAnOverlayElsewhere: dev's own files in
+// a relative -data-dir are found although the overlay's relative paths
+// start at its own directory; a reference of the overlay's that does not
+// resolve is warned about, as central warns.
+func TestDevRunsWithARelativeDataDirAndAnOverlayElsewhere(t *testing.T) {
+	wd, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(elsewhere, "secrets"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(elsewhere, "overlay.yaml")
+	yaml := "secrets:\n  dirs: [secrets]\nlists:\n  - {name: control-room, type: webhook, targets: ['file:secrets/not-yet']}\n"
+	if err := os.WriteFile(overlay, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, info := startDevIn(t, wd, "-data-dir", "devdata", "-config", overlay)
+	if want := filepath.Join(wd, "devdata"); info.data != want {
+		t.Errorf("data in %q, want %q", info.data, want)
+	}
+	warned := false
+	for _, l := range strings.Split(p.Output(), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, "lists[") && strings.Contains(l, "not-yet") &&
+			strings.Contains(l, "park") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning about the overlay's unresolved reference:\n%s", p.Output())
+	}
+	stopDev(t, p)
 }

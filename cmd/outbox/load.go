@@ -53,12 +53,21 @@ func loadConfig(cl commandLine, environ []string) (*loaded[Config], error) {
 	return centralSchema.load(cl, environ)
 }
 
-// centralSchema is the configuration of `outbox central` and `outbox migrate`.
+// migrateSchema is centralSchema for `outbox migrate`, which opens the
+// store only: central's own references (the admin's password, the sites'
+// tokens) need not resolve where it runs.
+var migrateSchema = func() schema[Config] {
+	sc := centralSchema
+	sc.Validate = Config.Validate
+	return sc
+}()
+
+// centralSchema is the configuration of `outbox central`.
 var centralSchema = schema[Config]{
 	Schema: settings.Schema[Config]{
 		Defaults: defaultConfig,
 		Settings: centralSettings,
-		Validate: Config.Validate,
+		Validate: Config.validateToRun,
 		Resolve: func(c *Config, dir string) {
 			c.ConfigDir = dir
 			c.HTTP.Admin.Password = absRef(c.HTTP.Admin.Password, dir)

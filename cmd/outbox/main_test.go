@@ -40,6 +40,8 @@ func TestDispatcher(t *testing.T) {
 		{args: []string{"migrate", "status", "-yes"}, code: exitUsage, stderr: "outbox migrate: -yes goes with down only, not with status"},
 		{args: []string{"migrate", "-log-level", "loud"}, code: exitUsage, stderr: `log.level: unknown level "loud" (want debug, info, warn or error) [flag -log-level]`},
 		{args: []string{"central", "-store-driver", "orcale"}, code: exitUsage, stderr: `store.driver: unknown driver "orcale" (want sqlite, postgres or mssql) [flag -store-driver]`},
+		{args: []string{"plugin", "deliver", "-subject", "", "-body", " \n", "-target", "http://127.0.0.1:1/x", "webhook"}, code: exitUsage,
+			stderr: "outbox plugin deliver: give -subject, -body or both: a notification with neither is refused"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

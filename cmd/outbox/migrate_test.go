@@ -79,3 +79,37 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrateNeedsNotCentralsOwnSecrets: migrate opens the store only, so
+// central's own references (the admin's password, a site's token) need not
+// resolve where it runs — an operator may run it without access to them —
+// while central itself refuses to start with them unresolved, naming each.
+func TestMigrateNeedsNotCentralsOwnSecrets(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "central.yaml")
+	yaml := `store: {driver: sqlite, dsn: ` + filepath.Join(dir, "outbox.db") + `}
+log: {level: error}
+link:
+  listen: 127.0.0.1:0
+  sites: [{id: plant-1, token: 'env:OUTBOX_TEST_UNSET_SITE_TOKEN'}]
+http:
+  listen: 127.0.0.1:0
+  admin: {name: root, password: 'env:OUTBOX_TEST_UNSET_ADMIN_PW'}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runOutbox("migrate", "status", "-config", file)
+	if code != exitOK || !strings.Contains(stdout, "0001_init") {
+		t.Fatalf("migrate status with central's secrets unset: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runOutbox("central", "-config", file)
+	for _, want := range []string{"http.admin.password: ", "OUTBOX_TEST_UNSET_ADMIN_PW", "link.sites[0].token: ", "2 problems"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("central's refusal lacks %q:\n%s", want, stderr)
+		}
+	}
+	if code != exitUsage {
+		t.Errorf("central with its secrets unset: exit %d, want %d", code, exitUsage)
+	}
+}

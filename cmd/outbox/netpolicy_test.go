@@ -43,32 +43,48 @@ func TestDeliveryNetworkPolicyFromTheConfiguration(t *testing.T) {
 	}
 }
 
-// TestDevAllowsLoopback: outbox dev's demo lists go to receivers on
-// loopback (its SMTP capture), so its policy allows loopback.
-func TestDevAllowsLoopback(t *testing.T) {
-	f := devFlags{freePorts: true, log: LogConfig{Level: "info", Format: "json"}}
+// TestDevReachesLoopbackOnly: outbox dev's demo lists go to receivers on
+// loopback (its captures), so its policy allows loopback; nothing else is
+// reached, so that a channel of an overlay set to a real SMTP server or
+// webhook never sends out, as the banner says, unless -allow-external
+// lifts it (and the banner says that instead).
+func TestDevReachesLoopbackOnly(t *testing.T) {
 	dir := t.TempDir()
-	pw, tok := filepath.Join(dir, "pw"), filepath.Join(dir, "tok")
-	for _, p := range []string{pw, tok} {
+	for _, p := range []string{devPasswordFile(dir), devTokenFile(dir)} {
 		if err := os.WriteFile(p, []byte("a secret of outbox dev"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := devCentralConfig(f, dir, pw, tok, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cfg.Delivery.NetworkPolicy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, addr := range []string{"127.0.0.1", "::1"} {
-		if err := p.Check(netip.MustParseAddr(addr)); err != nil {
-			t.Errorf("outbox dev: %v", err)
+	for _, external := range []bool{false, true} {
+		f := devFlags{freePorts: true, log: LogConfig{Level: "info", Format: "json"}, allowExternal: external}
+		cfg, err := devCentralConfig(f, dir, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := p.Check(netip.MustParseAddr("169.254.169.254")); err == nil {
-		t.Error("outbox dev allows the metadata address")
+		p, err := cfg.Delivery.NetworkPolicy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range []string{"127.0.0.1", "::1"} {
+			if err := p.Check(netip.MustParseAddr(addr)); err != nil {
+				t.Errorf("-allow-external %v: %v", external, err)
+			}
+		}
+		if err := p.Check(netip.MustParseAddr("169.254.169.254")); err == nil {
+			t.Errorf("-allow-external %v: outbox dev allows the metadata address", external)
+		}
+		for _, addr := range []string{"142.250.74.46", "10.1.2.3", "192.168.1.10", "2a00:1450:4001:82b::200e"} {
+			if err := p.Check(netip.MustParseAddr(addr)); (err == nil) != external {
+				t.Errorf("-allow-external %v: %s: %v", external, addr, err)
+			}
+		}
+		banner := devBanner(devRun{hooks: "http://127.0.0.1:8090", allowExternal: external})
+		if got := strings.Contains(banner, "never out"); got == external {
+			t.Errorf("-allow-external %v: banner %q", external, banner)
+		}
+		if got := strings.Contains(banner, "-allow-external"); got != external {
+			t.Errorf("-allow-external %v: banner %q", external, banner)
+		}
 	}
 }
 

@@ -191,6 +191,11 @@ func deliverPlugin(ctx context.Context, args, environ []string, stdout, stderr i
 		fs.Usage()
 		return exitUsage
 	}
+	if strings.TrimSpace(*subject) == "" && strings.TrimSpace(*body) == "" {
+		// As a site's Send: central never hands a plugin such a notification.
+		fmt.Fprintln(stderr, "outbox plugin deliver: give -subject, -body or both: a notification with neither is refused")
+		return exitUsage
+	}
 	set := map[string]string{}
 	for _, kv := range settings {
 		k, v, ok := strings.Cut(kv, "=")

@@ -135,7 +135,7 @@ func (p PluginsConfig) hostPlugins(exe string) ([]pluginhost.Plugin, error) {
 		byType[pl.Type] = i
 	}
 	if p.Dir != "" {
-		found, err := pluginDir(p.Dir)
+		found, err := pluginDir("plugins.dir", p.Dir)
 		if err != nil {
 			return nil, err
 		}
@@ -180,11 +180,11 @@ func (p PluginsConfig) hostPlugins(exe string) ([]pluginhost.Plugin, error) {
 
 // pluginDir returns the executable regular files of dir (or symbolic links
 // to one), sorted; files whose names start with a dot or hold one
-// (README.md, jsonpost.sha256) are not plugins.
-func pluginDir(dir string) ([]string, error) {
+// (README.md, jsonpost.sha256) are not plugins. key names dir in errors.
+func pluginDir(key, dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("plugins.dir: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	var out []string
 	for _, e := range entries {
@@ -197,10 +197,10 @@ func pluginDir(dir string) ([]string, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // a dangling link
 			}
-			return nil, fmt.Errorf("plugins.dir: %w", err)
+			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		if info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
-			if err := notWritableByOthers("plugins.dir", path); err != nil {
+			if err := notWritableByOthers(key, path); err != nil {
 				return nil, err
 			}
 			out = append(out, path)

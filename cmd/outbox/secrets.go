@@ -267,11 +267,8 @@ func (c Config) unresolvedDirectory() []string {
 // cannot resolve it, or none. The value read is dropped.
 func unresolved(key string, p secretref.Policy, ref string) rules {
 	var r rules
-	if !ports.IsSecretRef(ref) {
-		return r
-	}
-	if _, err := p.Resolve(ref); err != nil {
-		r.Add(key, "%s", secretref.Detail(err))
+	if err := p.Unresolved(ref); err != nil {
+		r.Add(key, "%v", err)
 	}
 	return r
 }

@@ -4,12 +4,16 @@
 // built-in webhook, a third-party plugin) pointed at it shows what the
 // channel sent on the page's /hooks view.
 //
-// It listens on loopback only and answers only loopback peers. A request's
-// body is bounded (MaxBodyBytes: a larger one is refused with 413 and not
-// kept), a kept body is clipped (KeepBodyBytes), at most Keep requests are
-// kept, and the headers and query parameters that carry credentials
-// (Authorization, cookies, anything named like a token, secret, signature,
-// key or password) are kept by name with their values hidden.
+// It listens on loopback only and answers only loopback peers that name a
+// loopback host, and refuses what a browser sends for a web page (a request
+// with Origin or a cross-site Sec-Fetch-Site), so that no website the
+// developer visits fills it. A request's body is bounded (MaxBodyBytes: a
+// larger one is refused with 413 and not kept), a kept body is clipped
+// (KeepBodyBytes), at most Keep requests are kept, the headers and query
+// parameters that carry credentials (Authorization, cookies, anything named
+// like a token, secret, signature, HMAC, JWT, key or password) are kept by
+// name with their values hidden, and so are the path's long opaque segments
+// (the secret of a Slack-style webhook URL).
 package hookcapture
 
 import (
@@ -24,9 +28,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/siteline/outbox/adapters/devkit/kept"
 	"github.com/siteline/outbox/adapters/guard"
 )
 
@@ -88,9 +92,7 @@ type Server struct {
 	srv  *http.Server
 	done chan struct{}
 
-	mu     sync.Mutex
-	posts  []Post
-	notify chan struct{} // closed and replaced at each request kept
+	posts *kept.List[Post]
 }
 
 // New returns a receiver of cfg that does not listen: its Handler serves
@@ -105,7 +107,7 @@ func New(cfg Config) *Server {
 	if cfg.KeepBodyBytes <= 0 {
 		cfg.KeepBodyBytes = DefaultKeepBodyBytes
 	}
-	return &Server{cfg: cfg, notify: make(chan struct{}), done: make(chan struct{})}
+	return &Server{cfg: cfg, posts: kept.New[Post](cfg.Keep), done: make(chan struct{})}
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -114,7 +116,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Addr = "127.0.0.1:0"
 	}
 	if !guard.OnLoopback(cfg.Addr) {
-		return nil, fmt.Errorf("hookcapture: %q is not a loopback address: the receiver keeps whatever it is sent, so it listens on loopback only", cfg.Addr)
+		return nil, notLoopback(fmt.Sprintf("%q", cfg.Addr))
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -128,7 +130,7 @@ func Start(cfg Config) (*Server, error) {
 func Serve(ln net.Listener, cfg Config) (*Server, error) {
 	if !guard.OnLoopback(ln.Addr().String()) {
 		_ = ln.Close()
-		return nil, fmt.Errorf("hookcapture: %s is not a loopback address: the receiver keeps whatever it is sent, so it listens on loopback only", ln.Addr())
+		return nil, notLoopback(ln.Addr().String())
 	}
 	s := New(cfg)
 	s.ln = ln
@@ -139,6 +141,11 @@ func Serve(ln net.Listener, cfg Config) (*Server, error) {
 		_ = s.srv.Serve(ln) // returns ErrServerClosed at Close
 	}()
 	return s, nil
+}
+
+// notLoopback is the refusal of an address off loopback.
+func notLoopback(addr string) error {
+	return fmt.Errorf("hookcapture: %s is not a loopback address: the receiver keeps whatever it is sent, so it listens on loopback only", addr)
 }
 
 // Addr is the address the receiver listens on.
@@ -167,37 +174,30 @@ func (s *Server) Close() error {
 }
 
 // Posts returns the requests kept, oldest first.
-func (s *Server) Posts() []Post {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.posts)
-}
+func (s *Server) Posts() []Post { return s.posts.All() }
 
 // Wait blocks until at least n requests are kept or ctx ends.
 func (s *Server) Wait(ctx context.Context, n int) error {
-	for {
-		s.mu.Lock()
-		got, ch := len(s.posts), s.notify
-		s.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("hookcapture: %d of %d requests received: %w", got, n, ctx.Err())
-		}
+	if got, err := s.posts.Wait(ctx, n); err != nil {
+		return fmt.Errorf("hookcapture: %d of %d requests received: %w", got, n, err)
 	}
+	return nil
 }
 
 // Handler serves the receiver: a loopback peer's request of any method
-// and path is kept and answered 204; any other peer gets 403, a body over
+// and path is kept and answered 204; any other peer, a Host that is not a
+// loopback name (DNS rebinding) and a browser's request for a web page
+// (Origin, or Sec-Fetch-Site other than none) get 403, a body over
 // MaxBodyBytes 413.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		peer, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil || !peer.Addr().Unmap().IsLoopback() {
+		if err != nil || !peer.Addr().Unmap().IsLoopback() || !loopbackHost(r.Host) {
 			http.Error(w, "the webhook capture of outbox dev answers this machine only", http.StatusForbidden)
+			return
+		}
+		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" && r.Header.Get("Sec-Fetch-Site") != "none" {
+			http.Error(w, "the webhook capture of outbox dev takes no request from a web page", http.StatusForbidden)
 			return
 		}
 		if r.ContentLength > s.cfg.MaxBodyBytes {
@@ -214,29 +214,72 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, "read the body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		p := Post{At: time.Now().UTC(), Method: r.Method, Path: r.URL.Path, Query: maskQuery(r.URL.RawQuery),
+		p := Post{At: time.Now().UTC(), Method: r.Method, Path: maskPath(r.URL.Path), Query: maskQuery(r.URL.RawQuery),
 			Header: maskHeader(r.Header), Size: int64(len(body))}
 		p.Body = slices.Clip(body[:min(len(body), s.cfg.KeepBodyBytes)])
-		s.keep(p)
+		s.posts.Add(p)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
-// keep stores p, dropping the oldest beyond Keep, and wakes Wait.
-func (s *Server) keep(p Post) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.posts = append(s.posts, p)
-	if over := len(s.posts) - s.cfg.Keep; over > 0 {
-		s.posts = slices.Delete(s.posts, 0, over)
+// loopbackHost reports whether host, a request's Host (with or without a
+// port), names this machine: localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	close(s.notify)
-	s.notify = make(chan struct{})
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // secretWords are parts of header and query parameter names that carry a
 // credential.
-var secretWords = []string{"auth", "cookie", "token", "secret", "signature", "key", "password", "pass", "session", "sig", "credential"}
+var secretWords = []string{"auth", "cookie", "token", "secret", "sign", "sig", "hmac", "jwt", "bearer", "key", "password",
+	"pass", "pwd", "session", "credential", "nonce"}
+
+// minOpaqueSegment is the length from which a path segment of letters
+// and digits mixed is taken for a credential (Slack's webhook secret is
+// 24 characters; a UUID 36).
+const minOpaqueSegment = 16
+
+// maskPath returns path with each long opaque segment — at least
+// minOpaqueSegment characters of letters, digits, '-' and '_', letters
+// and digits both — shown as Hidden: the secret part of a webhook URL
+// such as Slack's /services/T…/B…/SECRET. Short or plain segments (/hooks,
+// /control-room, /v1) stay.
+func maskPath(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if opaque(p) {
+			parts[i] = Hidden
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// opaque reports whether a path segment looks like a credential.
+func opaque(seg string) bool {
+	if len(seg) < minOpaqueSegment {
+		return false
+	}
+	var letter, digit bool
+	for _, c := range seg {
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			letter = true
+		case c == '-' || c == '_':
+		default:
+			return false
+		}
+	}
+	return letter && digit
+}
 
 // IsSecretName reports whether a header or query parameter named name
 // carries a credential, whose value is hidden.

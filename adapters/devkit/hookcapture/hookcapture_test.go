@@ -3,13 +3,17 @@ package hookcapture
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 )
 
+// post POSTs body to url with header (a "Host" entry sets the request's
+// Host) and returns the response, its body read.
 func post(t *testing.T, url, contentType, body string, header map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -18,6 +22,10 @@ func post(t *testing.T, url, contentType, body string, header map[string]string)
 	}
 	req.Header.Set("Content-Type", contentType)
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -137,7 +145,7 @@ func TestAnswersLoopbackOnly(t *testing.T) {
 		}
 	}
 	for _, peer := range []string{"127.0.0.1:4000", "[::1]:4000", "[::ffff:127.0.0.1]:4000"} {
-		req := httptest.NewRequest(http.MethodPut, "/hook", strings.NewReader("x"))
+		req := httptest.NewRequest(http.MethodPut, "http://127.0.0.1:8090/hook", strings.NewReader("x"))
 		req.RemoteAddr = peer
 		w := httptest.NewRecorder()
 		s.Handler().ServeHTTP(w, req)
@@ -150,6 +158,88 @@ func TestAnswersLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestRefusesWhatAWebPageSends: any website the developer visits could
+// make the browser post to the capture on loopback, directly (a form, a
+// fetch: the browser adds Origin or Sec-Fetch-Site) or through a name of
+// its own resolving to 127.0.0.1 (DNS rebinding: the Host is that name).
+// Each is refused with 403 and nothing is kept; a channel's request (no
+// Origin, a loopback Host or localhost) is kept.
+func TestRefusesWhatAWebPageSends(t *testing.T) {
+	s, err := Start(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	send := func(host string, header map[string]string) int {
+		t.Helper()
+		h := map[string]string{}
+		maps.Copy(h, header)
+		if host != "" {
+			h["Host"] = host
+		}
+		return post(t, s.URL()+"/hook", "text/plain", "x", h).StatusCode
+	}
+	for name, c := range map[string]struct {
+		host   string
+		header map[string]string
+	}{
+		"a cross-origin fetch":     {header: map[string]string{"Origin": "https://evil.example"}},
+		"a form from another site": {header: map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}},
+		"a same-site request":      {header: map[string]string{"Sec-Fetch-Site": "same-site"}},
+		"an opaque origin":         {header: map[string]string{"Origin": "null"}},
+		"DNS rebinding":            {host: "rebind.evil.example:8090"},
+		"a public address as Host": {host: "192.0.2.1"},
+	} {
+		if code := send(c.host, c.header); code != http.StatusForbidden {
+			t.Errorf("%s: HTTP %d, want 403", name, code)
+		}
+	}
+	if n := len(s.Posts()); n != 0 {
+		t.Fatalf("%d requests kept from a web page, want none", n)
+	}
+	for _, host := range []string{"", "localhost:8090", "LOCALHOST", "127.0.0.1", "[::1]:8090"} {
+		if code := send(host, nil); code != http.StatusNoContent {
+			t.Errorf("Host %q: HTTP %d, want 204", host, code)
+		}
+	}
+}
+
+// TestHidesEveryCredential: the values of headers and query parameters
+// named like any credential (HMAC, JWT, bearer, signatures included) are
+// hidden, and so are a path's long opaque segments, such as the secret of a
+// Slack webhook URL; plain names and short segments stay.
+func TestHidesEveryCredential(t *testing.T) {
+	s := New(Config{})
+	const secret = "Zq9xK2mP7vR4tY8w"
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/services/T0A1B2C3D/B0Z9Y8X7W/"+secret+"xJ3k/v2/control-room?"+
+		"hmac="+secret+"&jwt="+secret+"&x-amz-signature="+secret+"&bearer="+secret+"&sign="+secret+"&room=3", strings.NewReader("x"))
+	req.RemoteAddr = "127.0.0.1:4000"
+	for _, name := range []string{"X-Hmac-Sha256", "X-Jwt-Assertion", "X-Bearer", "X-Signed-Payload", "Ce-Signature", "X-Hub-Signature-256", "Proxy-Authorization", "X-Nonce"} {
+		req.Header.Set(name, secret)
+	}
+	req.Header.Set("X-Request-Id", "r-1")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusNoContent {
+		t.Fatalf("HTTP %d", w.Code)
+	}
+	p := s.Posts()[0]
+	if want := "/services/T0A1B2C3D/B0Z9Y8X7W/(hidden)/v2/control-room"; p.Path != want {
+		t.Errorf("path %q, want %q", p.Path, want)
+	}
+	if want := "bearer=(hidden)&hmac=(hidden)&jwt=(hidden)&room=3&sign=(hidden)&x-amz-signature=(hidden)"; p.Query != want {
+		t.Errorf("query %q, want %q", p.Query, want)
+	}
+	for _, h := range p.Header {
+		if strings.Contains(h.Value, secret) {
+			t.Errorf("header %s shows its credential", h.Name)
+		}
+		if h.Name == "X-Request-Id" && h.Value != "r-1" {
+			t.Errorf("X-Request-Id = %q, want it shown", h.Value)
+		}
+	}
+}
+
 // FuzzHandler: any method, path, header and body from a loopback peer is
 // kept within the bounds or refused, never a panic, and no value of a
 // credential header is kept.
@@ -157,6 +247,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add("POST", "/hook?token=x", "Authorization", "Bearer x", []byte(`{"a":1}`))
 	f.Add("GET", "/%zz", "Cookie", "s=1", []byte{})
 	f.Add("PATCH", "/a/b?%%", "X-Api-Key", "k", []byte(strings.Repeat("b", 300)))
+	f.Add("POST", "/services/T1/B2/abcdefghij0123456789?hmac=x&room=1", "X-Jwt", "j", []byte{})
 	f.Fuzz(func(t *testing.T, method, target, name, value string, body []byte) {
 		s := New(Config{MaxBodyBytes: 256, KeepBodyBytes: 16, Keep: 4})
 		req, err := http.NewRequest(method, "http://127.0.0.1"+target, strings.NewReader(string(body)))
@@ -169,7 +260,7 @@ func FuzzHandler(f *testing.F) {
 		s.Handler().ServeHTTP(w, req)
 		posts := s.Posts()
 		switch {
-		case len(body) > 256 && (w.Code != http.StatusRequestEntityTooLarge || len(posts) != 0):
+		case len(body) > 256 && (w.Code == http.StatusNoContent || len(posts) != 0): // 413, or 403 for a bad Host
 			t.Fatalf("a body of %d bytes: HTTP %d, %d kept", len(body), w.Code, len(posts))
 		case w.Code == http.StatusNoContent && len(posts) != 1:
 			t.Fatalf("204 but %d kept", len(posts))
@@ -181,6 +272,24 @@ func FuzzHandler(f *testing.F) {
 			for _, h := range p.Header {
 				if IsSecretName(h.Name) && h.Value != Hidden {
 					t.Fatalf("header %s kept its value", h.Name)
+				}
+			}
+			if p.Query != Hidden {
+				q, err := url.ParseQuery(p.Query)
+				if err != nil {
+					t.Fatalf("kept query %q does not parse: %v", p.Query, err)
+				}
+				for k, vs := range q {
+					for _, v := range vs {
+						if IsSecretName(k) && v != Hidden {
+							t.Fatalf("query parameter %s kept its value %q", k, v)
+						}
+					}
+				}
+			}
+			for _, seg := range strings.Split(p.Path, "/") {
+				if opaque(seg) {
+					t.Fatalf("path segment %q kept", seg)
 				}
 			}
 		}

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/siteline/outbox/adapters/devkit/kept"
 )
 
 // Message is one captured message.
@@ -46,11 +48,9 @@ type Server struct {
 	dir    string
 	reject []string
 
-	mu       sync.Mutex
+	mu       sync.Mutex // numbers the files of dir in the order kept
 	received int
-	messages []Message
-	limit    int
-	notify   chan struct{} // closed and replaced at each message
+	messages *kept.List[Message]
 }
 
 // Config configures a Server.
@@ -94,7 +94,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("smtp capture: %w", err)
 		}
 	}
-	s := &Server{ln: ln, done: make(chan struct{}), limit: cfg.Keep, notify: make(chan struct{}), dir: cfg.Dir, reject: cfg.Reject}
+	s := &Server{ln: ln, done: make(chan struct{}), messages: kept.New[Message](cfg.Keep), dir: cfg.Dir, reject: cfg.Reject}
 	s.srv = smtp.NewServer(s)
 	s.srv.Domain = "localhost"
 	s.srv.MaxMessageBytes = cfg.MaxMessageBytes
@@ -126,33 +126,20 @@ func (s *Server) Close() error {
 
 // Messages returns the captured messages, oldest first.
 func (s *Server) Messages() []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Message(nil), s.messages...)
+	return s.messages.All()
 }
 
 // Count returns how many messages are kept.
 func (s *Server) Count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.messages)
+	return s.messages.Len()
 }
 
 // Wait blocks until at least n messages are kept or ctx ends.
 func (s *Server) Wait(ctx context.Context, n int) error {
-	for {
-		s.mu.Lock()
-		got, ch := len(s.messages), s.notify
-		s.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("smtp capture: %d of %d messages: %w", got, n, ctx.Err())
-		}
+	if got, err := s.messages.Wait(ctx, n); err != nil {
+		return fmt.Errorf("smtp capture: %d of %d messages: %w", got, n, err)
 	}
+	return nil
 }
 
 func (s *Server) keep(m Message) error {
@@ -165,12 +152,7 @@ func (s *Server) keep(m Message) error {
 			return fmt.Errorf("smtp capture: keep message: %w", err)
 		}
 	}
-	if len(s.messages) >= s.limit {
-		s.messages = append(s.messages[:0], s.messages[len(s.messages)-s.limit+1:]...)
-	}
-	s.messages = append(s.messages, m)
-	close(s.notify)
-	s.notify = make(chan struct{})
+	s.messages.Add(m)
 	return nil
 }
 

@@ -257,7 +257,10 @@ func (c *Client) To(name string) List { return List{c: c, name: name} }
 // Send sends a notification to the list and returns its id once the site
 // has committed it to its replicated buffer. ctx must carry a deadline:
 // without one Send fails at once with an error wrapping ports.ErrInvalid and
-// sends nothing. See the package documentation for the retries.
+// sends nothing. A subject, a body or both must be given: the site refuses
+// a notification whose subject and body are both empty or blank, with an
+// error wrapping ports.ErrInvalid, and sends nothing (no retry mends it).
+// See the package documentation for the retries.
 func (l List) Send(ctx context.Context, subject, body string) (string, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		return "", noDeadline()
@@ -271,7 +274,8 @@ func (l List) Send(ctx context.Context, subject, body string) (string, error) {
 
 // SendWithID is Send with an id the caller chose (a UUID), for a caller that
 // records the id before sending and may send again after a crash: the site
-// keeps one notification per id.
+// keeps one notification per id. The same rules hold: a deadline on ctx,
+// and a subject, a body or both.
 func (l List) SendWithID(ctx context.Context, id, subject, body string) (string, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		return "", noDeadline()

@@ -131,6 +131,17 @@ func (p Policy) Check(v string) error {
 	return err
 }
 
+// Unresolved returns nil when v is not a reference or resolves with p, and
+// otherwise an error whose text is Detail of the failure (for the
+// operator: it may name central's paths), never a value. The value read is
+// dropped: a start-up check that every reference resolves.
+func (p Policy) Unresolved(v string) error {
+	if _, err := p.Resolve(v); err != nil {
+		return errors.New(Detail(err))
+	}
+	return nil
+}
+
 // Resolve returns v, or the value it refers to when it is a reference that
 // p allows: env:NAME reads an environment variable, file:PATH a regular
 // file of at most MaxFileBytes (without its trailing newline). A reference

@@ -285,3 +285,27 @@ func TestRefusalsNameTheReferenceNotWhatCentralFound(t *testing.T) {
 		}
 	}
 }
+
+// TestUnresolvedNamesWhatWasMissingAndDropsTheValue: a plain value and a
+// reference that resolves are fine; a missing file or an unset variable is
+// an error naming the reference and what was looked for, never a value.
+func TestUnresolvedNamesWhatWasMissingAndDropsTheValue(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("the-secret-value"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := secretref.Own(dir)
+	for _, v := range []string{"plain", "file:pw"} {
+		if err := p.Unresolved(v); err != nil {
+			t.Errorf("Unresolved(%q) = %v, want nil", v, err)
+		}
+	}
+	t.Setenv("OUTBOX_TEST_UNSET_FOR_UNRESOLVED", "")
+	os.Unsetenv("OUTBOX_TEST_UNSET_FOR_UNRESOLVED")
+	for v, want := range map[string]string{"file:missing": "read file missing", "env:OUTBOX_TEST_UNSET_FOR_UNRESOLVED": "not set"} {
+		err := p.Unresolved(v)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "the-secret-value") {
+			t.Errorf("Unresolved(%q) = %v, want an error naming %q", v, err, want)
+		}
+	}
+}

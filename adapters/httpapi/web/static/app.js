@@ -137,3 +137,52 @@ document.addEventListener("DOMContentLoaded", () => {
     document.addEventListener("visibilitychange", () => { if (!document.hidden) tick(); });
   });
 })();
+
+// devfix: the webhook capture (/hooks) refreshes itself in place every
+// data-refresh seconds, keeping each row's headers and body open or closed
+// as the reader left them, and pausing while text is selected or the tab
+// is hidden.
+(() => {
+  document.addEventListener("DOMContentLoaded", () => {
+    const live = document.getElementById("hooks-live");
+    if (!live) return;
+    const every = Math.max(1, parseFloat(live.dataset.refresh) || 5) * 1000;
+    const opened = () => {
+      const m = new Map();
+      live.querySelectorAll("tr[data-hook]").forEach((tr) => {
+        m.set(tr.dataset.hook, Array.from(tr.querySelectorAll("details"), (d) => d.open));
+      });
+      return m;
+    };
+    let busy = false;
+    const tick = async () => {
+      const sel = window.getSelection ? String(window.getSelection()) : "";
+      if (busy || document.hidden || sel.trim() !== "") return;
+      busy = true;
+      try {
+        const resp = await fetch(location.href, { credentials: "same-origin", cache: "no-store", redirect: "error", headers: { Accept: "text/html" } });
+        if (!resp.ok) return;
+        const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+        const fresh = doc.querySelector("#hooks-live tbody");
+        const now = live.querySelector("tbody");
+        if (!fresh || !now) return;
+        const was = opened();
+        const body = document.importNode(fresh, true);
+        body.querySelectorAll("tr[data-hook]").forEach((tr) => {
+          const states = was.get(tr.dataset.hook);
+          if (!states) return;
+          tr.querySelectorAll("details").forEach((d, i) => { if (i < states.length) d.open = states[i]; });
+        });
+        now.replaceWith(body);
+        const count = doc.querySelector("[data-hooks-count]");
+        const mine = document.querySelector("[data-hooks-count]");
+        if (count && mine) mine.textContent = count.textContent;
+      } catch (err) {
+        // The next tick tries again.
+      } finally {
+        busy = false;
+      }
+    };
+    setInterval(tick, every);
+  });
+})();
