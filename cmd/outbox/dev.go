@@ -126,7 +126,10 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	set.StringVar(&f.http, "http", devHTTP, "loopback `address` of the operator page and API (127.0.0.1:0 picks a free port)")
 	set.StringVar(&f.dataDir, "data-dir", "", "keep the data in `directory` (created if missing) instead of a temporary one")
 	set.BoolVar(&f.freePorts, "free-ports", false, "listen on free ports instead of the well-known ones (the page too, unless -http is given)")
-	set.StringVar(&f.log.Level, "log-level", "info", "log `level`: debug, info, warn or error")
+	// Warnings only by default: the banner with the page's URL and the
+	// admin's password is what a newcomer needs, and every step of every
+	// delivery at info would scroll it away.
+	set.StringVar(&f.log.Level, "log-level", "warn", "log `level`: debug, info, warn or error (info logs every step)")
 	set.StringVar(&f.log.Format, "log-format", "auto", "log `format`: auto, text or json")
 	pluginsDir := set.String("plugins-dir", "", "run every executable of `directory` as a channel plugin, as central's plugins.dir does")
 	overlay := set.String("config", "", "merge the lists, channels, plugins and secrets of this central configuration `file` over dev's")

@@ -43,7 +43,7 @@ func startDev(t *testing.T, args ...string) (*proc, devInfo) {
 // startDevIn is startDev run from the working directory wd.
 func startDevIn(t *testing.T, wd string, args ...string) (*proc, devInfo) {
 	t.Helper()
-	args = append([]string{"dev", "-http", "127.0.0.1:0", "-free-ports", "-log-format", "json"}, args...)
+	args = append([]string{"dev", "-http", "127.0.0.1:0", "-free-ports", "-log-format", "json", "-log-level", "info"}, args...)
 	p := start(t, wd, childEnv(devPasswordEnv+"="+devTestPassword), args...)
 	p.waitFor(t, "Ctrl-C stops everything", startTimeout)
 	field := func(label string) string {
