@@ -329,18 +329,18 @@ func TestMSSQLWrites(t *testing.T) {
 	})),
 		`UPDATE "notifications" SET "status" = N'Pending', "updated_at" = CAST('2025-06-02T09:30:00.123456' AS datetime2(6)), "claimed_by" = NULL`,
 		`"retry_count" = 0, "next_attempt_at" = NULL, "last_error" = N''`,
-		` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
+		` OUTPUT inserted."id", inserted."source_site", inserted."type" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
 	mustContain(t, "transition due now", render(t, "transition due now", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{IDs: []string{"a"}},
 		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at, DueNow: true, Unleased: true,
 	})),
-		`"claimed_until" = NULL, "next_attempt_at" = NULL OUTPUT inserted."id" WHERE ("status" = N'Retrying')`,
+		`"claimed_until" = NULL, "next_attempt_at" = NULL OUTPUT inserted."id", inserted."source_site", inserted."type" WHERE ("status" = N'Retrying')`,
 		`AND (("claimed_until" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
 	sql := render(t, "transition filter", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
 		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,
 	}))
-	mustContain(t, "transition filter", sql, ` OUTPUT inserted."id" WHERE ("status" = N'Parked') AND ("list" = N'ops') AND ("updated_at" >= `)
+	mustContain(t, "transition filter", sql, ` OUTPUT inserted."id", inserted."source_site", inserted."type" WHERE ("status" = N'Parked') AND ("list" = N'ops') AND ("updated_at" >= `)
 	if strings.Contains(sql, "retry_count") {
 		t.Errorf("transition without Reset touches retry_count:\n%s", sql)
 	}
