@@ -76,7 +76,7 @@ type ThroughputCounts struct {
 	Delivered int64
 	// Failed counts failed attempts that left their row Retrying: the
 	// Attempted audit records with Status Retrying whose At falls in the
-	// bucket.
+	// bucket, but for those of Outcome Interrupted (a shutdown).
 	Failed int64
 	// Parked counts rows parking: the Parked audit records (Status Parked) whose At falls
 	// in the bucket (the row may have been retried or discarded since).

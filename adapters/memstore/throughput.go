@@ -42,7 +42,7 @@ func (s *Store) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.
 		for _, rec := range recs {
 			kind := -1
 			switch {
-			case rec.Kind == ports.AuditAttempted && rec.Status == ports.StatusRetrying:
+			case rec.Kind == ports.AuditAttempted && rec.Status == ports.StatusRetrying && rec.Outcome != ports.OutcomeInterrupted:
 				kind = ports.ThroughputFailed
 			case rec.Kind == ports.AuditParked && rec.Status == ports.StatusParked:
 				kind = ports.ThroughputParked

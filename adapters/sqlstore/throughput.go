@@ -52,8 +52,11 @@ func (s *Notifications) throughputQuery(q ports.ThroughputQuery) *bun.SelectQuer
 	delivered := part(s.r.NewSelect().TableExpr("?", s.d.from("notifications_delivered_idx")),
 		`"delivered_at"`, ports.ThroughputDelivered)
 	audit := func(kind ports.AuditKind, status ports.Status, k int) *bun.SelectQuery {
+		// The outcome condition is the audit index's own (an attempt a
+		// shutdown cut short is no failure), so that the index serves.
 		sel := s.r.NewSelect().TableExpr(`"notification_audit"`).
-			Where(`"kind" = ?`, string(kind)).Where(`"status" = ?`, string(status))
+			Where(`"kind" = ?`, string(kind)).Where(`"status" = ?`, string(status)).
+			Where(`"outcome" <> ?`, string(ports.OutcomeInterrupted))
 		return part(sel, `"at"`, k)
 	}
 	return delivered.
