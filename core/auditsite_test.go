@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -59,5 +60,43 @@ func TestAuditRecordsCarrySiteAndType(t *testing.T) {
 	if len(tp.Series) != 1 || tp.Series[0].Key != "site-a" ||
 		tp.Series[0].Total != (ports.ThroughputCounts{Delivered: 1, Failed: 1, Parked: 2}) {
 		t.Errorf("throughput per site: %+v; want site-a alone with 1 delivered, 1 failed, 2 parked", tp.Series)
+	}
+}
+
+// throughputSpy records the throughput queries a store is asked.
+type throughputSpy struct {
+	ports.Store
+	asked []ports.ThroughputQuery
+}
+
+func (s *throughputSpy) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.Throughput, error) {
+	s.asked = append(s.asked, q)
+	return s.Store.Throughput(ctx, q)
+}
+
+// TestKPIRateCountsDeliveredOnly: the delivered rate of the KPIs asks the
+// store for the delivered rows alone (one index range, not the failures
+// and parkings it would not show), and reads one per site.
+func TestKPIRateCountsDeliveredOnly(t *testing.T) {
+	e := newTargetEnv(t, []string{"ops@example.com"}, nil)
+	spy := &throughputSpy{Store: e.store}
+	svc, err := New(Config{}, Deps{Store: spy, Audit: e.store, Channels: ports.ChannelMap{"email": e.ch},
+		Directory: e.dir, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.send()
+	e.dispatch()
+	e.clock.advance(time.Minute)
+	k, err := svc.KPIs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spy.asked) != 1 || !spy.asked[0].DeliveredOnly || spy.asked[0].By != ports.ThroughputBySite {
+		t.Errorf("the KPIs asked %+v; want one query of the delivered rows per site", spy.asked)
+	}
+	if want := 1 / DeliveredRateWindow.Minutes(); k.Global.DeliveredPerMinute != want {
+		t.Errorf("delivered rate %v, want %v", k.Global.DeliveredPerMinute, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
 )
@@ -203,5 +204,34 @@ func TestKPIsCarryTheRate(t *testing.T) {
 	}
 	if k.RateWindowSeconds != 900 || k.Global.DeliveredPerMinute != 0.2 || k.Global.Delivered != 0 {
 		t.Errorf("kpis: %s", body)
+	}
+}
+
+// fixedClock is a clock that stands still.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// TestThroughputWindowOnTheServerClock: GET /api/v1/throughput reads "now"
+// off the server's clock, and a window that is not a whole number of
+// buckets starts on a whole bucket: 90 minutes in hours at 10:20 is 09:00
+// to 11:00, not 09:30 to 10:30 (an hour bucket that straddles two hours
+// of the clock).
+func TestThroughputWindowOnTheServerClock(t *testing.T) {
+	now := time.Date(2026, 6, 2, 10, 20, 30, 0, time.UTC)
+	e := newEnvWith(t, func(c *httpapi.Config) { c.Clock = fixedClock(now) })
+	code, body := e.do(ports.RoleViewer, "GET", "/api/v1/throughput?window=90m&bucket=1h", nil)
+	var tp api.Throughput
+	if err := json.Unmarshal(body, &tp); code != http.StatusOK || err != nil {
+		t.Fatalf("throughput: %d %s", code, body)
+	}
+	if want := time.Date(2026, 6, 2, 9, 0, 0, 0, time.UTC); !tp.From.Equal(want) || !tp.To.Equal(want.Add(2*time.Hour)) ||
+		len(tp.Series) != 1 || len(tp.Series[0].Delivered) != 2 {
+		t.Errorf("90 minutes in hours at 10:20:30: %s", body)
+	}
+	for _, q := range []string{"end=2263-01-01T00:00:00Z", "by=total", "by=all"} {
+		if code, body := e.do(ports.RoleViewer, "GET", "/api/v1/throughput?"+q, nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", q, code, body)
+		}
 	}
 }

@@ -93,7 +93,10 @@ type Config struct {
 	// ListRefresh is how often the Notifications and Site calls lists
 	// refresh themselves in the browser; zero means DefaultListRefresh.
 	ListRefresh time.Duration
-	Logger      *slog.Logger
+	// Clock is the throughput charts' and GET /throughput's "now" (the
+	// service's clock); nil means ports.SystemClock.
+	Clock  ports.Clock
+	Logger *slog.Logger
 }
 
 // DefaultListRefresh is how often a list refreshes itself by default.
@@ -158,6 +161,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ports.SystemClock{}
 	}
 	pages, err := parsePages()
 	if err != nil {

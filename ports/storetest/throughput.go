@@ -191,6 +191,14 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 			0: d(1), 2: f(1), 3: f(1), 4: p(1), 5: d(1),
 		})), run(oneType))
 
+		// DeliveredOnly counts the delivered rows alone (the rate).
+		deliveredOnly := bySite
+		deliveredOnly.DeliveredOnly = true
+		checkThroughput(t, "delivered only, by site", want(
+			series("site-a", map[int]ports.ThroughputCounts{0: d(2), 1: d(1)}),
+			series("site-b", map[int]ports.ThroughputCounts{5: d(2)}),
+		), run(deliveredOnly))
+
 		// A window that is not a whole number of buckets: the last bucket
 		// is cut at To. Buckets of 25 minutes: [0,25) [25,50) [50,60).
 		ragged := ports.ThroughputQuery{From: q.From, To: q.To, Bucket: 25 * time.Minute}
