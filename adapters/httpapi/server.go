@@ -130,6 +130,8 @@ type Server struct {
 	h         http.Handler
 	// apiPatterns are the API routes registered, for the OpenAPI test.
 	apiPatterns []string
+	// chartCache keeps the dashboard's closed hourly buckets (charts.go).
+	chartCache chartCache
 }
 
 // Cookie names.
