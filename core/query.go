@@ -99,6 +99,19 @@ func (s *Service) Count(ctx context.Context, q ports.Query) (int64, error) {
 	return n, nil
 }
 
+// CountByStatus implements ports.Outbox.
+func (s *Service) CountByStatus(ctx context.Context, q ports.Query) (map[ports.Status]int64, error) {
+	f, err := s.filter(q)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.store.CountByStatus(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("count by status: %w", err)
+	}
+	return n, nil
+}
+
 // KPIs implements ports.Outbox.
 func (s *Service) KPIs(ctx context.Context) (ports.KPIReport, error) {
 	now := s.clock.Now()

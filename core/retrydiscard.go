@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/siteline/outbox/ports"
@@ -29,7 +30,14 @@ func (s *Service) Discard(ctx context.Context, a ports.Action) (ports.ActionResu
 
 // RetryNow implements ports.Outbox: Retrying rows that wait for their next
 // attempt become due at once (their retry count and last error kept), and
-// the dispatcher is woken. A row a dispatcher is delivering is refused.
+// the dispatcher is woken. A row a dispatcher holds is refused until a
+// grace after its lease (see leaseEndedBy).
+//
+// It does not wait for a Retry-After a target asked for: the row keeps
+// only its next attempt time (the later of the retry policy's delay and
+// the Retry-After), and an operator's Retry now is the explicit choice to
+// try before it. A target still busy answers Transient again, with its
+// Retry-After, and the row goes on waiting as the policy says.
 func (s *Service) RetryNow(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
 	res, err := s.act(ctx, a, operatorMove{from: ports.StatusRetrying, to: ports.StatusRetrying, dueNow: true,
 		kind: ports.AuditRetried, verb: "retried now"})
@@ -41,8 +49,8 @@ func (s *Service) RetryNow(ctx context.Context, a ports.Action) (ports.ActionRes
 
 // Park implements ports.Outbox: Retrying rows are parked by an operator
 // (their retry count and last error kept) and wait, like a row the
-// dispatcher parked, for a Retry or a Discard. A row a dispatcher is
-// delivering is refused.
+// dispatcher parked, for a Retry or a Discard. A row a dispatcher holds is
+// refused until a grace after its lease (see leaseEndedBy).
 func (s *Service) Park(ctx context.Context, a ports.Action) (ports.ActionResult, error) {
 	return s.act(ctx, a, operatorMove{from: ports.StatusRetrying, to: ports.StatusParked,
 		kind: ports.AuditParked, verb: "parked"})
@@ -61,8 +69,9 @@ type operatorMove struct {
 // act moves the rows an operator selected as m says. The legality of the
 // move is the core's (Move); the store checks From atomically with the
 // change, so a row that left From meanwhile is refused, not moved. A
-// Retrying row under a live lease (being delivered) is left to the
-// dispatcher: its attempt's outcome is recorded by the lease.
+// Retrying row a dispatcher holds (being delivered) is left to the
+// dispatcher until its lease ended a grace ago (leaseEndedBy): its
+// attempt's outcome is recorded under the lease.
 func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (ports.ActionResult, error) {
 	if err := Move(m.from, m.to); err != nil {
 		return ports.ActionResult{}, err
@@ -84,7 +93,7 @@ func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (port
 	rows, err := s.store.Transition(ctx, ports.TransitionRequest{
 		Selection: ports.Selection{IDs: ids, Filter: a.Filter},
 		From:      m.from, To: m.to, Now: now, Reset: m.reset, DueNow: m.dueNow,
-		Unleased: m.from == ports.StatusRetrying,
+		LeaseEndedBy: s.leaseEndedBy(m.from, now),
 	})
 	if err != nil {
 		return ports.ActionResult{}, fmt.Errorf("%s: %w", m.verb, err)
@@ -110,6 +119,28 @@ func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (port
 		s.log.Info("operator action", "action", m.verb, "actor", a.Actor, "rows", len(moved), "refused", len(res.Refused))
 	}
 	return res, nil
+}
+
+// LeaseGraceMargin is what an operator's Retry now or Park of a Retrying
+// row waits, beyond a dispatcher's lease and the delivery timeout, before
+// it takes the row from that dispatcher (see leaseEndedBy).
+const LeaseGraceMargin = time.Minute
+
+// leaseEndedBy is the TransitionRequest.LeaseEndedBy of an operator's move
+// from status from at now: for a Retrying row, now less the delivery
+// timeout and LeaseGraceMargin. A lease is measured by the claiming
+// node's clock, which may run behind this one, and the dispatcher's
+// Record (which checks only that it still holds the row) may land after
+// the lease ended; taking the row from it earlier would lose the
+// attempt's outcome (Park) or deliver it twice (Retry now). A row whose
+// node died is the operator's once its lease and the grace have passed,
+// or at once when the node restarts and releases its leases; a row
+// another node took over after the lease is held by that node's lease.
+func (s *Service) leaseEndedBy(from ports.Status, now time.Time) time.Time {
+	if from != ports.StatusRetrying {
+		return time.Time{}
+	}
+	return now.Add(-s.cfg.DeliveryTimeout - LeaseGraceMargin)
 }
 
 // checkOperator refuses an operator action whose actor record (the audit

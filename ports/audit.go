@@ -37,10 +37,10 @@ const (
 	// AuditDelivered, AuditParked and AuditDiscarded record the row reaching
 	// that terminal status.
 	AuditDelivered AuditKind = "Delivered"
-	AuditParked    AuditKind = "Parked"
-	AuditDiscarded AuditKind = "Discarded"
 	// AuditParked is also an operator parking a Retrying row (Actor the
 	// operator).
+	AuditParked    AuditKind = "Parked"
+	AuditDiscarded AuditKind = "Discarded"
 	// AuditRetried records an operator's Retry: a Parked row back to
 	// Pending, or a Retrying row made due at once (Retry now, Status
 	// Retrying).

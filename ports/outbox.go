@@ -27,6 +27,11 @@ type Outbox interface {
 	// Count returns how many rows match q's filter (q's paging is ignored).
 	Count(ctx context.Context, q Query) (int64, error)
 
+	// CountByStatus returns how many rows match q's filter, for each
+	// status (q's paging is ignored; a status no row has is absent): what
+	// the page's status chips show, in one count.
+	CountByStatus(ctx context.Context, q Query) (map[Status]int64, error)
+
 	// KPIs returns the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context) (KPIReport, error)
 
@@ -47,14 +52,16 @@ type Outbox interface {
 
 	// RetryNow makes the selected Retrying rows due at once, keeping their
 	// RetryCount and LastError (recorded as Retried, status Retrying). Rows
-	// in other statuses, and Retrying rows being delivered, are refused,
-	// each with a reason.
+	// in other statuses, and Retrying rows a dispatcher holds (until a
+	// grace after its lease ends), are refused, each with a reason. It does
+	// not wait for a Retry-After a target asked for: that is what the
+	// operator overrides.
 	RetryNow(ctx context.Context, a Action) (ActionResult, error)
 
 	// Park moves the selected Retrying rows to Parked, keeping their
 	// RetryCount and LastError (recorded as Parked with the operator as
-	// actor). Rows in other statuses, and Retrying rows being delivered,
-	// are refused, each with a reason.
+	// actor). Rows in other statuses, and Retrying rows a dispatcher holds
+	// (until a grace after its lease ends), are refused, each with a reason.
 	Park(ctx context.Context, a Action) (ActionResult, error)
 }
 

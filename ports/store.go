@@ -71,6 +71,11 @@ type Store interface {
 	// Count returns how many rows match f.
 	Count(ctx context.Context, f Filter) (int64, error)
 
+	// CountByStatus returns how many rows match f, for each status: one
+	// grouped count, where a count per status would read the matching rows
+	// once for each. A status no matching row has is absent from the map.
+	CountByStatus(ctx context.Context, f Filter) (map[Status]int64, error)
+
 	// KPIs computes the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context, req KPIRequest) (KPIs, error)
 
@@ -88,11 +93,11 @@ type Store interface {
 	// req.From to status req.To, sets UpdatedAt to req.Now, releases any lease,
 	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and
 	// LastError, when req.DueNow is set NextAttemptAt alone. Rows in any
-	// other status are left untouched, and so with req.Unleased are rows
-	// whose lease lasts beyond req.Now. It returns the rows it moved (their
-	// IDs, source sites and types, for the audit records). The core decides
-	// which moves are legal; the store only guarantees that From is checked
-	// atomically with the change.
+	// other status are left untouched, and so, when req.LeaseEndedBy is
+	// set, are rows a dispatcher holds whose lease lasts beyond it. It
+	// returns the rows it moved (their IDs, source sites and types, for the
+	// audit records). The core decides which moves are legal; the store
+	// only guarantees that From is checked atomically with the change.
 	Transition(ctx context.Context, req TransitionRequest) (moved []Moved, err error)
 
 	// Purge deletes up to limit terminal rows (Delivered, Parked, Discarded)
@@ -250,8 +255,12 @@ type TransitionRequest struct {
 	// keeping its RetryCount and LastError (an operator's Retry now of a
 	// Retrying row).
 	DueNow bool
-	// Unleased leaves alone a selected row whose lease has not expired at
-	// Now: a dispatcher is delivering it, and its outcome is recorded by
-	// the lease (an operator's Retry now or Park of a Retrying row).
-	Unleased bool
+	// LeaseEndedBy, when set, leaves alone a selected row a dispatcher
+	// holds (ClaimedBy set) unless its lease (ClaimedUntil) ended at or
+	// before it: the dispatcher is delivering the row, and its outcome is
+	// recorded under the lease (an operator's Retry now or Park of a
+	// Retrying row). The core sets it a grace before Now, since the lease
+	// was measured by the claiming node's clock and Store.Record checks
+	// only ClaimedBy: a Record begun within the lease may land after it.
+	LeaseEndedBy time.Time
 }

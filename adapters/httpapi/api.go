@@ -45,6 +45,9 @@ func (s *Server) apiMe(w http.ResponseWriter, _ *http.Request, p ports.Principal
 
 func (s *Server) apiNotifications(w http.ResponseWriter, r *http.Request, _ ports.Principal) {
 	q, err := parseListQuery(r.URL.Query())
+	if err == nil {
+		q.Oldest, err = parseOrder(r.URL.Query())
+	}
 	if err != nil {
 		s.apiError(w, r, err)
 		return

@@ -32,6 +32,8 @@ func routes(id string) []route {
 		{"GET", "/api/v1/channels", nil, ports.RoleViewer},
 		{"POST", "/api/v1/notifications/retry", api.ActionRequest{IDs: []string{id}}, ports.RoleOperator},
 		{"POST", "/api/v1/notifications/discard", api.ActionRequest{IDs: []string{id}}, ports.RoleOperator},
+		{"POST", "/api/v1/notifications/retry-now", api.ActionRequest{IDs: []string{id}}, ports.RoleOperator},
+		{"POST", "/api/v1/notifications/park", api.ActionRequest{IDs: []string{id}}, ports.RoleOperator},
 		{"PUT", "/api/v1/lists/new", api.List{Type: "email", Targets: []string{"x@example.com"}}, ports.RoleAdmin},
 		{"DELETE", "/api/v1/lists/new", nil, ports.RoleAdmin},
 		{"PUT", "/api/v1/channels/email", api.Channel{Settings: map[string]string{"host": "localhost"}}, ports.RoleAdmin},

@@ -75,6 +75,8 @@ var bodyRoutes = []struct{ method, path string }{
 	{"POST", "/api/v1/login"},
 	{"POST", "/api/v1/notifications/retry"},
 	{"POST", "/api/v1/notifications/discard"},
+	{"POST", "/api/v1/notifications/retry-now"},
+	{"POST", "/api/v1/notifications/park"},
 	{"PUT", "/api/v1/lists/fuzzed"},
 	{"PUT", "/api/v1/channels/email"},
 	{"PUT", "/api/v1/users/fuzzed"},
@@ -109,6 +111,7 @@ func FuzzAPIBodies(f *testing.F) {
 	for i, seed := range []string{
 		`{"name":"admin","password":"correct horse battery"}`,
 		`{"ids":["0194f0d2-7a3b-7c4d-8e5f-000000000042"]}`,
+		`{"filter":{"status":["Retrying"],"stuck":true,"updated_to":"2026-01-02T15:04:05Z"}}`,
 		`{"filter":{"status":["Parked"],"from":"2026-01-02T00:00:00Z","q":"pump"},"all":false}`,
 		`{"name":"fuzzed","type":"email","targets":["a@example.com","env:X"]}`,
 		`{"type":"email","settings":{"host":"localhost","port":"25"},"retry":{"backoff":"exponential","max_retries":3,"interval_seconds":1e308},"rate_limit":-1}`,
@@ -143,6 +146,7 @@ func FuzzAPIQuery(f *testing.F) {
 		"status=Parked,pending&site=plant-1&from=2026-01-02&to=2026-01-02T15:04&stuck=yes&q=pump",
 		"limit=5&after=m1.MjAyNi0wMS0wMlQwMDowMDowMFp8YQ",
 		"limit=0&after=%00", "updated_from=not-a-time", "status=Nope", "stuck=maybe", "kind=write&target=erp&q=%80",
+		"order=oldest&status=Retrying&limit=3", "order=%E2%80%AE" + strings.Repeat("x", 60),
 	} {
 		f.Add(q, "0194f0d2-7a3b-7c4d-8e5f-000000000042")
 	}

@@ -51,8 +51,8 @@ type listQuery struct {
 	Filter api.Filter
 	Limit  int
 	After  string
-	// Oldest lists oldest first (the page's sort; the API lists newest
-	// first).
+	// Oldest lists oldest first (order=oldest); newest first is the
+	// default.
 	Oldest bool
 }
 
@@ -97,12 +97,15 @@ func (s *Server) kpis(ctx context.Context) (ports.KPIReport, error) {
 	return s.cfg.Outbox.KPIs(ctx)
 }
 
-// act retries or discards the rows req selects, recording p as the actor.
+// act does v to the rows req selects, recording p as the actor.
 func (s *Server) act(ctx context.Context, p ports.Principal, v verb, req api.ActionRequest) (ports.ActionResult, error) {
 	a := ports.Action{Actor: p.Name, IDs: req.IDs, All: req.All}
 	if req.Filter != nil {
 		pf, stuck := req.Filter.PortsFilter()
 		if stuck {
+			if v == verbRetryNow || v == verbPark {
+				return ports.ActionResult{}, fmt.Errorf("filter.stuck: %s does not select by the stuck threshold; select the Retrying notifications by ids or by the other fields: %w", v, ports.ErrInvalid)
+			}
 			return ports.ActionResult{}, fmt.Errorf("filter.stuck: stuck rows are never Parked, so an action on them would do nothing: %w", ports.ErrInvalid)
 		}
 		a.Filter = pf

@@ -35,7 +35,8 @@ type base struct {
 	// SiteCalls says central keeps the sites' mirror: the page shows
 	// "Site calls" and "Sites", and site names link to their site.
 	SiteCalls bool
-	// Live is how many seconds apart a list refreshes itself (app.js).
+	// Live is how many seconds apart a list refreshes itself (app.js);
+	// zero never.
 	Live float64
 	// Hooks says a webhook capture runs (dev mode): the page shows
 	// "Webhook capture".
@@ -84,7 +85,7 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) newBase(w http.ResponseWriter, r *http.Request, p ports.Principal, title, nav string) base {
 	return base{Title: title, Nav: nav, User: p.Name, Role: p.Role, Flash: s.takeFlash(w, r), Banner: s.cfg.Banner,
 		Mail: s.cfg.Mailbox != nil, CanAct: p.Role.Allows(ports.RoleOperator), IsAdmin: p.Role.Allows(ports.RoleAdmin),
-		SiteCalls: s.cfg.SiteCalls != nil, Live: cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds(),
+		SiteCalls: s.cfg.SiteCalls != nil, Live: max(0, cmp.Or(s.cfg.ListRefresh, DefaultListRefresh).Seconds()),
 		Hooks: s.cfg.Hookbox != nil}
 }
 
@@ -489,7 +490,7 @@ func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request) {
 func listURL(f api.Filter, after string, limit int, oldest bool) string {
 	v := f.Values()
 	if oldest {
-		v.Set(paramOrder, orderOldest)
+		v.Set(api.ParamOrder, api.OrderOldest)
 	}
 	return pageURL("/notifications", v, after, limit)
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -51,55 +50,31 @@ func (s *Server) pageRetryingAction(v verb) handler {
 	}
 }
 
-// The page's sort parameter: order=oldest lists oldest first; newest first
-// is the default (order=newest or none). Both are the store's keyset
+// parseOrder reads the sort parameter (api.ParamOrder): whether to list
+// oldest first; newest first is the default. Both are the store's keyset
 // (CreatedAt, ID), so every page of either order is one index range.
-const (
-	paramOrder  = "order"
-	orderOldest = "oldest"
-	orderNewest = "newest"
-)
-
-// parseOrder reads the sort parameter: whether to list oldest first.
 func parseOrder(v url.Values) (bool, error) {
-	switch o := strings.TrimSpace(v.Get(paramOrder)); strings.ToLower(o) {
-	case "", orderNewest:
-		return false, nil
-	case orderOldest:
-		return true, nil
-	default:
-		return false, invalid(fmt.Errorf("%s: %q is neither %s nor %s", paramOrder, clipText(o), orderNewest, orderOldest))
+	oldest, err := api.ParseOrder(v)
+	if err != nil {
+		return false, invalid(err)
 	}
-}
-
-// clipText shortens an echoed input value for an error message.
-func clipText(s string) string {
-	if len(s) <= 40 {
-		return s
-	}
-	for i := 40; i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
-	}
-	return "…"
+	return oldest, nil
 }
 
 // statusCounts counts, for each central status, the rows matching f with
 // that status instead of f's statuses: what each status chip of the filter
-// shows. A status it could not count is left out (its chip shows no count)
-// and the failure logged.
+// shows, in one grouped count. When the count fails no chip shows a count,
+// and the failure is logged.
 func (s *Server) statusCounts(ctx context.Context, f api.Filter) map[ports.Status]int64 {
+	f.Status = nil
+	counts, err := s.cfg.Outbox.CountByStatus(ctx, query(f, 0, ""))
+	if err != nil {
+		s.log.Warn("status chips without counts", "err", err)
+		return nil
+	}
 	out := make(map[ports.Status]int64, len(ports.CentralStatuses))
 	for _, st := range ports.CentralStatuses {
-		g := f
-		g.Status = []ports.Status{st}
-		n, err := s.count(ctx, g)
-		if err != nil {
-			s.log.Warn("status chip without a count", "status", st, "err", err)
-			continue
-		}
-		out[st] = n
+		out[st] = counts[st] // a status no row has counts 0
 	}
 	return out
 }
@@ -161,95 +136,96 @@ func known(vs []string) []string {
 // filterWords is every field of f in words, one line each, for a bulk
 // confirmation to restate what it acts on; "every notification" for the
 // empty filter. pinned says the confirmation set f.UpdatedTo to the
-// instant of its count.
+// instant of its count. Times show as the filter's fields do (formTime),
+// fractions of a second included.
 func filterWords(f api.Filter, pinned bool) []string {
-	var out []string
-	if len(f.Status) > 0 {
-		names := make([]string, len(f.Status))
-		for i, st := range f.Status {
-			names[i] = string(st)
-		}
-		out = append(out, "status is "+strings.Join(names, " or "))
-	}
-	add := func(what, v string) {
-		if v != "" {
-			out = append(out, fmt.Sprintf("%s is %q", what, v))
-		}
-	}
-	add("type", f.Type)
-	add("site", f.Site)
-	add("list", f.List)
-	if f.From != nil {
-		out = append(out, "created at or after "+stamp(*f.From)+" UTC")
-	}
-	if f.To != nil {
-		out = append(out, "created before "+stamp(*f.To)+" UTC")
-	}
-	if f.UpdatedFrom != nil {
-		out = append(out, "last changed at or after "+stamp(*f.UpdatedFrom)+" UTC")
-	}
-	switch {
-	case f.UpdatedTo != nil && pinned:
-		out = append(out, "parked before this count ("+formTime(f.UpdatedTo)+" UTC)")
-	case f.UpdatedTo != nil:
-		out = append(out, "last changed before "+formTime(f.UpdatedTo)+" UTC")
+	var w wordLines
+	addStatuses(&w, f.Status)
+	w.quoted("type", f.Type)
+	w.quoted("site", f.Site)
+	w.quoted("list", f.List)
+	w.time("created at or after", f.From)
+	w.time("created before", f.To)
+	w.time("last changed at or after", f.UpdatedFrom)
+	if pinned && f.UpdatedTo != nil {
+		w = append(w, "parked before this count ("+formTime(f.UpdatedTo)+" UTC)")
+	} else {
+		w.time("last changed before", f.UpdatedTo)
 	}
 	if f.Stuck {
-		out = append(out, "stuck only (Pending or Retrying past the stuck threshold)")
+		w = append(w, "stuck only (Pending or Retrying past the stuck threshold)")
 	}
-	if f.Q != "" {
-		out = append(out, fmt.Sprintf("subject contains %q (any letter case)", f.Q))
+	w.quoted("subject contains", f.Q)
+	if len(w) == 0 {
+		w = append(w, "every notification: no filter is set")
 	}
-	if len(out) == 0 {
-		out = append(out, "every notification: no filter is set")
-	}
-	return out
-}
-
-// timeInput is one time field of a filter form (the "timefield"
-// template): its label, parameter name and value as formTime shows it.
-type timeInput struct{ Label, Name, Value string }
-
-func timeField(label, name string, t *time.Time) timeInput {
-	return timeInput{Label: label, Name: name, Value: formTime(t)}
+	return w
 }
 
 // siteCallFilterWords is every field of a site-call action's filter f in
 // words, one line each (its ReportedTo the instant of the count).
 func siteCallFilterWords(f api.SiteCallFilter) []string {
-	var out []string
-	if len(f.Status) > 0 {
-		names := make([]string, len(f.Status))
-		for i, st := range f.Status {
-			names[i] = string(st)
-		}
-		out = append(out, "status is "+strings.Join(names, " or "))
-	}
-	add := func(what, v string) {
-		if v != "" {
-			out = append(out, fmt.Sprintf("%s is %q", what, v))
-		}
-	}
-	add("site", f.Site)
-	add("kind", string(f.Kind))
-	add("target", f.Target)
-	times := []struct {
-		what string
-		t    *time.Time
-	}{{"created at or after", f.From}, {"created before", f.To},
-		{"last changed at the site at or after", f.UpdatedFrom}, {"last changed at the site before", f.UpdatedTo}}
-	for _, x := range times {
-		if x.t != nil {
-			out = append(out, x.what+" "+formTime(x.t)+" UTC")
-		}
-	}
+	var w wordLines
+	addStatuses(&w, f.Status)
+	w.quoted("site", f.Site)
+	w.quoted("kind", string(f.Kind))
+	w.quoted("target", f.Target)
+	w.time("created at or after", f.From)
+	w.time("created before", f.To)
+	w.time("last changed at the site at or after", f.UpdatedFrom)
+	w.time("last changed at the site before", f.UpdatedTo)
 	if f.ReportedTo != nil {
-		out = append(out, "reported to central before this count ("+formTime(f.ReportedTo)+" UTC)")
+		w = append(w, "reported to central before this count ("+formTime(f.ReportedTo)+" UTC)")
 	}
-	if f.Q != "" {
-		out = append(out, fmt.Sprintf("id, target, method, error, instance or script contains %q (any letter case)", f.Q))
+	w.quoted("id, target, method, error, instance or script contains", f.Q)
+	return w
+}
+
+// timeInput is one time field of a filter form (the "timefield"
+// template): its label, parameter name, value as formTime shows it, and
+// the form the server accepts (api.TimePattern) for the browser to check.
+type timeInput struct{ Label, Name, Value, Pattern string }
+
+// timeField is the time field labelled label for the parameter name, t
+// shown as formTime shows it (empty when t is nil).
+func timeField(label, name string, t *time.Time) timeInput {
+	return timeInput{Label: label, Name: name, Value: formTime(t), Pattern: api.TimePattern}
+}
+
+// wordLines gathers a filter's fields in words, one line each, for a bulk
+// confirmation (filterWords, siteCallFilterWords).
+type wordLines []string
+
+// addStatuses adds "status is A or B" when sts holds any status.
+func addStatuses[S ~string](w *wordLines, sts []S) {
+	if len(sts) == 0 {
+		return
 	}
-	return out
+	names := make([]string, len(sts))
+	for i, st := range sts {
+		names[i] = string(st)
+	}
+	*w = append(*w, "status is "+strings.Join(names, " or "))
+}
+
+// quoted adds `what "v"` when v is set: "is" for a field's value, and
+// "(any letter case)" for a search text (what ends in "contains").
+func (w *wordLines) quoted(what, v string) {
+	switch {
+	case v == "":
+	case strings.HasSuffix(what, " contains"):
+		*w = append(*w, fmt.Sprintf("%s %q (any letter case)", what, v))
+	default:
+		*w = append(*w, fmt.Sprintf("%s is %q", what, v))
+	}
+}
+
+// time adds "what <t> UTC" when t is set, t as the filter's time fields
+// show it (formTime).
+func (w *wordLines) time(what string, t *time.Time) {
+	if t != nil {
+		*w = append(*w, what+" "+formTime(t)+" UTC")
+	}
 }
 
 // failedTargets are the targets of a row that did not get it (Failed or
@@ -268,6 +244,8 @@ func failedTargets(ts []ports.TargetState) []ports.TargetState {
 	return out
 }
 
+// failRank orders failedTargets: a target that failed for good (0)
+// before one still retrying (1).
 func failRank(s ports.TargetStatus) int {
 	if s == ports.TargetFailed {
 		return 0

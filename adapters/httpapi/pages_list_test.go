@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
@@ -226,13 +227,14 @@ func TestDiscardedRowsShowTheirOldErrorMuted(t *testing.T) {
 }
 
 // TestBulkConfirmationRestatesTheFilter: the confirmation of a bulk action
-// by filter names every field of the filter it acts on.
+// by filter names every field of the filter it acts on, its times as the
+// filter's fields show them (a fraction of a second kept).
 func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 	e := newEnv(t)
 	e.waitStatus(ports.StatusParked, e.submit("bad", "pump down")...)
 	c := e.loginBrowser("operator")
 	code, _, page := e.post(c, "/notifications/retry", url.Values{"scope": {"filter"}, "list": {"bad"}, "site": {"plant-1"},
-		"type": {"email"}, "q": {"pump"}, "from": {"2020-01-02 03:04:05"}, "to": {"2099-01-01"}, "updated_from": {"2020-01-01"}})
+		"type": {"email"}, "q": {"pump"}, "from": {"2020-01-02 03:04:05"}, "to": {"2099-01-01"}, "updated_from": {"2020-01-01T00:00:00.25Z"}})
 	if code != http.StatusOK {
 		t.Fatalf("confirmation: %d\n%s", code, page)
 	}
@@ -245,7 +247,7 @@ func TestBulkConfirmationRestatesTheFilter(t *testing.T) {
 		`<li>list is "bad"</li>`,
 		"<li>created at or after 2020-01-02 03:04:05 UTC</li>",
 		"<li>created before 2099-01-01 00:00:00 UTC</li>",
-		"<li>last changed at or after 2020-01-01 00:00:00 UTC</li>",
+		"<li>last changed at or after 2020-01-01 00:00:00.25 UTC</li>",
 		"<li>parked before this count (20", // the count's instant
 		`<li>subject contains "pump" (any letter case)</li>`,
 		"1 notification match",
@@ -377,5 +379,22 @@ func TestRetryingRowRetriedNowThenParked(t *testing.T) {
 	e.post(op, "/notifications/retry-now", url.Values{"id": {id}, "return": {detail}})
 	if _, body := e.get(op, detail); !strings.Contains(body, "No notification was retried now; 1 refused: notification "+id+" is Parked; only Retrying notifications can be retried now") {
 		t.Errorf("Retry now of a parked row:\n%s", body)
+	}
+}
+
+// TestListRefreshSetting: the lists refresh as often as Config.ListRefresh
+// says, and not at all with ListRefreshOff (no data-refresh for app.js).
+func TestListRefreshSetting(t *testing.T) {
+	for refresh, want := range map[time.Duration]string{
+		time.Minute:            `<div id="live" data-refresh="60">`,
+		httpapi.ListRefreshOff: `<div id="live">`,
+	} {
+		e := newEnvWith(t, func(c *httpapi.Config) { c.ListRefresh = refresh })
+		c := e.loginBrowser("viewer")
+		for _, path := range []string{"/notifications", "/site-calls"} {
+			if _, body := e.get(c, path); !strings.Contains(body, want) {
+				t.Errorf("ListRefresh %s: %s lacks %s", refresh, path, want)
+			}
+		}
 	}
 }

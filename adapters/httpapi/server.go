@@ -91,7 +91,8 @@ type Config struct {
 	OwnTokenRate  float64
 	OwnTokenBurst int
 	// ListRefresh is how often the Notifications and Site calls lists
-	// refresh themselves in the browser; zero means DefaultListRefresh.
+	// refresh themselves in the browser; zero means DefaultListRefresh,
+	// ListRefreshOff (any negative value) never.
 	ListRefresh time.Duration
 	// Clock is the throughput charts' and GET /throughput's "now" (the
 	// service's clock); nil means ports.SystemClock.
@@ -101,6 +102,10 @@ type Config struct {
 
 // DefaultListRefresh is how often a list refreshes itself by default.
 const DefaultListRefresh = 15 * time.Second
+
+// ListRefreshOff as Config.ListRefresh keeps the lists still: an operator
+// reloads them.
+const ListRefreshOff time.Duration = -1
 
 // How fast one account may make tokens of its own by default: a login a
 // minute, five at once.
@@ -218,6 +223,7 @@ func (s *Server) routes() {
 	s.apiRoute("GET "+p+"/notifications/{id}", ports.RoleViewer, s.apiNotification)
 	s.apiRoute("POST "+p+"/notifications/retry", ports.RoleOperator, s.apiAction(verbRetry))
 	s.apiRoute("POST "+p+"/notifications/discard", ports.RoleOperator, s.apiAction(verbDiscard))
+	s.retryingAPIRoutes() // api_retrying.go
 	s.apiRoute("GET "+p+"/kpis", ports.RoleViewer, s.apiKPIs)
 	s.throughputRoutes()
 	s.apiRoute("GET "+p+"/lists", ports.RoleViewer, s.apiLists)

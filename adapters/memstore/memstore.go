@@ -354,6 +354,26 @@ func (s *Store) Count(ctx context.Context, f ports.Filter) (int64, error) {
 	return c, nil
 }
 
+// CountByStatus implements ports.Store.
+func (s *Store) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: count by status: %w", err)
+	}
+	m, err := newMatcher(f)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: count by status: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[ports.Status]int64{}
+	for _, r := range s.rows {
+		if m.match(r.n) {
+			out[r.n.Status]++
+		}
+	}
+	return out, nil
+}
+
 // KPIs implements ports.Store.
 func (s *Store) KPIs(ctx context.Context, req ports.KPIRequest) (ports.KPIs, error) {
 	if err := ctx.Err(); err != nil {
@@ -444,7 +464,8 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 	var moved []ports.Moved
 	for _, r := range selected {
 		n := &r.n
-		if n.Status != req.From || req.Unleased && n.ClaimedUntil.After(now) {
+		if n.Status != req.From || !req.LeaseEndedBy.IsZero() && n.ClaimedBy != "" &&
+			(n.ClaimedUntil.IsZero() || n.ClaimedUntil.After(req.LeaseEndedBy)) {
 			continue
 		}
 		n.Status = req.To

@@ -61,6 +61,7 @@ func (mssqlDialect) appendNullText(b []byte) []byte {
 	return append(b, "CAST(NULL AS nvarchar(max))"...)
 }
 func (mssqlDialect) countAll() string           { return "COUNT_BIG(*)" }
+func (mssqlDialect) countsEachStatus() bool     { return false }
 func (mssqlDialect) returned(col string) string { return `inserted."` + col + `"` }
 
 func (mssqlDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }

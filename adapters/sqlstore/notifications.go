@@ -400,7 +400,23 @@ func (s *Notifications) filtered(f ports.Filter, c *candidates) *bun.SelectQuery
 // listQuery selects up to limit rows of f after the cursor, newest first
 // (created_at DESC, id DESC) or if oldest oldest first (both ASC), by
 // keyset: either order reads the same index, one way or the other.
+//
+// Past a cursor, the bound of f the cursor already implies is left out
+// (CreatedFrom oldest first, CreatedTo newest first): SQLite, without
+// statistics, would otherwise start its index range at that bound rather
+// than at the cursor, and read every earlier page again on each page. A
+// cursor that does not imply it (one made up) keeps it.
 func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *candidates, oldest bool) *bun.SelectQuery {
+	if after != nil {
+		if oldest && !after.createdAt.Before(f.CreatedFrom) {
+			f.CreatedFrom = time.Time{} // created_at >= the cursor's >= CreatedFrom
+		}
+		// Compared as stored (microseconds): the cursor's instant must stay
+		// below CreatedTo once both are written as SQL.
+		if !oldest && !f.CreatedTo.IsZero() && after.createdAt.Truncate(time.Microsecond).Before(f.CreatedTo.Truncate(time.Microsecond)) {
+			f.CreatedTo = time.Time{} // created_at <= the cursor's < CreatedTo
+		}
+	}
 	q := s.filtered(f, c)
 	if after != nil {
 		q = s.d.after(q, *after, oldest)
@@ -484,6 +500,72 @@ func (s *Notifications) Count(ctx context.Context, f ports.Filter) (int64, error
 		return 0, s.fail("count", err)
 	}
 	return n, nil
+}
+
+// statusCount is a row of countByStatusQuery.
+type statusCount struct {
+	Status  string `bun:"status"`
+	Matched int64  `bun:"matched"`
+}
+
+// countByStatusQuery counts the rows of f per status.
+func (s *Notifications) countByStatusQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
+	return s.filtered(f, c).ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
+}
+
+// CountByStatus implements ports.Store.
+func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	if err := checkFilter(f); err != nil {
+		return nil, err
+	}
+	out := map[ports.Status]int64{}
+	c, found, err := s.subjectCount(ctx, f.Subject)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil && found == 0 {
+		return out, nil // no subject holds the keyword
+	}
+	if s.d.countsEachStatus() && byStatusIndex(f) {
+		return s.countEachStatus(ctx, f)
+	}
+	var rows []statusCount
+	if err := s.countByStatusQuery(f, c).Scan(ctx, &rows); err != nil {
+		return nil, s.fail("count by status", err)
+	}
+	for _, r := range rows {
+		out[ports.Status(r.Status)] += r.Matched
+	}
+	return out, nil
+}
+
+// byStatusIndex reports whether f narrows by nothing but statuses and the
+// creation time: what the (status, created_at, id) index answers alone.
+func byStatusIndex(f ports.Filter) bool {
+	return f.Type == "" && f.SourceSite == "" && f.List == "" && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() &&
+		f.StuckBefore.IsZero() && f.Subject == ""
+}
+
+// countEachStatus is CountByStatus as one count per status (of f's, or
+// every status), each a range of the status index (see countsEachStatus).
+func (s *Notifications) countEachStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = ports.CentralStatuses
+	}
+	out := map[ports.Status]int64{}
+	for _, st := range statuses {
+		g := f
+		g.Statuses = []ports.Status{st}
+		var n int64
+		if err := s.countQuery(g, nil).Scan(ctx, &n); err != nil {
+			return nil, s.fail("count by status", err)
+		}
+		if n > 0 {
+			out[st] = n
+		}
+	}
+	return out, nil
 }
 
 // The most keyword candidates that Query and Count read by rowid on SQLite
@@ -642,8 +724,8 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 		q = q.Set(`"next_attempt_at" = NULL`)
 	}
 	q = q.Where(`"status" = ?`, req.From)
-	if req.Unleased {
-		q = q.Where(`("claimed_until" IS NULL OR "claimed_until" <= ?)`, at(req.Now))
+	if !req.LeaseEndedBy.IsZero() {
+		q = q.Where(`("claimed_by" IS NULL OR "claimed_until" <= ?)`, at(req.LeaseEndedBy))
 	}
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))

@@ -122,6 +122,7 @@ func (pgDialect) appendTime(b []byte, t time.Time) []byte {
 
 func (pgDialect) appendNullText(b []byte) []byte { return append(b, "NULL::text"...) }
 func (pgDialect) countAll() string               { return "COUNT(*)" }
+func (pgDialect) countsEachStatus() bool         { return false }
 func (pgDialect) returned(col string) string     { return `"` + col + `"` }
 
 func (pgDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }

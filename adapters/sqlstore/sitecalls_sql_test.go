@@ -162,21 +162,7 @@ func TestSiteCallKeywordIndexSQLite(t *testing.T) {
 	plan := func(keyword string) string {
 		var rows []siteCallRow
 		q := s.querySiteCallsQuery(&rows, ports.SiteCallFilter{Keyword: keyword}, nil, 10).String()
-		rs, err := db.reader().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Close()
-		var lines []string
-		for rs.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return strings.Join(lines, "\n")
+		return strings.Join(sqlitePlan(t, db, q), "\n")
 	}
 	if p := plan("pump"); !strings.Contains(p, "site_calls_search") {
 		t.Errorf("a keyword of four characters does not read the index:\n%s", p)

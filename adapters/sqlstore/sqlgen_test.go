@@ -306,6 +306,11 @@ func TestMSSQLReads(t *testing.T) {
 		if tc.name != "none" {
 			mustContain(t, "count "+tc.name, sql, tc.want)
 		}
+		sql = render(t, "count by status "+tc.name, s.countByStatusQuery(tc.f, nil))
+		mustContain(t, "count by status "+tc.name, sql, `SELECT "status", COUNT_BIG(*) AS "matched" FROM "notifications" AS "n"`, `GROUP BY "status"`)
+		if tc.name != "none" {
+			mustContain(t, "count by status "+tc.name, sql, tc.want)
+		}
 	}
 	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil, false)),
 		`WHERE (("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc')))`)
@@ -332,10 +337,10 @@ func TestMSSQLWrites(t *testing.T) {
 		` OUTPUT inserted."id", inserted."source_site", inserted."type" WHERE ("status" = N'Parked') AND ("id" IN (N'a', N'b'))`)
 	mustContain(t, "transition due now", render(t, "transition due now", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{IDs: []string{"a"}},
-		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at, DueNow: true, Unleased: true,
+		From:      ports.StatusRetrying, To: ports.StatusRetrying, Now: at.Add(time.Hour), DueNow: true, LeaseEndedBy: at,
 	})),
 		`"claimed_until" = NULL, "next_attempt_at" = NULL OUTPUT inserted."id", inserted."source_site", inserted."type" WHERE ("status" = N'Retrying')`,
-		`AND (("claimed_until" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
+		`AND (("claimed_by" IS NULL OR "claimed_until" <= CAST('2025-06-02T09:30:00.123456' AS datetime2(6))))`)
 	sql := render(t, "transition filter", s.transitionQuery(ports.TransitionRequest{
 		Selection: ports.Selection{Filter: ports.Filter{List: "ops", UpdatedFrom: at}},
 		From:      ports.StatusParked, To: ports.StatusDiscarded, Now: at,

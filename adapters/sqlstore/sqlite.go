@@ -345,6 +345,7 @@ func (sqliteDialect) appendTime(b []byte, t time.Time) []byte {
 
 func (sqliteDialect) appendNullText(b []byte) []byte { return append(b, "NULL"...) }
 func (sqliteDialect) countAll() string               { return "COUNT(*)" }
+func (sqliteDialect) countsEachStatus() bool         { return true }
 func (sqliteDialect) returned(col string) string     { return `"` + col + `"` }
 
 // from names the index: SQLite, which has no statistics, otherwise prefers

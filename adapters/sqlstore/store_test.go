@@ -454,25 +454,11 @@ func TestSQLiteDSN(t *testing.T) {
 // table, or they cost seconds at a million rows.
 func TestSQLitePlansUseIndexes(t *testing.T) {
 	s := newSQLiteStore(t)
-	ctx := context.Background()
 	now := storetest.BaseTime
 	kpis := s.Notifications().kpisQuery(ports.KPIRequest{StuckBefore: now.Add(-10 * time.Minute), DeliveredSince: now.Add(-time.Minute)}).String()
 	claim := s.d.claim(s.w, ports.ClaimRequest{Owner: "node", Now: now, Lease: time.Minute, Limit: 100}).String()
 	for name, q := range map[string]string{"kpis": kpis, "claim": claim} {
-		rows, err := s.reader().QueryContext(ctx, "EXPLAIN QUERY PLAN "+q)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := sqlitePlan(t, s, q)
 		for _, line := range plan {
 			// The claim walks the partial index of Pending rows in claim
 			// order and stops at its limit: that scan is the point.
@@ -561,4 +547,67 @@ func insertRows(ctx context.Context, s *DB, c conn, ns []ports.Notification) err
 	}
 	_, err := s.w.NewInsert().Model(&rows).Conn(c).Exec(ctx)
 	return err
+}
+
+// TestSQLitePagesStartAtTheCursor: past a cursor, a page of a list with a
+// Created from (oldest first) or Created before (newest first) bound
+// searches the index from the cursor, not from that bound (SQLite, without
+// statistics, takes the filter's bound and reads every earlier page again);
+// a cursor that does not imply the bound keeps it.
+func TestSQLitePagesStartAtTheCursor(t *testing.T) {
+	s := newSQLiteStore(t)
+	now := storetest.BaseTime
+	c := &cursor{createdAt: now, id: "0190f2c4-0000-7000-8000-000000000000"}
+	n := s.Notifications()
+	parked := []ports.Status{ports.StatusParked}
+	for name, tc := range map[string]struct {
+		q    string
+		want string
+	}{
+		"oldest from":        {n.listQuery(ports.Filter{CreatedFrom: now.Add(-time.Hour)}, c, 51, nil, true).String(), "(created_at,id)>(?,?)"},
+		"oldest from, list":  {n.listQuery(ports.Filter{List: "ops", CreatedFrom: now.Add(-time.Hour)}, c, 51, nil, true).String(), "(created_at,id)>(?,?)"},
+		"oldest from and to": {n.listQuery(ports.Filter{CreatedFrom: now.Add(-time.Hour), CreatedTo: now.Add(time.Hour)}, c, 51, nil, true).String(), "(created_at,id)>(?,?)"},
+		"newest to":          {n.listQuery(ports.Filter{CreatedTo: now.Add(time.Hour)}, c, 51, nil, false).String(), "(created_at,id)<(?,?)"},
+		"newest to, status":  {n.listQuery(ports.Filter{Statuses: parked, CreatedTo: now.Add(time.Hour)}, c, 51, nil, false).String(), "(created_at,id)<(?,?)"},
+	} {
+		plan := sqlitePlan(t, s, tc.q)
+		if !strings.Contains(strings.Join(plan, "\n"), tc.want) {
+			t.Errorf("%s: the plan %q does not search from the cursor %s", name, plan, tc.want)
+		}
+	}
+	// A cursor before Created from, or not before Created before, does not
+	// imply the bound: it stays.
+	for name, tc := range map[string]struct{ q, want string }{
+		"oldest, cursor before from":  {n.listQuery(ports.Filter{CreatedFrom: now.Add(time.Hour)}, c, 51, nil, true).String(), `"created_at" >= `},
+		"oldest, from without cursor": {n.listQuery(ports.Filter{CreatedFrom: now}, nil, 51, nil, true).String(), `"created_at" >= `},
+		"newest, cursor at to":        {n.listQuery(ports.Filter{CreatedTo: now.Add(time.Nanosecond)}, c, 51, nil, false).String(), `"created_at" < `},
+		"newest, cursor past the to":  {n.listQuery(ports.Filter{CreatedTo: now.Add(-time.Hour)}, c, 51, nil, false).String(), `"created_at" < `},
+	} {
+		if !strings.Contains(tc.q, tc.want) {
+			t.Errorf("%s: the filter's bound was left out:\n%s", name, tc.q)
+		}
+	}
+}
+
+// sqlitePlan is SQLite's EXPLAIN QUERY PLAN of q, one line a step.
+func sqlitePlan(t *testing.T, s *DB, q string) []string {
+	t.Helper()
+	rows, err := s.reader().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

@@ -65,16 +65,10 @@ func setupWith[C any](sc schema[C], name, summary string, args, environ []string
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nEvery setting can also be set in the file or the environment (OUTBOX_*);\nflags override the environment, which overrides the file. configs/README.md\ndescribes every setting.\n")
 	}
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		return nil, nil, exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox %s: unexpected argument %q\n", name, fs.Arg(0))
-		fs.Usage()
-		return nil, nil, exitUsage, false
+	// An operand is refused before the configuration is loaded: no
+	// command here takes one.
+	if code, ok := cli.ParseArgs(fs, args, 0); !ok {
+		return nil, nil, code, false
 	}
 	l, err := sc.load(cl, environ)
 	if err != nil {
@@ -131,8 +125,13 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 	action := "up"
 	// A completion probe learns the actions, then the flags (setup).
 	cli.Subcommands(stdout, args, "up", "down", "status")
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != cli.Probe {
-		action, args = args[0], args[1:]
+	// The action is the first operand, after any flags ("outbox migrate
+	// -config F status"); without one it is up.
+	var cl commandLine
+	known := centralSchema.flagSet("outbox migrate", &cl, io.Discard)
+	known.Bool("yes", false, "")
+	if sub, rest, err := cli.SplitSubcommand(known, args); err == nil && sub != "" {
+		action, args = sub, rest
 	}
 	switch action {
 	case "up", "down", "status":

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +46,13 @@ func TestCompletionAnswersFromTheCommandTable(t *testing.T) {
 		{[]string{"help", "tok"}, "tokens"},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"login", "-password-"}, "-password-file -password-stdin"},
+		{[]string{"login", "-passw"}, "-password-file -password-stdin"}, // -password is only refused: never offered
+		// Flags before a subcommand, their values skipped.
+		{[]string{"notify", "-site", "X", "he"}, "health"},
+		{[]string{"notifications", "-server", "U", "li"}, "list"},
+		{[]string{"migrate", "-config", "F", "st"}, "status"},
+		{[]string{"site", "-config", "F", "r"}, "recover"},
+		{[]string{"notify", "-si"}, "-site"},
 		{[]string{"__comp"}, ""},
 	} {
 		code, stdout, stderr := runOutbox(append([]string{"__complete"}, tt.words...)...)
@@ -151,6 +161,16 @@ func TestCLIConsistencyAgainstDev(t *testing.T) {
 	defer stopDev(t, p)
 	server := strings.TrimSuffix(info.page, "/")
 	token := strings.TrimPrefix(strings.Fields(p.waitFor(t, "export OUTBOX_SERVER=", time.Second))[2], "OUTBOX_TOKEN=")
+	// The banner's login line is in the one flag style, and works as printed.
+	// Its command is the binary's path, as the banner prints a command that
+	// works from where outbox dev was started.
+	login := strings.Fields(p.waitFor(t, "or as yourself: ", time.Second))
+	if len(login) < 8 {
+		t.Fatalf("banner's login line: %q", login)
+	}
+	if want := []string{"or", "as", "yourself:", login[3], "login", "-server", server, "-name"}; !slices.Equal(login[:len(want)], want) || !strings.HasSuffix(login[3], "outbox") {
+		t.Errorf("banner's login line: %q", login)
+	}
 	env := childEnv("OUTBOX_SERVER="+server, "OUTBOX_TOKEN="+token, "OUTBOX_SITE_ADDR="+info.sites, "TZ=UTC")
 	noSite := childEnv("OUTBOX_SERVER="+server, "OUTBOX_TOKEN="+token)
 
@@ -174,6 +194,55 @@ func TestCLIConsistencyAgainstDev(t *testing.T) {
 	code, out, errw = runCLI(t, env, "", "notify", "health")
 	if code != 0 || strings.Count(out, "site: dev-site\n") != 3 || strings.Count(out, "role: leader\n") != 1 {
 		t.Errorf("notify health: exit %d\n%s%s", code, out, errw)
+	}
+
+	// Flags before the subcommand: the ones every notify command takes.
+	code, out, errw = runCLI(t, noSite, "", "notify", "-site", info.sites, "health")
+	if code != 0 || strings.Count(out, "site: dev-site\n") != 3 {
+		t.Errorf("notify -site X health: exit %d\n%s%s", code, out, errw)
+	}
+	code, _, errw = runCLI(t, env, "", "notifications", "-status", "Parked", "retry")
+	if code != 2 || !strings.HasPrefix(errw, "outbox notifications: flag -status before the command") {
+		t.Errorf("notifications -status Parked retry: exit %d, stderr %q", code, errw)
+	}
+
+	// notify health -json: one array, each node with its address; a node
+	// that hangs is reported and uses up only its own -timeout.
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // never answered
+		}
+	}()
+	defer func() {
+		hang.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	code, out, errw = runCLI(t, noSite, "", "notify", "health", "-json", "-timeout", "3s", "-site", hang.Addr().String()+","+info.sites)
+	var nodes []map[string]any
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil || code != 1 || len(nodes) != 3 {
+		t.Fatalf("notify health -json with a hung node first: exit %d, %v\n%s%s", code, err, out, errw)
+	}
+	for i, n := range nodes {
+		if addr := strings.Split(info.sites, ",")[i]; n["addr"] != addr || n["site"] != "dev-site" {
+			t.Errorf("node %d: addr %v site %v, want %s dev-site", i, n["addr"], n["site"], addr)
+		}
+	}
+	if want := "outbox notify health: node " + hang.Addr().String() + ": "; !strings.HasPrefix(errw, want) || strings.Count(errw, "\n") != 1 {
+		t.Errorf("stderr %q, want one line starting %q", errw, want)
 	}
 
 	// Did you mean.
@@ -203,7 +272,7 @@ func TestCLIConsistencyAgainstDev(t *testing.T) {
 		{[]string{"notifications", "show", unknown}, 1, "outbox notifications show: notification " + unknown + " not found\n"},
 		{[]string{"lists", "show", "nope"}, 1, `outbox lists show: list "nope" not found` + "\n"},
 		{[]string{"notify", "status", "1234"}, 2, `outbox notify status: id "1234" is not a UUID in canonical form` + "\n"},
-		{[]string{"tracking", "retry", unknown}, 1, "outbox tracking retry: retry operation " + unknown + " not found\n"},
+		{[]string{"tracking", "retry", unknown}, 1, "outbox tracking retry: operation " + unknown + " not found\n"},
 	} {
 		code, out, errw := runCLI(t, env, "", tt.args...)
 		if code != tt.code || out != "" || errw != tt.want {

@@ -30,11 +30,8 @@ func runCompletion(_ context.Context, args []string, p stdio) int {
 	if cli.Subcommands(p.stdout, args, "bash", "zsh", "fish") {
 		return exitOK
 	}
-	if err := cli.Parse(fs, args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, args, 1); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

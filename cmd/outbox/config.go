@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/sitelink"
 	"github.com/siteline/outbox/adapters/sqlstore"
@@ -279,7 +280,7 @@ func defaultConfig() Config {
 		Link:    LinkConfig{Limits: sitelink.Limits{}.WithDefaults()},
 		Secrets: SecretsConfig{EnvPrefix: secretref.DefaultEnvPrefix},
 		Plugins: defaultPluginsConfig(),
-		HTTP:    HTTPConfig{Operators: core.OperatorsConfig{}.WithDefaults()},
+		HTTP:    HTTPConfig{Operators: core.OperatorsConfig{}.WithDefaults(), ListRefresh: httpapi.DefaultListRefresh},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/siteline/outbox/plugins/builtin"
 	channel "github.com/siteline/outbox/plugins/channel/v1"
 
+	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/cmd/outbox/internal/settings"
 	"github.com/siteline/outbox/core"
@@ -447,6 +448,16 @@ func TestValidationRules(t *testing.T) {
 			want: []string{
 				`link.max_message_bytes: 2097152 cannot hold one notification of outbox.max_body_bytes (4194304): want at least 4268287 [FILE:5]`,
 			},
+		},
+		{
+			name: "list refresh out of bounds",
+			file: "http:\n  listen: 127.0.0.1:8080\n  list_refresh: 500ms\n",
+			want: []string{`http.list_refresh: must be 0 (off) or between 1s and 1h, got 500ms [FILE:3]`},
+		},
+		{
+			name: "list refresh negative",
+			file: "http:\n  listen: 127.0.0.1:8080\n  list_refresh: -15s\n",
+			want: []string{`http.list_refresh: must be 0 (off) or between 1s and 1h, got -15s [FILE:3]`},
 		},
 		{
 			name: "login token lifetime out of bounds",
@@ -938,4 +949,25 @@ func TestSettingsDeclarations(t *testing.T) {
 		keys, envs, flags, scalar = append(keys, s.Key), append(envs, s.Env), append(flags, s.Flag), append(scalar, s.Scalar())
 	}
 	check("site", keys, envs, flags, scalar)
+}
+
+// TestListRefreshSetting: http.list_refresh defaults to the page's 15 s,
+// takes another interval, and 0 turns the lists' refresh off.
+func TestListRefreshSetting(t *testing.T) {
+	for file, want := range map[string]time.Duration{
+		"":                            httpapi.DefaultListRefresh,
+		"http:\n  list_refresh: 1m\n": time.Minute,
+		"http:\n  list_refresh: 0s\n": 0,
+		"http:\n  list_refresh: 0\n":  0,
+		"http:\n  list_refresh: 1s\n": time.Second,
+	} {
+		l, err := load(t, file, nil)
+		if err != nil {
+			t.Errorf("%q refused: %v", file, err)
+			continue
+		}
+		if got := l.Cfg.HTTP.ListRefresh; got != want {
+			t.Errorf("%q: list refresh %s, want %s", file, got, want)
+		}
+	}
 }

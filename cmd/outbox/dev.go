@@ -129,16 +129,8 @@ func runDev(ctx context.Context, args, environ []string, stdout, stderr io.Write
 		fmt.Fprintf(w, "Usage: outbox dev [flags]\n\n%s\n\nFlags:\n", devSummary)
 		set.PrintDefaults()
 	}
-	if err := cli.Parse(set, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if set.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox dev: unexpected argument %q\n", set.Arg(0))
-		set.Usage()
-		return exitUsage
+	if code, ok := cli.ParseArgs(set, args, 0); !ok {
+		return code
 	}
 	set.Visit(func(fl *flag.Flag) { f.httpSet = f.httpSet || fl.Name == "http" })
 	f.pluginsDir, f.overlay = *pluginsDir, *overlay
@@ -576,7 +568,7 @@ Try:
 The operator CLI, with an admin token revoked when outbox dev stops (it expires %s at the latest):
   export OUTBOX_SERVER=%[2]s OUTBOX_TOKEN=%[3]s
   %[4]s notifications list
-or as yourself: %[4]s login --server %[2]s --name %[5]s
+or as yourself: %[4]s login -server %[2]s -name %[5]s
 `, t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), server, t.Secret, run.cmd, devAdmin)
 	}
 	b.WriteString("\nCtrl-C stops everything.\n\n")

@@ -50,6 +50,10 @@ type HTTPConfig struct {
 	// address is read from X-Forwarded-For. Without them, a proxy's clients
 	// would all share the proxy's address in the login throttle.
 	TrustedProxies []netip.Prefix
+	// ListRefresh is how often the Notifications and Site calls lists
+	// refresh themselves in the browser: 1s to 1h, or 0 for never.
+	// Default httpapi.DefaultListRefresh (15 s).
+	ListRefresh time.Duration
 }
 
 // AdminConfig names an admin account central ensures at start.
@@ -74,6 +78,9 @@ func (c HTTPConfig) validate() rules {
 		r.Add("http.listen", "%q is not host:port", c.Listen)
 	} else if !c.TLS.set() && !guard.OnLoopback(c.Listen) {
 		r.AddRelated("http.tls", "http.listen", "required: %s is not a loopback address, and passwords and session cookies must not travel in clear", c.Listen)
+	}
+	if d := c.ListRefresh; d != 0 && (d < time.Second || d > time.Hour) {
+		r.Add("http.list_refresh", "must be 0 (off) or between 1s and 1h, got %s", d)
 	}
 	if c.TLS.set() && c.TLS.CA != "" {
 		r.Add("http.tls.ca", "not used: operators authenticate with a password or a token, not a client certificate")
@@ -294,7 +301,11 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		Banner:         o.banner,
 		Refusals:       o.obs.httpRefusals,
 		TrustedProxies: o.cfg.TrustedProxies,
+		ListRefresh:    o.cfg.ListRefresh,
 		Logger:         logger.With("component", "http"),
+	}
+	if hc.ListRefresh == 0 {
+		hc.ListRefresh = httpapi.ListRefreshOff
 	}
 	if o.capture != nil {
 		hc.Mailbox = func() []httpapi.Mail { return capturedMails(o.capture) }

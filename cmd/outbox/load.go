@@ -155,6 +155,7 @@ var centralSettings = []settings.Setting[Config]{
 	setting("http.admin.password", "OUTBOX_HTTP_ADMIN_PASSWORD", "", "its password, as a reference", func(c *Config) any { return &c.HTTP.Admin.Password }),
 	setting("http.login_token_max_ttl", "OUTBOX_HTTP_LOGIN_TOKEN_MAX_TTL", "", "longest lifetime of the token outbox login makes", func(c *Config) any { return &c.HTTP.Operators.MaxOwnTokenTTL }),
 	setting("http.trusted_proxies", "", "", "reverse proxies whose X-Forwarded-For is read", func(c *Config) any { return &c.HTTP.TrustedProxies }),
+	setting("http.list_refresh", "", "", "how often the page's lists refresh themselves; 0 never", func(c *Config) any { return &c.HTTP.ListRefresh }),
 	setting("http.login.address_max_delay", "", "", "cap of an address's wait after failed logins", func(c *Config) any { return &c.HTTP.Operators.Throttle.AddressMaxDelay }),
 	setting("http.login.account_max_delay", "", "", "cap of an address's wait for an account after failed logins", func(c *Config) any { return &c.HTTP.Operators.Throttle.AccountMaxDelay }),
 	setting("http.login.trusted_networks", "", "", "addresses an account's failures never hold", func(c *Config) any { return &c.HTTP.Operators.Throttle.TrustedNetworks }),

@@ -32,8 +32,13 @@ func newLogger(cfg LogConfig, w io.Writer, terminal, color bool) *slog.Logger {
 // loggerFor is newLogger for the process's stderr: auto is text on a
 // terminal, coloured unless NO_COLOR is set non-empty.
 func loggerFor(cfg LogConfig, stderr io.Writer, environ []string) *slog.Logger {
-	terminal := isTerminal(stderr)
-	return newLogger(cfg, stderr, terminal, cli.Color(environ, terminal))
+	return loggerOn(cfg, stderr, environ, isTerminal(stderr))
+}
+
+// loggerOn is loggerFor with whether w is a terminal given (a test has
+// none): NO_COLOR in environ turns the colour off.
+func loggerOn(cfg LogConfig, w io.Writer, environ []string, terminal bool) *slog.Logger {
+	return newLogger(cfg, w, terminal, cli.Color(environ, terminal))
 }
 
 // parseLevel maps a validated log.level to a slog.Level.

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 )
 
 // TestLoggerMasks: every logger the binary builds, in every format, is
@@ -49,8 +47,8 @@ func TestLogFormats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		// As loggerFor decides for the process's stderr.
-		newLogger(LogConfig{Level: "info", Format: tt.format}, &buf, tt.terminal, cli.Color(tt.environ, tt.terminal)).
+		// loggerFor itself, told whether its output is a terminal.
+		loggerOn(LogConfig{Level: "info", Format: tt.format}, &buf, tt.environ, tt.terminal).
 			Info("central started", "node_id", "n1")
 		out := buf.String()
 		isJSON := json.Valid(bytes.TrimSpace(buf.Bytes()))

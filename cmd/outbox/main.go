@@ -39,11 +39,12 @@
 //	outbox audit                            the admin audit log (admin)
 //
 // Flags are the flag package's (-name value, also written --name) and may
-// come before or after the arguments; "--" ends them (internal/cli).
+// come before or after the arguments; "--" ends them (internal/cli). Before
+// a subcommand, only the flags all of the command's subcommands take.
 //
 // Exit codes: 0 success, 1 failure at run time, 2 bad usage or an invalid
 // configuration, 3 a bulk retry or discard without -yes that only showed
-// what it would do.
+// what it would do (0 when nothing matches: nothing to act on).
 package main
 
 import (
@@ -129,7 +130,7 @@ func init() {
 		{name: "tracking", helpArgs: []string{"help"}, run: clientCmd(opscli.Tracking),
 			summary: "a site's cached calls and writes: status, list, retry, discard"},
 		{name: "plugin", helpArgs: []string{"help"}, run: func(ctx context.Context, args []string, p stdio) int {
-			return runPlugin(ctx, args, p.stdout, p.stderr)
+			return runPlugin(ctx, args, p.environ, p.stdout, p.stderr)
 		}, summary: "serve, list, describe or try a channel plugin (\"outbox help plugin\")"},
 		{name: "version", aliases: []string{"-version", "--version"}, helpArgs: []string{"-h"}, run: runVersion,
 			summary: "print the version, the source revision it was built from and the Go version"},
@@ -304,10 +305,13 @@ func usage(w io.Writer) {
 Settings come from the defaults, a YAML file (-config FILE or OUTBOX_CONFIG),
 the environment (OUTBOX_*) and flags, each overriding the one before.
 configs/README.md describes every setting. Flags may follow the arguments;
--- ends them. NO_COLOR=1 turns colour off.
+-- ends them (an argument starting with "-" goes after --). Before a
+subcommand come only the flags all its subcommands take. NO_COLOR=1 turns
+colour off.
 
 Exit codes: 0 success, 1 failure, 2 bad usage or an invalid configuration,
-3 a bulk retry or discard without -yes (it showed the count, did nothing).
+3 a bulk retry or discard without -yes (it showed the count, did nothing;
+0 when nothing matches).
 Shell completion: "outbox help completion".
 `)
 }

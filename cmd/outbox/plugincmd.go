@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/support/secretref"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
@@ -38,7 +38,7 @@ mutual TLS.
 `
 
 // runPlugin is `outbox plugin`.
-func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runPlugin(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, pluginUsage)
 		return exitUsage
@@ -67,6 +67,10 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		channel.Serve(newChannel(channel.Logger()))
 		return exitOK
 	case "list":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "outbox plugin list: unexpected argument %q\nUsage: outbox plugin list\n", human.Cell(rest[0], 40))
+			return exitUsage
+		}
 		for _, t := range builtin.Types() {
 			fmt.Fprintln(stdout, t)
 		}
@@ -76,9 +80,9 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprint(stderr, "Usage: outbox plugin describe PLUGIN\n")
 			return exitUsage
 		}
-		return describePlugin(ctx, rest[0], stdout, stderr)
+		return describePlugin(ctx, rest[0], environ, stdout, stderr)
 	case "deliver":
-		return deliverPlugin(ctx, rest, stdout, stderr)
+		return deliverPlugin(ctx, rest, environ, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, pluginUsage)
 		return exitOK
@@ -91,7 +95,7 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // startOne starts a host running the one plugin named by arg, under the
 // delivery network policy policy (nil: the default one).
-func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, stderr io.Writer) (*pluginhost.Host, string, error) {
+func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, environ []string, stderr io.Writer) (*pluginhost.Host, string, error) {
 	var p pluginhost.Plugin
 	if strings.Contains(arg, "/") {
 		abs, err := filepath.Abs(arg)
@@ -109,7 +113,7 @@ func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, st
 		}
 		p = pluginhost.Plugin{Type: arg, Command: exe, Args: []string{"plugin", "serve", arg}}
 	}
-	logger := loggerFor(LogConfig{Level: "warn", Format: "auto"}, stderr, os.Environ())
+	logger := loggerFor(LogConfig{Level: "warn", Format: "auto"}, stderr, environ)
 	// The references on this command line are the operator's own, as in
 	// the configuration file: relative to the working directory, unlimited.
 	h, err := pluginhost.New(pluginhost.Config{Plugins: []pluginhost.Plugin{p}, Logger: logger, StartTimeout: 10 * time.Second,
@@ -123,8 +127,8 @@ func startOne(ctx context.Context, arg string, policy *channel.NetworkPolicy, st
 	return h, p.Type, nil
 }
 
-func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) int {
-	h, typ, err := startOne(ctx, arg, nil, stderr)
+func describePlugin(ctx context.Context, arg string, environ []string, stdout, stderr io.Writer) int {
+	h, typ, err := startOne(ctx, arg, nil, environ, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox plugin describe: %v\n", err)
 		return exitFailure
@@ -161,7 +165,7 @@ func describePlugin(ctx context.Context, arg string, stdout, stderr io.Writer) i
 	return exitOK
 }
 
-func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func deliverPlugin(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("outbox plugin deliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var targets, settings, allow, deny []string
@@ -180,11 +184,8 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprint(fs.Output(), "Usage: outbox plugin deliver [flags] PLUGIN\n\nStarts the plugin as central does and makes one delivery through it. Exits 0\nwhen it answers Success. The plugin gets the default delivery network policy\nplus -allow and -deny: a target on loopback (127.0.0.1) needs -allow 127.0.0.1.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, args, 1); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -204,7 +205,7 @@ func deliverPlugin(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "outbox plugin deliver: -allow or -deny: %v\n", err)
 		return exitUsage
 	}
-	h, typ, err := startOne(ctx, fs.Arg(0), policy, stderr)
+	h, typ, err := startOne(ctx, fs.Arg(0), policy, environ, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox plugin deliver: %v\n", err)
 		return exitFailure

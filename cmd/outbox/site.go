@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -52,8 +51,14 @@ const siteGCPercent = 200
 func runSite(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	// A completion probe learns recover, then the flags (setupWith).
 	cli.Subcommands(stdout, args, "recover")
-	if len(args) > 0 && args[0] == "recover" {
-		return runSiteRecover(args[1:], environ, stdout, stderr)
+	// recover may follow the flags ("outbox site -config F recover"):
+	// every flag of a node, and recover's -yes, may come before it. Any
+	// other operand is refused by setupWith.
+	var cl commandLine
+	known := siteSchema.flagSet("outbox site", &cl, io.Discard)
+	known.Bool("yes", false, "")
+	if sub, rest, err := cli.SplitSubcommand(known, args); err == nil && sub == "recover" {
+		return runSiteRecover(rest, environ, stdout, stderr)
 	}
 	l, logger, code, ok := setupWith(siteSchema, "site", siteSummary, args, environ, stderr)
 	if !ok {
@@ -344,11 +349,11 @@ func runSiteRecover(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: outbox site recover -config FILE -yes\n\n%s\n\nFlags:\n", recoverRisk)
 		fs.PrintDefaults()
 	}
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	// An operand ("outbox site recover b.yaml -yes") is refused before
+	// the configuration (-config, else OUTBOX_CONFIG) is loaded: it must
+	// never recover another node than the one named.
+	if code, ok := cli.ParseArgs(fs, args, 0); !ok {
+		return code
 	}
 	l, err := siteSchema.load(cl, environ)
 	if err != nil {

@@ -67,15 +67,8 @@ func writeVersion(args []string, stdout, stderr io.Writer) int {
 			"and the Go version.\n\n")
 		set.PrintDefaults()
 	}
-	if err := cli.Parse(set, args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if set.NArg() > 0 {
-		fmt.Fprintf(stderr, "outbox version: unexpected argument %q\n", set.Arg(0))
-		return exitUsage
+	if code, ok := cli.ParseArgs(set, args, 0); !ok {
+		return code
 	}
 	v := readBuildVersion()
 	if *asJSON {

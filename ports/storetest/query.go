@@ -191,6 +191,11 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 				if n := mustCount(t, s, tc.filter); n != int64(len(want)) {
 					t.Errorf("Count = %d, want %d", n, len(want))
 				}
+				byStatus := map[ports.Status]int64{}
+				for _, name := range tc.want {
+					byStatus[rows[name].Status]++
+				}
+				checkCountByStatus(t, s, tc.filter, byStatus)
 			})
 		}
 	})
@@ -426,6 +431,7 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 		if n := mustCount(t, s, ports.Filter{}); n != 0 {
 			t.Errorf("Count of an empty store = %d", n)
 		}
+		checkCountByStatus(t, s, ports.Filter{}, map[ports.Status]int64{})
 		p, err := s.Query(t.Context(), ports.Filter{}, ports.PageRequest{Limit: 10})
 		if err != nil {
 			t.Fatalf("Query of an empty store: %v", err)

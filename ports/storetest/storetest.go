@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -304,6 +305,19 @@ func mustCount(t *testing.T, s ports.Store, f ports.Filter) int64 {
 		t.Fatalf("Count: %v", err)
 	}
 	return n
+}
+
+// checkCountByStatus fails unless CountByStatus of f is want: the count of
+// each status some matching row has, and no other status.
+func checkCountByStatus(t *testing.T, s ports.Store, f ports.Filter, want map[ports.Status]int64) {
+	t.Helper()
+	got, err := s.CountByStatus(t.Context(), f)
+	if err != nil {
+		t.Fatalf("CountByStatus: %v", err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("CountByStatus = %v, want %v", got, want)
+	}
 }
 
 func requireNotFound(t *testing.T, s ports.Store, id string) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 		mustInsert(t, s, a, b)
 		moved, err := s.Transition(t.Context(), ports.TransitionRequest{
 			Selection: ports.Selection{IDs: []string{a.ID, b.ID}},
-			From:      ports.StatusRetrying, To: ports.StatusParked, Now: now, Unleased: true,
+			From:      ports.StatusRetrying, To: ports.StatusParked, Now: now, LeaseEndedBy: now,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -257,11 +258,11 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkSame(t, "row moved by filter", b, mustGet(t, s, b.ID))
 	})
 
-	t.Run("DueNowAndUnleased", func(t *testing.T) {
+	t.Run("DueNowAndLeaseEndedBy", func(t *testing.T) {
 		// An operator's Retry now of Retrying rows: the row waiting for its
 		// next attempt becomes due at once, keeping its retry count and
-		// error; the row a dispatcher holds is left to its lease, until the
-		// lease expires.
+		// error; the row a dispatcher holds is left to its lease until the
+		// lease ended by LeaseEndedBy, however far Now is past it.
 		s := newHarness(t).Store
 		retrying := func(created, next time.Time) ports.Notification {
 			n := NewNotification(created)
@@ -280,7 +281,8 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		held = mustGet(t, s, held.ID)
 		moved := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{waiting.ID, held.ID}},
-			From: ports.StatusRetrying, To: ports.StatusRetrying, Now: now.Add(time.Minute), DueNow: true, Unleased: true})
+			From: ports.StatusRetrying, To: ports.StatusRetrying, Now: now.Add(time.Minute), DueNow: true,
+			LeaseEndedBy: now.Add(time.Minute)})
 		checkIDs(t, "made due", []string{waiting.ID}, moved)
 		want := waiting
 		want.NextAttemptAt = time.Time{}
@@ -291,15 +293,40 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatalf("after Retry now a claim takes %v, want the row made due", idsOf(got))
 		}
 
-		// Once the lease has expired, the row is an operator's to park.
-		parked := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{held.ID}},
-			From: ports.StatusRetrying, To: ports.StatusParked, Now: now.Add(2 * time.Hour), Unleased: true})
-		checkIDs(t, "parked after the lease", []string{held.ID}, parked)
-		want = held
-		want.Status = ports.StatusParked
-		want.UpdatedAt = now.Add(2 * time.Hour)
-		want.ClaimedBy, want.ClaimedUntil = "", time.Time{}
-		checkSame(t, "parked row (retry fields kept)", want, mustGet(t, s, held.ID))
+		// Past the lease by Now, but not by LeaseEndedBy (a grace for the
+		// claiming node's clock and its Record in flight): still left.
+		late := now.Add(time.Hour + time.Minute)
+		if moved := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{held.ID}},
+			From: ports.StatusRetrying, To: ports.StatusParked, Now: late, LeaseEndedBy: now.Add(time.Hour - time.Millisecond)}); len(moved) != 0 {
+			t.Fatalf("parked %v within the grace after the lease, want none", moved)
+		}
+		checkSame(t, "row within the grace", held, mustGet(t, s, held.ID))
+		// The dispatcher's outcome, recorded after its lease, still lands.
+		mustRecord(t, s, "node-a/1", ports.Update{ID: held.ID, Status: ports.StatusRetrying, RetryCount: 4,
+			LastError: "smtp: 421 still busy", NextAttemptAt: late.Add(time.Hour), LastAttemptAt: late, UpdatedAt: late})
+		held = mustGet(t, s, held.ID)
+		if held.RetryCount != 4 || held.ClaimedBy != "" {
+			t.Fatalf("the late Record: retries %d, claimed by %q", held.RetryCount, held.ClaimedBy)
+		}
+
+		// A row no dispatcher holds moves whatever LeaseEndedBy says; a
+		// held row once its lease ended by LeaseEndedBy.
+		other := retrying(BaseTime.Add(2*time.Second), now.Add(-time.Minute))
+		mustInsert(t, s, other)
+		if got := idsOf(mustClaim(t, s, ports.ClaimRequest{Owner: "node-c/1", Now: late, Lease: time.Minute, Limit: 10})); !slices.Contains(got, other.ID) {
+			t.Fatalf("claimed %v, want %s among them", got, other.ID)
+		}
+		other = mustGet(t, s, other.ID)
+		parked := mustTransition(t, s, ports.TransitionRequest{Selection: ports.Selection{IDs: []string{held.ID, other.ID}},
+			From: ports.StatusRetrying, To: ports.StatusParked, Now: late.Add(2 * time.Minute), LeaseEndedBy: late.Add(time.Minute)})
+		checkIDSet(t, "parked", []string{held.ID, other.ID}, parked)
+		for _, n := range []ports.Notification{held, other} {
+			want = n
+			want.Status = ports.StatusParked
+			want.UpdatedAt = late.Add(2 * time.Minute)
+			want.ClaimedBy, want.ClaimedUntil = "", time.Time{}
+			checkSame(t, "parked row (retry fields kept)", want, mustGet(t, s, n.ID))
+		}
 	})
 
 	t.Run("KeepsTargets", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,16 +141,19 @@ type AuditTarget struct {
 	Error   string        `json:"error,omitempty"`
 }
 
-// ActionRequest is the body of POST /notifications/retry and /discard: the
-// rows by ids, or else by filter. An empty filter with no ids is refused
-// unless All is set.
+// ActionRequest is the body of POST /notifications/retry and /discard (on
+// Parked rows) and of /notifications/retry-now and /park (on Retrying
+// rows): the rows by ids, or else by filter. An empty filter with no ids
+// is refused unless All is set.
 type ActionRequest struct {
 	IDs    []string `json:"ids,omitempty"`
 	Filter *Filter  `json:"filter,omitempty"`
 	All    bool     `json:"all,omitempty"`
 }
 
-// ActionResult reports a retry or discard.
+// ActionResult reports an action: the ids done, and each requested id
+// refused with why (not_found, or conflict: not in the status the action
+// takes, or a Retrying row being delivered at that moment).
 type ActionResult struct {
 	Moved   []string  `json:"moved"`
 	Refused []Refusal `json:"refused,omitempty"`
@@ -319,7 +323,29 @@ const (
 	ParamQ           = "q"
 	ParamLimit       = "limit"
 	ParamAfter       = "after"
+	// ParamOrder is the sort of GET /notifications: OrderNewest (the
+	// default) or OrderOldest.
+	ParamOrder = "order"
 )
+
+// Values of ParamOrder: both sort by creation time (then id).
+const (
+	OrderNewest = "newest"
+	OrderOldest = "oldest"
+)
+
+// ParseOrder reads ParamOrder, in any letter case: whether to list oldest
+// first. Absent or empty is newest first.
+func ParseOrder(v url.Values) (oldest bool, err error) {
+	switch o := strings.TrimSpace(v.Get(ParamOrder)); strings.ToLower(o) {
+	case "", OrderNewest:
+		return false, nil
+	case OrderOldest:
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s: %q is neither %s nor %s", ParamOrder, clip(o), OrderNewest, OrderOldest)
+	}
+}
 
 // Values encodes f as query parameters (status repeated, times RFC 3339).
 func (f Filter) Values() url.Values {
@@ -441,10 +467,25 @@ func (f Filter) PortsFilter() (pf ports.Filter, stuckOnly bool) {
 	}, f.Stuck
 }
 
-// timeLayouts are the accepted forms of a time parameter, most precise
-// first: RFC 3339, and UTC without a zone with a T or a space between date
-// and time (the page shows times as "2006-01-02 15:04:05" and its filter
-// fields take them as shown), seconds optional, or a date alone.
+// TimePattern is the form of a time parameter, as a regular expression
+// of the syntax JavaScript and Go share: a date, then optionally a time
+// of day after a space or a T (minutes, or seconds with an optional
+// fraction), read as UTC; or RFC 3339 (a T, seconds, and a zone). The
+// page's time fields take it as their pattern attribute, and
+// parseTimeParam accepts a value only when the whole of it matches, so
+// that a field the browser lets through is one the server reads, and the
+// other way round (a date that does not exist, such as month 13, matches
+// and is refused by the server alone).
+const TimePattern = `\d{4}-\d{2}-\d{2}(([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)|(T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|\+\d{2}:\d{2}|-\d{2}:\d{2})))?`
+
+// timeForm matches a whole time parameter of the form TimePattern.
+var timeForm = regexp.MustCompile(`^(?:` + TimePattern + `)$`)
+
+// timeLayouts read a time parameter that matched TimePattern, most
+// precise first: RFC 3339, and UTC without a zone with a T or a space
+// between date and time (the page shows times as "2006-01-02 15:04:05"
+// and its filter fields take them as shown), seconds optional (a fraction
+// follows the seconds), or a date alone.
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04",
 	"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
 
@@ -453,10 +494,12 @@ func parseTimeParam(v url.Values, key string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
-	for _, layout := range timeLayouts {
-		if t, err := time.Parse(layout, s); err == nil {
-			t = t.UTC()
-			return &t, nil
+	if timeForm.MatchString(s) {
+		for _, layout := range timeLayouts {
+			if t, err := time.Parse(layout, s); err == nil {
+				t = t.UTC()
+				return &t, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("%s: %q is not a time (UTC as the page shows it, 2026-01-02 15:04:05, seconds optional; RFC 3339 such as 2026-01-02T15:04:05Z; or a date 2026-01-02)", key, clip(s))

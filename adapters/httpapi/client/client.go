@@ -198,6 +198,17 @@ func (c *Client) Me(ctx context.Context) (api.Me, error) {
 // (GET /notifications). limit 0 asks for the server's default page size;
 // after is the Next cursor of the previous page, "" for the first.
 func (c *Client) Notifications(ctx context.Context, f api.Filter, limit int, after string) (api.NotificationPage, error) {
+	return c.notifications(ctx, f, limit, after, false)
+}
+
+// NotificationsOldestFirst is Notifications oldest first
+// (GET /notifications?order=oldest); after is the Next cursor of the
+// previous page of this order.
+func (c *Client) NotificationsOldestFirst(ctx context.Context, f api.Filter, limit int, after string) (api.NotificationPage, error) {
+	return c.notifications(ctx, f, limit, after, true)
+}
+
+func (c *Client) notifications(ctx context.Context, f api.Filter, limit int, after string, oldest bool) (api.NotificationPage, error) {
 	if limit < 0 {
 		return api.NotificationPage{}, fmt.Errorf("notifications: limit %d is negative: %w", limit, ports.ErrInvalid)
 	}
@@ -207,6 +218,9 @@ func (c *Client) Notifications(ctx context.Context, f api.Filter, limit int, aft
 	}
 	if after != "" {
 		q.Set(api.ParamAfter, after)
+	}
+	if oldest {
+		q.Set(api.ParamOrder, api.OrderOldest)
 	}
 	var out api.NotificationPage
 	err := c.do(ctx, http.MethodGet, "/notifications", q, nil, &out)
@@ -252,6 +266,23 @@ func (c *Client) Retry(ctx context.Context, req api.ActionRequest) (api.ActionRe
 func (c *Client) Discard(ctx context.Context, req api.ActionRequest) (api.ActionResult, error) {
 	var out api.ActionResult
 	err := c.do(ctx, http.MethodPost, "/notifications/discard", nil, req, &out)
+	return out, err
+}
+
+// RetryNow makes the selected Retrying notifications due at once, their
+// retry count and last error kept (POST /notifications/retry-now), as
+// Retry does: ids that did not move come back in ActionResult.Refused.
+func (c *Client) RetryNow(ctx context.Context, req api.ActionRequest) (api.ActionResult, error) {
+	var out api.ActionResult
+	err := c.do(ctx, http.MethodPost, "/notifications/retry-now", nil, req, &out)
+	return out, err
+}
+
+// Park parks the selected Retrying notifications (POST
+// /notifications/park), as Retry does.
+func (c *Client) Park(ctx context.Context, req api.ActionRequest) (api.ActionResult, error) {
+	var out api.ActionResult
+	err := c.do(ctx, http.MethodPost, "/notifications/park", nil, req, &out)
 	return out, err
 }
 

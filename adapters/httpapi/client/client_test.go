@@ -135,6 +135,16 @@ func TestOpsClientRoutesEncodeAndDecode(t *testing.T) {
 			answer: `{"moved":[]}`, method: "POST", path: "/api/v1/notifications/discard",
 			reqBody: `{"filter":{"status":["Parked"],"site":"plant-1","from":"2026-03-01T00:00:00Z"}}`,
 			want:    api.ActionResult{Moved: []string{}}},
+		{name: "notifications oldest first", call: func() (any, error) { return c.NotificationsOldestFirst(ctx, api.Filter{}, 10, "c3") },
+			answer: `{"items":[]}`, method: "GET", path: "/api/v1/notifications", query: "after=c3&limit=10&order=oldest",
+			want: api.NotificationPage{Items: []api.Notification{}}},
+		{name: "retry now", call: func() (any, error) { return c.RetryNow(ctx, api.ActionRequest{IDs: []string{"a", "b"}}) },
+			answer: `{"moved":["a"],"refused":[{"id":"b","code":"conflict","message":"b is Parked"}]}`,
+			method: "POST", path: "/api/v1/notifications/retry-now", reqBody: `{"ids":["a","b"]}`,
+			want: api.ActionResult{Moved: []string{"a"}, Refused: []api.Refusal{{ID: "b", Code: "conflict", Message: "b is Parked"}}}},
+		{name: "park", call: func() (any, error) { return c.Park(ctx, api.ActionRequest{IDs: []string{"a"}}) },
+			answer: `{"moved":["a"]}`, method: "POST", path: "/api/v1/notifications/park", reqBody: `{"ids":["a"]}`,
+			want: api.ActionResult{Moved: []string{"a"}}},
 		{name: "site calls", call: func() (any, error) {
 			return c.SiteCalls(ctx, api.SiteCallFilter{Site: "plant-1", Kind: ports.OpCall, Status: []ports.OpStatus{ports.OpParked}}, 20, "c1")
 		},

@@ -47,8 +47,8 @@ document.addEventListener("DOMContentLoaded", () => {
     setInterval(() => refreshTimes(document), 10000);
 
     const live = document.getElementById("live");
-    if (!live) return;
-    const every = Math.max(1, parseFloat(live.dataset.refresh) || 15) * 1000;
+    const every = live ? Math.max(1, parseFloat(live.dataset.refresh)) * 1000 : NaN;
+    if (!live || Number.isNaN(every)) return; // no list, or its refresh is off
     const state = document.createElement("span");
     state.className = "live-status";
     state.setAttribute("data-live-status", "");
@@ -70,14 +70,46 @@ document.addEventListener("DOMContentLoaded", () => {
       if (now && fresh) now.replaceWith(document.importNode(fresh, true));
     };
     let busy = false;
+    let timer = 0;
+    // pagefix: a failed refresh stops the refresh (no polling a server
+    // that turned the session away, or is gone); a session the server
+    // ended (a redirect, to /login, or 401/403) says so with a link that
+    // logs in again and comes back here.
+    const stop = (ended, why) => {
+      clearInterval(timer);
+      timer = 0;
+      if (!ended) {
+        say("· refresh stopped (" + why + "): reload the page", true);
+        return;
+      }
+      say("· refresh stopped: session ended", true);
+      if (document.getElementById("session-ended")) return;
+      const note = document.createElement("p");
+      note.id = "session-ended";
+      note.className = "session-ended";
+      note.setAttribute("role", "alert");
+      const link = document.createElement("a");
+      link.href = "/login?next=" + encodeURIComponent(location.pathname + location.search);
+      link.textContent = "log in again";
+      note.append("Session ended — ", link, " to see the list as it is now.");
+      live.prepend(note);
+    };
     const tick = async () => {
+      if (!timer) return;
       const paused = why();
       if (paused) { say("· paused: " + paused, true); return; }
       if (busy) return;
       busy = true;
       try {
-        const resp = await fetch(location.href, { credentials: "same-origin", cache: "no-store", redirect: "error", headers: { Accept: "text/html" } });
-        if (!resp.ok) throw new Error(resp.status + " " + resp.statusText);
+        let resp;
+        try {
+          resp = await fetch(location.href, { credentials: "same-origin", cache: "no-store", redirect: "manual", headers: { Accept: "text/html" } });
+        } catch (err) {
+          stop(false, err.message);
+          return;
+        }
+        if (resp.type === "opaqueredirect" || resp.status === 401 || resp.status === 403) { stop(true); return; }
+        if (!resp.ok) { stop(false, resp.status + " " + resp.statusText); return; }
         const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
         const late = why(); // a row ticked while the page was fetched stays as it is
         if (late) { say("· paused: " + late, true); return; }
@@ -96,12 +128,12 @@ document.addEventListener("DOMContentLoaded", () => {
         refreshTimes(document);
         say("· live, updated " + new Date().toISOString().slice(11, 19) + " UTC", false);
       } catch (err) {
-        say("· not refreshed (" + err.message + "): reload the page", true);
+        stop(false, err.message);
       } finally {
         busy = false;
       }
     };
-    setInterval(tick, every);
+    timer = setInterval(tick, every);
     document.addEventListener("visibilitychange", () => { if (!document.hidden) tick(); });
   });
 })();

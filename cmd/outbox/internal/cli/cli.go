@@ -13,7 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/siteline/outbox/adapters/httpapi/human"
 )
 
 // Probe is the argument shell completion appends to a command's arguments
@@ -31,14 +34,26 @@ func Probing(args []string) bool {
 // ErrUnknownFlag is what Parse returns for a flag that fs does not define.
 var ErrUnknownFlag = errors.New("flag provided but not defined")
 
+// Exit codes of ParseArgs, the binary's: help asked for, bad usage.
+const (
+	ExitHelp  = 0
+	ExitUsage = 2
+)
+
+// AnyOperands is ParseArgs's maxOperands for a command that takes any
+// number of operands.
+const AnyOperands = -1
+
 // Parse parses args into fs with flags and operands in any order: "outbox
 // notify status ID -site X" is "outbox notify status -site X ID". "--"
 // ends the flags; what follows is operands even when it starts with "-".
-// Afterwards fs.Args() are the operands, as with fs.Parse. An unknown flag
-// is reported on fs.Output() with the nearest defined one, then fs.Usage;
-// -h and -help give flag.ErrHelp as fs.Parse does. Under a completion
-// probe (Probing) nothing is parsed: the flags are written to fs.Output()
-// and the error is flag.ErrHelp, so that the command returns at once.
+// Afterwards fs.Args() are the operands, as with fs.Parse. Every flag
+// error (an unknown flag, with the nearest defined one; a missing or bad
+// value) is reported on fs.Output() after fs.Name() ("outbox notify send:
+// flag needs an argument: -subject"), then fs.Usage; -h and -help give
+// flag.ErrHelp as fs.Parse does. Under a completion probe (Probing)
+// nothing is parsed: the flags are written to fs.Output() and the error is
+// flag.ErrHelp, so that the command returns at once.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if Probing(args) {
 		writeFlags(fs.Output(), fs)
@@ -58,25 +73,107 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		}
 		name, hasValue := flagName(a)
 		f := fs.Lookup(name)
-		if f == nil && name != "h" && name != "help" && name != "" && !strings.HasPrefix(name, "-") {
-			fmt.Fprintf(fs.Output(), "%s: flag provided but not defined: -%s%s\n", fs.Name(), name,
-				SuggestionText("-", name, FlagNames(fs)))
-			if fs.Usage != nil {
-				fs.Usage()
+		if f == nil && name != "h" && name != "help" {
+			hint := SuggestionText("-", name, FlagNames(fs))
+			if len(operands) > 0 || !looksLikeFlag(name) {
+				hint += ` (an argument that starts with "-" goes after --)`
 			}
-			return fmt.Errorf("%w: -%s", ErrUnknownFlag, name)
+			fmt.Fprintf(fs.Output(), "%s: flag provided but not defined: -%s%s\n", fs.Name(), human.Cell(name, 40), hint)
+			usage(fs)
+			return fmt.Errorf("flag -%s: %w", human.Cell(name, 40), ErrUnknownFlag)
 		}
 		n := 1
 		if f != nil && !hasValue && !isBool(f) && len(args) > 1 {
 			n = 2
 		}
-		if err := fs.Parse(args[:n]); err != nil {
+		if err := parseQuiet(fs, args[:n]); err != nil {
 			return err
 		}
 		args = args[n:]
 	}
 	// Leave the operands where fs.Args() finds them.
-	return fs.Parse(append([]string{"--"}, operands...))
+	return parseQuiet(fs, append([]string{"--"}, operands...))
+}
+
+// ParseArgs is Parse for a command's body: ok false says to return code,
+// ExitHelp after -h (the usage was printed) and ExitUsage after bad usage
+// (the error was printed), which includes more operands than maxOperands
+// (AnyOperands for no bound): an operand a command does not take is
+// refused before it acts, never ignored.
+func ParseArgs(fs *flag.FlagSet, args []string, maxOperands int) (code int, ok bool) {
+	if err := Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitHelp, false
+		}
+		return ExitUsage, false
+	}
+	if maxOperands >= 0 && fs.NArg() > maxOperands {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), human.Cell(fs.Arg(maxOperands), 40))
+		usage(fs)
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// parseQuiet is fs.Parse with its error said after fs.Name(), as Parse's
+// own are.
+func parseQuiet(fs *flag.FlagSet, args []string) error {
+	out, u := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = u
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(fs)
+	case err != nil:
+		fmt.Fprintf(out, "%s: %v\n", fs.Name(), err)
+		usage(fs)
+	}
+	return err
+}
+
+// usage prints fs's usage, as fs.Parse does.
+func usage(fs *flag.FlagSet) {
+	if fs.Usage != nil {
+		fs.Usage()
+		return
+	}
+	fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+	fs.PrintDefaults()
+}
+
+// looksLikeFlag reports whether name could be a flag's: no space, no
+// control character, not another "-".
+func looksLikeFlag(name string) bool {
+	return name != "" && !strings.HasPrefix(name, "-") && !strings.ContainsFunc(name, func(r rune) bool {
+		return r <= ' ' || r == 0x7f
+	})
+}
+
+// Refused defines a flag that is only ever refused (-password: a secret
+// on the command line): it is parsed, so that the command can refuse it
+// with a reason and without echoing its value, and reports whether it was
+// given; completion and "did you mean" never offer it.
+func Refused(fs *flag.FlagSet, name, usage string) *bool {
+	v := new(refusedValue)
+	fs.Var(v, name, usage)
+	return &v.given
+}
+
+// refusedValue is a Refused flag's value: whether it was given, never the
+// value.
+type refusedValue struct{ given bool }
+
+func (v *refusedValue) String() string { return "" }
+
+func (v *refusedValue) Set(string) error { v.given = true; return nil }
+
+// offered reports whether completion and suggestions may offer f.
+func offered(f *flag.Flag) bool {
+	_, refused := f.Value.(*refusedValue)
+	return !refused
 }
 
 // flagName is the name of the flag argument a ("-site", "--site=x"), and
@@ -97,17 +194,24 @@ func isBool(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// FlagNames are the names of fs's flags, sorted.
+// FlagNames are the names of fs's flags, sorted, Refused ones aside.
 func FlagNames(fs *flag.FlagSet) []string {
 	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	fs.VisitAll(func(f *flag.Flag) {
+		if offered(f) {
+			names = append(names, f.Name)
+		}
+	})
 	return names
 }
 
 // writeFlags answers a probe with fs's flags, one a line:
-// "flag NAME bool|value".
+// "flag NAME bool|value". Refused flags are left out.
 func writeFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if !offered(f) {
+			return
+		}
 		kind := "value"
 		if isBool(f) {
 			kind = "bool"
@@ -202,4 +306,45 @@ func Color(environ []string, isTerminal bool) bool {
 		}
 	}
 	return true
+}
+
+// ErrFlagBeforeCommand is what SplitSubcommand returns for a flag before
+// the subcommand that only the subcommand knows.
+var ErrFlagBeforeCommand = errors.New("only the flags every command takes may come before it")
+
+// SplitSubcommand finds the subcommand in args when flags come before it
+// ("outbox notify -site X health"): the first operand, skipping the flags
+// fs defines (and the value of each that takes one) and -h. rest is args
+// without it, the flags before it kept for the subcommand's own Parse; sub
+// is "" when args hold no operand. A flag before the operand that fs does
+// not define is an error wrapping ErrFlagBeforeCommand: whether it takes a
+// value, and so which word is the subcommand, is unknown there.
+func SplitSubcommand(fs *flag.FlagSet, args []string) (sub string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == Probe {
+			return "", args, nil
+		}
+		if a == "--" {
+			if i+1 < len(args) {
+				return args[i+1], append(slices.Clone(args[:i+1]), args[i+2:]...), nil
+			}
+			return "", args, nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return a, append(slices.Clone(args[:i]), args[i+1:]...), nil
+		}
+		name, hasValue := flagName(a)
+		if name == "h" || name == "help" {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			return "", args, fmt.Errorf("flag -%s before the command: %w", human.Cell(name, 40), ErrFlagBeforeCommand)
+		}
+		if !hasValue && !isBool(f) {
+			i++
+		}
+	}
+	return "", args, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +151,12 @@ func TestScript(t *testing.T) {
 			t.Errorf("%s: %v\n%s", shell, err, s)
 		}
 	}
+	// Each shell falls back to file names when the binary answers nothing.
+	for shell, fallback := range map[string]string{"bash": "-o default", "zsh": "_files", "fish": "__fish_complete_path"} {
+		if s, _ := Script(shell, "outbox"); !strings.Contains(s, fallback) {
+			t.Errorf("%s: no fallback to file names (%s)\n%s", shell, fallback, s)
+		}
+	}
 	if _, err := Script("tcsh", "outbox"); err == nil {
 		t.Error("tcsh: no error")
 	}
@@ -167,6 +175,137 @@ func TestColor(t *testing.T) {
 	} {
 		if got := Color(tt.environ, tt.terminal); got != tt.want {
 			t.Errorf("Color(%q, %v) = %v", tt.environ, tt.terminal, got)
+		}
+	}
+}
+
+func TestParseValueFlagTakesAFlagLikeValue(t *testing.T) {
+	var out bytes.Buffer
+	fs, site, yes, _ := newSet(&out)
+	if err := Parse(fs, []string{"ID", "-site", "-yes"}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if *site != "-yes" || *yes || fs.NArg() != 1 {
+		t.Errorf("-site %q -yes %v operands %q: want -site taking -yes as its value", *site, *yes, fs.Args())
+	}
+}
+
+// TestParseFlagErrorsNameTheCommand pins one prefix for every flag error:
+// an unknown flag, a missing value, a bad boolean.
+func TestParseFlagErrorsNameTheCommand(t *testing.T) {
+	for _, args := range [][]string{{"ID", "-site"}, {"-yes=maybe"}, {"-timeout", "soon"}, {"-zz"}} {
+		var out bytes.Buffer
+		fs, _, _, _ := newSet(&out)
+		fs.Usage = func() { fmt.Fprintln(fs.Output(), "USAGE") }
+		if err := Parse(fs, args); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+		first, _, _ := strings.Cut(out.String(), "\n")
+		if !strings.HasPrefix(first, "outbox notify status: ") || !strings.Contains(out.String(), "USAGE") {
+			t.Errorf("%q: output %q, want the error after the command's name, then the usage", args, out.String())
+		}
+	}
+}
+
+// TestParseOperandLikeAFlag: a later operand that starts with "-" is
+// refused with a hint at --, its text clipped to one short line.
+func TestParseOperandLikeAFlag(t *testing.T) {
+	var out bytes.Buffer
+	fs, _, _, _ := newSet(&out)
+	sql := "-- comment\nDELETE FROM t WHERE " + strings.Repeat("x = 1 AND ", 30) + "y = 2"
+	err := Parse(fs, []string{"db", sql})
+	if !errors.Is(err, ErrUnknownFlag) {
+		t.Fatalf("err %v", err)
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	if !strings.Contains(first, "goes after --") || strings.Contains(first, "y = 2") || len(first) > 200 {
+		t.Errorf("first line %q: want a clipped value and a hint at --", first)
+	}
+	if !strings.HasPrefix(err.Error(), "flag -") {
+		t.Errorf("err %q: want the context first", err)
+	}
+	fs, _, _, _ = newSet(&out)
+	if err := Parse(fs, []string{"db", "--", sql}); err != nil || fs.Arg(1) != sql {
+		t.Errorf("after --: %v %q", err, fs.Args())
+	}
+}
+
+func TestRefusedFlagIsNeverOffered(t *testing.T) {
+	var out bytes.Buffer
+	fs, _, _, _ := newSet(&out)
+	Refused(fs, "password", "never")
+	if slices.Contains(FlagNames(fs), "password") {
+		t.Errorf("FlagNames offers -password: %q", FlagNames(fs))
+	}
+	if err := Parse(fs, []string{"-passwor", "x"}); err == nil || strings.Contains(out.String(), "did you mean") {
+		t.Errorf("a refused flag suggested: %q", out.String())
+	}
+	out.Reset()
+	_ = Parse(fs, []string{Probe})
+	if _, ok := ReadLevel(out.String()).Flags["password"]; ok {
+		t.Errorf("the probe offers -password: %q", out.String())
+	}
+	fs, _, _, _ = newSet(&out)
+	given := Refused(fs, "password", "never")
+	if err := Parse(fs, []string{"-password", "hunter2"}); err != nil || !*given {
+		t.Errorf("-password given: %v %v", err, *given)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		max  int
+		code int
+		ok   bool
+	}{
+		{[]string{"-yes"}, 0, 0, true},
+		{[]string{"b.yaml", "-yes"}, 0, ExitUsage, false},
+		{[]string{"A", "B"}, 1, ExitUsage, false},
+		{[]string{"A", "B"}, AnyOperands, 0, true},
+		{[]string{"-h"}, 0, ExitHelp, false},
+		{[]string{"-zz"}, 0, ExitUsage, false},
+	} {
+		var out bytes.Buffer
+		fs, _, _, _ := newSet(&out)
+		code, ok := ParseArgs(fs, tt.args, tt.max)
+		if code != tt.code || ok != tt.ok {
+			t.Errorf("%q max %d: %d %v, want %d %v", tt.args, tt.max, code, ok, tt.code, tt.ok)
+		}
+		if tt.code == ExitUsage && !strings.HasPrefix(out.String(), "outbox notify status: ") {
+			t.Errorf("%q: output %q", tt.args, out.String())
+		}
+	}
+}
+
+func TestSplitSubcommand(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		sub  string
+		rest []string
+		err  bool
+	}{
+		{[]string{"health", "-site", "X"}, "health", []string{"-site", "X"}, false},
+		{[]string{"-site", "X", "health"}, "health", []string{"-site", "X"}, false},
+		{[]string{"--site=X", "-yes", "health", "ID"}, "health", []string{"--site=X", "-yes", "ID"}, false},
+		{[]string{"-site", "health"}, "", []string{"-site", "health"}, false}, // health is -site's value
+		{[]string{"-yes", "--", "health"}, "health", []string{"-yes", "--"}, false},
+		{[]string{"-h"}, "", []string{"-h"}, false},
+		{[]string{"-list", "ops", "send"}, "", nil, true},
+		{nil, "", nil, false},
+	} {
+		var out bytes.Buffer
+		fs, _, _, _ := newSet(&out)
+		sub, rest, err := SplitSubcommand(fs, tt.args)
+		if (err != nil) != tt.err || (tt.err && !errors.Is(err, ErrFlagBeforeCommand)) {
+			t.Errorf("%q: err %v", tt.args, err)
+			continue
+		}
+		if tt.err {
+			continue
+		}
+		if sub != tt.sub || (!reflect.DeepEqual(rest, tt.rest) && len(rest)+len(tt.rest) > 0) {
+			t.Errorf("%q: %q %q, want %q %q", tt.args, sub, rest, tt.sub, tt.rest)
 		}
 	}
 }

@@ -119,8 +119,19 @@ _%[1]s_complete() {
 compdef _%[1]s_complete %[1]s
 `, bin), nil
 	case "fish":
+		// -f keeps fish's file names out of the binary's answers; when
+		// there are none (a flag's value, an operand), the function falls
+		// back to the paths, as bash's -o default and zsh's _files do.
 		return fmt.Sprintf(`# fish completion for %[1]s: %[1]s completion fish | source
-complete -c %[1]s -f -a '(%[1]s __complete (commandline -opc)[2..-1] (commandline -ct))'
+function __%[1]s_complete
+    set -l answers (%[1]s __complete (commandline -opc)[2..-1] (commandline -ct) 2>/dev/null)
+    if test (count $answers) -eq 0
+        __fish_complete_path (commandline -ct)
+        return
+    end
+    printf '%%s\n' $answers
+end
+complete -c %[1]s -f -a '(__%[1]s_complete)'
 `, bin), nil
 	}
 	return "", fmt.Errorf("unknown shell %q (bash, zsh or fish)", shell)

@@ -47,7 +47,7 @@ Commands:
 
 // Users is `outbox users`.
 func Users(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("users", usersUsage, args, env, "list", "put", "delete")
+	sub, rest, code, ok := opsSubcommand("users", usersUsage, args, env, opsCommon("users", env), "list", "put", "delete")
 	if !ok {
 		return code
 	}
@@ -185,7 +185,7 @@ func (r *opsRun) stdinTerminal() bool {
 
 // Tokens is `outbox tokens`.
 func Tokens(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("tokens", tokensUsage, args, env, "list", "create", "delete")
+	sub, rest, code, ok := opsSubcommand("tokens", tokensUsage, args, env, opsCommon("tokens", env), "list", "create", "delete")
 	if !ok {
 		return code
 	}

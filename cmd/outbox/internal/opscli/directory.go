@@ -54,7 +54,7 @@ Commands:
 
 // Lists is `outbox lists`.
 func Lists(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("lists", listsUsage, args, env, "list", "show", "put", "delete")
+	sub, rest, code, ok := opsSubcommand("lists", listsUsage, args, env, opsCommon("lists", env), "list", "show", "put", "delete")
 	if !ok {
 		return code
 	}
@@ -130,7 +130,7 @@ func Lists(ctx context.Context, env Env, args []string) int {
 
 // Channels is `outbox channels`.
 func Channels(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("channels", channelsUsage, args, env, "list", "show", "put", "delete")
+	sub, rest, code, ok := opsSubcommand("channels", channelsUsage, args, env, opsCommon("channels", env), "list", "show", "put", "delete")
 	if !ok {
 		return code
 	}

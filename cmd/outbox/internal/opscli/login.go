@@ -79,7 +79,7 @@ still works until it expires); run outbox logout again.
 // loginFlags are the flags of outbox login.
 type loginFlags struct {
 	server, name, passwordFile, label, ca string
-	passwordStdin, passwordFlag           bool
+	passwordStdin                         bool
 	expires                               string
 	timeout                               time.Duration
 }
@@ -104,10 +104,8 @@ func Login(ctx context.Context, env Env, args []string) int {
 	fset.BoolVar(&f.passwordStdin, "password-stdin", false, "read the password from standard input (one line)")
 	fset.StringVar(&f.passwordFile, "password-file", "", "read the password from `file` (its first line)")
 	// A password given as a flag is refused after parsing, without echoing it.
-	fset.Func("password", "never: the password is asked, or read with -password-stdin or -password-file", func(string) error {
-		f.passwordFlag = true
-		return nil
-	})
+	// Completion and "did you mean" never offer it (cli.Refused).
+	passwordFlag := cli.Refused(fset, "password", "never: the password is asked, or read with -password-stdin or -password-file")
 	fset.StringVar(&f.expires, "expires", "12h", "the token's lifetime `D` (12h, 30d): how long the login lasts")
 	fset.StringVar(&f.label, "label", "", "names the token among the account's (default cli)")
 	fset.StringVar(&f.ca, "ca", "", "CA `file` verifying an https server's certificate")
@@ -117,14 +115,11 @@ func Login(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(stderr, "%s: %s\n", name, fmt.Sprintf(format, a...))
 		return exitUsage
 	}
-	if err := cli.Parse(fset, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fset, args, cli.AnyOperands); !ok {
+		return code
 	}
 	switch {
-	case f.passwordFlag:
+	case *passwordFlag:
 		return usage("-password is refused: a password on the command line shows in the process list and the shell's history; " +
 			"give it on the terminal, or with -password-stdin or -password-file")
 	case fset.NArg() > 0:
@@ -289,11 +284,8 @@ func Logout(ctx context.Context, env Env, args []string) int {
 	fset.StringVar(&ca, "ca", "", "CA `file` verifying an https server's certificate")
 	fset.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this `duration`")
 	fset.Usage = func() { fmt.Fprint(fset.Output(), logoutUsage) }
-	if err := cli.Parse(fset, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fset, args, 0); !ok {
+		return code
 	}
 	if fset.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, human.Cell(fset.Arg(0), 40))
@@ -572,7 +564,7 @@ func (env Env) httpTransport(server, ca string) (*http.Transport, error) {
 		}
 		tc, err := env.TLS(ca, "", "")
 		if err != nil {
-			return nil, fmt.Errorf("-ca: %v", err)
+			return nil, fmt.Errorf("-ca: %w", err)
 		}
 		t.TLSClientConfig = tc
 	}

@@ -1,6 +1,7 @@
 package opscli
 
-// outbox notifications: list, show, count, retry and discard.
+// outbox notifications: list, show, count, retry, discard, retry-now and
+// park.
 
 import (
 	"context"
@@ -21,20 +22,27 @@ import (
 
 const notificationsUsage = `Usage: outbox notifications <command> [flags]
 
-List, inspect, retry and discard the notifications central holds.
+List, inspect, retry, discard and park the notifications central holds.
 
 Commands:
-  list     [filters] [-limit N] [-after CURSOR] [-all-pages]
-           list notifications, newest first, one page (or every page)
-  show     ID
-           one notification with its body, each target's fate (status,
-           attempts, last error) and its history
-  count    [filters]
-           how many notifications match
-  retry    (ID ... | filters | -all) [-yes]
-           move Parked notifications back to Pending to deliver them again
-  discard  (ID ... | filters | -all) [-yes]
-           move Parked notifications to Discarded (they stay for the audit)
+  list      [filters] [-oldest] [-limit N] [-after CURSOR] [-all-pages]
+            list notifications, newest (or oldest) first, one page (or
+            every page)
+  show      ID
+            one notification with its body, each target's fate (status,
+            attempts, last error) and its history
+  count     [filters]
+            how many notifications match
+  retry     (ID ... | filters | -all) [-yes]
+            move Parked notifications back to Pending to deliver them again
+  discard   (ID ... | filters | -all) [-yes]
+            move Parked notifications to Discarded (they stay for the audit)
+  retry-now ID ...
+            make Retrying notifications due at once instead of at their next
+            attempt (their retry count and last error kept)
+  park      ID ...
+            park Retrying notifications: no more attempts until a retry or a
+            discard
 
 Filters (set ones are ANDed):
   -status S         Pending, Retrying, Delivered, Parked or Discarded;
@@ -55,18 +63,21 @@ retry and discard given ids act on those ids. Without ids they act on every
 Parked notification the filters (or -all) select; they first print how many
 that is, and the flags that act on exactly those: -yes, and -updated-to the
 instant of the count, so that a notification parked later is left alone.
+retry-now and park act on the ids given, each refused (with why) unless it is
+Retrying and not being delivered at that moment.
 ` + opsCommonUsage
 
 // Notifications is `outbox notifications`.
 func Notifications(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("notifications", notificationsUsage, args, env,
-		"list", "show", "count", "retry", "discard")
+	sub, rest, code, ok := opsSubcommand("notifications", notificationsUsage, args, env, opsCommon("notifications", env),
+		"list", "show", "count", "retry", "discard", "retry-now", "park")
 	if !ok {
 		return code
 	}
 	r := newOpsRun("outbox notifications "+sub, env)
 	var (
 		ff        opsFilterFlags
+		oldest    bool
 		limit     int
 		after     string
 		allPages  bool
@@ -79,6 +90,7 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 		r.fs.IntVar(&limit, "limit", 0, "at most `N` notifications a page (default: the server's)")
 		r.fs.StringVar(&after, "after", "", "start after the `cursor` a previous page printed")
 		r.fs.BoolVar(&allPages, "all-pages", false, "fetch and print every page")
+		r.fs.BoolVar(&oldest, "oldest", false, "list oldest first (by creation time)")
 	case "show":
 		wantsArgs = "one id"
 	case "count":
@@ -88,6 +100,8 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 		r.fs.BoolVar(&all, "all", false, "select every Parked notification")
 		r.fs.BoolVar(&yes, "yes", false, "act on a selection by filter or -all without asking")
 		wantsArgs = "ids"
+	case "retry-now", "park":
+		wantsArgs = "ids"
 	}
 	operands, code, ok := r.parse(rest)
 	if !ok {
@@ -96,6 +110,8 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 	switch {
 	case sub == "show" && len(operands) != 1:
 		return r.usage("give one notification id")
+	case (sub == "retry-now" || sub == "park") && len(operands) == 0:
+		return r.usage("give the ids of the Retrying notifications to %s", sub)
 	case wantsArgs == "no arguments" && len(operands) > 0:
 		return r.usage("unexpected argument %q", operands[0])
 	case limit < 0:
@@ -113,7 +129,7 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 
 	switch sub {
 	case "list":
-		return r.listNotifications(ctx, c, f, limit, after, allPages)
+		return r.listNotifications(ctx, c, f, limit, after, allPages, oldest)
 	case "show":
 		d, err := c.Notification(ctx, operands[0])
 		if err != nil {
@@ -126,17 +142,31 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 			return r.failed(err)
 		}
 		return r.print(api.Count{Count: n}, func(w io.Writer) { fmt.Fprintln(w, n) })
+	case "retry-now", "park":
+		do := c.RetryNow
+		if sub == "park" {
+			do = c.Park
+		}
+		res, err := do(ctx, api.ActionRequest{IDs: operands})
+		if err != nil {
+			return r.failed(err)
+		}
+		return r.printAction(sub, res)
 	default:
 		return r.act(ctx, c, sub, operands, f, all, yes)
 	}
 }
 
 // listNotifications prints one page of notifications, or every page.
-func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.Filter, limit int, after string, allPages bool) int {
+func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.Filter, limit int, after string, allPages, oldest bool) int {
 	var page api.NotificationPage
 	var err error
+	list := c.Notifications
+	if oldest {
+		list = c.NotificationsOldestFirst
+	}
 	page.Items, page.Next, err = opsAllPages(after, allPages, func(after string) ([]api.Notification, string, error) {
-		p, err := c.Notifications(ctx, f, limit, after)
+		p, err := list(ctx, f, limit, after)
 		return p.Items, p.Next, err
 	})
 	if err != nil {
@@ -160,7 +190,11 @@ func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.
 		tw.Flush()
 	})
 	if code == exitOK && page.Next != "" && !r.asJSON {
-		fmt.Fprintf(r.stderr, "more notifications: repeat with -after %s (or -all-pages)\n", page.Next)
+		again := "-after " + page.Next
+		if oldest {
+			again += " -oldest"
+		}
+		fmt.Fprintf(r.stderr, "more notifications: repeat with %s (or -all-pages)\n", again)
 	}
 	return code
 }
@@ -197,6 +231,12 @@ func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []st
 	if err != nil {
 		return r.failed(err)
 	}
+	return r.printAction(sub, res)
+}
+
+// printAction prints the result of the action sub: how many notifications
+// it moved, and each refused id with why. It fails when some were refused.
+func (r *opsRun) printAction(sub string, res api.ActionResult) int {
 	if res.Moved == nil {
 		res.Moved = []string{}
 	}
@@ -371,8 +411,13 @@ func opsStatus(s ports.Status, stuck bool) string {
 }
 
 func opsPast(verb string) string {
-	if verb == "discard" {
+	switch verb {
+	case "discard":
 		return "discarded"
+	case "retry-now":
+		return "retried now"
+	case "park":
+		return "parked"
 	}
 	return "retried"
 }

@@ -61,6 +61,16 @@ func (n *notifyFlags) define(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&n.key, "key", env.getenv("OUTBOX_SITE_KEY"), "client key `file` (env OUTBOX_SITE_KEY)")
 }
 
+// notifyCommon are the flags every notify and tracking command takes, for
+// opsSubcommand.
+func notifyCommon(env Env) *flag.FlagSet {
+	var nf notifyFlags
+	fs := flag.NewFlagSet("outbox notify", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	nf.define(fs, env)
+	return fs
+}
+
 // dial connects to the site with the flags' TLS and the environment's token.
 func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, error) {
 	if n.site == "" {
@@ -86,7 +96,7 @@ func (n *notifyFlags) dial(env Env, opts ...notify.Option) (*notify.Client, erro
 // Notify is `outbox notify`: a site's client, as a script is.
 func Notify(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	cmd, rest, usageCode, ok := opsSubcommand("notify", notifyUsage, args, env, "send", "status", "health")
+	cmd, rest, usageCode, ok := opsSubcommand("notify", notifyUsage, args, env, notifyCommon(env), "send", "status", "health")
 	if !ok {
 		return usageCode
 	}
@@ -112,11 +122,8 @@ func Notify(ctx context.Context, env Env, args []string) int {
 	case "health":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	}
-	if err := cli.Parse(fs, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, rest, cli.AnyOperands); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox notify %s: %s\n", cmd, siteErrText(err))
@@ -144,6 +151,9 @@ func Notify(ctx context.Context, env Env, args []string) int {
 		return fail(exitUsage, err)
 	}
 	defer c.Close()
+	if cmd == "health" {
+		return nodesHealth(ctx, c, nf.timeout, asJSON, stdout, stderr)
+	}
 	ctx, cancel := context.WithTimeout(ctx, nf.timeout)
 	defer cancel()
 	code := func(err error) int { return fail(callExit(err), err) }
@@ -173,48 +183,60 @@ func Notify(ctx context.Context, env Env, args []string) int {
 			}
 			fmt.Fprintf(stdout, "%s %s\n", id, st)
 		}
-	case "health":
-		// Every node -site names (by default outbox dev's three), each
-		// asked on its own: a node that does not answer is reported and
-		// the others still printed.
-		worst := exitOK
-		for i, addr := range c.Addrs() {
-			h, err := c.Health(ctx, addr)
-			if err != nil {
-				if reason, ok := notify.Refusal(err); ok {
-					fmt.Fprintf(stderr, "outbox notify health: node %s: %s\n", addr, reason)
-				} else {
-					fmt.Fprintf(stderr, "outbox notify health: %v\n", err)
-				}
-				worst = max(worst, callExit(err))
-				continue
-			}
-			if i > 0 && !asJSON {
-				fmt.Fprintln(stdout)
-			}
-			printHealth(stdout, h, asJSON)
-		}
-		return worst
 	}
 	return exitOK
 }
 
-// printHealth writes h as "key: value" lines, or as JSON.
-func printHealth(w io.Writer, h ports.SiteHealth, asJSON bool) {
-	age := time.Duration(0)
-	if !h.OldestEnqueuedAt.IsZero() {
-		age = time.Since(h.OldestEnqueuedAt).Round(time.Millisecond)
+// nodesHealth is `outbox notify health`: every node -site names (by
+// default outbox dev's three), each asked on its own within timeout, so
+// that a node that hangs does not use up the others' time. A node that
+// does not answer is reported ("node ADDR: …") and the others still
+// printed: as "key: value" blocks, or with -json as one JSON array of
+// objects, each with the node's address ("addr").
+func nodesHealth(ctx context.Context, c *notify.Client, timeout time.Duration, asJSON bool, stdout, stderr io.Writer) int {
+	worst := exitOK
+	nodes := []map[string]any{}
+	printed := 0
+	for _, addr := range c.Addrs() {
+		nodeCtx, cancel := context.WithTimeout(ctx, timeout)
+		h, err := c.Health(nodeCtx, addr)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "outbox notify health: node %s: %s\n", addr, siteErrText(err))
+			worst = max(worst, callExit(err))
+			continue
+		}
+		if asJSON {
+			nodes = append(nodes, healthJSON(addr, h))
+			continue
+		}
+		if printed > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printed++
+		printHealth(stdout, h)
 	}
-	contact := "never"
-	if !h.LastCentralContact.IsZero() {
-		contact = h.LastCentralContact.Format(time.RFC3339Nano)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(nodes); err != nil {
+			fmt.Fprintf(stderr, "outbox notify health: write JSON: %v\n", err)
+			return exitFailure
+		}
 	}
-	type opKind struct {
-		Kind             ports.OpKind `json:"kind"`
-		Backlog          int64        `json:"backlog"`
-		Parked           int64        `json:"parked"`
-		OldestAgeSeconds float64      `json:"oldest_age_seconds"`
-	}
+	return worst
+}
+
+// opKind is one kind of a node's operations, as health prints it.
+type opKind struct {
+	Kind             ports.OpKind `json:"kind"`
+	Backlog          int64        `json:"backlog"`
+	Parked           int64        `json:"parked"`
+	OldestAgeSeconds float64      `json:"oldest_age_seconds"`
+}
+
+// healthOps are h's operations, as health prints them.
+func healthOps(h ports.SiteHealth) []opKind {
 	var ops []opKind
 	for _, k := range h.Operations {
 		o := opKind{Kind: k.Kind, Backlog: k.Backlog, Parked: k.Parked}
@@ -223,18 +245,38 @@ func printHealth(w io.Writer, h ports.SiteHealth, asJSON bool) {
 		}
 		ops = append(ops, o)
 	}
-	if asJSON {
-		m := map[string]any{
-			"site": h.Site, "node": h.Node, "role": h.Replica.Role, "term": h.Replica.Term, "leader": h.Replica.Leader,
-			"backlog": h.Backlog, "oldest_age_seconds": age.Seconds(), "last_central_contact": h.LastCentralContact,
-			"last_central_error": h.LastCentralError,
-		}
-		if len(ops) > 0 {
-			m["operations"] = ops
-		}
-		_ = json.NewEncoder(w).Encode(m)
-		return
+	return ops
+}
+
+// oldestAge is the age of h's oldest buffered notification, 0 for none.
+func oldestAge(h ports.SiteHealth) time.Duration {
+	if h.OldestEnqueuedAt.IsZero() {
+		return 0
 	}
+	return time.Since(h.OldestEnqueuedAt).Round(time.Millisecond)
+}
+
+// healthJSON is the JSON object of node addr's health h.
+func healthJSON(addr string, h ports.SiteHealth) map[string]any {
+	m := map[string]any{
+		"addr": addr, "site": h.Site, "node": h.Node, "role": h.Replica.Role, "term": h.Replica.Term,
+		"leader": h.Replica.Leader, "backlog": h.Backlog, "oldest_age_seconds": oldestAge(h).Seconds(),
+		"last_central_contact": h.LastCentralContact, "last_central_error": h.LastCentralError,
+	}
+	if ops := healthOps(h); len(ops) > 0 {
+		m["operations"] = ops
+	}
+	return m
+}
+
+// printHealth writes h as "key: value" lines.
+func printHealth(w io.Writer, h ports.SiteHealth) {
+	age := oldestAge(h)
+	contact := "never"
+	if !h.LastCentralContact.IsZero() {
+		contact = h.LastCentralContact.Format(time.RFC3339Nano)
+	}
+	ops := healthOps(h)
 	defer func() {
 		for _, o := range ops {
 			fmt.Fprintf(w, "operations %s: backlog %d, parked %d, oldest_age %s\n", o.Kind, o.Backlog, o.Parked,

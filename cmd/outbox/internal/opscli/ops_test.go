@@ -565,6 +565,10 @@ func TestOpsUsersPassword(t *testing.T) {
 	if code, stdout, _ := runCmd(t, Users, c.environ(), "", "delete", "bob"); code != exitOK || stdout != "deleted user bob\n" {
 		t.Errorf("delete: exit %d %q", code, stdout)
 	}
+	// Gone: the sentence names the user, not the action.
+	if code, _, stderr := runCmd(t, Users, c.environ(), "", "delete", "bob"); code != exitFailure || stderr != `outbox users delete: user "bob" not found`+"\n" {
+		t.Errorf("delete again: exit %d %q", code, stderr)
+	}
 }
 
 func TestOpsTokens(t *testing.T) {

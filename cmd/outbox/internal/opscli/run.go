@@ -43,34 +43,58 @@ Common flags:
   -json              print JSON (the API's own shapes) instead of a table
   -timeout D         give up after D (default 30s)
 
-Flags may come before or after the arguments; -- ends them.
+Flags may come before or after the arguments; -- ends them (an argument
+that starts with "-" goes after --). Before the command (outbox
+notifications -server URL list) only these common flags.
 
 Exit codes: 0 done, 1 the server refused or could not be reached, 2 bad
 usage, 3 a retry or discard by filter or -all without -yes: it printed how
-many rows match and did nothing.
+many rows match and did nothing (0 when none match: nothing to act on).
 `
 
-// opsSubcommand splits args into a subcommand among subs and the rest. It
-// prints usage for help (exit 0), no subcommand or an unknown one (exit 2);
-// ok false says to return code.
-func opsSubcommand(group, usage string, args []string, env Env, subs ...string) (sub string, rest []string, code int, ok bool) {
+// opsSubcommand splits args into a subcommand among subs and the rest.
+// The subcommand may follow the flags every command of the group takes
+// (common: "outbox notify -site X health"); they stay in rest, for the
+// subcommand's Parse. It prints usage for help (exit 0), no subcommand, an
+// unknown one or a flag before it that only some commands take (exit 2);
+// ok false says to return code. A completion probe learns subs and
+// common's flags.
+func opsSubcommand(group, usage string, args []string, env Env, common *flag.FlagSet, subs ...string) (sub string, rest []string, code int, ok bool) {
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
 		return "", nil, exitUsage, false
 	}
 	if cli.Subcommands(env.Stdout, args, subs...) {
+		common.SetOutput(env.Stdout)
+		_ = cli.Parse(common, args)
 		return "", nil, exitOK, false
 	}
 	if opsIsHelp(args[0]) {
 		fmt.Fprint(env.Stdout, usage)
 		return "", nil, exitOK, false
 	}
-	if !slices.Contains(subs, args[0]) {
-		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\n\n%s", group, human.Cell(args[0], 40),
-			cli.SuggestionText("", args[0], subs), usage)
+	sub, rest, err := cli.SplitSubcommand(common, args)
+	switch {
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "outbox %s: %v\n\n%s", group, err, usage)
+		return "", nil, exitUsage, false
+	case sub == "" && slices.ContainsFunc(args, opsIsHelp):
+		fmt.Fprint(env.Stdout, usage)
+		return "", nil, exitOK, false
+	case sub == "":
+		fmt.Fprintf(env.Stderr, "outbox %s: no command\n\n%s", group, usage)
+		return "", nil, exitUsage, false
+	case !slices.Contains(subs, sub):
+		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\n\n%s", group, human.Cell(sub, 40),
+			cli.SuggestionText("", sub, subs), usage)
 		return "", nil, exitUsage, false
 	}
-	return args[0], args[1:], exitOK, true
+	return sub, rest, exitOK, true
+}
+
+// opsCommon are the flags every operator command takes, for opsSubcommand.
+func opsCommon(group string, env Env) *flag.FlagSet {
+	return newOpsRun("outbox "+group, env).fs
 }
 
 func opsIsHelp(arg string) bool {
@@ -134,11 +158,8 @@ func newOpsRun(name string, env Env) *opsRun {
 // parse parses args, flags and operands in any order ("--" ends the flags;
 // cli.Parse). ok false says to return code.
 func (r *opsRun) parse(args []string) (operands []string, code int, ok bool) {
-	if err := cli.Parse(r.fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK, false
-		}
-		return nil, exitUsage, false
+	if code, ok := cli.ParseArgs(r.fs, args, cli.AnyOperands); !ok {
+		return nil, code, false
 	}
 	operands = r.fs.Args()
 	if r.clearToken {

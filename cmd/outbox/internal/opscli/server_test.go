@@ -57,7 +57,7 @@ type sentRequest struct {
 }
 
 // outcomeByList delivers by list name: "bad" fails for good (the row
-// parks); "mixed" answers target by target, a target starting with "bad"
+// parks); "flaky" fails for now (the row retries); "mixed" answers target by target, a target starting with "bad"
 // failing for good and any other delivered; any other list succeeds.
 type outcomeByList struct{}
 
@@ -65,6 +65,8 @@ func (outcomeByList) Deliver(_ context.Context, d ports.Delivery) ports.Result {
 	switch d.Notification.List {
 	case "bad":
 		return ports.Result{Outcome: ports.OutcomePermanent, Error: "550 mailbox unavailable"}
+	case "flaky":
+		return ports.Result{Outcome: ports.OutcomeTransient, Error: "421 try again later"}
 	case "mixed":
 		res := ports.Result{Outcome: ports.OutcomePermanent, Targets: make([]ports.TargetResult, len(d.Targets))}
 		for i, t := range d.Targets {

@@ -76,7 +76,7 @@ and parked, and its last contact with central.
 
 // SiteCalls is `outbox site-calls`.
 func SiteCalls(ctx context.Context, env Env, args []string) int {
-	sub, rest, code, ok := opsSubcommand("site-calls", siteCallsUsage, args, env,
+	sub, rest, code, ok := opsSubcommand("site-calls", siteCallsUsage, args, env, opsCommon("site-calls", env),
 		"list", "show", "count", "retry", "discard")
 	if !ok {
 		return code

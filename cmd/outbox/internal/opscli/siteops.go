@@ -23,7 +23,9 @@ configuration defines (external_systems), as a script does. The site
 attempts it at once: it prints the tracked operation id and its status —
 Delivered (with the system's answer), Pending (the system is down or busy:
 the site retries it, see "outbox tracking status ID"), or Failed (the
-system refused it for good; exit status 1).
+system refused it for good; exit status 1). Flags may also follow SYSTEM
+and METHOD; an argument that starts with "-" goes after -- (outbox call
+-- SYSTEM -METHOD).
 
 Flags:
 `
@@ -34,7 +36,9 @@ Make a cached write to the database connection CONNECTION that the site's
 configuration defines (database_connections): SQL with the driver's
 placeholders ($1, @p1, ?) and -args, a JSON array of the values bound to
 them, never spliced into the text. Prints the id and the status as
-"outbox call" does.
+"outbox call" does. Flags may also follow the arguments; SQL that starts
+with "-" goes after --: outbox write db -- "-- a comment
+DELETE ...".
 
 Flags:
 `
@@ -85,11 +89,8 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 	fs.StringVar(&script, "script", "outbox-cli", "`name` of the calling script, kept as provenance")
 	fs.StringVar(&instance, "instance", hostname(), "`name` of the calling instance")
 	fs.BoolVar(&asJSON, "json", false, "print the tracking row as JSON")
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, args, 2); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox %s: %s\n", cmd, siteErrText(err))
@@ -150,7 +151,7 @@ func cachedOp(ctx context.Context, env Env, args []string, cmd, usage string) in
 // Tracking is `outbox tracking`.
 func Tracking(ctx context.Context, env Env, args []string) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	cmd, rest, usageCode, ok := opsSubcommand("tracking", trackingUsage, args, env, "status", "list", "retry", "discard")
+	cmd, rest, usageCode, ok := opsSubcommand("tracking", trackingUsage, args, env, notifyCommon(env), "status", "list", "retry", "discard")
 	if !ok {
 		return usageCode
 	}
@@ -173,11 +174,8 @@ func Tracking(ctx context.Context, env Env, args []string) int {
 		fs.StringVar(&tgt, "target", "", "only this external system or database connection `name`")
 		fs.IntVar(&limit, "limit", 50, "at most this many `rows`")
 	}
-	if err := cli.Parse(fs, rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := cli.ParseArgs(fs, rest, cli.AnyOperands); !ok {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "outbox tracking %s: %s\n", cmd, siteErrText(err))
