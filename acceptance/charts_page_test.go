@@ -135,17 +135,23 @@ func TestDashboardChartsInChromium(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`form.login input[name="password"]`), pagePassword))
 	br.submit("log in", `form.login button[type="submit"]`)
 	br.open("/dashboard")
-	br.waitVisible("svg#chart-hour rect.bar")
-	br.waitVisible("svg#chart-days rect.bar")
+	br.waitVisible("svg#chart-hour path.bar")
+	br.waitVisible("svg#chart-days path.bar")
 	// The bars are coloured by the stylesheet: no inline style is allowed.
 	fills := run(br, "read the bars' colours", chromedp.Evaluate[[]string](`["delivered","failed","parked"].map(k =>
-		getComputedStyle(document.querySelector("svg#chart-days rect.bar."+k)).fill)`))
+		getComputedStyle(document.querySelector("svg#chart-days path.bar."+k)).fill)`))
 	if fmt.Sprint(fills) != "[rgb(31, 138, 76) rgb(183, 121, 31) rgb(192, 57, 43)]" {
 		t.Errorf("bar colours %v, want the stylesheet's delivered, retrying and parked", fills)
 	}
-	bars := run(br, "count the bars", chromedp.Evaluate[int](`document.querySelectorAll("svg#chart-hour rect.bar").length`))
+	// Each outcome's bars are one path, a rectangle per bucket its data-n
+	// lists; the delivered path spans the busy minutes of the hour.
+	bars := run(br, "count the bars", chromedp.Evaluate[int](`[...document.querySelectorAll("svg#chart-hour path.bar")]
+		.reduce((n, p) => n + p.dataset.n.split(" ").length, 0)`))
 	if bars < 20 {
 		t.Errorf("%d bars in the last hour, want one per busy minute", bars)
+	}
+	if w := run(br, "measure the bars", chromedp.Evaluate[float64](`document.querySelector("svg#chart-hour path.bar.delivered").getBBox().width`)); w < 300 {
+		t.Errorf("the delivered bars of the last hour span %.0f units of 600", w)
 	}
 	if tile := br.text(`[data-kpi="delivered"] .value`); tile == "0/min" || tile == "" {
 		t.Errorf("the delivered tile reads %q, want a rate", tile)

@@ -131,6 +131,7 @@ func (s *Service) KPIs(ctx context.Context) (ports.KPIReport, error) {
 	}
 	rate, err := s.store.Throughput(ctx, ports.ThroughputQuery{
 		From: now.Add(-DeliveredRateWindow), To: now, Bucket: DeliveredRateWindow, By: ports.ThroughputBySite,
+		DeliveredOnly: true,
 	})
 	if err != nil {
 		return ports.KPIReport{}, fmt.Errorf("kpis: %w", err)

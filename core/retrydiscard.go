@@ -90,7 +90,7 @@ func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (port
 		return ports.ActionResult{}, err
 	}
 	now := s.clock.Now()
-	moved, err := s.store.Transition(ctx, ports.TransitionRequest{
+	rows, err := s.store.Transition(ctx, ports.TransitionRequest{
 		Selection: ports.Selection{IDs: ids, Filter: a.Filter},
 		From:      m.from, To: m.to, Now: now, Reset: m.reset, DueNow: m.dueNow,
 		LeaseEndedBy: s.leaseEndedBy(m.from, now),
@@ -98,9 +98,14 @@ func (s *Service) act(ctx context.Context, a ports.Action, m operatorMove) (port
 	if err != nil {
 		return ports.ActionResult{}, fmt.Errorf("%s: %w", m.verb, err)
 	}
-	recs := make([]ports.AuditRecord, len(moved))
-	for i, id := range moved {
-		recs[i] = ports.AuditRecord{NotificationID: id, At: now, Kind: m.kind, Actor: a.Actor, Status: m.to}
+	moved := make([]string, len(rows))
+	recs := make([]ports.AuditRecord, len(rows))
+	for i, r := range rows {
+		moved[i] = r.ID
+		// The row's site and type, as on the dispatcher's records: an
+		// operator's parking counts under them in Store.Throughput.
+		recs[i] = ports.AuditRecord{NotificationID: r.ID, At: now, Kind: m.kind, Actor: a.Actor, Status: m.to,
+			SourceSite: r.SourceSite, Type: r.Type}
 	}
 	s.appendAudit(ctx, recs) // before anything else can fail: the rows have moved
 	res := ports.ActionResult{Moved: moved}

@@ -66,6 +66,17 @@ func TestShutdownMidAttemptKeepsWhatWasDelivered(t *testing.T) {
 	if got := statuses(n.Targets); got != "a@example.com=Delivered b@example.com=" {
 		t.Fatalf("targets %s", got)
 	}
+	// The attempt is recorded Interrupted, which the charts do not count
+	// as a failed attempt.
+	h, err := store.History(t.Context(), id)
+	if err != nil || len(h) != 1 || h[0].Kind != ports.AuditAttempted || h[0].Outcome != ports.OutcomeInterrupted ||
+		h[0].Status != ports.StatusRetrying {
+		t.Fatalf("history after a shutdown mid-attempt: %+v, %v; want one Attempted record, Interrupted, Retrying", h, err)
+	}
+	tp, err := svc.Throughput(t.Context(), ports.ThroughputQuery{From: h[0].At.Add(-time.Hour), To: h[0].At.Add(time.Hour), Bucket: time.Hour})
+	if err != nil || tp.Series[0].Total != (ports.ThroughputCounts{}) {
+		t.Fatalf("throughput after a shutdown mid-attempt: %+v, %v; want nothing counted", tp, err)
+	}
 
 	ch := newTargetChannel(nil)
 	again, err := New(Config{}, Deps{Store: store, Audit: store, Directory: dir, Channels: ports.ChannelMap{"email": ch}})

@@ -151,8 +151,9 @@ type settled struct {
 // summary naming how many targets were not delivered otherwise.
 //
 // An attempt cut short (a shutdown) is an attempt only for the targets it
-// delivered: the others keep their state, no retry is counted, and while
-// one of them is left the row is Retrying, due at once.
+// delivered: the others keep their state, no retry is counted, while one
+// of them is left the row is Retrying, due at once, and the attempt's
+// outcome is Interrupted (not counted as a failed attempt).
 func settle(row ports.Notification, states []ports.TargetState, due []int, rs []ports.TargetResult,
 	policy RetryPolicy, at time.Time, cutShort bool) settled {
 	u := ports.Update{
@@ -183,6 +184,10 @@ func settle(row ports.Notification, states []ports.TargetState, due []int, rs []
 	if len(rs) > 0 {
 		s.outcome = overall(rs)
 		s.err = failureText(rs)
+		if cutShort && s.outcome != ports.OutcomeSuccess {
+			// Not a failure: the attempt's failures are the shutdown's.
+			s.outcome = ports.OutcomeInterrupted
+		}
 	}
 	if transient {
 		u.RetryCount++

@@ -65,11 +65,11 @@ type AuditRecord struct {
 	Duration time.Duration
 	// Error is the failure text, if any.
 	Error string
-	// SourceSite and Type are the notification's, which the dispatcher
-	// copies onto the records it writes (Attempted, Delivered, Parked) so
-	// that Store.Throughput counts failures and parkings per site and type
-	// from the log alone; empty on operator records and on records from
-	// before they were kept.
+	// SourceSite and Type are the notification's, which the core copies
+	// onto every record it writes (the dispatcher's Attempted, Delivered
+	// and Parked, an operator's Parked, Retried and Discarded) so that
+	// Store.Throughput counts failures and parkings per site and type from
+	// the log alone; empty on records from before they were kept.
 	SourceSite string
 	Type       string
 	// Targets are, on Attempted records, the targets the attempt went to,

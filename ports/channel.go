@@ -60,6 +60,11 @@ const (
 	OutcomeTransient Outcome = "Transient"
 	// OutcomePermanent: will never succeed as is; the row parks at once.
 	OutcomePermanent Outcome = "Permanent"
+	// OutcomeInterrupted is never a channel's answer: the core records it
+	// on an attempt a shutdown cut short after some target was delivered
+	// (the others stay due at once, no retry is counted). It is no failure:
+	// Store.Throughput does not count it.
+	OutcomeInterrupted Outcome = "Interrupted"
 )
 
 // Result is a channel's answer to one Delivery. It does not say whom the

@@ -94,10 +94,11 @@ type Store interface {
 	// and when req.Reset is set clears RetryCount (0), NextAttemptAt and
 	// LastError, when req.DueNow is set NextAttemptAt alone. Rows in any
 	// other status are left untouched, and so, when req.LeaseEndedBy is
-	// set, are rows a dispatcher holds whose lease lasts beyond it. It returns the
-	// IDs it moved. The core decides which moves are legal; the store only
-	// guarantees that From is checked atomically with the change.
-	Transition(ctx context.Context, req TransitionRequest) (moved []string, err error)
+	// set, are rows a dispatcher holds whose lease lasts beyond it. It
+	// returns the rows it moved (their IDs, source sites and types, for the
+	// audit records). The core decides which moves are legal; the store
+	// only guarantees that From is checked atomically with the change.
+	Transition(ctx context.Context, req TransitionRequest) (moved []Moved, err error)
 
 	// Purge deletes up to limit terminal rows (Delivered, Parked, Discarded)
 	// whose UpdatedAt is before cutoff or unset, and returns their IDs. It never deletes
@@ -232,6 +233,13 @@ type SiteKPICounts struct {
 type Selection struct {
 	IDs    []string
 	Filter Filter
+}
+
+// Moved is a row Store.Transition moved: its ID, and its source site and
+// channel type, which the operator's audit record carries so that
+// Store.Throughput counts an operator's parking under them.
+type Moved struct {
+	ID, SourceSite, Type string
 }
 
 // TransitionRequest asks Store.Transition to move selected rows between two

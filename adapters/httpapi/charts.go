@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -19,6 +20,12 @@ import (
 // small multiples per site or per channel type, drawn as server-side SVG
 // (html/template writes it, escaping every text; the colours are classes of
 // style.css, so the page's CSP needs no inline style).
+//
+// What a view costs is bounded: each chart is one <path> per outcome (not
+// an element per bar), a split view shows at most maxSplitDays days, and
+// the closed hours of the daily chart are read once and kept for
+// chartCacheTTL (chartCache), so that the page's refresh reads the hour
+// in progress and the last hour's minutes only.
 
 // Chart geometry, in SVG user units (the SVG scales to its box).
 const (
@@ -31,17 +38,22 @@ const (
 	smallPlotH  = 60
 )
 
-// chartDays bounds the days of the daily chart (?days=).
+// chartDays bounds the days of the daily chart (?days=); a split view
+// (one chart per site or type) shows at most maxSplitDays.
 const (
 	defaultChartDays = 7
 	maxChartDays     = 31
+	maxSplitDays     = 7
 )
 
 // chartsView is what the dashboard shows of the throughput.
 type chartsView struct {
-	// The selection: site and type filters, the split, the days.
+	// The selection: site and type filters, the split, the days (cut to
+	// maxSplitDays for a split: DaysCut), the days offered.
 	Site, Type, By string
 	Days           int
+	DaysCut        bool
+	DayChoices     []int
 	// The options of the selectors.
 	Sites, Types []string
 	// Rows holds one row of two charts (last hour, last days) for the
@@ -68,23 +80,29 @@ type chart struct {
 	PlotLeft      int
 	PlotRight     int
 	// YMax is the value of the top of the plot; YMid its middle line.
-	YMax, YMid   int64
-	MidY         string
-	Bars         []chartBar
-	Ticks        []chartTick
-	Total        ports.ThroughputCounts
-	BucketLength time.Duration
+	YMax, YMid int64
+	MidY       string
+	// Paths holds one path per outcome that happened, its bars in one
+	// path.
+	Paths []chartPath
+	Ticks []chartTick
+	Total ports.ThroughputCounts
+	// From is the first bucket's start (RFC 3339, UTC) and BucketSeconds
+	// the buckets' length: with a path's Counts, where each bar is.
+	From          string
+	BucketSeconds int64
 }
 
-// chartBar is one rectangle: the count of one outcome in one bucket.
-type chartBar struct {
-	X, Y, W, H string
+// chartPath is the bars of one outcome: a rectangle per bucket with a
+// count, as subpaths of one path.
+type chartPath struct {
 	// Kind is delivered, failed or parked (its class and data-kind).
-	Kind   string
-	Bucket int
-	// Start is the bucket's first instant (RFC 3339, UTC).
-	Start string
-	N     int64
+	Kind string
+	D    string
+	// Counts lists the buckets with a count: "index:count" separated by
+	// spaces, index 0 being the bucket at From (data-n).
+	Counts string
+	// Title sums the outcome up (the path's tooltip).
 	Title string
 }
 
@@ -121,11 +139,24 @@ func (s *Server) charts(ctx context.Context, v url.Values, sites []string) (char
 		}
 		cv.Days = n
 	}
-	hq, hour, err := s.throughput(ctx, chartQuery(cv.Site, cv.Type, cv.By, "1h", "1m"))
+	if cv.By != "" && cv.Days > maxSplitDays {
+		cv.Days, cv.DaysCut = maxSplitDays, true
+	}
+	cv.DayChoices = chartDayChoices(cv.Days, cv.By != "")
+	now := s.cfg.Clock.Now()
+	hq, err := api.ParseThroughput(chartQuery(cv.Site, cv.Type, cv.By, "1h", "1m"), now)
+	if err != nil {
+		return cv, invalid(err)
+	}
+	dq, err := api.ParseThroughput(chartQuery(cv.Site, cv.Type, cv.By, strconv.Itoa(cv.Days)+"d", "1h"), now)
+	if err != nil {
+		return cv, invalid(err)
+	}
+	hour, err := s.cfg.Outbox.Throughput(ctx, hq)
 	if err != nil {
 		return cv, err
 	}
-	dq, days, err := s.throughput(ctx, chartQuery(cv.Site, cv.Type, cv.By, strconv.Itoa(cv.Days)+"d", "1h"))
+	days, err := s.chartCache.throughput(ctx, s.cfg.Outbox, dq, now)
 	if err != nil {
 		return cv, err
 	}
@@ -221,15 +252,25 @@ func niceCeil(n int64) int64 {
 	}
 }
 
-// f formats a coordinate with one decimal.
-func f(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+// f formats a coordinate with one decimal, none when it is zero ("72",
+// "72.5"): a week of bars per site is thousands of coordinates.
+func f(x float64) string {
+	s := strings.TrimSuffix(strconv.FormatFloat(x, 'f', 1, 64), ".0")
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// chartKinds are the outcomes a chart stacks, bottom first.
+var chartKinds = []string{"delivered", "failed", "parked"}
 
 // drawChart lays out one series as stacked bars: delivered at the bottom,
-// then failed, then parked.
+// then failed, then parked; each outcome's bars are one path.
 func drawChart(id string, q ports.ThroughputQuery, s ports.ThroughputSeries, top int64, plotH int) chart {
 	c := chart{ID: id, PlotLeft: chartLeft, PlotTop: chartTop, PlotRight: chartLeft + chartPlotW,
 		PlotBottom: chartTop + plotH, Width: chartLeft + chartPlotW + chartRight, Height: chartTop + plotH + chartBottom,
-		Total: s.Total, BucketLength: q.Bucket}
+		Total: s.Total, From: q.From.UTC().Format(time.RFC3339), BucketSeconds: int64(q.Bucket / time.Second)}
 	c.YMax = niceCeil(top)
 	c.YMid = c.YMax / 2
 	c.MidY = f(float64(chartTop) + float64(plotH)*(1-float64(c.YMid)/float64(c.YMax)))
@@ -240,29 +281,68 @@ func drawChart(id string, q ports.ThroughputQuery, s ports.ThroughputSeries, top
 	slot := float64(chartPlotW) / float64(n)
 	w := max(slot*0.8, 0.5)
 	scale := float64(plotH) / float64(c.YMax)
+	var d, counts [3]strings.Builder
+	var peak [3]int64
+	var peakAt [3]time.Time
+	// Each bar is a subpath "M x y h w v h h -w z", the ones after the
+	// first moved relative to the one before ("m dx dy", from the tenths
+	// the one before was written in), which keeps a week of bars short.
+	var prevX, prevY [3]float64
 	for i, b := range s.Buckets {
 		start := q.From.Add(time.Duration(i) * q.Bucket)
 		x := float64(chartLeft) + float64(i)*slot + (slot-w)/2
 		y := float64(chartTop + plotH)
-		for _, part := range []struct {
-			kind string
-			n    int64
-		}{{"delivered", b.Delivered}, {"failed", b.Failed}, {"parked", b.Parked}} {
-			if part.n == 0 {
+		for k, n := range []int64{b.Delivered, b.Failed, b.Parked} {
+			if n == 0 {
 				continue
 			}
-			h := float64(part.n) * scale
+			h := float64(n) * scale
 			y -= h
-			c.Bars = append(c.Bars, chartBar{X: f(x), Y: f(y), W: f(w), H: f(h), Kind: part.kind, Bucket: i, N: part.n,
-				Start: start.UTC().Format(time.RFC3339),
-				Title: fmt.Sprintf("%s UTC: %d %s", bucketLabel(start, q.Bucket), part.n, part.kind)})
+			rx, ry := tenths(x), tenths(y)
+			if d[k].Len() == 0 {
+				fmt.Fprintf(&d[k], "M%s %s", f(rx), f(ry))
+			} else {
+				fmt.Fprintf(&d[k], "m%s %s", f(rx-prevX[k]), f(ry-prevY[k]))
+			}
+			prevX[k], prevY[k] = rx, ry
+			fmt.Fprintf(&d[k], "h%sv%sh-%sz", f(w), f(h), f(w))
+			if counts[k].Len() > 0 {
+				counts[k].WriteByte(' ')
+			}
+			fmt.Fprintf(&counts[k], "%d:%d", i, n)
+			if n > peak[k] {
+				peak[k], peakAt[k] = n, start
+			}
 		}
 		// A label starting near the right edge would be cut off.
 		if label, ok := tickLabel(start, q.Bucket); ok && float64(i)*slot < chartPlotW-28 {
 			c.Ticks = append(c.Ticks, chartTick{X: f(float64(chartLeft) + float64(i)*slot), Label: label})
 		}
 	}
+	totals := []int64{s.Total.Delivered, s.Total.Failed, s.Total.Parked}
+	for k, kind := range chartKinds {
+		if d[k].Len() == 0 {
+			continue
+		}
+		c.Paths = append(c.Paths, chartPath{Kind: kind, D: d[k].String(), Counts: counts[k].String(),
+			Title: fmt.Sprintf("%s %s, at most %s in one %s (%s UTC)", human.Thousands(totals[k]), kind,
+				human.Thousands(peak[k]), bucketWord(q.Bucket), bucketLabel(peakAt[k], q.Bucket))})
+	}
 	return c
+}
+
+// tenths rounds x to a tenth, as f writes it.
+func tenths(x float64) float64 { return math.Round(x*10) / 10 }
+
+// bucketWord names a bucket's length in a tooltip.
+func bucketWord(bucket time.Duration) string {
+	switch bucket {
+	case time.Minute:
+		return "minute"
+	case time.Hour:
+		return "hour"
+	}
+	return bucket.String()
 }
 
 // bucketLabel names a bucket by its start: "14:05" or "Mon 2 Jun 14:00".
@@ -302,9 +382,12 @@ func rate(r float64) string {
 }
 
 // chartDayChoices are the days the daily chart offers, with cur among
-// them.
-func chartDayChoices(cur int) []int {
+// them; up to maxSplitDays for a split view.
+func chartDayChoices(cur int, split bool) []int {
 	days := []int{1, 2, 7, 14, 31}
+	if split {
+		days = slices.DeleteFunc(days, func(d int) bool { return d > maxSplitDays })
+	}
 	if !slices.Contains(days, cur) {
 		days = append(days, cur)
 		slices.Sort(days)

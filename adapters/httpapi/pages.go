@@ -61,7 +61,6 @@ func parsePages() (map[string]*template.Template, error) {
 		"backlog":   siteBacklog,
 		"toolbar":   newToolbar,
 		"rate":      rate,
-		"days":      chartDayChoices,
 	}
 	names, err := fs.Glob(webFS, "web/templates/*.html")
 	if err != nil {

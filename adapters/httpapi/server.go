@@ -94,7 +94,10 @@ type Config struct {
 	// refresh themselves in the browser; zero means DefaultListRefresh,
 	// ListRefreshOff (any negative value) never.
 	ListRefresh time.Duration
-	Logger      *slog.Logger
+	// Clock is the throughput charts' and GET /throughput's "now" (the
+	// service's clock); nil means ports.SystemClock.
+	Clock  ports.Clock
+	Logger *slog.Logger
 }
 
 // DefaultListRefresh is how often a list refreshes itself by default.
@@ -132,6 +135,8 @@ type Server struct {
 	h         http.Handler
 	// apiPatterns are the API routes registered, for the OpenAPI test.
 	apiPatterns []string
+	// chartCache keeps the dashboard's closed hourly buckets (charts.go).
+	chartCache chartCache
 }
 
 // Cookie names.
@@ -163,6 +168,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ports.SystemClock{}
 	}
 	pages, err := parsePages()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
 	"github.com/siteline/outbox/ports"
@@ -18,7 +17,7 @@ func (s *Server) throughputRoutes() {
 
 // throughput reads the query parameters v (api.ParseThroughput) and counts.
 func (s *Server) throughput(ctx context.Context, v url.Values) (ports.ThroughputQuery, ports.Throughput, error) {
-	q, err := api.ParseThroughput(v, time.Now())
+	q, err := api.ParseThroughput(v, s.cfg.Clock.Now())
 	if err != nil {
 		return q, ports.Throughput{}, invalid(err)
 	}

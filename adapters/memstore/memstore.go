@@ -429,7 +429,7 @@ func add(total *ports.KPICounts, k ports.KPICounts) {
 }
 
 // Transition implements ports.Store.
-func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]string, error) {
+func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]ports.Moved, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: transition: %w", err)
 	}
@@ -461,7 +461,7 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 			}
 		}
 	}
-	var moved []string
+	var moved []ports.Moved
 	for _, r := range selected {
 		n := &r.n
 		if n.Status != req.From || !req.LeaseEndedBy.IsZero() && n.ClaimedBy != "" &&
@@ -481,7 +481,7 @@ func (s *Store) Transition(ctx context.Context, req ports.TransitionRequest) ([]
 			n.NextAttemptAt = time.Time{}
 		}
 		s.place(r, time.Time{})
-		moved = append(moved, n.ID)
+		moved = append(moved, ports.Moved{ID: n.ID, SourceSite: n.SourceSite, Type: n.Type})
 	}
 	return moved, nil
 }

@@ -123,9 +123,13 @@ func TestClaimMatchesScan(t *testing.T) {
 						Selection: ports.Selection{Filter: ports.Filter{SourceSite: "site-1"}},
 						From:      statuses[rng.IntN(len(statuses))], To: statuses[rng.IntN(len(statuses))], Now: now, Reset: true,
 					}
-					moved, err := s.Transition(t.Context(), req)
+					rows, err := s.Transition(t.Context(), req)
 					if err != nil {
 						t.Fatal(err)
+					}
+					var moved []string
+					for _, r := range rows {
+						moved = append(moved, r.ID)
 					}
 					var want []string
 					for id, n := range model {

@@ -39,16 +39,21 @@ func (s *Store) Throughput(ctx context.Context, q ports.ThroughputQuery) (ports.
 		}
 	}
 	for _, recs := range s.audit {
+		if q.DeliveredOnly {
+			break
+		}
 		for _, rec := range recs {
-			kind := -1
+			var kind ports.ThroughputKind
 			switch {
-			case rec.Kind == ports.AuditAttempted && rec.Status == ports.StatusRetrying:
+			case rec.Kind == ports.AuditAttempted && rec.Status == ports.StatusRetrying && rec.Outcome != ports.OutcomeInterrupted:
 				kind = ports.ThroughputFailed
 			case rec.Kind == ports.AuditParked && rec.Status == ports.StatusParked:
 				kind = ports.ThroughputParked
+			default:
+				continue
 			}
 			k, ok := key(rec.SourceSite, rec.Type)
-			if b, in := ports.ThroughputBucket(q, rec.At); ok && in && kind >= 0 {
+			if b, in := ports.ThroughputBucket(q, rec.At); ok && in {
 				counts = append(counts, ports.ThroughputCount{Key: k, Bucket: b, Kind: kind, N: 1})
 			}
 		}

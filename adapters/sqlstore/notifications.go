@@ -706,8 +706,15 @@ func (s *Notifications) KPIs(ctx context.Context, req ports.KPIRequest) (ports.K
 	return out, nil
 }
 
+// movedRow is a row transitionQuery returns.
+type movedRow struct {
+	ID         string `bun:"id"`
+	SourceSite string `bun:"source_site"`
+	Type       string `bun:"type"`
+}
+
 // transitionQuery moves the selected rows from req.From to req.To and
-// returns their ids.
+// returns their ids, sites and types (movedRow).
 func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.UpdateQuery {
 	q := s.w.NewUpdate().Table("notifications").Set(`"status" = ?`, req.To).Set(`"updated_at" = ?`, at(req.Now)).
 		Set(`"claimed_by" = NULL`).Set(`"claimed_until" = NULL`)
@@ -725,11 +732,11 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 	} else {
 		q = q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, req.Selection.Filter) })
 	}
-	return q.Returning(s.d.returned("id"))
+	return q.Returning(s.d.returned("id") + ", " + s.d.returned("source_site") + ", " + s.d.returned("type"))
 }
 
 // Transition implements ports.Store.
-func (s *Notifications) Transition(ctx context.Context, req ports.TransitionRequest) ([]string, error) {
+func (s *Notifications) Transition(ctx context.Context, req ports.TransitionRequest) ([]ports.Moved, error) {
 	if !req.From.Valid() || !req.To.Valid() {
 		return nil, fmt.Errorf("sqlstore: transition %q to %q: not central statuses: %w", req.From, req.To, ports.ErrInvalid)
 	}
@@ -749,25 +756,29 @@ func (s *Notifications) Transition(ctx context.Context, req ports.TransitionRequ
 		}
 		req.Selection.IDs = ids
 	}
-	var moved []string
+	var rows []movedRow
 	var err error
 	if ids := req.Selection.IDs; len(ids) > idChunk {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			moved = nil
+			rows = nil
 			return chunks(ids, idChunk, func(part []string) error {
 				r := req
 				r.Selection = ports.Selection{IDs: part}
-				var got []string
+				var got []movedRow
 				err := s.transitionQuery(r).Conn(tx).Scan(ctx, &got)
-				moved = append(moved, got...)
+				rows = append(rows, got...)
 				return err
 			})
 		})
 	} else {
-		err = s.transitionQuery(req).Scan(ctx, &moved)
+		err = s.transitionQuery(req).Scan(ctx, &rows)
 	}
 	if err != nil {
 		return nil, s.fail(fmt.Sprintf("transition %s to %s", req.From, req.To), err)
+	}
+	moved := make([]ports.Moved, len(rows))
+	for i, r := range rows {
+		moved[i] = ports.Moved{ID: r.ID, SourceSite: r.SourceSite, Type: r.Type}
 	}
 	return moved, nil
 }

@@ -14,7 +14,7 @@ import (
 type throughputRow struct {
 	Key    string `bun:"k"`
 	Bucket int64  `bun:"b"`
-	Kind   int    `bun:"kind"`
+	Kind   int    `bun:"kind"` // a ports.ThroughputKind
 	N      int64  `bun:"n"`
 }
 
@@ -28,10 +28,10 @@ type throughputRow struct {
 //     the dispatcher copied onto each record.
 func (s *Notifications) throughputQuery(q ports.ThroughputQuery) *bun.SelectQuery {
 	count := bun.Safe(s.d.countAll())
-	part := func(sel *bun.SelectQuery, timeCol string, kind int) *bun.SelectQuery {
+	part := func(sel *bun.SelectQuery, timeCol string, kind ports.ThroughputKind) *bun.SelectQuery {
 		bucket := s.d.bucket(timeCol, q.Bucket)
 		sel = sel.ColumnExpr(bucket+` AS "b"`, at(q.From)).
-			ColumnExpr(`? AS "kind", ? AS "n"`, kind, count).
+			ColumnExpr(`? AS "kind", ? AS "n"`, int(kind), count).
 			Where(timeCol+` >= ?`, at(q.From)).Where(timeCol+` < ?`, at(q.To))
 		if q.Site != "" {
 			sel = sel.Where(`"source_site" = ?`, q.Site)
@@ -51,10 +51,16 @@ func (s *Notifications) throughputQuery(q ports.ThroughputQuery) *bun.SelectQuer
 	}
 	delivered := part(s.r.NewSelect().TableExpr("?", s.d.from("notifications_delivered_idx")),
 		`"delivered_at"`, ports.ThroughputDelivered)
-	audit := func(kind ports.AuditKind, status ports.Status, k int) *bun.SelectQuery {
+	audit := func(kind ports.AuditKind, status ports.Status, k ports.ThroughputKind) *bun.SelectQuery {
+		// The outcome condition is the audit index's own (an attempt a
+		// shutdown cut short is no failure), so that the index serves.
 		sel := s.r.NewSelect().TableExpr(`"notification_audit"`).
-			Where(`"kind" = ?`, string(kind)).Where(`"status" = ?`, string(status))
+			Where(`"kind" = ?`, string(kind)).Where(`"status" = ?`, string(status)).
+			Where(`"outcome" <> ?`, string(ports.OutcomeInterrupted))
 		return part(sel, `"at"`, k)
+	}
+	if q.DeliveredOnly {
+		return delivered
 	}
 	return delivered.
 		UnionAll(audit(ports.AuditAttempted, ports.StatusRetrying, ports.ThroughputFailed)).
@@ -72,7 +78,7 @@ func (s *Notifications) Throughput(ctx context.Context, q ports.ThroughputQuery)
 	}
 	counts := make([]ports.ThroughputCount, len(rows))
 	for i, r := range rows {
-		counts[i] = ports.ThroughputCount{Key: r.Key, Bucket: int(r.Bucket), Kind: r.Kind, N: r.N}
+		counts[i] = ports.ThroughputCount{Key: r.Key, Bucket: int(r.Bucket), Kind: ports.ThroughputKind(r.Kind), N: r.N}
 	}
 	return ports.NewThroughput(q, counts), nil
 }

@@ -286,7 +286,7 @@ func serveHTTP(ctx context.Context, o operatorSurface, logger *slog.Logger) (sto
 		public["GET /metrics"], public["GET /readyz"] = o.obs.metrics, o.obs.health
 	}
 	hc := httpapi.Config{
-		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops, SiteCalls: o.svc,
+		Outbox: o.svc, Directory: o.store.Directory(), Editor: o.editor, Operators: ops, SiteCalls: o.svc, Clock: ports.SystemClock{},
 		SiteStaleAfter: o.svc.Config().SiteStaleAfter, SiteDisconnectedAfter: o.svc.Config().SiteDisconnectedAfter,
 		CheckChannel: func(_ context.Context, c ports.ChannelSettings) error {
 			if _, ok := o.host.Channel(c.Type); !ok {

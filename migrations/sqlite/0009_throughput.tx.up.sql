@@ -15,8 +15,8 @@ CREATE INDEX IF NOT EXISTS notifications_delivered_idx
 --bun:split
 
 -- Failed attempts and parkings are counted from the audit log, whose
--- records now carry their notification's site and type (the dispatcher
--- copies them), so that a split reads no row. The records that count are
+-- records now carry their notification's site and type (the core copies
+-- them onto every record it writes), so that a split reads no row. The records that count are
 -- filled from their rows.
 ALTER TABLE notification_audit ADD COLUMN source_site TEXT NOT NULL DEFAULT '';
 
@@ -36,7 +36,8 @@ UPDATE notification_audit SET
 
 -- Failed attempts (Attempted, Retrying) and parkings (Parked, Parked) by
 -- time, with their site and type. Partial: the records of successful
--- attempts and deliveries, most of the log, stay out.
+-- attempts and deliveries, most of the log, stay out, and so do those of
+-- attempts a shutdown cut short (Interrupted), which are no failures.
 CREATE INDEX IF NOT EXISTS notification_audit_failures_idx
     ON notification_audit (kind, status, at, source_site, type)
-    WHERE status IN ('Retrying', 'Parked');
+    WHERE status IN ('Retrying', 'Parked') AND outcome <> 'Interrupted';

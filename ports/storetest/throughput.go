@@ -134,10 +134,13 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 		failures("site-b", "email", 50*time.Minute, -time.Minute)                     // a failure before; parked in 5
 		// A pending row, an operator's Retried and Discarded records count
 		// nowhere; so does a record of a kind that counts whose status does
-		// not (an Attempted record that delivered).
+		// not (an Attempted record that delivered), and an attempt a
+		// shutdown cut short (Interrupted, leaving its row Retrying).
 		other := row("site-c", "email")
 		ns = append(ns, other)
 		records = append(records,
+			ports.AuditRecord{NotificationID: other.ID, SourceSite: "site-c", Type: "email", At: at(30 * time.Second), Kind: ports.AuditAttempted,
+				Actor: ports.ActorSystem, Outcome: ports.OutcomeInterrupted, Status: ports.StatusRetrying, Error: "interrupted: context canceled"},
 			ports.AuditRecord{NotificationID: other.ID, At: at(time.Minute), Kind: ports.AuditRetried, Actor: "alice", Status: ports.StatusPending},
 			ports.AuditRecord{NotificationID: other.ID, At: at(2 * time.Minute), Kind: ports.AuditDiscarded, Actor: "alice", Status: ports.StatusDiscarded},
 			ports.AuditRecord{NotificationID: other.ID, SourceSite: "site-c", Type: "email", At: at(3 * time.Minute), Kind: ports.AuditAttempted,
@@ -187,6 +190,14 @@ func exerciseThroughput(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkThroughput(t, "sms", want(series("", map[int]ports.ThroughputCounts{
 			0: d(1), 2: f(1), 3: f(1), 4: p(1), 5: d(1),
 		})), run(oneType))
+
+		// DeliveredOnly counts the delivered rows alone (the rate).
+		deliveredOnly := bySite
+		deliveredOnly.DeliveredOnly = true
+		checkThroughput(t, "delivered only, by site", want(
+			series("site-a", map[int]ports.ThroughputCounts{0: d(2), 1: d(1)}),
+			series("site-b", map[int]ports.ThroughputCounts{5: d(2)}),
+		), run(deliveredOnly))
 
 		// A window that is not a whole number of buckets: the last bucket
 		// is cut at To. Buckets of 25 minutes: [0,25) [25,50) [50,60).

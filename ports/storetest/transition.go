@@ -55,7 +55,11 @@ func mustTransition(t *testing.T, s ports.Store, req ports.TransitionRequest) []
 	if err != nil {
 		t.Fatalf("Transition %s->%s: %v", req.From, req.To, err)
 	}
-	return moved
+	ids := make([]string, len(moved))
+	for i, m := range moved {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 // checkUntouched reports rows, other than the named exceptions, that differ
@@ -122,6 +126,36 @@ func exerciseTransition(t *testing.T, newHarness func(t *testing.T) Harness) {
 			checkSame(t, "discarded row "+name+" (retry fields kept)", want, mustGet(t, s, want.ID))
 		}
 		checkUntouched(t, s, rows, "p1", "p2")
+	})
+
+	// The moved rows come back with their site and type, which an
+	// operator's audit record carries (Throughput counts it under them).
+	t.Run("ReturnsSiteAndType", func(t *testing.T) {
+		s := newHarness(t).Store
+		a := NewNotification(BaseTime)
+		a.Status, a.SourceSite, a.Type = ports.StatusRetrying, "site-a", "sms"
+		b := NewNotification(BaseTime.Add(time.Second))
+		b.Status, b.SourceSite, b.Type = ports.StatusRetrying, "site-b", "email"
+		mustInsert(t, s, a, b)
+		moved, err := s.Transition(t.Context(), ports.TransitionRequest{
+			Selection: ports.Selection{IDs: []string{a.ID, b.ID}},
+			From:      ports.StatusRetrying, To: ports.StatusParked, Now: now, LeaseEndedBy: now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]ports.Moved{}
+		for _, m := range moved {
+			got[m.ID] = m
+		}
+		for _, n := range []ports.Notification{a, b} {
+			if want := (ports.Moved{ID: n.ID, SourceSite: n.SourceSite, Type: n.Type}); got[n.ID] != want {
+				t.Errorf("moved %+v, want %+v", got[n.ID], want)
+			}
+		}
+		if len(moved) != 2 {
+			t.Errorf("moved %d rows, want 2: %+v", len(moved), moved)
+		}
 	})
 
 	t.Run("ByFilterParkedSince", func(t *testing.T) {

@@ -14,18 +14,27 @@ import (
 // ParamType, which keep only one site's or one type's rows).
 const (
 	// ParamWindow is the trailing window: a Go duration (90m, 24h) or a
-	// number of days (7d). Default 1h; at most 31d.
+	// number of days (7d). Default 1h; at most 31d. Its start is rounded
+	// down to a whole bucket, like its end is rounded up, so that every
+	// bucket starts on a multiple of the bucket (of Unix time): 90m in
+	// buckets of 1h is two buckets, not one that starts at half past.
 	ParamWindow = "window"
 	// ParamBucket is each bucket's length, a whole number of seconds as a
 	// Go duration (1m, 1h). Default 1m for windows up to 6h, 1h beyond.
 	ParamBucket = "bucket"
-	// ParamBy splits the counts: site or type; empty for the total.
+	// ParamBy splits the counts: site or type; empty (or absent) for the
+	// total. No other value is accepted.
 	ParamBy = "by"
-	// ParamEnd is the end of the window (RFC 3339); default now. It is
-	// rounded up to a whole bucket, so that buckets start on the minute
-	// or the hour and the last one is the one in progress.
+	// ParamEnd is the end of the window (RFC 3339); default now; from 1970
+	// to MaxThroughputEndYear. It is rounded up to a whole bucket, so that
+	// buckets start on the minute or the hour and the last one is the one
+	// in progress.
 	ParamEnd = "end"
 )
+
+// MaxThroughputEndYear is the last year ParamEnd accepts: far from the
+// year 2262, where time.Duration's nanoseconds since 1970 run out.
+const MaxThroughputEndYear = 2200
 
 // MaxThroughputWindow is the longest window GET /throughput reads.
 const MaxThroughputWindow = 31 * 24 * time.Hour
@@ -130,28 +139,32 @@ func ParseThroughput(v url.Values, now time.Time) (ports.ThroughputQuery, error)
 	}
 	q.To = now
 	if end != nil {
-		if end.Year() < 1970 || end.Year() > 9000 {
-			return q, fmt.Errorf("%s: %s is out of range (1970 to 9000)", ParamEnd, end.Format(time.RFC3339))
-		}
 		q.To = *end
 	}
-	// Round the end up to a whole bucket (of Unix time).
-	if r := q.To.Sub(time.Unix(0, 0)) % q.Bucket; r != 0 {
-		q.To = q.To.Add(q.Bucket - r)
+	if y := q.To.Year(); y < 1970 || y > MaxThroughputEndYear {
+		return q, fmt.Errorf("%s: %s is out of range (1970 to %d)", ParamEnd, q.To.UTC().Format(time.RFC3339), MaxThroughputEndYear)
 	}
-	q.To = q.To.UTC()
-	q.From = q.To.Add(-window)
+	// Round the end up and the start down to whole buckets (of Unix
+	// time), in microseconds: a bucket is whole seconds.
+	b := q.Bucket.Microseconds()
+	to := q.To.UnixMicro()
+	if r := to % b; r != 0 {
+		to += b - r
+	}
+	from := to - window.Microseconds()
+	from -= (from%b + b) % b
+	q.To, q.From = time.UnixMicro(to).UTC(), time.UnixMicro(from).UTC()
 	if n := q.Buckets(); n > ports.MaxThroughputBuckets {
 		return q, fmt.Errorf("%s: %d buckets of %s in %s, at most %d", ParamBucket, n, q.Bucket, window, ports.MaxThroughputBuckets)
 	}
 	q.Site = strings.TrimSpace(v.Get(ParamSite))
 	q.Type = strings.TrimSpace(v.Get(ParamType))
-	switch by := strings.ToLower(strings.TrimSpace(v.Get(ParamBy))); by {
-	case "", "total", "all":
+	switch by := strings.TrimSpace(v.Get(ParamBy)); by {
+	case "":
 	case string(ports.ThroughputBySite), string(ports.ThroughputByType):
 		q.By = ports.ThroughputGroup(by)
 	default:
-		return q, fmt.Errorf("%s: %q is not site or type", ParamBy, clip(by))
+		return q, fmt.Errorf("%s: %q is not site or type (omit it for the total)", ParamBy, clip(by))
 	}
 	return q, nil
 }
