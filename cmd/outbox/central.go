@@ -22,6 +22,7 @@ import (
 	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/sitelink"
@@ -137,7 +138,8 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 	switch action {
 	case "up", "down", "status":
 	default:
-		fmt.Fprintf(stderr, "outbox migrate: unknown action %q (up, down or status)\n", action)
+		fmt.Fprintf(stderr, "outbox migrate: unknown action %q%s (up, down or status)\n", human.Cell(action, 40),
+			cli.SuggestionText("", action, []string{"up", "down", "status"}))
 		return exitUsage
 	}
 	var yes bool

@@ -62,6 +62,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/siteline/outbox/adapters/harden"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/opscli"
 )
@@ -242,8 +243,7 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		fmt.Fprintf(p.stderr, "outbox: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
-		usage(p.stderr)
+		fmt.Fprintf(p.stderr, "outbox: unknown command %q%s\n%s\n", human.Cell(args[0], 40), didYouMean(args[0]), helpHint)
 		return exitUsage
 	}
 	return c.run(ctx, args[1:], p)
@@ -265,8 +265,7 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		fmt.Fprintf(p.stderr, "outbox help: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
-		usage(p.stderr)
+		fmt.Fprintf(p.stderr, "outbox help: unknown command %q%s\n%s\n", human.Cell(args[0], 40), didYouMean(args[0]), helpHint)
 		return exitUsage
 	}
 	if c.helpArgs == nil {
@@ -277,6 +276,10 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 	p.stderr = p.stdout
 	return c.run(ctx, c.helpArgs, p)
 }
+
+// helpHint follows the error of a mistyped command, in place of the whole
+// usage.
+const helpHint = `run "outbox help" for the commands`
 
 // didYouMean names the command closest to a mistyped one, "" when none is
 // close (cli.Suggest).

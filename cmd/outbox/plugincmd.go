@@ -87,8 +87,8 @@ func runPlugin(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		fmt.Fprint(stdout, pluginUsage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "outbox plugin: unknown command %q%s\n\n%s", cmd,
-			cli.SuggestionText("", cmd, []string{"serve", "list", "describe", "deliver"}), pluginUsage)
+		fmt.Fprintf(stderr, "outbox plugin: unknown command %q%s\nrun \"outbox help plugin\" for its commands\n", human.Cell(cmd, 40),
+			cli.SuggestionText("", cmd, []string{"serve", "list", "describe", "deliver"}))
 		return exitUsage
 	}
 }

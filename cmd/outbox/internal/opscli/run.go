@@ -58,7 +58,8 @@ many rows match and did nothing (0 when none match: nothing to act on).
 // subcommand's Parse. It prints usage for help (exit 0), no subcommand, an
 // unknown one or a flag before it that only some commands take (exit 2);
 // ok false says to return code. A completion probe learns subs and
-// common's flags.
+// common's flags. A mistyped subcommand or flag is said in one line with
+// its nearest name and where the help is, not followed by the whole usage.
 func opsSubcommand(group, usage string, args []string, env Env, common *flag.FlagSet, subs ...string) (sub string, rest []string, code int, ok bool) {
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
@@ -76,7 +77,7 @@ func opsSubcommand(group, usage string, args []string, env Env, common *flag.Fla
 	sub, rest, err := cli.SplitSubcommand(common, args)
 	switch {
 	case err != nil:
-		fmt.Fprintf(env.Stderr, "outbox %s: %v\n\n%s", group, err, usage)
+		fmt.Fprintf(env.Stderr, "outbox %s: %v\nrun \"outbox help %s\" for its commands and flags\n", group, err, group)
 		return "", nil, exitUsage, false
 	case sub == "" && slices.ContainsFunc(args, opsIsHelp):
 		fmt.Fprint(env.Stdout, usage)
@@ -85,8 +86,8 @@ func opsSubcommand(group, usage string, args []string, env Env, common *flag.Fla
 		fmt.Fprintf(env.Stderr, "outbox %s: no command\n\n%s", group, usage)
 		return "", nil, exitUsage, false
 	case !slices.Contains(subs, sub):
-		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\n\n%s", group, human.Cell(sub, 40),
-			cli.SuggestionText("", sub, subs), usage)
+		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\nrun \"outbox help %s\" for its commands\n", group, human.Cell(sub, 40),
+			cli.SuggestionText("", sub, subs), group)
 		return "", nil, exitUsage, false
 	}
 	return sub, rest, exitOK, true
