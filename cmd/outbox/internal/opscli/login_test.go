@@ -89,14 +89,15 @@ func TestLoginTokenGoesOnlyToItsServer(t *testing.T) {
 	}
 	base := []string{"HOME=" + home, "TZ=UTC"}
 	write(savedLogin{Server: "http://central.example:8080", Name: "admin", Token: c.tokens[ports.RoleAdmin], ExpiresAt: time.Now().Add(time.Hour)})
+	sent := len(c.requests())
 	code, _, errw := runCmd(t, KPI, append(base, "OUTBOX_SERVER="+server), "")
-	if code != exitFailure || c.last().Auth != "" || !strings.Contains(errw, "logged in to http://central.example:8080, not "+server) {
-		t.Errorf("another server's login: exit %d, auth %q, stderr %q", code, c.last().Auth, errw)
+	if code != exitFailure || len(c.requests()) != sent || errw != "outbox kpi: outbox login logged in to http://central.example:8080, not "+server+": run outbox login -server "+server+"\n" {
+		t.Errorf("another server's login: exit %d, %d requests, stderr %q", code, len(c.requests())-sent, errw)
 	}
 	write(savedLogin{Server: normalServer(server), Name: "admin", Token: c.tokens[ports.RoleAdmin], ExpiresAt: time.Now().Add(-time.Minute)})
 	code, _, errw = runCmd(t, KPI, base, "") // the server comes from the login
-	if code != exitFailure || c.last().Auth != "" || !strings.Contains(errw, "expired at") {
-		t.Errorf("an expired login: exit %d, auth %q, stderr %q", code, c.last().Auth, errw)
+	if code != exitFailure || len(c.requests()) != sent || !strings.Contains(errw, "expired at") || strings.Count(errw, "\n") != 1 {
+		t.Errorf("an expired login: exit %d, %d requests, stderr %q", code, len(c.requests())-sent, errw)
 	}
 	write(savedLogin{Server: normalServer(server), Name: "admin", Token: "obx_revoked_secret", ExpiresAt: time.Now().Add(time.Hour)})
 	code, _, errw = runCmd(t, KPI, base, "")

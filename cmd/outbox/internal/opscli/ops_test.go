@@ -650,10 +650,12 @@ func TestOpsServerErrors(t *testing.T) {
 	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox notifications retry: this needs the operator role") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	// No token at all: a hint.
+	// No token at all: one line that says what to do, and no call that
+	// the server would refuse.
+	sent := len(c.requests())
 	code, _, stderr = runCmd(t, KPI, []string{"OUTBOX_SERVER=" + c.srv.URL, "HOME=" + t.TempDir()}, "")
-	if code != exitFailure || !strings.Contains(stderr, "log in first") || !strings.Contains(stderr, "set OUTBOX_TOKEN") {
-		t.Errorf("exit %d, stderr %q", code, stderr)
+	if want := "outbox kpi: no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file\n"; code != exitFailure || stderr != want || len(c.requests()) != sent {
+		t.Errorf("exit %d, stderr %q, %d requests; want 1, %q and none", code, stderr, len(c.requests())-sent, want)
 	}
 	// Unreachable.
 	srv := httptest.NewServer(http.NotFoundHandler())

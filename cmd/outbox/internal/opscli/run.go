@@ -118,7 +118,6 @@ type opsRun struct {
 	asJSON                          bool
 
 	clearToken bool            // -token was given a token, not a reference
-	noToken    bool            // no token was given: a hint on unauthenticated
 	fromLogin  bool            // the token is outbox login's
 	loginHint  string          // why outbox login's token was not used
 	transport  *http.Transport // closed by close
@@ -184,12 +183,7 @@ func (r *opsRun) usage(format string, args ...any) int {
 func (r *opsRun) failed(err error) int {
 	fmt.Fprintf(r.stderr, "%s: %s\n", r.name, errtext.Sentence(err))
 	if errors.Is(err, ports.ErrUnauthenticated) {
-		switch {
-		case r.loginHint != "":
-			fmt.Fprintln(r.stderr, r.loginHint)
-		case r.noToken:
-			fmt.Fprintln(r.stderr, "no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file")
-		case r.fromLogin:
+		if r.fromLogin {
 			fmt.Fprintln(r.stderr, "the token of outbox login no longer works: run outbox login again")
 		}
 	}
@@ -206,7 +200,9 @@ func (r *opsRun) done(format string, args ...any) int {
 }
 
 // dial builds the API client from the flags, the environment and the
-// login outbox login keeps; ok false says to return code.
+// login outbox login keeps; ok false says to return code. Without a token
+// it says why there is none (exit 1) rather than ask the server, which
+// would only refuse.
 func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 	token, err := r.token()
 	if err != nil {
@@ -225,13 +221,19 @@ func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 		}
 		token = r.loginToken(saved)
 	}
-	r.noToken = token == ""
+	if token == "" {
+		// The server would only refuse: say why, once, without asking it.
+		hint := r.loginHint
+		if hint == "" {
+			hint = "no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file"
+		}
+		fmt.Fprintf(r.stderr, "%s: %s\n", r.name, hint)
+		return nil, exitFailure, false
+	}
 	if r.transport, err = r.env.httpTransport(r.server, r.ca); err != nil {
 		return nil, r.usage("%v", err), false
 	}
-	if token != "" {
-		opsWarnClear(r.stderr, r.name, r.server, "the API token goes")
-	}
+	opsWarnClear(r.stderr, r.name, r.server, "the API token goes")
 	c, err = client.New(r.server, token, client.WithHTTPClient(&http.Client{Transport: r.transport}),
 		client.WithUserAgent(r.env.userAgent()))
 	if err != nil {
