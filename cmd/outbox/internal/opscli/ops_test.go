@@ -534,12 +534,15 @@ func TestOpsUsersPassword(t *testing.T) {
 	if !jsonEqual(t, c.last().Body, `{"role":"viewer"}`) {
 		t.Errorf("body %s", c.last().Body)
 	}
-	// A password piped in without --password-stdin: central's refusal,
-	// and why the password was not read.
+	// A new user's password piped in without --password-stdin: one
+	// sentence that says what to give, the usage exit code, and no put.
+	puts := len(c.requests())
 	code, _, stderr = runCmd(t, Users, c.environ(), "alice's password\n", "put", "alice", "--role", "viewer")
-	if code != exitFailure || !strings.Contains(stderr, "password") ||
-		!strings.Contains(stderr, "standard input is not a terminal, so no password was asked for (give -password-stdin to read it from standard input)") {
-		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q", code, stderr)
+	if want := `outbox users put: "alice" is a new user, who needs a password: give -password-stdin (standard input is not a terminal to ask it on)` + "\n"; code != exitUsage || stderr != want {
+		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q, want 2 and %q", code, stderr, want)
+	}
+	if reqs := c.requests(); len(reqs) != puts+1 || reqs[len(reqs)-1].Method != http.MethodGet {
+		t.Fatalf("a new user without a password: %d requests after the lookup", len(reqs)-puts-1)
 	}
 	n := len(c.requests())
 	for _, tc := range []struct {
