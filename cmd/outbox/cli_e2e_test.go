@@ -271,7 +271,7 @@ func TestCLIConsistencyAgainstDev(t *testing.T) {
 		{[]string{"notifications", "show", "1234"}, 1, `outbox notifications show: id "1234" is not a UUID` + "\n"},
 		{[]string{"notifications", "show", unknown}, 1, "outbox notifications show: notification " + unknown + " not found\n"},
 		{[]string{"lists", "show", "nope"}, 1, `outbox lists show: list "nope" not found` + "\n"},
-		{[]string{"notify", "status", "1234"}, 2, `outbox notify status: id "1234" is not a UUID in canonical form` + "\n"},
+		{[]string{"notify", "status", "1234"}, 2, `outbox notify status: id "1234" is not a UUID` + "\n"},
 		{[]string{"tracking", "retry", unknown}, 1, "outbox tracking retry: operation " + unknown + " not found\n"},
 	} {
 		code, out, errw := runCLI(t, env, "", tt.args...)
