@@ -143,7 +143,7 @@ func TestOpsTokensExpires(t *testing.T) {
 		t.Fatalf("login: exit %d %s", code, stderr)
 	}
 	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "list"); code != exitOK ||
-		!regexpLine(stdout, `^\S+\s+ci\s+operator\s+-\s+\S+ \S+\s+`+expires.Format("2006-01-02")) ||
+		!regexpLine(stdout, `^\S+\s+ci\s+operator\s+-\s+\S+ \S+ UTC\s+`+expires.Format("2006-01-02")) ||
 		!regexpLine(stdout, `^\S+\s+admin/cli-\S+\s+admin\s+admin\s+`) {
 		t.Errorf("list: %d\n%s", code, stdout)
 	}
@@ -162,7 +162,7 @@ func TestOpsAudit(t *testing.T) {
 		}
 	}
 	code, stdout, stderr := runCmd(t, Audit, c.environ(), "", "--kind", "list", "--name", "audited", "--limit", "1")
-	if code != exitOK || !regexpLine(stdout, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+token:cli-admin\s+list\s+audited\s+changed\s+targets 1 → 2`) ||
+	if code != exitOK || !regexpLine(stdout, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+\s+token:cli-admin\s+list\s+audited\s+changed\s+targets 1 → 2`) ||
 		!regexp.MustCompile(`older records: repeat with -after \S+`).MatchString(stderr) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

@@ -324,14 +324,14 @@ func TestOpsNotificationsShowTargets(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	at := testNow.Format("2006-01-02 15:04:05")
+	at := testNow.Format("2006-01-02 15:04:05") + " UTC"
 	for _, want := range []string{
 		"targets:           2 of 3 delivered\n",
-		"\ntargets:\nTARGET           STATUS     ATTEMPTS  LAST ATTEMPT         DELIVERED            LAST ERROR\n",
+		"\ntargets:\nTARGET           STATUS     ATTEMPTS  LAST ATTEMPT             DELIVERED                LAST ERROR\n",
 		"ops@example.com  Delivered  1         " + at + "  " + at + "  \n",
-		"bad@example.com  Failed     1         " + at + "  -                    550 5.1.1 mailbox [31m unavailable\n",
+		"bad@example.com  Failed     1         " + at + "  -                        550 5.1.1 mailbox [31m unavailable\n",
 		"env:OUTBOX_HOOK  Delivered  1         " + at + "  " + at + "  \n",
-		"\nattempts by target:\nAT                   TARGET           OUTCOME    ERROR\n",
+		"\nattempts by target:\nAT                       TARGET           OUTCOME    ERROR\n",
 		at + "  ops@example.com  Success    \n",
 		at + "  bad@example.com  Permanent  550 5.1.1 mailbox [31m unavailable\n",
 		at + "  env:OUTBOX_HOOK  Success    \n",
@@ -373,7 +373,7 @@ func TestOpsKPI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, s := range []string{"KPIs at 2026-03-01 10:15:00", "delivered (last 1h):", "SITE", "OLDEST PENDING"} {
+	for _, s := range []string{"KPIs at 2026-03-01 10:15:00 UTC", "delivered (last 1h):", "SITE", "OLDEST PENDING"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, stdout)
 		}
@@ -562,7 +562,7 @@ func TestOpsUsersPassword(t *testing.T) {
 		t.Errorf("requests sent for bad usage")
 	}
 	_, stdout, _ = runCmd(t, Users, c.environ(), "", "list")
-	if !regexpLine(stdout, `^bob\s+viewer\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d{4}-`) || !regexpLine(stdout, `^admin\s+admin\s+`) {
+	if !regexpLine(stdout, `^bob\s+viewer\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+\s+\d{4}-`) || !regexpLine(stdout, `^admin\s+admin\s+`) {
 		t.Errorf("list:\n%s", stdout)
 	}
 	if code, stdout, _ := runCmd(t, Users, c.environ(), "", "delete", "bob"); code != exitOK || stdout != "deleted user bob\n" {
@@ -595,7 +595,7 @@ func TestOpsTokens(t *testing.T) {
 		!strings.Contains(stderr, "cannot be shown again") {
 		t.Errorf("JSON: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "list"); code != exitOK || !regexpLine(stdout, `^`+id[1]+`\s+ci\s+operator\s+-\s+\d{4}-\S+ \S+\s+never$`) {
+	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "list"); code != exitOK || !regexpLine(stdout, `^`+id[1]+`\s+ci\s+operator\s+-\s+\d{4}-\S+ \S+ UTC\s+never$`) {
 		t.Errorf("list: %d\n%s", code, stdout)
 	}
 	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "delete", id[1], "--json"); code != exitOK || stdout != "" {

@@ -349,10 +349,11 @@ func opsKV(tw io.Writer, key, value string) {
 	}
 }
 
-// opsTime is t in loc, readable; "-" for none.
+// opsTime is t in loc, readable, with its zone ("2026-11-24 16:23:47
+// UTC"); "-" for none.
 func opsTime(t *time.Time, loc *time.Location) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.In(loc).Format("2006-01-02 15:04:05")
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }
