@@ -471,6 +471,15 @@ func TestOpsListsTableJSONAndPut(t *testing.T) {
 
 func TestOpsChannelsPut(t *testing.T) {
 	c := newTestCentral(t)
+	// Before any settings row: every type a list names, marked as the
+	// defaults.
+	_, stdout, _ := runCmd(t, Channels, c.environ(), "", "list")
+	if !regexpLine(stdout, `^email\s.*\(no settings row: the defaults\)$`) || !regexpLine(stdout, `^webhook\s.*\(no settings row: the defaults\)$`) {
+		t.Errorf("list before any settings row:\n%s", stdout)
+	}
+	if _, stdout, _ := runCmd(t, Channels, c.environ(), "", "show", "webhook"); !regexpLine(stdout, `^settings:\s+none: no settings row`) {
+		t.Errorf("show of a type without a settings row:\n%s", stdout)
+	}
 	code, stdout, stderr := runCmd(t, Channels, c.environ(), "", "put", "email", "--set", "host=smtp.example.com", "--set", "password=env:SMTP_PW",
 		"--backoff", "exponential", "--max-retries", "5", "--interval", "30s", "--max-interval", "1h", "--rate-limit", "2.5")
 	if code != exitOK {
