@@ -469,7 +469,7 @@ func TestCentralRefusesBrokenConfig(t *testing.T) {
 			args: []string{"-log-level", "loud"},
 			want: []string{
 				"outbox central: invalid configuration, 3 problems:",
-				"  store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment, not in a file) [env OUTBOX_STORE_DRIVER]",
+				"  store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment (OUTBOX_STORE_DSN), not in a file) [env OUTBOX_STORE_DRIVER]",
 				"  outbox.claim_lease: 10s must exceed outbox.delivery_timeout (30s), or a slow delivery could be claimed twice [env OUTBOX_CLAIM_LEASE]",
 				`  log.level: unknown level "loud" (want debug, info, warn or error) [flag -log-level]`,
 			},

@@ -8,7 +8,7 @@
 // Usage (commands, below, is the one table of subcommands; "outbox help"
 // prints it):
 //
-//	outbox dev [flags]                      central, a three-node site and a mail capture in one process, to try outbox
+//	outbox dev [flags]                      central, a three-node site and a mail and webhook capture in one process, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
 //	outbox migrate [up|down|status] ...     apply, roll back or list the database migrations
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
@@ -115,7 +115,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{name: "dev", hardened: true, helpArgs: []string{"-h"}, run: wired(runDev),
-			summary: "central, a three-node site and a mail capture in one process on\nloopback, to try outbox (\"outbox help dev\")"},
+			summary: "central, a three-node site and a capture of mail and webhook\nposts in one process on loopback, to try outbox (\"outbox help dev\")"},
 		{name: "central", hardened: true, helpArgs: []string{"-h"}, run: wired(runCentral),
 			summary: "run central (ingest, store, dispatcher) until SIGINT or SIGTERM"},
 		{name: "migrate", hardened: true, helpArgs: []string{"-h"}, run: wired(runMigrate),
