@@ -123,9 +123,9 @@ compdef _%[1]s_complete %[1]s ./%[1]s
 	case "fish":
 		// fish matches -c by the command's base name, ./outbox too, and
 		// asks the binary as typed. -f keeps fish's file names out of the
-		// binary's answers; when
-		// there are none (a flag's value, an operand), the function falls
-		// back to the paths, as bash's -o default and zsh's _files do.
+		// binary's answers; when there are none (a flag's value, an
+		// operand), the function falls back to the paths, as bash's -o
+		// default and zsh's _files do.
 		return fmt.Sprintf(`# fish completion for %[1]s: %[1]s completion fish | source
 function __%[1]s_complete
     set -l words (commandline -opc)
