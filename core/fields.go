@@ -74,7 +74,7 @@ func (e fieldErrors) err() error {
 func parseID(id string) (string, error) {
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 {
-		return "", fmt.Errorf("id %q is not a UUID in canonical form: %w", truncate(id, 40), ports.ErrInvalid)
+		return "", fmt.Errorf("id %q is not a UUID: %w", truncate(id, 40), ports.ErrInvalid)
 	}
 	return u.String(), nil
 }

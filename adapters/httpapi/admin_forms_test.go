@@ -77,7 +77,7 @@ func (e *env) apiList(name string) (api.List, bool) {
 }
 
 // apiChannel reads a channel's settings through the API as an admin; ok
-// false on 404.
+// false on 404 and for a type without a settings row.
 func (e *env) apiChannel(typ string) (api.Channel, bool) {
 	e.t.Helper()
 	code, body := e.do(ports.RoleAdmin, http.MethodGet, "/api/v1/channels/"+typ, nil)
@@ -87,7 +87,9 @@ func (e *env) apiChannel(typ string) (api.Channel, bool) {
 	if code != http.StatusOK {
 		e.t.Fatalf("GET channel %s: %d %s", typ, code, body)
 	}
-	return decode[api.Channel](e.t, body), true
+	// A type in use without a settings row answers its defaults.
+	c := decode[api.Channel](e.t, body)
+	return c, !c.Defaults
 }
 
 // hasAudit reports whether the admin audit log holds a record of kind,
@@ -484,6 +486,48 @@ func TestChannelsViewListsEveryTypeInUse(t *testing.T) {
 	if len(got) != 3 || strings.Contains(got["webhook"], "region=eu") || !strings.Contains(got["webhook"], "admins only") ||
 		strings.Contains(body, "/edit") || strings.Contains(body, "/delete") {
 		t.Errorf("a viewer's Channels view shows settings or forms: %s", body)
+	}
+}
+
+// TestAPIChannelsListsEveryTypeInUse: GET /channels lists the types the
+// Channels view lists, a type without a settings row marked defaults, and
+// GET /channels/{type} answers such a type's defaults; a type neither
+// configured nor in use is not found.
+func TestAPIChannelsListsEveryTypeInUse(t *testing.T) {
+	e := newAdminEnv(t)
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/lists/pager", api.List{Type: "sms", Targets: []string{"+15550100"}}); code != http.StatusOK {
+		t.Fatalf("PUT a list of type sms: %d %s", code, body)
+	}
+	if code, body := e.do(ports.RoleAdmin, http.MethodPut, "/api/v1/channels/webhook", api.Channel{Settings: map[string]string{"region": "eu"}}); code != http.StatusOK {
+		t.Fatalf("PUT webhook settings: %d %s", code, body)
+	}
+	for _, role := range []ports.OperatorRole{ports.RoleAdmin, ports.RoleViewer} {
+		code, body := e.do(role, http.MethodGet, "/api/v1/channels", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /channels as %s: %d %s", role, code, body)
+		}
+		got := map[string]api.Channel{}
+		var types []string
+		for _, c := range decode[[]api.Channel](t, body) {
+			got[c.Type] = c
+			types = append(types, c.Type)
+		}
+		if !slices.Equal(types, []string{"email", "sms", "webhook"}) {
+			t.Fatalf("GET /channels as %s lists %v, want email, sms and webhook, as the Channels view", role, types)
+		}
+		if !got["email"].Defaults || !got["sms"].Defaults || got["webhook"].Defaults {
+			t.Errorf("defaults as %s: %+v", role, got)
+		}
+		if (got["webhook"].Settings["region"] == "eu") != (role == ports.RoleAdmin) {
+			t.Errorf("webhook's settings as %s: %+v", role, got["webhook"])
+		}
+	}
+	code, body := e.do(ports.RoleViewer, http.MethodGet, "/api/v1/channels/sms", nil)
+	if c := decode[api.Channel](t, body); code != http.StatusOK || c.Type != "sms" || !c.Defaults {
+		t.Errorf("GET /channels/sms: %d %s", code, body)
+	}
+	if code, body := e.do(ports.RoleViewer, http.MethodGet, "/api/v1/channels/fax", nil); code != http.StatusNotFound {
+		t.Errorf("GET /channels/fax: %d %s", code, body)
 	}
 }
 

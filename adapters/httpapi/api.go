@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,22 +155,38 @@ func (s *Server) apiDeleteList(w http.ResponseWriter, r *http.Request, p ports.P
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// apiChannels lists every channel type in use, as the page's Channels
+// view does (channelTypes): a type without a settings row is marked
+// Defaults.
 func (s *Server) apiChannels(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	cs, err := s.channels(r.Context(), p)
+	ts, err := s.channelTypes(r.Context(), p)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	out := make([]api.Channel, len(cs))
-	for i, c := range cs {
-		out[i] = api.FromChannel(c)
-		out[i].SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
+	out := make([]api.Channel, len(ts))
+	for i, t := range ts {
+		out[i] = apiChannelOf(t, p)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// apiChannel answers a type's settings row, or the defaults of a type in
+// use without one; a type neither configured nor in use is not found.
 func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {
-	c, err := s.cfg.Directory.ChannelSettings(r.Context(), r.PathValue("type"))
+	typ := r.PathValue("type")
+	c, err := s.cfg.Directory.ChannelSettings(r.Context(), typ)
+	if errors.Is(err, ports.ErrNotFound) {
+		ts, terr := s.channelTypes(r.Context(), p)
+		if terr != nil {
+			s.apiError(w, r, terr)
+			return
+		}
+		if i := slices.IndexFunc(ts, func(t channelType) bool { return t.Type == typ }); i >= 0 {
+			writeJSON(w, http.StatusOK, apiChannelOf(ts[i], p))
+			return
+		}
+	}
 	if err != nil {
 		s.apiError(w, r, err)
 		return
@@ -177,6 +194,18 @@ func (s *Server) apiChannel(w http.ResponseWriter, r *http.Request, p ports.Prin
 	out := api.FromChannel(shownChannel(p, c))
 	out.SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// apiChannelOf is a channel type in use as the API shows it to p.
+func apiChannelOf(t channelType, p ports.Principal) api.Channel {
+	var out api.Channel
+	if t.Settings != nil {
+		out = api.FromChannel(*t.Settings)
+	} else {
+		out = api.Channel{Type: t.Type, Settings: map[string]string{}, Defaults: true}
+	}
+	out.SettingsHidden = !p.Role.Allows(ports.RoleAdmin)
+	return out
 }
 
 func (s *Server) apiPutChannel(w http.ResponseWriter, r *http.Request, p ports.Principal) {

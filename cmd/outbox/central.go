@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	"github.com/siteline/outbox/adapters/devkit/hookcapture"
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/adapters/metrics"
 	"github.com/siteline/outbox/adapters/pluginhost"
 	"github.com/siteline/outbox/adapters/sitelink"
@@ -136,7 +138,8 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 	switch action {
 	case "up", "down", "status":
 	default:
-		fmt.Fprintf(stderr, "outbox migrate: unknown action %q (up, down or status)\n", action)
+		fmt.Fprintf(stderr, "outbox migrate: unknown action %q%s (up, down or status)\n", human.Cell(action, 40),
+			cli.SuggestionText("", action, []string{"up", "down", "status"}))
 		return exitUsage
 	}
 	var yes bool
@@ -150,6 +153,15 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 	if yes && action != "down" {
 		fmt.Fprintf(stderr, "outbox migrate: -yes goes with down only, not with %s\n", action)
 		return exitUsage
+	}
+	if action != "up" {
+		// Only up creates a database: status and down read one that is there.
+		if path, ok := sqliteFile(l.Cfg.StoreSettings()); ok {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(stderr, "outbox migrate %s: no database at %s (\"outbox migrate up\" creates it)\n", action, path)
+				return exitFailure
+			}
+		}
 	}
 	store, err := openStore(ctx, l.Cfg, logger)
 	if err != nil {
@@ -432,6 +444,21 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlstore.
 		return nil, fmt.Errorf("open %s store: %w", sc.Driver, err)
 	}
 	return store, nil
+}
+
+// sqliteFile is the file of an SQLite store's database, ok false for
+// another driver or an in-memory database.
+func sqliteFile(sc sqlstore.Config) (path string, ok bool) {
+	if sc.Driver != sqlstore.DriverSQLite {
+		return "", false
+	}
+	dsn := strings.TrimSpace(sc.DSN)
+	if strings.HasPrefix(dsn, ":memory:") || strings.HasPrefix(dsn, "file::memory:") || strings.Contains(dsn, "mode=memory") {
+		return "", false
+	}
+	dsn = strings.TrimPrefix(dsn, "file:")
+	dsn, _, _ = strings.Cut(dsn, "?")
+	return dsn, dsn != ""
 }
 
 // migrate applies the store's migrations.

@@ -100,7 +100,7 @@ func subPaths(subs []string) [][]string {
 
 // TestCompletionScriptRunsInBash sources the script outbox completion
 // bash prints into bash and completes as bash does, through the built
-// binary on PATH.
+// binary on PATH and as ./outbox in its directory.
 func TestCompletionScriptRunsInBash(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -123,9 +123,15 @@ COMP_WORDS=(%s)
 COMP_CWORD=%d
 _outbox_complete
 printf '%%s\n' "${COMPREPLY[@]}"
-complete -p outbox`, file, quoteWords(words), len(words)-1)
+complete -p %s`, file, quoteWords(words), len(words)-1, words[0])
 		cmd := exec.Command(bash, "--norc", "--noprofile", "-c", prog)
-		cmd.Env = childEnv("PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"))
+		if words[0] == "./outbox" {
+			// The binary built here, not on PATH, as the README runs it.
+			cmd.Dir = filepath.Dir(bin)
+			cmd.Env = childEnv()
+		} else {
+			cmd.Env = childEnv("PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"))
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("bash: %v\n%s", err, out)
@@ -136,9 +142,11 @@ complete -p outbox`, file, quoteWords(words), len(words)-1)
 		"outbox notif":                        "notifications\nnotify\n",
 		"outbox notify status ID -si":         "-site\n",
 		"outbox notifications retry -status ": "\n", // a value: bash's own file names (-o default)
+		"./outbox notif":                      "notifications\nnotify\n",
+		"./outbox notify status ID -si":       "-site\n",
 	} {
 		got := complete(line)
-		if !strings.HasPrefix(got, want) || !strings.Contains(got, "complete -o default -F _outbox_complete outbox") {
+		if !strings.HasPrefix(got, want) || !strings.Contains(got, "complete -o default -F _outbox_complete "+strings.Fields(line)[0]+"\n") {
 			t.Errorf("%q completes to %q, want %q first", line, got, want)
 		}
 	}
@@ -271,7 +279,7 @@ func TestCLIConsistencyAgainstDev(t *testing.T) {
 		{[]string{"notifications", "show", "1234"}, 1, `outbox notifications show: id "1234" is not a UUID` + "\n"},
 		{[]string{"notifications", "show", unknown}, 1, "outbox notifications show: notification " + unknown + " not found\n"},
 		{[]string{"lists", "show", "nope"}, 1, `outbox lists show: list "nope" not found` + "\n"},
-		{[]string{"notify", "status", "1234"}, 2, `outbox notify status: id "1234" is not a UUID in canonical form` + "\n"},
+		{[]string{"notify", "status", "1234"}, 2, `outbox notify status: id "1234" is not a UUID` + "\n"},
 		{[]string{"tracking", "retry", unknown}, 1, "outbox tracking retry: operation " + unknown + " not found\n"},
 	} {
 		code, out, errw := runCLI(t, env, "", tt.args...)

@@ -284,6 +284,18 @@ func defaultConfig() Config {
 	}
 }
 
+// namedDSNVariable names the environment variable in the store's "DSN
+// required" error: the adapter only knows to say "the environment".
+func namedDSNVariable(err error) error {
+	for _, e := range settings.Unjoin(err) {
+		var fe *ports.FieldError
+		if errors.As(e, &fe) && fe.Field == "DSN" && strings.Contains(fe.Msg, "set it in the environment") {
+			fe.Msg = strings.Replace(fe.Msg, "set it in the environment", "set it in the environment (OUTBOX_STORE_DSN)", 1)
+		}
+	}
+	return err
+}
+
 // Validate checks every component and returns one error per broken rule,
 // joined, or nil: a *SettingError, or a component's *ports.FieldError that
 // settings.Fields places on its setting.
@@ -294,7 +306,7 @@ func (c Config) Validate() error {
 		r.AddRelated("data_dir", "store.dsn", "empty (it holds outbox.db when store.dsn is not set)")
 	}
 	if !dsnFromDataDir || strings.TrimSpace(c.DataDir) != "" {
-		if err := settings.Fields("Store", c.StoreSettings().Validate()); err != nil {
+		if err := settings.Fields("Store", namedDSNVariable(c.StoreSettings().Validate())); err != nil {
 			r = append(r, err)
 		}
 	}

@@ -492,12 +492,12 @@ func TestValidationRules(t *testing.T) {
 		{
 			name:  "postgres without dsn",
 			flags: []string{"-store-driver", "postgres"},
-			want:  []string{`store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment, not in a file) [flag -store-driver]`},
+			want:  []string{`store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment (OUTBOX_STORE_DSN), not in a file) [flag -store-driver]`},
 		},
 		{
 			name: "mssql without dsn",
 			file: "store: {driver: mssql}\n",
-			want: []string{`store.dsn: required when store.driver is mssql (it may hold a password: set it in the environment, not in a file) [FILE:1]`},
+			want: []string{`store.dsn: required when store.driver is mssql (it may hold a password: set it in the environment (OUTBOX_STORE_DSN), not in a file) [FILE:1]`},
 		},
 		{
 			name: "postgres with a mysql url",

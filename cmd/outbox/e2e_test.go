@@ -469,7 +469,7 @@ func TestCentralRefusesBrokenConfig(t *testing.T) {
 			args: []string{"-log-level", "loud"},
 			want: []string{
 				"outbox central: invalid configuration, 3 problems:",
-				"  store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment, not in a file) [env OUTBOX_STORE_DRIVER]",
+				"  store.dsn: required when store.driver is postgres (it may hold a password: set it in the environment (OUTBOX_STORE_DSN), not in a file) [env OUTBOX_STORE_DRIVER]",
 				"  outbox.claim_lease: 10s must exceed outbox.delivery_timeout (30s), or a slow delivery could be claimed twice [env OUTBOX_CLAIM_LEASE]",
 				`  log.level: unknown level "loud" (want debug, info, warn or error) [flag -log-level]`,
 			},
@@ -640,7 +640,8 @@ func insertAndWait(t *testing.T, p *proc, dir string, n ports.Notification, stat
 
 // TestPluginDescribeShowsKinds: outbox plugin describe runs the built-in
 // email channel as a plugin process and prints each setting with its kind
-// (the kind the page's channel form follows), its default and its values.
+// (the kind the page's channel form follows), its default and its values,
+// wrapped to 80 columns when not on a terminal.
 func TestPluginDescribeShowsKinds(t *testing.T) {
 	code, out := runToEnd(t, t.TempDir(), childEnv(), "plugin", "describe", "email")
 	if code != 0 {
@@ -655,5 +656,15 @@ func TestPluginDescribeShowsKinds(t *testing.T) {
 		if !want.MatchString(out) {
 			t.Errorf("the description lacks %s:\n%s", want, out)
 		}
+	}
+	// Not a terminal: wrapped at 80 columns, each description below its
+	// setting.
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 80 {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^  host  required\n      Host name or IP address of the SMTP server\.$`).MatchString(out) {
+		t.Errorf("host's description is not below it:\n%s", out)
 	}
 }

@@ -8,7 +8,7 @@
 // Usage (commands, below, is the one table of subcommands; "outbox help"
 // prints it):
 //
-//	outbox dev [flags]                      central, a three-node site and a mail capture in one process, to try outbox
+//	outbox dev [flags]                      central, a three-node site and a mail and webhook capture in one process, to try outbox
 //	outbox central [-config FILE] [flags]   run central until SIGINT or SIGTERM
 //	outbox migrate [up|down|status] ...     apply, roll back or list the database migrations
 //	outbox site [-config FILE] [flags]      run one node of a site's Raft group
@@ -62,6 +62,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/siteline/outbox/adapters/harden"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/cmd/outbox/internal/cli"
 	"github.com/siteline/outbox/cmd/outbox/internal/opscli"
 )
@@ -114,7 +115,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{name: "dev", hardened: true, helpArgs: []string{"-h"}, run: wired(runDev),
-			summary: "central, a three-node site and a mail capture in one process on\nloopback, to try outbox (\"outbox help dev\")"},
+			summary: "central, a three-node site and a capture of mail and webhook\nposts in one process on loopback, to try outbox (\"outbox help dev\")"},
 		{name: "central", hardened: true, helpArgs: []string{"-h"}, run: wired(runCentral),
 			summary: "run central (ingest, store, dispatcher) until SIGINT or SIGTERM"},
 		{name: "migrate", hardened: true, helpArgs: []string{"-h"}, run: wired(runMigrate),
@@ -242,8 +243,7 @@ func runWith(ctx context.Context, args []string, p stdio) int {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		fmt.Fprintf(p.stderr, "outbox: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
-		usage(p.stderr)
+		fmt.Fprintf(p.stderr, "outbox: unknown command %q%s\n%s\n", human.Cell(args[0], 40), didYouMean(args[0]), helpHint)
 		return exitUsage
 	}
 	return c.run(ctx, args[1:], p)
@@ -265,8 +265,7 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		fmt.Fprintf(p.stderr, "outbox help: unknown command %q%s\n\n", args[0], didYouMean(args[0]))
-		usage(p.stderr)
+		fmt.Fprintf(p.stderr, "outbox help: unknown command %q%s\n%s\n", human.Cell(args[0], 40), didYouMean(args[0]), helpHint)
 		return exitUsage
 	}
 	if c.helpArgs == nil {
@@ -277,6 +276,10 @@ func runHelp(ctx context.Context, args []string, p stdio) int {
 	p.stderr = p.stdout
 	return c.run(ctx, c.helpArgs, p)
 }
+
+// helpHint follows the error of a mistyped command, in place of the whole
+// usage.
+const helpHint = `run "outbox help" for the commands`
 
 // didYouMean names the command closest to a mistyped one, "" when none is
 // close (cli.Suggest).

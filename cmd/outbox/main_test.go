@@ -119,3 +119,29 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		t.Errorf("outbox help lgoin: %q", stderr)
 	}
 }
+
+// TestMistypedCommandIsShort: the built binary answers a mistyped command,
+// subcommand or flag before a subcommand with the error, its nearest name
+// and where the help is, exit 2, and not with the whole usage.
+func TestMistypedCommandIsShort(t *testing.T) {
+	env := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"notfy"}, `outbox: unknown command "notfy" (did you mean "notify"?)` + "\n" + `run "outbox help" for the commands` + "\n"},
+		{[]string{"zzz"}, `outbox: unknown command "zzz"` + "\n" + `run "outbox help" for the commands` + "\n"},
+		{[]string{"help", "lgoin"}, `outbox help: unknown command "lgoin" (did you mean "login"?)` + "\n" + `run "outbox help" for the commands` + "\n"},
+		{[]string{"notifications", "lst"}, `outbox notifications: unknown command "lst" (did you mean "list"?)` + "\n" + `run "outbox help notifications" for its commands` + "\n"},
+		{[]string{"notify", "statsu", "X"}, `outbox notify: unknown command "statsu" (did you mean "status"?)` + "\n" + `run "outbox help notify" for its commands` + "\n"},
+		{[]string{"plugin", "descrbe", "email"}, `outbox plugin: unknown command "descrbe" (did you mean "describe"?)` + "\n" + `run "outbox help plugin" for its commands` + "\n"},
+		{[]string{"notify", "-sit", "x", "health"}, `outbox notify: flag -sit (did you mean "-site"?) before the command: only the flags every command takes may come before it` + "\n" +
+			`run "outbox help notify" for its commands and flags` + "\n"},
+		{[]string{"migrate", "statsu"}, `outbox migrate: unknown action "statsu" (did you mean "status"?) (up, down or status)` + "\n"},
+	} {
+		code, stdout, stderr := runCLI(t, env, "", tt.args...)
+		if code != exitUsage || stdout != "" || stderr != tt.want {
+			t.Errorf("outbox %q: exit %d, stdout %q, stderr:\n%s\nwant 2 and:\n%s", tt.args, code, stdout, stderr, tt.want)
+		}
+	}
+}

@@ -33,6 +33,11 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		return n
 	}
 
+	// status does not create a database (TestMigrateStatusAndDownDoNotCreate):
+	// an empty file is an empty one.
+	if err := os.WriteFile(dsn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	all := lines(migrate("status"), "pending")
 	if all < 5 {
 		t.Fatalf("status of a new database lists %d pending migrations, want at least 5", all)
@@ -99,6 +104,9 @@ http:
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if code, stdout, stderr := runOutbox("migrate", "up", "-config", file); code != exitOK {
+		t.Fatalf("migrate up with central's secrets unset: exit %d\n%s%s", code, stdout, stderr)
+	}
 	code, stdout, stderr := runOutbox("migrate", "status", "-config", file)
 	if code != exitOK || !strings.Contains(stdout, "0001_init") {
 		t.Fatalf("migrate status with central's secrets unset: exit %d\n%s%s", code, stdout, stderr)
@@ -111,5 +119,41 @@ http:
 	}
 	if code != exitUsage {
 		t.Errorf("central with its secrets unset: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestMigrateStatusAndDownDoNotCreate: status and down on an SQLite
+// database that is not there say so and leave no file (nor its directory)
+// behind; only up creates one.
+func TestMigrateStatusAndDownDoNotCreate(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "nonexist", "lib")
+	dsn := filepath.Join(t.TempDir(), "outbox.db")
+	for _, tt := range []struct {
+		args []string
+		path string
+	}{
+		{[]string{"status", "-data-dir", dataDir}, filepath.Join(dataDir, "outbox.db")},
+		{[]string{"down", "-data-dir", dataDir}, filepath.Join(dataDir, "outbox.db")},
+		{[]string{"down", "-yes", "-store-dsn", "file:" + dsn + "?_pragma=busy_timeout(1000)"}, dsn},
+		{[]string{"status", "-store-dsn", dsn}, dsn},
+	} {
+		args := append([]string{"migrate"}, tt.args...)
+		code, stdout, stderr := runOutbox(append(args, "-store-driver", "sqlite", "-log-level", "error")...)
+		want := "outbox migrate " + tt.args[0] + ": no database at " + tt.path + ` ("outbox migrate up" creates it)` + "\n"
+		if code != exitFailure || stdout != "" || stderr != want {
+			t.Errorf("outbox %q: exit %d, stdout %q, stderr %q; want 1 and %q", args, code, stdout, stderr, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(dataDir)); !os.IsNotExist(err) {
+		t.Errorf("status or down made %s: %v", filepath.Dir(dataDir), err)
+	}
+	if _, err := os.Stat(dsn); !os.IsNotExist(err) {
+		t.Errorf("status or down made %s: %v", dsn, err)
+	}
+	if code, stdout, stderr := runOutbox("migrate", "up", "-store-driver", "sqlite", "-data-dir", dataDir, "-log-level", "error"); code != exitOK {
+		t.Fatalf("outbox migrate up: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runOutbox("migrate", "status", "-store-driver", "sqlite", "-data-dir", dataDir, "-log-level", "error"); code != exitOK || !strings.Contains(stdout, "applied") {
+		t.Fatalf("outbox migrate status after up: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

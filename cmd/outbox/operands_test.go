@@ -109,6 +109,10 @@ func TestCommandsRefuseOperandsTheyDoNotTake(t *testing.T) {
 func TestFlagsBeforeTheSubcommand(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "outbox.db")
 	store := []string{"-store-driver", "sqlite", "-store-dsn", dsn, "-log-level", "error"}
+	// status reads a database that is there: an empty file is an empty one.
+	if err := os.WriteFile(dsn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errw := runOutbox(append(append([]string{"migrate"}, store...), "status")...)
 	if code != exitOK || !strings.Contains(out, "0001_init") || strings.Contains(out, "applied") {
 		t.Fatalf("migrate FLAGS status: exit %d, want the pending migrations\n%s%s", code, out, errw)

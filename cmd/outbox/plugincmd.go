@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/google/uuid"
 
 	"github.com/siteline/outbox/adapters/httpapi/human"
@@ -87,8 +89,8 @@ func runPlugin(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		fmt.Fprint(stdout, pluginUsage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "outbox plugin: unknown command %q%s\n\n%s", cmd,
-			cli.SuggestionText("", cmd, []string{"serve", "list", "describe", "deliver"}), pluginUsage)
+		fmt.Fprintf(stderr, "outbox plugin: unknown command %q%s\nrun \"outbox help plugin\" for its commands\n", human.Cell(cmd, 40),
+			cli.SuggestionText("", cmd, []string{"serve", "list", "describe", "deliver"}))
 		return exitUsage
 	}
 }
@@ -141,7 +143,7 @@ func describePlugin(ctx context.Context, arg string, environ []string, stdout, s
 		return exitOK
 	}
 	fmt.Fprintln(stdout, "settings:")
-	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	width := outputWidth(stdout)
 	for _, s := range d.Settings {
 		var flags []string
 		if s.Required {
@@ -159,10 +161,47 @@ func describePlugin(ctx context.Context, arg string, environ []string, stdout, s
 		if s.Kind != channel.KindText {
 			flags = append(flags, "a "+string(s.Kind))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, s.Description, strings.Join(flags, "; "))
+		// A setting a block: its name and what it takes, then its
+		// description below, both wrapped to the width.
+		fmt.Fprint(stdout, wrapText("  "+s.Name+"  ", strings.Join(flags, "; "), width, "      "))
+		if s.Description != "" {
+			fmt.Fprint(stdout, wrapText("      ", s.Description, width, "      "))
+		}
 	}
-	_ = tw.Flush()
 	return exitOK
+}
+
+// outputWidth is the width to wrap text written to w at: a terminal's,
+// else 80 columns.
+func outputWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols >= 40 {
+			return cols
+		}
+	}
+	return 80
+}
+
+// wrapText is prefix then text, broken into lines of at most width
+// columns at spaces, each line after the first starting with indent; a
+// word longer than a line stays whole. Every line ends with a newline.
+func wrapText(prefix, text string, width int, indent string) string {
+	var b strings.Builder
+	line, fresh := prefix, true
+	for _, word := range strings.Fields(text) {
+		switch {
+		case fresh:
+			line += word
+		case len(line)+1+len(word) > width:
+			b.WriteString(line + "\n")
+			line = indent + word
+		default:
+			line += " " + word
+		}
+		fresh = false
+	}
+	b.WriteString(strings.TrimRight(line, " ") + "\n")
+	return b.String()
 }
 
 func deliverPlugin(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {

@@ -97,3 +97,26 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		t.Errorf("outbox-central.service: TimeoutStopSec=%s, want at least %s to cover central's drain", settings["TimeoutStopSec"], need)
 	}
 }
+
+// TestSystemdDocumentationIsInstalled: a file the units' Documentation=
+// names is one the README's production steps install.
+func TestSystemdDocumentationIsInstalled(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range systemdUnits {
+		unit, err := os.ReadFile(filepath.Join("..", "..", "configs", "systemd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^Documentation=(.*)$`).FindAllStringSubmatch(string(unit), -1) {
+			for _, doc := range strings.Fields(m[1]) {
+				path, ok := strings.CutPrefix(doc, "file://")
+				if ok && !regexp.MustCompile(`(?m)^install .*README\.md `+regexp.QuoteMeta(path)+`\b`).Match(readme) {
+					t.Errorf("%s: Documentation=%s, which the README's install steps do not install", file, doc)
+				}
+			}
+		}
+	}
+}

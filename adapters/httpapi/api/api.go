@@ -206,7 +206,8 @@ type List struct {
 	Targets []string `json:"targets"`
 }
 
-// Channel is the settings of one channel type (GET/PUT /channels/{type}).
+// Channel is the settings of one channel type (GET/PUT /channels/{type});
+// GET /channels lists every type in use, with or without settings.
 type Channel struct {
 	Type string `json:"type"`
 	// Settings are shown to admins only, with the credentials of a URL in
@@ -218,6 +219,10 @@ type Channel struct {
 	// SettingsHidden says that Settings is left empty because the caller
 	// is not an admin.
 	SettingsHidden bool `json:"settings_hidden,omitempty"`
+	// Defaults says that the type is in use (a plugin delivers it or a
+	// list names it) without a settings row: it delivers with the
+	// defaults, and PUT makes a row.
+	Defaults bool `json:"defaults,omitempty"`
 }
 
 // Retry is a channel's retry policy.

@@ -317,8 +317,9 @@ var ErrFlagBeforeCommand = errors.New("only the flags every command takes may co
 // fs defines (and the value of each that takes one) and -h. rest is args
 // without it, the flags before it kept for the subcommand's own Parse; sub
 // is "" when args hold no operand. A flag before the operand that fs does
-// not define is an error wrapping ErrFlagBeforeCommand: whether it takes a
-// value, and so which word is the subcommand, is unknown there.
+// not define is an error wrapping ErrFlagBeforeCommand, naming the nearest
+// flag fs does define ("did you mean"): whether it takes a value, and so
+// which word is the subcommand, is unknown there.
 func SplitSubcommand(fs *flag.FlagSet, args []string) (sub string, rest []string, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -340,7 +341,8 @@ func SplitSubcommand(fs *flag.FlagSet, args []string) (sub string, rest []string
 		}
 		f := fs.Lookup(name)
 		if f == nil {
-			return "", args, fmt.Errorf("flag -%s before the command: %w", human.Cell(name, 40), ErrFlagBeforeCommand)
+			return "", args, fmt.Errorf("flag -%s%s before the command: %w", human.Cell(name, 40),
+				SuggestionText("-", name, FlagNames(fs)), ErrFlagBeforeCommand)
 		}
 		if !hasValue && !isBool(f) {
 			i++

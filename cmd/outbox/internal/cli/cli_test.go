@@ -301,11 +301,26 @@ func TestSplitSubcommand(t *testing.T) {
 			t.Errorf("%q: err %v", tt.args, err)
 			continue
 		}
+		if tt.err && strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("%q: %v: no defined flag is near -list", tt.args, err)
+		}
 		if tt.err {
 			continue
 		}
 		if sub != tt.sub || (!reflect.DeepEqual(rest, tt.rest) && len(rest)+len(tt.rest) > 0) {
 			t.Errorf("%q: %q %q, want %q %q", tt.args, sub, rest, tt.sub, tt.rest)
 		}
+	}
+}
+
+// TestSplitSubcommandSuggests: a mistyped flag before the command names
+// the nearest flag the command group takes.
+func TestSplitSubcommandSuggests(t *testing.T) {
+	var out bytes.Buffer
+	fs, _, _, _ := newSet(&out)
+	_, _, err := SplitSubcommand(fs, []string{"-sit", "x", "health"})
+	want := `flag -sit (did you mean "-site"?) before the command: ` + ErrFlagBeforeCommand.Error()
+	if !errors.Is(err, ErrFlagBeforeCommand) || err.Error() != want {
+		t.Fatalf("err %v, want %q", err, want)
 	}
 }

@@ -91,8 +91,10 @@ func Complete(words []string, probe func(path []string) Level) []string {
 }
 
 // Script returns the completion script for shell (bash, zsh or fish) of
-// the binary named bin: it asks `bin __complete WORDS...` for the answers,
-// so that they come from the binary that parses them.
+// the binary named bin: it asks the binary as typed (`bin __complete
+// WORDS...`, or `./bin ...`) for the answers, so that they come from the
+// binary that parses them. It completes bin on the PATH and ./bin, the
+// binary built in the current directory.
 func Script(shell, bin string) (string, error) {
 	switch shell {
 	case "bash":
@@ -101,7 +103,7 @@ _%[1]s_complete() {
     local IFS=$'\n'
     COMPREPLY=($("${COMP_WORDS[0]}" __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
 }
-complete -o default -F _%[1]s_complete %[1]s
+complete -o default -F _%[1]s_complete %[1]s ./%[1]s
 `, bin), nil
 	case "zsh":
 		return fmt.Sprintf(`#compdef %[1]s
@@ -116,15 +118,18 @@ _%[1]s_complete() {
     fi
     compadd -- "${answers[@]}"
 }
-compdef _%[1]s_complete %[1]s
+compdef _%[1]s_complete %[1]s ./%[1]s
 `, bin), nil
 	case "fish":
-		// -f keeps fish's file names out of the binary's answers; when
-		// there are none (a flag's value, an operand), the function falls
-		// back to the paths, as bash's -o default and zsh's _files do.
+		// fish matches -c by the command's base name, ./outbox too, and
+		// asks the binary as typed. -f keeps fish's file names out of the
+		// binary's answers; when there are none (a flag's value, an
+		// operand), the function falls back to the paths, as bash's -o
+		// default and zsh's _files do.
 		return fmt.Sprintf(`# fish completion for %[1]s: %[1]s completion fish | source
 function __%[1]s_complete
-    set -l answers (%[1]s __complete (commandline -opc)[2..-1] (commandline -ct) 2>/dev/null)
+    set -l words (commandline -opc)
+    set -l answers ($words[1] __complete $words[2..-1] (commandline -ct) 2>/dev/null)
     if test (count $answers) -eq 0
         __fish_complete_path (commandline -ct)
         return

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/httpapi/client"
 	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/ports"
 )
@@ -27,7 +29,9 @@ Commands:
   put      NAME -role viewer|operator|admin [-password-stdin]
            create the account or change its role. The password is read from
            standard input with -password-stdin, otherwise asked for on the
-           terminal (empty keeps the current one); never from a flag.
+           terminal (for an existing user, empty keeps the current one);
+           never from a flag. Without either, only an existing user's role
+           changes.
   delete   NAME
 ` + opsCommonUsage
 
@@ -80,17 +84,27 @@ func Users(ctx context.Context, env Env, args []string) int {
 			return r.usage("-role %q: want viewer, operator or admin", human.Cell(role, 20))
 		}
 		put.Role = ports.OperatorRole(role)
-		pw, err := r.password(operands[0], passwordStdin)
-		if err != nil {
-			return r.usage("%v", err)
+		if passwordStdin {
+			pw, err := r.stdinPassword()
+			if err != nil {
+				return r.usage("%v", err)
+			}
+			put.Password = pw
 		}
-		put.Password = pw
 	}
-	c, ctx, done, code, ok := r.connect(ctx)
+	c, code, ok := r.dial()
 	if !ok {
 		return code
 	}
-	defer done()
+	defer r.close()
+	if sub == "put" && !passwordStdin {
+		// Asked on a terminal, which takes its time: before the timeout runs.
+		if put.Password, code, ok = r.newPassword(ctx, c, operands[0]); !ok {
+			return code
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
 	switch sub {
 	case "list":
 		us, err := c.Users(ctx)
@@ -112,11 +126,6 @@ func Users(ctx context.Context, env Env, args []string) int {
 	case "put":
 		u, err := c.PutUser(ctx, operands[0], put)
 		if err != nil {
-			if put.Password == "" && !passwordStdin && !r.stdinTerminal() && errors.Is(err, ports.ErrInvalid) &&
-				strings.Contains(err.Error(), "password") {
-				// A password piped in without -password-stdin is not read.
-				err = fmt.Errorf("standard input is not a terminal, so no password was asked for (give -password-stdin to read it from standard input): %w", err)
-			}
 			return r.failed(err)
 		}
 		return r.print(u, func(w io.Writer) {
@@ -134,24 +143,40 @@ func Users(ctx context.Context, env Env, args []string) int {
 	}
 }
 
-// password returns the new password of user: a line of standard input with
-// fromStdin, else asked twice on a terminal (empty keeps the current one),
-// else none.
-func (r *opsRun) password(user string, fromStdin bool) (string, error) {
-	if fromStdin {
-		b, err := io.ReadAll(io.LimitReader(r.stdin, 4<<10))
-		if err != nil {
-			return "", fmt.Errorf("read the password: %w", err)
-		}
-		pw, _, _ := strings.Cut(string(b), "\n")
-		pw = strings.TrimSuffix(pw, "\r")
-		if pw == "" {
-			return "", errors.New("-password-stdin: standard input holds no password")
-		}
-		return pw, nil
+// stdinPassword is the password of -password-stdin: the first line of
+// standard input.
+func (r *opsRun) stdinPassword() (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r.stdin, 4<<10))
+	if err != nil {
+		return "", fmt.Errorf("read the password: %w", err)
 	}
+	pw, _, _ := strings.Cut(string(b), "\n")
+	pw = strings.TrimSuffix(pw, "\r")
+	if pw == "" {
+		return "", errors.New("-password-stdin: standard input holds no password")
+	}
+	return pw, nil
+}
+
+// newPassword is the password users put sends without -password-stdin.
+// For an existing user it is asked on a terminal, empty keeping the
+// current one, and without a terminal it is none (a role change only). A
+// new user needs one: asked on a terminal, else the usage error that says
+// to give -password-stdin. ok false says to return code.
+func (r *opsRun) newPassword(ctx context.Context, c *client.Client, user string) (pw string, code int, ok bool) {
+	lookup, cancel := context.WithTimeout(ctx, r.timeout)
+	us, err := c.Users(lookup)
+	cancel()
+	if err != nil {
+		return "", r.failed(err), false
+	}
+	exists := slices.ContainsFunc(us, func(u api.User) bool { return u.Name == user })
 	if !r.stdinTerminal() {
-		return "", nil
+		if exists {
+			return "", exitOK, true
+		}
+		return "", r.usage("%q is a new user, who needs a password: give -password-stdin "+
+			"(standard input is not a terminal to ask it on)", human.Cell(user, 60)), false
 	}
 	f := r.stdin.(*os.File)
 	ask := func(prompt string) (string, error) {
@@ -163,18 +188,27 @@ func (r *opsRun) password(user string, fromStdin bool) (string, error) {
 		}
 		return string(b), nil
 	}
-	pw, err := ask(fmt.Sprintf("New password for %s (empty keeps the current one): ", human.Cell(user, 60)))
-	if err != nil || pw == "" {
-		return "", err
+	prompt := fmt.Sprintf("Password for the new user %s: ", human.Cell(user, 60))
+	if exists {
+		prompt = fmt.Sprintf("New password for %s (empty keeps the current one): ", human.Cell(user, 60))
+	}
+	pw, err = ask(prompt)
+	switch {
+	case err != nil:
+		return "", r.usage("%v", err), false
+	case pw == "" && exists:
+		return "", exitOK, true
+	case pw == "":
+		return "", r.usage("no password given: a new user needs one"), false
 	}
 	again, err := ask("Repeat it: ")
-	if err != nil {
-		return "", err
+	switch {
+	case err != nil:
+		return "", r.usage("%v", err), false
+	case again != pw:
+		return "", r.usage("the two passwords differ"), false
 	}
-	if again != pw {
-		return "", errors.New("the two passwords differ")
-	}
-	return pw, nil
+	return pw, exitOK, true
 }
 
 // stdinTerminal reports whether standard input is a terminal to ask on.

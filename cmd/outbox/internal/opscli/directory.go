@@ -40,7 +40,9 @@ const channelsUsage = `Usage: outbox channels <command> [flags]
 Manage the settings of channel types (changing them needs the admin role).
 
 Commands:
-  list     every channel type with its retry policy and setting names
+  list     every channel type in use (a settings row, a loaded plugin or a
+           list naming it) with its retry policy and setting names; a type
+           without a settings row delivers with the defaults
   show     TYPE
   put      TYPE [-set KEY=VALUE ...] [-backoff fixed|exponential]
                 [-max-retries N] [-interval D] [-max-interval D] [-rate-limit R]
@@ -221,10 +223,13 @@ func Channels(ctx context.Context, env Env, args []string) int {
 			table: func(tw io.Writer, chs []api.Channel) {
 				fmt.Fprintln(tw, "TYPE\tBACKOFF\tMAX RETRIES\tINTERVAL\tMAX INTERVAL\tRATE LIMIT\tSETTINGS")
 				for _, ch := range chs {
+					settings := human.Cell(strings.Join(opsKeys(ch.Settings), ","), 60)
+					if ch.Defaults {
+						settings = "(no settings row: the defaults)"
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", human.Cell(ch.Type, 30), opsBackoff(ch.Retry.Backoff),
 						opsDefault(ch.Retry.MaxRetries), opsSecondsOrDefault(ch.Retry.IntervalSeconds),
-						opsSecondsOrDefault(ch.Retry.MaxIntervalSeconds), opsRate(ch.RateLimit),
-						human.Cell(strings.Join(opsKeys(ch.Settings), ","), 60))
+						opsSecondsOrDefault(ch.Retry.MaxIntervalSeconds), opsRate(ch.RateLimit), settings)
 				}
 			},
 			detail:  opsPrintChannel,
@@ -330,7 +335,11 @@ func opsPrintChannel(w io.Writer, ch api.Channel) {
 	fmt.Fprintf(tw, "interval:\t%s\n", opsSecondsOrDefault(ch.Retry.IntervalSeconds))
 	fmt.Fprintf(tw, "max interval:\t%s\n", opsSecondsOrDefault(ch.Retry.MaxIntervalSeconds))
 	fmt.Fprintf(tw, "rate limit:\t%s\n", opsRate(ch.RateLimit))
-	fmt.Fprintf(tw, "settings:\t%d\n", len(ch.Settings))
+	if ch.Defaults {
+		fmt.Fprintf(tw, "settings:\tnone: no settings row, the type delivers with the defaults\n")
+	} else {
+		fmt.Fprintf(tw, "settings:\t%d\n", len(ch.Settings))
+	}
 	tw.Flush()
 	tw = opsTable(w)
 	for _, k := range opsKeys(ch.Settings) {

@@ -121,6 +121,12 @@ func Notifications(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return r.usage("%v", err)
 	}
+	if sub == "retry" || sub == "discard" {
+		// Bad usage is said before the token is looked for.
+		if code, ok := r.checkNotificationSelection(sub, operands, f, all); !ok {
+			return code
+		}
+	}
 	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
@@ -199,13 +205,19 @@ func (r *opsRun) listNotifications(ctx context.Context, c *client.Client, f api.
 	return code
 }
 
-// act is retry or discard. Ids act at once; a selection by filter or -all
-// first counts the Parked rows it selects and acts only with -yes.
-func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []string, f api.Filter, all, yes bool) int {
+// checkNotificationSelection is checkSelection for retry or discard of
+// notifications: by ids, filters or -all.
+func (r *opsRun) checkNotificationSelection(sub string, ids []string, f api.Filter, all bool) (code int, ok bool) {
 	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.StatusParked)
 	beyondPin := f
 	beyondPin.UpdatedTo = nil
-	if code, ok := r.checkSelection(sub, len(ids), !f.IsZero(), !beyondPin.IsZero(), all, parked, "ids", "notification"); !ok {
+	return r.checkSelection(sub, len(ids), !f.IsZero(), !beyondPin.IsZero(), all, parked, "ids", "notification")
+}
+
+// act is retry or discard. Ids act at once; a selection by filter or -all
+// first counts the Parked rows it selects and acts only with -yes.
+func (r *opsRun) act(ctx context.Context, c *client.Client, sub string, ids []string, f api.Filter, all, yes bool) int {
+	if code, ok := r.checkNotificationSelection(sub, ids, f, all); !ok {
 		return code
 	}
 	req := api.ActionRequest{IDs: ids}

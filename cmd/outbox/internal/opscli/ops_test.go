@@ -324,14 +324,14 @@ func TestOpsNotificationsShowTargets(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	at := testNow.Format("2006-01-02 15:04:05")
+	at := testNow.Format("2006-01-02 15:04:05") + " UTC"
 	for _, want := range []string{
 		"targets:           2 of 3 delivered\n",
-		"\ntargets:\nTARGET           STATUS     ATTEMPTS  LAST ATTEMPT         DELIVERED            LAST ERROR\n",
+		"\ntargets:\nTARGET           STATUS     ATTEMPTS  LAST ATTEMPT             DELIVERED                LAST ERROR\n",
 		"ops@example.com  Delivered  1         " + at + "  " + at + "  \n",
-		"bad@example.com  Failed     1         " + at + "  -                    550 5.1.1 mailbox [31m unavailable\n",
+		"bad@example.com  Failed     1         " + at + "  -                        550 5.1.1 mailbox [31m unavailable\n",
 		"env:OUTBOX_HOOK  Delivered  1         " + at + "  " + at + "  \n",
-		"\nattempts by target:\nAT                   TARGET           OUTCOME    ERROR\n",
+		"\nattempts by target:\nAT                       TARGET           OUTCOME    ERROR\n",
 		at + "  ops@example.com  Success    \n",
 		at + "  bad@example.com  Permanent  550 5.1.1 mailbox [31m unavailable\n",
 		at + "  env:OUTBOX_HOOK  Success    \n",
@@ -373,7 +373,7 @@ func TestOpsKPI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, s := range []string{"KPIs at 2026-03-01 10:15:00", "delivered (last 1h):", "SITE", "OLDEST PENDING"} {
+	for _, s := range []string{"KPIs at 2026-03-01 10:15:00 UTC", "delivered (last 1h):", "SITE", "OLDEST PENDING"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, stdout)
 		}
@@ -471,6 +471,15 @@ func TestOpsListsTableJSONAndPut(t *testing.T) {
 
 func TestOpsChannelsPut(t *testing.T) {
 	c := newTestCentral(t)
+	// Before any settings row: every type a list names, marked as the
+	// defaults.
+	_, stdout, _ := runCmd(t, Channels, c.environ(), "", "list")
+	if !regexpLine(stdout, `^email\s.*\(no settings row: the defaults\)$`) || !regexpLine(stdout, `^webhook\s.*\(no settings row: the defaults\)$`) {
+		t.Errorf("list before any settings row:\n%s", stdout)
+	}
+	if _, stdout, _ := runCmd(t, Channels, c.environ(), "", "show", "webhook"); !regexpLine(stdout, `^settings:\s+none: no settings row`) {
+		t.Errorf("show of a type without a settings row:\n%s", stdout)
+	}
 	code, stdout, stderr := runCmd(t, Channels, c.environ(), "", "put", "email", "--set", "host=smtp.example.com", "--set", "password=env:SMTP_PW",
 		"--backoff", "exponential", "--max-retries", "5", "--interval", "30s", "--max-interval", "1h", "--rate-limit", "2.5")
 	if code != exitOK {
@@ -534,12 +543,15 @@ func TestOpsUsersPassword(t *testing.T) {
 	if !jsonEqual(t, c.last().Body, `{"role":"viewer"}`) {
 		t.Errorf("body %s", c.last().Body)
 	}
-	// A password piped in without --password-stdin: central's refusal,
-	// and why the password was not read.
+	// A new user's password piped in without --password-stdin: one
+	// sentence that says what to give, the usage exit code, and no put.
+	puts := len(c.requests())
 	code, _, stderr = runCmd(t, Users, c.environ(), "alice's password\n", "put", "alice", "--role", "viewer")
-	if code != exitFailure || !strings.Contains(stderr, "password") ||
-		!strings.Contains(stderr, "standard input is not a terminal, so no password was asked for (give -password-stdin to read it from standard input)") {
-		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q", code, stderr)
+	if want := `outbox users put: "alice" is a new user, who needs a password: give -password-stdin (standard input is not a terminal to ask it on)` + "\n"; code != exitUsage || stderr != want {
+		t.Fatalf("a piped password without --password-stdin: exit %d, stderr %q, want 2 and %q", code, stderr, want)
+	}
+	if reqs := c.requests(); len(reqs) != puts+1 || reqs[len(reqs)-1].Method != http.MethodGet {
+		t.Fatalf("a new user without a password: %d requests after the lookup", len(reqs)-puts-1)
 	}
 	n := len(c.requests())
 	for _, tc := range []struct {
@@ -559,7 +571,7 @@ func TestOpsUsersPassword(t *testing.T) {
 		t.Errorf("requests sent for bad usage")
 	}
 	_, stdout, _ = runCmd(t, Users, c.environ(), "", "list")
-	if !regexpLine(stdout, `^bob\s+viewer\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d{4}-`) || !regexpLine(stdout, `^admin\s+admin\s+`) {
+	if !regexpLine(stdout, `^bob\s+viewer\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+\s+\d{4}-`) || !regexpLine(stdout, `^admin\s+admin\s+`) {
 		t.Errorf("list:\n%s", stdout)
 	}
 	if code, stdout, _ := runCmd(t, Users, c.environ(), "", "delete", "bob"); code != exitOK || stdout != "deleted user bob\n" {
@@ -592,7 +604,7 @@ func TestOpsTokens(t *testing.T) {
 		!strings.Contains(stderr, "cannot be shown again") {
 		t.Errorf("JSON: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "list"); code != exitOK || !regexpLine(stdout, `^`+id[1]+`\s+ci\s+operator\s+-\s+\d{4}-\S+ \S+\s+never$`) {
+	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "list"); code != exitOK || !regexpLine(stdout, `^`+id[1]+`\s+ci\s+operator\s+-\s+\d{4}-\S+ \S+ UTC\s+never$`) {
 		t.Errorf("list: %d\n%s", code, stdout)
 	}
 	if code, stdout, _ := runCmd(t, Tokens, c.environ(), "", "delete", id[1], "--json"); code != exitOK || stdout != "" {
@@ -650,10 +662,12 @@ func TestOpsServerErrors(t *testing.T) {
 	if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "outbox notifications retry: this needs the operator role") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	// No token at all: a hint.
+	// No token at all: one line that says what to do, and no call that
+	// the server would refuse.
+	sent := len(c.requests())
 	code, _, stderr = runCmd(t, KPI, []string{"OUTBOX_SERVER=" + c.srv.URL, "HOME=" + t.TempDir()}, "")
-	if code != exitFailure || !strings.Contains(stderr, "log in first") || !strings.Contains(stderr, "set OUTBOX_TOKEN") {
-		t.Errorf("exit %d, stderr %q", code, stderr)
+	if want := "outbox kpi: no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file\n"; code != exitFailure || stderr != want || len(c.requests()) != sent {
+		t.Errorf("exit %d, stderr %q, %d requests; want 1, %q and none", code, stderr, len(c.requests())-sent, want)
 	}
 	// Unreachable.
 	srv := httptest.NewServer(http.NotFoundHandler())

@@ -58,7 +58,8 @@ many rows match and did nothing (0 when none match: nothing to act on).
 // subcommand's Parse. It prints usage for help (exit 0), no subcommand, an
 // unknown one or a flag before it that only some commands take (exit 2);
 // ok false says to return code. A completion probe learns subs and
-// common's flags.
+// common's flags. A mistyped subcommand or flag is said in one line with
+// its nearest name and where the help is, not followed by the whole usage.
 func opsSubcommand(group, usage string, args []string, env Env, common *flag.FlagSet, subs ...string) (sub string, rest []string, code int, ok bool) {
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
@@ -76,7 +77,7 @@ func opsSubcommand(group, usage string, args []string, env Env, common *flag.Fla
 	sub, rest, err := cli.SplitSubcommand(common, args)
 	switch {
 	case err != nil:
-		fmt.Fprintf(env.Stderr, "outbox %s: %v\n\n%s", group, err, usage)
+		fmt.Fprintf(env.Stderr, "outbox %s: %v\nrun \"outbox help %s\" for its commands and flags\n", group, err, group)
 		return "", nil, exitUsage, false
 	case sub == "" && slices.ContainsFunc(args, opsIsHelp):
 		fmt.Fprint(env.Stdout, usage)
@@ -85,8 +86,8 @@ func opsSubcommand(group, usage string, args []string, env Env, common *flag.Fla
 		fmt.Fprintf(env.Stderr, "outbox %s: no command\n\n%s", group, usage)
 		return "", nil, exitUsage, false
 	case !slices.Contains(subs, sub):
-		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\n\n%s", group, human.Cell(sub, 40),
-			cli.SuggestionText("", sub, subs), usage)
+		fmt.Fprintf(env.Stderr, "outbox %s: unknown command %q%s\nrun \"outbox help %s\" for its commands\n", group, human.Cell(sub, 40),
+			cli.SuggestionText("", sub, subs), group)
 		return "", nil, exitUsage, false
 	}
 	return sub, rest, exitOK, true
@@ -117,7 +118,6 @@ type opsRun struct {
 	asJSON                          bool
 
 	clearToken bool            // -token was given a token, not a reference
-	noToken    bool            // no token was given: a hint on unauthenticated
 	fromLogin  bool            // the token is outbox login's
 	loginHint  string          // why outbox login's token was not used
 	transport  *http.Transport // closed by close
@@ -183,12 +183,7 @@ func (r *opsRun) usage(format string, args ...any) int {
 func (r *opsRun) failed(err error) int {
 	fmt.Fprintf(r.stderr, "%s: %s\n", r.name, errtext.Sentence(err))
 	if errors.Is(err, ports.ErrUnauthenticated) {
-		switch {
-		case r.loginHint != "":
-			fmt.Fprintln(r.stderr, r.loginHint)
-		case r.noToken:
-			fmt.Fprintln(r.stderr, "no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file")
-		case r.fromLogin:
+		if r.fromLogin {
 			fmt.Fprintln(r.stderr, "the token of outbox login no longer works: run outbox login again")
 		}
 	}
@@ -205,7 +200,9 @@ func (r *opsRun) done(format string, args ...any) int {
 }
 
 // dial builds the API client from the flags, the environment and the
-// login outbox login keeps; ok false says to return code.
+// login outbox login keeps; ok false says to return code. Without a token
+// it says why there is none (exit 1) rather than ask the server, which
+// would only refuse.
 func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 	token, err := r.token()
 	if err != nil {
@@ -224,13 +221,19 @@ func (r *opsRun) dial() (c *client.Client, code int, ok bool) {
 		}
 		token = r.loginToken(saved)
 	}
-	r.noToken = token == ""
+	if token == "" {
+		// The server would only refuse: say why, once, without asking it.
+		hint := r.loginHint
+		if hint == "" {
+			hint = "no API token was given: run outbox login, set OUTBOX_TOKEN or give -token-file"
+		}
+		fmt.Fprintf(r.stderr, "%s: %s\n", r.name, hint)
+		return nil, exitFailure, false
+	}
 	if r.transport, err = r.env.httpTransport(r.server, r.ca); err != nil {
 		return nil, r.usage("%v", err), false
 	}
-	if token != "" {
-		opsWarnClear(r.stderr, r.name, r.server, "the API token goes")
-	}
+	opsWarnClear(r.stderr, r.name, r.server, "the API token goes")
 	c, err = client.New(r.server, token, client.WithHTTPClient(&http.Client{Transport: r.transport}),
 		client.WithUserAgent(r.env.userAgent()))
 	if err != nil {
@@ -346,10 +349,11 @@ func opsKV(tw io.Writer, key, value string) {
 	}
 }
 
-// opsTime is t in loc, readable; "-" for none.
+// opsTime is t in loc, readable, with its zone ("2026-11-24 16:23:47
+// UTC"); "-" for none.
 func opsTime(t *time.Time, loc *time.Location) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.In(loc).Format("2006-01-02 15:04:05")
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }

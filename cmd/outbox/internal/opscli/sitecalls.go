@@ -120,6 +120,12 @@ func SiteCalls(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return r.usage("%v", err)
 	}
+	if sub == "retry" || sub == "discard" {
+		// Bad usage is said before the token is looked for.
+		if code, ok := r.checkSiteCallSelection(sub, max(len(operands)-1, 0), f, all); !ok {
+			return code
+		}
+	}
 	c, ctx, done, code, ok := r.connect(ctx)
 	if !ok {
 		return code
@@ -186,14 +192,20 @@ func (r *opsRun) listSiteCalls(ctx context.Context, c *client.Client, f api.Site
 	return code
 }
 
+// checkSiteCallSelection is checkSelection for retry or discard of site
+// calls: by a site and ids (keys of them), filters or -all.
+func (r *opsRun) checkSiteCallSelection(sub string, keys int, f api.SiteCallFilter, all bool) (code int, ok bool) {
+	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked)
+	beyondPin := f
+	beyondPin.ReportedTo = nil
+	return r.checkSelection(sub, keys, !f.IsZero(), !beyondPin.IsZero(), all, parked, "site and ids", "site call")
+}
+
 // actSiteCalls is retry or discard. Keys act at once; a selection by
 // filter or -all first counts the Parked rows it selects and acts only
 // with -yes.
 func (r *opsRun) actSiteCalls(ctx context.Context, c *client.Client, sub string, keys []api.SiteCallKey, f api.SiteCallFilter, all, yes bool) int {
-	parked := len(f.Status) == 0 || slices.Contains(f.Status, ports.OpParked)
-	beyondPin := f
-	beyondPin.ReportedTo = nil
-	if code, ok := r.checkSelection(sub, len(keys), !f.IsZero(), !beyondPin.IsZero(), all, parked, "site and ids", "site call"); !ok {
+	if code, ok := r.checkSiteCallSelection(sub, len(keys), f, all); !ok {
 		return code
 	}
 	req := api.SiteCallActionRequest{Keys: keys}

@@ -148,7 +148,7 @@ func TestOpsSiteCallsRetryByKeysAndConfirmedFilter(t *testing.T) {
 		t.Errorf("request %+v", last)
 	}
 	_, stdout, _ = runCmd(t, SiteCalls, c.environ(), "", "show", "plant-1", a)
-	if !regexpLine(stdout, `^requested:\s+Retry requested by token:cli-operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, until the site reports$`) ||
+	if !regexpLine(stdout, `^requested:\s+Retry requested by token:cli-operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, until the site reports$`) ||
 		!regexpLine(stdout, `\s+Retry\s+token:cli-operator\s+Requested\s+-`) {
 		t.Errorf("show after the retry:\n%s", stdout)
 	}
