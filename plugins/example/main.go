@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 
@@ -59,7 +60,7 @@ func (j jsonPost) post(ctx context.Context, target string, body []byte) channel.
 	case errors.As(err, &denied): // the policy refuses this address: a retry would too
 		return channel.TargetResult{Outcome: channel.Permanent, Error: fmt.Sprintf("post to %s: %v", u.Host, denied)}
 	case err != nil:
-		return channel.TargetResult{Outcome: channel.Transient, Error: fmt.Sprintf("post to %s: %v", u.Host, errors.Unwrap(err))}
+		return channel.TargetResult{Outcome: channel.Transient, Error: fmt.Sprintf("post to %s: %v", u.Host, cause(err))}
 	}
 	resp.Body.Close()
 	switch {
@@ -69,6 +70,21 @@ func (j jsonPost) post(ctx context.Context, target string, body []byte) channel.
 		return channel.TargetResult{Outcome: channel.Permanent, Error: fmt.Sprintf("%s answered %s", u.Host, resp.Status)}
 	}
 	return channel.TargetResult{Outcome: channel.Success}
+}
+
+// cause is what went wrong in err, a failed request, without what the
+// message names already or must not: the URL (which may hold a token) and
+// the address ("dial tcp 127.0.0.1:8099: connect: connection refused" is
+// "connect: connection refused").
+func cause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
 }
 
 func main() { channel.Serve(newJSONPost()) }

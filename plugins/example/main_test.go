@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,14 @@ func cases(t *testing.T) []plugintest.Case {
 		{Name: "ServerError", Request: req(status(http.StatusServiceUnavailable)), Want: channel.Transient},
 		{Name: "TooManyRequests", Request: req(status(http.StatusTooManyRequests)), Want: channel.Transient},
 		{Name: "NotFound", Request: req(status(http.StatusNotFound)), Want: channel.Permanent},
-		{Name: "ServerDown", Request: req(down.URL + "/hook?token=s3cr3t"), Want: channel.Transient},
+		{Name: "ServerDown", Request: req(down.URL + "/hook?token=s3cr3t"), Want: channel.Transient,
+			Check: func(t *testing.T, _ channel.Request, res channel.Result) {
+				// The address once, the token never.
+				host := strings.TrimPrefix(down.URL, "http://")
+				if strings.Count(res.Error, host) != 1 || strings.Contains(res.Error, "s3cr3t") || !strings.Contains(res.Error, "connection refused") {
+					t.Errorf("error %q: want %s once, why, and no token", res.Error, host)
+				}
+			}},
 		{Name: "ServerHangs", Request: req(hang.URL + "/hook?token=s3cr3t"), Want: channel.Transient,
 			Timeout: 300 * time.Millisecond},
 		{Name: "NotAURL", Request: req("mailto:ops@example.com"), Want: channel.Permanent},
