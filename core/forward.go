@@ -46,6 +46,9 @@ func (s *Site) Forward(ctx context.Context) {
 	for ctx.Err() == nil {
 		batch, err := s.buffer.Scan(ctx, after, limit)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: a read cut short is no failure
+			}
 			s.log.Error("forwarder: read the buffer", "err", err)
 			s.pause(ctx, false)
 			continue

@@ -508,3 +508,45 @@ func TestForwarderWaitsAsCentralAsks(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// scanUntilDone is a buffer whose Scan waits for its context to end and
+// returns its error, as a Raft buffer's read does when the node stops.
+type scanUntilDone struct {
+	*membuffer.Buffer
+	scanning chan struct{}
+}
+
+func (b *scanUntilDone) Scan(ctx context.Context, after uint64, limit int) ([]ports.Buffered, error) {
+	close(b.scanning)
+	<-ctx.Done()
+	return nil, fmt.Errorf("scan: %w", ctx.Err())
+}
+
+// TestForwarderStopsQuietlyMidRead: a forwarder stopped while it reads the
+// buffer stops without logging the read cut short as an error.
+func TestForwarderStopsQuietlyMidRead(t *testing.T) {
+	var logged strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	buf := &scanUntilDone{Buffer: membuffer.New("a"), scanning: make(chan struct{})}
+	s, err := NewSite(SiteConfig{Site: "plant-1", RetryInterval: time.Millisecond},
+		SiteDeps{Buffer: buf, Central: newFlakyCentral(t, "plant-1"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Forward(ctx) }()
+	<-buf.scanning
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logged.String(), "level=ERROR") {
+		t.Errorf("a stop mid-read logged an error:\n%s", logged.String())
+	}
+}
