@@ -4,11 +4,6 @@
 // separated by "--bun:split" lines. bun/migrate discovers them; the store
 // (adapters/sqlstore, migrate.go) runs each file's statements as written, in
 // one transaction that also records the migration, under its migration lock.
-// A migration whose files lack ".tx" (NNNN_name.up.sql, NNNN_name.down.sql)
-// runs statement by statement outside any transaction (PostgreSQL's
-// CREATE INDEX CONCURRENTLY cannot run in one), then is recorded; stopped
-// half way, it runs again from its start, so each of its statements must
-// be safe to repeat.
 package migrations
 
 import (

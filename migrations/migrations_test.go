@@ -13,7 +13,7 @@ func TestFS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("FS(%q): %v", d, err)
 		}
-		ups, err := fs.Glob(fsys, "*.up.sql")
+		ups, err := fs.Glob(fsys, "*.tx.up.sql")
 		if err != nil || len(ups) == 0 {
 			t.Fatalf("FS(%q) holds no up migration (%v)", d, err)
 		}
@@ -43,10 +43,10 @@ func TestSameVersions(t *testing.T) {
 		}
 		var got []string
 		for _, name := range all {
-			if up, ok := strings.CutSuffix(strings.Replace(name, ".tx.", ".", 1), ".up.sql"); ok {
+			if up, ok := strings.CutSuffix(name, ".tx.up.sql"); ok {
 				got = append(got, up)
-			} else if !strings.HasSuffix(name, ".down.sql") {
-				t.Errorf("%s: %s is neither an up nor a down migration file", d, name)
+			} else if !strings.HasSuffix(name, ".tx.down.sql") {
+				t.Errorf("%s: %s is neither a .tx.up.sql nor a .tx.down.sql file", d, name)
 			}
 		}
 		if !slices.Equal(got, want) {

@@ -33,9 +33,7 @@ import (
 // outbox_migrations lacks, then applies (or rolls back) each migration in
 // a transaction of its own that runs its statements and writes its record,
 // so that a migration is never applied without its record nor recorded
-// without being applied. A migration that cannot run in a transaction
-// (files without ".tx", see transactional) runs statement by statement on
-// the locked connection and is recorded after its last statement.
+// without being applied.
 
 // migrationsTable keeps the applied migrations, one row each: name (the
 // number, "0001"), group_id (the run that applied it, from 1) and
@@ -90,10 +88,6 @@ type migrationLock interface {
 	// step runs fn in a transaction of its own (on SQLite, a savepoint of
 	// the run's transaction) and commits it when fn returns nil.
 	step(ctx context.Context, fn func(tx *sql.Tx) error) error
-	// exec runs one statement outside any transaction (on SQLite, which
-	// needs none, in the run's transaction): the statements of a
-	// migration without ".tx" in its file names.
-	exec(ctx context.Context, stmt string) error
 	// release releases the lock and returns the connection.
 	release() error
 }
@@ -115,31 +109,6 @@ func lockSession(ctx context.Context, c *sql.Conn, lock, unlock string) (migrati
 	return &sessionLock{c: c, unlock: unlock}, nil
 }
 
-// pollSession takes the session lock on c with the statement try, which
-// answers at once whether it took it, asking again (every 50 ms at first,
-// then up to every second) until it does or ctx ends; unlock is the
-// statement that releases it. On failure, c is discarded.
-func pollSession(ctx context.Context, c *sql.Conn, try, unlock string) (migrationLock, error) {
-	wait := 50 * time.Millisecond
-	for {
-		var took bool
-		if err := c.QueryRowContext(ctx, try).Scan(&took); err != nil {
-			return nil, errors.Join(fmt.Errorf("take the migration lock: %w", err), discardConn(c))
-		}
-		if took {
-			return &sessionLock{c: c, unlock: unlock}, nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(fmt.Errorf("take the migration lock: %w", ctx.Err()), c.Close())
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
-}
-
 func (l *sessionLock) step(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := l.c.BeginTx(ctx, nil)
 	if err != nil {
@@ -152,11 +121,6 @@ func (l *sessionLock) step(ctx context.Context, fn func(tx *sql.Tx) error) error
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-func (l *sessionLock) exec(ctx context.Context, stmt string) error {
-	_, err := l.c.ExecContext(ctx, stmt)
-	return err
 }
 
 // release unlocks even when the run's context is done; a connection that
@@ -206,11 +170,6 @@ func (l *txLock) step(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-func (l *txLock) exec(ctx context.Context, stmt string) error {
-	_, err := l.tx.ExecContext(ctx, stmt)
-	return err
-}
-
 // release commits the steps that succeeded.
 func (l *txLock) release() error {
 	err := l.tx.Commit()
@@ -234,10 +193,6 @@ type migrator struct {
 	// applied, when set, is called after each migration a run applied or
 	// rolled back, still holding the lock (tests pause a run with it).
 	applied func(name string)
-	// ran, when set, is called after each statement a run ran (its
-	// migration's name and its number, from 1); an error stops the run
-	// there, as a crash would (tests interrupt a run with it).
-	ran func(name string, statement int) error
 }
 
 // newMigrator discovers the embedded migrations of the store's dialect.
@@ -288,35 +243,15 @@ func splitStatements(text string) []string {
 	return out
 }
 
-// transactional reports whether f's file of direction ("up" or "down") is
-// to run in a transaction: its name ends in .tx.up.sql or .tx.down.sql, as
-// bun/migrate has it. The others (NNNN_name.up.sql) run statement by
-// statement outside any transaction, for statements that cannot run in
-// one (PostgreSQL's CREATE INDEX CONCURRENTLY); such a file must be safe
-// to run again from its start after stopping half way.
-func (m *migrator) transactional(f migrationFile, direction string) bool {
-	_, err := fs.Stat(m.fsys, f.name+"."+direction+".sql")
-	return err != nil
-}
-
-// run runs the statements of f's file of direction ("up" or "down") with
-// exec (in a transaction, or on the locked connection outside any), as
-// they are written: through database/sql, never bun's formatter.
-func (m *migrator) run(ctx context.Context, exec func(ctx context.Context, stmt string) error, f migrationFile, direction string) error {
-	file := f.name + ".tx." + direction + ".sql"
-	if !m.transactional(f, direction) {
-		file = f.name + "." + direction + ".sql"
-	}
-	text, err := fs.ReadFile(m.fsys, file)
+// run runs the statements of f's file of direction ("up" or "down") in tx,
+// as they are written: through database/sql, never bun's formatter.
+func (m *migrator) run(ctx context.Context, tx *sql.Tx, f migrationFile, direction string) error {
+	text, err := fs.ReadFile(m.fsys, f.name+".tx."+direction+".sql")
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", f.name, direction, err)
 	}
 	for i, stmt := range splitStatements(string(text)) {
-		err := exec(ctx, stmt)
-		if err == nil && m.ran != nil {
-			err = m.ran(f.name, i+1)
-		}
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			what := f.name
 			if direction == "down" {
 				what += " down"
@@ -325,14 +260,6 @@ func (m *migrator) run(ctx context.Context, exec func(ctx context.Context, stmt 
 		}
 	}
 	return nil
-}
-
-// txExec runs a statement in tx.
-func txExec(tx *sql.Tx) func(ctx context.Context, stmt string) error {
-	return func(ctx context.Context, stmt string) error {
-		_, err := tx.ExecContext(ctx, stmt)
-		return err
-	}
 }
 
 // migrationBook is what a database records of its migrations.
@@ -472,23 +399,12 @@ func (m *migrator) each(ctx context.Context, direction string, todo func(b *migr
 			return err
 		}
 		for _, f := range todo(&b) {
-			var err error
-			if m.transactional(f, direction) {
-				err = l.step(ctx, func(tx *sql.Tx) error {
-					if err := m.run(ctx, txExec(tx), f, direction); err != nil {
-						return err
-					}
-					return note(tx, &b, f)
-				})
-			} else {
-				// Statement by statement, then recorded: stopped half
-				// way, the migration is not recorded and runs again
-				// from its start.
-				err = m.run(ctx, l.exec, f, direction)
-				if err == nil {
-					err = l.step(ctx, func(tx *sql.Tx) error { return note(tx, &b, f) })
+			err := l.step(ctx, func(tx *sql.Tx) error {
+				if err := m.run(ctx, tx, f, direction); err != nil {
+					return err
 				}
-			}
+				return note(tx, &b, f)
+			})
 			if err != nil {
 				return err
 			}
@@ -581,9 +497,7 @@ func (m *migrator) status(ctx context.Context) ([]MigrationState, error) {
 // applies and records it. When several nodes start at once, one applies
 // the migrations and the others wait, then find nothing to do. DDL is
 // transactional on all three databases, so a failed migration leaves no
-// trace (those before it stay applied), but for a migration that runs
-// outside a transaction (see transactional), which is written to run
-// again from its start. Running it again is a no-op.
+// trace (those before it stay applied). Running it again is a no-op.
 func (s *DB) Migrate(ctx context.Context) error {
 	m, err := s.newMigrator()
 	if err != nil {

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -25,9 +24,8 @@ import (
 // migration is one embedded up migration split into its statements, as
 // the tests read them.
 type migration struct {
-	version    string // the file name without ".tx.up.sql" or ".up.sql", e.g. "0001_init"
+	version    string // the file name without ".tx.up.sql", e.g. "0001_init"
 	statements []string
-	tx         bool // run in a transaction (".tx.up.sql")
 }
 
 // loadMigrations reads the up migrations of dialect in version order.
@@ -36,7 +34,7 @@ func loadMigrations(dialect string) ([]migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, err := fs.Glob(fsys, "*.up.sql")
+	names, err := fs.Glob(fsys, "*.tx.up.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +49,7 @@ func loadMigrations(dialect string) ([]migration, error) {
 		if len(stmts) == 0 {
 			return nil, fmt.Errorf("%s migration %s holds no statement", dialect, name)
 		}
-		version, tx := strings.CutSuffix(name, ".tx.up.sql")
-		if !tx {
-			version = strings.TrimSuffix(name, ".up.sql")
-		}
-		out = append(out, migration{version: version, statements: stmts, tx: tx})
+		out = append(out, migration{version: strings.TrimSuffix(name, ".tx.up.sql"), statements: stmts})
 	}
 	return out, nil
 }
@@ -82,41 +76,24 @@ func legacyMigrate(t *testing.T, db *DB, last string) {
 		DriverSQLite:   `CREATE TABLE IF NOT EXISTS "outbox_schema_migrations" ("version" TEXT PRIMARY KEY, "applied_at" TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)`,
 		DriverPostgres: `CREATE TABLE IF NOT EXISTS "outbox_schema_migrations" ("version" text PRIMARY KEY, "applied_at" timestamptz NOT NULL DEFAULT now())`,
 	}[db.driver]
-	begin := func() *sql.Tx {
-		tx, err := db.writer().BeginTx(t.Context(), nil)
-		if err != nil {
+	tx, err := db.writer().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if lock := legacyLock[db.driver]; lock != "" {
+		if _, err := tx.ExecContext(t.Context(), lock); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = tx.Rollback() })
-		if lock := legacyLock[db.driver]; lock != "" {
-			if _, err := tx.ExecContext(t.Context(), lock); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return tx
 	}
-	tx := begin()
 	if _, err := tx.ExecContext(t.Context(), create); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range steps {
-		exec := tx.ExecContext
-		if !m.tx {
-			// A migration that cannot run in a transaction (which the
-			// former runner never met): its statements run apart, as the
-			// store runs them, between two of the run's transactions.
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			exec = db.writer().ExecContext
-		}
 		for i, stmt := range m.statements {
-			if _, err := exec(t.Context(), stmt); err != nil {
+			if _, err := tx.ExecContext(t.Context(), stmt); err != nil {
 				t.Fatalf("%s statement %d: %v", m.version, i+1, err)
 			}
-		}
-		if !m.tx {
-			tx = begin()
 		}
 		if _, err := tx.ExecContext(t.Context(), `INSERT INTO "outbox_schema_migrations" ("version") VALUES ('`+m.version+`')`); err != nil {
 			t.Fatal(err)
@@ -586,10 +563,10 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- db.Migrate(t.Context()) }()
 
-	// Wait until a session asks for the lock the holder holds (Migrate
-	// asks again and again: see pgDialect.lockMigrations).
-	waiting := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-		AND pid <> $1 AND pid <> pg_backend_pid() AND query LIKE 'SELECT pg_try_advisory_lock(%'`
+	// Wait until a session waits for the lock the holder holds.
+	waiting := `SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory' AND h.granted
+		AND h.pid = $1 AND w.classid = h.classid AND w.objid = h.objid AND w.objsubid = h.objsubid
+		WHERE w.locktype = 'advisory' AND NOT w.granted`
 	waittest.For(t, 30*time.Second, "Migrate to wait for the migration lock", func() (bool, string) {
 		select {
 		case err := <-done:
@@ -747,11 +724,13 @@ func checkRacingNodesAgreeOnTheGroup(t *testing.T, open func() *DB) {
 
 func TestRacingNodesAgreeOnTheGroup(t *testing.T) { onEachDatabase(t, checkRacingNodesAgreeOnTheGroup) }
 
-// lockWaiters counts the sessions of the current database whose last
-// statement asked for the migration lock: while another session holds the
-// lock, those ask again until they take it (see pgDialect.lockMigrations).
-const lockWaiters = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-	AND pid <> pg_backend_pid() AND query LIKE 'SELECT pg_try_advisory_lock(%'`
+// lockWaiters counts the sessions waiting for the migration lock of the
+// current schema (an advisory lock on a bigint key shows its high half as
+// classid, its low half as objid).
+const lockWaiters = `WITH k AS (SELECT hashtext(current_schema() || '.outbox_schema_migrations')::bigint AS key)
+	SELECT count(*) FROM pg_locks, k WHERE locktype = 'advisory' AND NOT granted
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid::bigint = (k.key >> 32) & 4294967295 AND objid::bigint = k.key & 4294967295`
 
 // waitForLockWaiter waits until a PostgreSQL session waits for an
 // advisory lock of db's server, failing if done reports first.

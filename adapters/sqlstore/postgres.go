@@ -306,14 +306,9 @@ func asciiFoldRegexp(text string) string {
 // pg_advisory_xact_lock: the two wait for each other.
 const pgMigrationLockKey = `hashtext(current_schema() || '.` + migrationLockName + `')`
 
-// lockMigrations takes a session-level advisory lock on c. It asks for it
-// again and again (pg_try_advisory_lock) rather than waiting in a
-// statement: a CREATE INDEX CONCURRENTLY of the node that holds it waits
-// for every statement of the database that was running when it began,
-// and a node waiting in pg_advisory_lock would wait for it in turn (a
-// deadlock).
+// lockMigrations takes a session-level advisory lock on c.
 func (pgDialect) lockMigrations(ctx context.Context, c *sql.Conn) (migrationLock, error) {
-	return pollSession(ctx, c, `SELECT pg_try_advisory_lock(`+pgMigrationLockKey+`)`,
+	return lockSession(ctx, c, `SELECT pg_advisory_lock(`+pgMigrationLockKey+`)`,
 		`SELECT pg_advisory_unlock(`+pgMigrationLockKey+`)`)
 }
 
