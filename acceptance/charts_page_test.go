@@ -3,15 +3,12 @@ package acceptance
 import (
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/core"
@@ -97,7 +94,6 @@ func abs(x int) float64 { return float64(max(x, -x)) }
 // both.
 func TestDashboardChartsInChromium(t *testing.T) {
 	exe := browserPath(t)
-	ctx := t.Context()
 	store := memstore.New()
 	dir, err := memdir.New([]ports.List{{Name: "ops", Type: "email", Targets: []string{"ops@example.com"}}},
 		[]ports.ChannelSettings{{Type: "email"}, {Type: "sms"}, {Type: "webhook"}})
@@ -109,23 +105,7 @@ func TestDashboardChartsInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: pageAdmin, Role: ports.RoleAdmin, Password: pagePassword}); err != nil {
-		t.Fatal(err)
-	}
-	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	t.Cleanup(srv.Close)
+	srv := servePage(t, svc, store, dir, nil)
 	seedWeek(t, store, time.Now().UTC())
 
 	br := newBrowser(t, exe, srv.URL)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/memdir"
@@ -54,7 +53,6 @@ func (c listChannel) Deliver(ctx context.Context, d ports.Delivery) ports.Result
 
 func startListCentral(t *testing.T) *listCentral {
 	t.Helper()
-	ctx := t.Context()
 	store := memstore.New()
 	dir, err := memdir.New([]ports.List{
 		{Name: "ok", Type: "email", Targets: listTargets["ok"]},
@@ -69,24 +67,7 @@ func startListCentral(t *testing.T) *listCentral {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: pageAdmin, Role: ports.RoleAdmin, Password: pagePassword}); err != nil {
-		t.Fatal(err)
-	}
-	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Logger: testLogger(),
-		ListRefresh: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	t.Cleanup(srv.Close)
+	srv := servePage(t, svc, store, dir, func(c *httpapi.Config) { c.ListRefresh = time.Second })
 	return &listCentral{t: t, svc: svc, srv: srv}
 }
 

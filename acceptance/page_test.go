@@ -255,23 +255,7 @@ func TestPageShowsEachTargetInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ops.PutUser(ctx, ports.UserRequest{Actor: ports.ActorSystem, Name: pageAdmin, Role: ports.RoleAdmin, Password: pagePassword}); err != nil {
-		t.Fatal(err)
-	}
-	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	t.Cleanup(srv.Close)
+	srv := servePage(t, svc, store, dir, nil)
 
 	id := uuid.Must(uuid.NewV7()).String()
 	if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: []ports.Submission{{ID: id, List: "pumps",
@@ -852,4 +836,33 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// servePage serves central's page and API (httpapi) over svc, store and dir
+// on a loopback server, with the admin pageAdmin, as central wires them;
+// configure, when given, adds to the server's configuration.
+func servePage(t *testing.T, svc *core.Service, store *memstore.Store, dir *memdir.Directory, configure func(*httpapi.Config)) *httptest.Server {
+	t.Helper()
+	ops, err := core.NewOperators(store, ports.SystemClock{}, core.OperatorsConfig{BcryptCost: bcrypt.MinCost}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.PutUser(t.Context(), ports.UserRequest{Actor: ports.ActorSystem, Name: pageAdmin, Role: ports.RoleAdmin, Password: pagePassword}); err != nil {
+		t.Fatal(err)
+	}
+	editor, err := core.NewDirectoryEditor(dir, store, ports.SystemClock{}, core.DirectoryEditorConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpapi.Config{Outbox: svc, Directory: dir, Editor: editor, Operators: ops, Logger: testLogger()}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h, err := httpapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	return srv
 }
