@@ -28,8 +28,9 @@ import (
 // page changes only when the test makes it.
 type listCentral struct {
 	t   *testing.T
-	svc *core.Service
-	srv *httptest.Server
+	svc   *core.Service
+	srv   *httptest.Server
+	store *memstore.Store
 }
 
 // The list test's lists: ok delivers to its one address; bounces has two,
@@ -87,7 +88,7 @@ func startListCentral(t *testing.T) *listCentral {
 	}
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
-	return &listCentral{t: t, svc: svc, srv: srv}
+	return &listCentral{t: t, svc: svc, srv: srv, store: store}
 }
 
 // send submits one notification per subject to list as site plant-1 and
