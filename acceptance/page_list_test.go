@@ -27,7 +27,7 @@ import (
 // second; rows are dispatched by dispatch, never in the background, so the
 // page changes only when the test makes it.
 type listCentral struct {
-	t   *testing.T
+	t     *testing.T
 	svc   *core.Service
 	srv   *httptest.Server
 	store *memstore.Store
