@@ -26,9 +26,10 @@ import (
 // second; rows are dispatched by dispatch, never in the background, so the
 // page changes only when the test makes it.
 type listCentral struct {
-	t   *testing.T
-	svc *core.Service
-	srv *httptest.Server
+	t     *testing.T
+	svc   *core.Service
+	srv   *httptest.Server
+	store *memstore.Store
 }
 
 // The list test's lists: ok delivers to its one address; bounces has two,
@@ -68,7 +69,7 @@ func startListCentral(t *testing.T) *listCentral {
 		t.Fatal(err)
 	}
 	srv := servePage(t, svc, store, dir, func(c *httpapi.Config) { c.ListRefresh = time.Second })
-	return &listCentral{t: t, svc: svc, srv: srv}
+	return &listCentral{t: t, svc: svc, srv: srv, store: store}
 }
 
 // send submits one notification per subject to list as site plant-1 and

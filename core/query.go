@@ -100,12 +100,12 @@ func (s *Service) Count(ctx context.Context, q ports.Query) (int64, error) {
 }
 
 // CountByStatus implements ports.Outbox.
-func (s *Service) CountByStatus(ctx context.Context, q ports.Query) (map[ports.Status]int64, error) {
+func (s *Service) CountByStatus(ctx context.Context, q ports.Query, limit int64) (map[ports.Status]int64, error) {
 	f, err := s.filter(q)
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.store.CountByStatus(ctx, f)
+	n, err := s.store.CountByStatus(ctx, f, limit)
 	if err != nil {
 		return nil, fmt.Errorf("count by status: %w", err)
 	}

@@ -29,8 +29,10 @@ type Outbox interface {
 
 	// CountByStatus returns how many rows match q's filter, for each
 	// status (q's paging is ignored; a status no row has is absent): what
-	// the page's status chips show, in one count.
-	CountByStatus(ctx context.Context, q Query) (map[Status]int64, error)
+	// the page's status chips show. With limit > 0 each status is counted
+	// only up to a cap (Store.CountByStatus): a count above limit means
+	// "more than limit".
+	CountByStatus(ctx context.Context, q Query, limit int64) (map[Status]int64, error)
 
 	// KPIs returns the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context) (KPIReport, error)

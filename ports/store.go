@@ -71,10 +71,14 @@ type Store interface {
 	// Count returns how many rows match f.
 	Count(ctx context.Context, f Filter) (int64, error)
 
-	// CountByStatus returns how many rows match f, for each status: one
-	// grouped count, where a count per status would read the matching rows
-	// once for each. A status no matching row has is absent from the map.
-	CountByStatus(ctx context.Context, f Filter) (map[Status]int64, error)
+	// CountByStatus returns how many rows match f, for each status (a
+	// status no matching row has is absent from the map). With limit > 0
+	// it counts each status only up to a cap, so that its cost stays
+	// bounded whatever the table's size: a count of at most limit is
+	// exact, and a status with more than limit matching rows counts more
+	// than limit (limit+1 where the adapter stops reading, never more than
+	// the rows it has). With limit <= 0 every count is exact.
+	CountByStatus(ctx context.Context, f Filter, limit int64) (map[Status]int64, error)
 
 	// KPIs computes the delivery KPIs, globally and per source site.
 	KPIs(ctx context.Context, req KPIRequest) (KPIs, error)

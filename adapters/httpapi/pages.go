@@ -130,6 +130,9 @@ type statusBox struct {
 	On      bool
 	Count   int64
 	Counted bool
+	// More is set when more than Count rows have the status (Count is
+	// the chips' cap).
+	More bool
 }
 
 // kpiView is the KPI report with the stuck threshold for the tiles.
@@ -217,7 +220,7 @@ func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p por
 	}
 	for _, st := range ports.CentralStatuses {
 		n, ok := counts[st]
-		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st), Count: n, Counted: ok})
+		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st), Count: min(n, chipCap), Counted: ok, More: n > chipCap})
 	}
 	if k, err := s.kpis(r.Context()); err == nil {
 		v.KPI = &kpiView{KPIReport: k, Stuck: k.StuckAfter, SiteLinks: v.SiteCalls}

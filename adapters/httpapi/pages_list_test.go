@@ -13,7 +13,9 @@ import (
 
 	"github.com/siteline/outbox/adapters/httpapi"
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/adapters/httpapi/human"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/storetest"
 	"github.com/siteline/outbox/ports/waittest"
 )
 
@@ -46,6 +48,34 @@ func TestListChipsCountEachStatus(t *testing.T) {
 				t.Errorf("%q: chip %s shows %q, want %s (chips %v)", tc.query, st, got[st], n, got)
 			}
 		}
+	}
+}
+
+// TestListChipsCapTheirCounts: a chip counts up to 10,000 rows and shows
+// "10 000+" above, with the cap in its title; below the cap it is exact.
+func TestListChipsCapTheirCounts(t *testing.T) {
+	e := newEnv(t)
+	ns := make([]ports.Notification, 0, 10_001+3)
+	for i := range cap(ns) {
+		n := storetest.NewNotification(time.Now().UTC().Add(-time.Hour).Add(time.Duration(i) * time.Millisecond))
+		n.Status, n.LastError, n.List = ports.StatusParked, "list unknown", "many"
+		if i >= 10_001 {
+			n.List = "few"
+		}
+		ns = append(ns, n)
+	}
+	if _, err := e.store.Insert(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	c := e.loginBrowser("viewer")
+	_, body := e.get(c, "/notifications")
+	ten := human.Thousands(10_000)
+	if want := `<b class="count" data-count="Parked" title="more than ` + ten + `">` + ten + `+</b>`; !strings.Contains(body, want) {
+		t.Errorf("the Parked chip of 10,004 rows is not %s:\n%s", want, body)
+	}
+	_, body = e.get(c, "/notifications?list=few")
+	if got := chipCounts(body); got["Parked"] != "3" {
+		t.Errorf("the Parked chip of 3 rows shows %q (chips %v)", got["Parked"], got)
 	}
 }
 

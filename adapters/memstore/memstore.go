@@ -355,7 +355,7 @@ func (s *Store) Count(ctx context.Context, f ports.Filter) (int64, error) {
 }
 
 // CountByStatus implements ports.Store.
-func (s *Store) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+func (s *Store) CountByStatus(ctx context.Context, f ports.Filter, limit int64) (map[ports.Status]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: count by status: %w", err)
 	}
@@ -367,8 +367,8 @@ func (s *Store) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.St
 	defer s.mu.Unlock()
 	out := map[ports.Status]int64{}
 	for _, r := range s.rows {
-		if m.match(r.n) {
-			out[r.n.Status]++
+		if m.match(r.n) && (limit <= 0 || out[r.n.Status] <= limit) {
+			out[r.n.Status]++ // up to limit+1: more than limit
 		}
 	}
 	return out, nil

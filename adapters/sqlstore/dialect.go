@@ -49,11 +49,9 @@ type dialect interface {
 	// falls in, counting buckets of length size (whole microseconds) from
 	// the instant its one placeholder takes; col is not before it.
 	bucket(col string, size time.Duration) string
-	// countsEachStatus reports whether the rows of a filter on statuses
-	// and creation time only are counted faster one status at a time (one
-	// range of the status index each) than grouped by status in one
-	// scan: SQLite's grouping costs more per row than its counts.
-	countsEachStatus() bool
+	// firstRows selects the constant 1 from the first n rows of q, in no
+	// particular order: LIMIT n, or TOP (n) on MS SQL.
+	firstRows(q *bun.SelectQuery, n int64) *bun.SelectQuery
 	// returned is the column col of the rows an UPDATE wrote, as its
 	// RETURNING or OUTPUT clause names it.
 	returned(col string) string

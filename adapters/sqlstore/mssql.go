@@ -60,8 +60,14 @@ func (mssqlDialect) appendTime(b []byte, t time.Time) []byte {
 func (mssqlDialect) appendNullText(b []byte) []byte {
 	return append(b, "CAST(NULL AS nvarchar(max))"...)
 }
-func (mssqlDialect) countAll() string           { return "COUNT_BIG(*)" }
-func (mssqlDialect) countsEachStatus() bool     { return false }
+func (mssqlDialect) countAll() string { return "COUNT_BIG(*)" }
+
+// firstRows is SELECT TOP (n), which takes any n rows, where bun would
+// render a Limit as an ORDER BY of a constant with OFFSET ... FETCH.
+func (mssqlDialect) firstRows(q *bun.SelectQuery, n int64) *bun.SelectQuery {
+	return q.ColumnExpr(`TOP (?) 1 AS "one"`, n)
+}
+
 func (mssqlDialect) returned(col string) string { return `inserted."` + col + `"` }
 
 func (mssqlDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }

@@ -513,8 +513,16 @@ func (s *Notifications) countByStatusQuery(f ports.Filter, c *candidates) *bun.S
 	return s.filtered(f, c).ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
 }
 
-// CountByStatus implements ports.Store.
-func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+// CountByStatus implements ports.Store. Capped, for a filter of statuses
+// and creation time only, it is one count per status (of f's, or every
+// status) of at most limit+1 rows, each a range of the (status,
+// created_at, id) index that stops at the cap, all in one statement: its
+// cost is bounded whatever the table's size. Otherwise it is one grouped
+// count, exact: a capped count per status of a filter the index does not
+// answer reads the rows of a status one by one through the index until
+// limit of them match (all of them for a status the filter rarely
+// matches), measured three times slower on SQLite than the one scan.
+func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter, limit int64) (map[ports.Status]int64, error) {
 	if err := checkFilter(f); err != nil {
 		return nil, err
 	}
@@ -526,15 +534,18 @@ func (s *Notifications) CountByStatus(ctx context.Context, f ports.Filter) (map[
 	if c != nil && found == 0 {
 		return out, nil // no subject holds the keyword
 	}
-	if s.d.countsEachStatus() && byStatusIndex(f) {
-		return s.countEachStatus(ctx, f)
+	q := s.countByStatusQuery(f, c)
+	if limit > 0 && byStatusIndex(f) {
+		q = s.cappedCountByStatusQuery(f, c, limit)
 	}
 	var rows []statusCount
-	if err := s.countByStatusQuery(f, c).Scan(ctx, &rows); err != nil {
+	if err := q.Scan(ctx, &rows); err != nil {
 		return nil, s.fail("count by status", err)
 	}
 	for _, r := range rows {
-		out[ports.Status(r.Status)] += r.Matched
+		if r.Matched > 0 {
+			out[ports.Status(r.Status)] += r.Matched
+		}
 	}
 	return out, nil
 }
@@ -546,26 +557,27 @@ func byStatusIndex(f ports.Filter) bool {
 		f.StuckBefore.IsZero() && f.Subject == ""
 }
 
-// countEachStatus is CountByStatus as one count per status (of f's, or
-// every status), each a range of the status index (see countsEachStatus).
-func (s *Notifications) countEachStatus(ctx context.Context, f ports.Filter) (map[ports.Status]int64, error) {
+// cappedCountByStatusQuery counts the rows of f per status up to limit+1
+// each: the union of one count per status of f's (every central status
+// when f names none), each over the first limit+1 rows of that status.
+func (s *Notifications) cappedCountByStatusQuery(f ports.Filter, c *candidates, limit int64) *bun.SelectQuery {
 	statuses := f.Statuses
 	if len(statuses) == 0 {
 		statuses = ports.CentralStatuses
 	}
-	out := map[ports.Status]int64{}
+	var q *bun.SelectQuery
 	for _, st := range statuses {
 		g := f
 		g.Statuses = []ports.Status{st}
-		var n int64
-		if err := s.countQuery(g, nil).Scan(ctx, &n); err != nil {
-			return nil, s.fail("count by status", err)
-		}
-		if n > 0 {
-			out[st] = n
+		part := s.r.NewSelect().TableExpr(`(?) AS "capped"`, s.d.firstRows(s.filtered(g, c), limit+1)).
+			ColumnExpr(`? AS "status"`, string(st)).ColumnExpr(s.d.countAll() + ` AS "matched"`)
+		if q == nil {
+			q = part
+		} else {
+			q = q.UnionAll(part)
 		}
 	}
-	return out, nil
+	return q
 }
 
 // The most keyword candidates that Query and Count read by rowid on SQLite

@@ -122,8 +122,12 @@ func (pgDialect) appendTime(b []byte, t time.Time) []byte {
 
 func (pgDialect) appendNullText(b []byte) []byte { return append(b, "NULL::text"...) }
 func (pgDialect) countAll() string               { return "COUNT(*)" }
-func (pgDialect) countsEachStatus() bool         { return false }
-func (pgDialect) returned(col string) string     { return `"` + col + `"` }
+
+func (pgDialect) firstRows(q *bun.SelectQuery, n int64) *bun.SelectQuery {
+	return q.ColumnExpr(`1 AS "one"`).Limit(n)
+}
+
+func (pgDialect) returned(col string) string { return `"` + col + `"` }
 
 func (pgDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }
 

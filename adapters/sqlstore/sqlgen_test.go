@@ -311,6 +311,24 @@ func TestMSSQLReads(t *testing.T) {
 		if tc.name != "none" {
 			mustContain(t, "count by status "+tc.name, sql, tc.want)
 		}
+		sql = render(t, "capped count by status "+tc.name, s.cappedCountByStatusQuery(tc.f, nil, 10_000))
+		statuses := tc.f.Statuses
+		if len(statuses) == 0 {
+			statuses = ports.CentralStatuses
+		}
+		for i, st := range statuses {
+			part := `SELECT N'` + string(st) + `' AS "status", COUNT_BIG(*) AS "matched" FROM (SELECT TOP (10001) 1 AS "one" FROM "notifications" AS "n"`
+			if i > 0 {
+				part = `UNION ALL (` + part
+			}
+			mustContain(t, "capped count by status "+tc.name, sql, part)
+		}
+		if strings.Count(sql, "UNION ALL") != len(statuses)-1 {
+			t.Errorf("capped count by status %s: %d parts, want %d:\n%s", tc.name, strings.Count(sql, "UNION ALL")+1, len(statuses), sql)
+		}
+		if tc.name != "none" && tc.name != "statuses" {
+			mustContain(t, "capped count by status "+tc.name, sql, tc.want)
+		}
 	}
 	mustContain(t, "query after", render(t, "query after", s.listQuery(ports.Filter{}, &cursor{createdAt: at, id: "abc"}, 10, nil, false)),
 		`WHERE (("created_at" < `+ts+` OR ("created_at" = `+ts+` AND "id" < N'abc')))`)

@@ -345,8 +345,12 @@ func (sqliteDialect) appendTime(b []byte, t time.Time) []byte {
 
 func (sqliteDialect) appendNullText(b []byte) []byte { return append(b, "NULL"...) }
 func (sqliteDialect) countAll() string               { return "COUNT(*)" }
-func (sqliteDialect) countsEachStatus() bool         { return true }
-func (sqliteDialect) returned(col string) string     { return `"` + col + `"` }
+
+func (sqliteDialect) firstRows(q *bun.SelectQuery, n int64) *bun.SelectQuery {
+	return q.ColumnExpr(`1 AS "one"`).Limit(n)
+}
+
+func (sqliteDialect) returned(col string) string { return `"` + col + `"` }
 
 // from names the index: SQLite, which has no statistics, otherwise prefers
 // an equality index on status and sorts (the claim), or reads the whole

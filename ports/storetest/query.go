@@ -426,6 +426,31 @@ func exerciseQuery(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	})
 
+	t.Run("CountByStatusCapped", func(t *testing.T) {
+		s := newHarness(t).Store
+		var ns []ports.Notification
+		add := func(k int, st ports.Status, subject string) {
+			for i := range k {
+				n := NewNotification(BaseTime.Add(time.Duration(len(ns)+i) * time.Second))
+				n.Status, n.Subject = st, fmt.Sprintf("%s %d", subject, i)
+				ns = append(ns, n)
+			}
+		}
+		add(30, ports.StatusPending, "Boiler alarm")
+		add(4, ports.StatusParked, "Boiler alarm")
+		add(12, ports.StatusDelivered, "Fan ok")
+		mustInsert(t, s, ns...)
+		all := map[ports.Status]int64{ports.StatusPending: 30, ports.StatusParked: 4, ports.StatusDelivered: 12}
+		for _, limit := range []int64{1, 4, 10, 12, 29, 30, 100} {
+			checkCappedCountByStatus(t, s, ports.Filter{}, limit, all)
+			checkCappedCountByStatus(t, s, ports.Filter{Subject: "boiler"}, limit,
+				map[ports.Status]int64{ports.StatusPending: 30, ports.StatusParked: 4})
+			checkCappedCountByStatus(t, s, ports.Filter{Statuses: []ports.Status{ports.StatusDelivered, ports.StatusParked}}, limit,
+				map[ports.Status]int64{ports.StatusParked: 4, ports.StatusDelivered: 12})
+			checkCappedCountByStatus(t, s, ports.Filter{Subject: "no such subject"}, limit, map[ports.Status]int64{})
+		}
+	})
+
 	t.Run("CountEmptyStore", func(t *testing.T) {
 		s := newHarness(t).Store
 		if n := mustCount(t, s, ports.Filter{}); n != 0 {

@@ -308,15 +308,47 @@ func mustCount(t *testing.T, s ports.Store, f ports.Filter) int64 {
 }
 
 // checkCountByStatus fails unless CountByStatus of f is want: the count of
-// each status some matching row has, and no other status.
+// each status some matching row has, and no other status; and, capped at
+// 1, 2 and 3, the same count where it is within the cap and a count above
+// the cap (but not above want) where it is not.
 func checkCountByStatus(t *testing.T, s ports.Store, f ports.Filter, want map[ports.Status]int64) {
 	t.Helper()
-	got, err := s.CountByStatus(t.Context(), f)
+	got, err := s.CountByStatus(t.Context(), f, 0)
 	if err != nil {
 		t.Fatalf("CountByStatus: %v", err)
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("CountByStatus = %v, want %v", got, want)
+	}
+	for limit := int64(1); limit <= 3; limit++ {
+		checkCappedCountByStatus(t, s, f, limit, want)
+	}
+}
+
+// checkCappedCountByStatus fails unless CountByStatus of f capped at limit
+// agrees with the exact counts want: equal to a count of at most limit,
+// above limit and not above a greater count, absent where want is.
+func checkCappedCountByStatus(t *testing.T, s ports.Store, f ports.Filter, limit int64, want map[ports.Status]int64) {
+	t.Helper()
+	got, err := s.CountByStatus(t.Context(), f, limit)
+	if err != nil {
+		t.Fatalf("CountByStatus capped at %d: %v", limit, err)
+	}
+	for st, n := range got {
+		if _, ok := want[st]; !ok {
+			t.Errorf("CountByStatus capped at %d counts %d %s rows, want none", limit, n, st)
+		}
+	}
+	for st, n := range want {
+		g, ok := got[st]
+		switch {
+		case !ok:
+			t.Errorf("CountByStatus capped at %d has no %s count, want %d", limit, st, min(n, limit+1))
+		case n <= limit && g != n:
+			t.Errorf("CountByStatus capped at %d counts %d %s rows, want %d", limit, g, st, n)
+		case n > limit && (g <= limit || g > n):
+			t.Errorf("CountByStatus capped at %d counts %d %s rows of %d, want more than %d", limit, g, st, n, limit)
+		}
 	}
 }
 
