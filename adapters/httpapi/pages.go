@@ -145,9 +145,12 @@ type kpiView struct {
 
 type listPage struct {
 	base
-	KPI          *kpiView
-	Filter       api.Filter
-	Statuses     []statusBox
+	KPI      *kpiView
+	Filter   api.Filter
+	Statuses []statusBox
+	// ChipsCounted says whether the status chips show counts under this
+	// filter (chipsCounted).
+	ChipsCounted bool
 	FilterFields []field
 	Rows         []ports.Row
 	After        string
@@ -218,6 +221,7 @@ func (s *Server) pageNotifications(w http.ResponseWriter, r *http.Request, p por
 	if err == nil {
 		counts = s.statusCounts(r.Context(), q.Filter)
 	}
+	v.ChipsCounted = chipsCounted(q.Filter)
 	for _, st := range ports.CentralStatuses {
 		n, ok := counts[st]
 		v.Statuses = append(v.Statuses, statusBox{Name: st, On: slices.Contains(q.Filter.Status, st), Count: min(n, chipCap), Counted: ok, More: n > chipCap})

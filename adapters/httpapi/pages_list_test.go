@@ -35,8 +35,13 @@ func TestListChipsCountEachStatus(t *testing.T) {
 		{"", map[string]string{"Pending": "0", "Retrying": "0", "Delivered": "3", "Parked": "2", "Discarded": "0"}},
 		// The ticked status does not narrow the counts; the other fields do.
 		{"?status=Parked", map[string]string{"Delivered": "3", "Parked": "2"}},
-		{"?status=Parked&list=ok", map[string]string{"Delivered": "3", "Parked": "0"}},
-		{"?q=two", map[string]string{"Delivered": "1", "Parked": "1"}},
+		{"?status=Parked&site=plant-1", map[string]string{"Delivered": "3", "Parked": "2"}},
+		{"?status=Parked&site=plant-2", map[string]string{"Delivered": "0", "Parked": "0"}},
+		// No index answers a list, type or keyword with the status: the
+		// chips show no counts rather than read every matching row.
+		{"?status=Parked&list=ok", map[string]string{}},
+		{"?q=two", map[string]string{}},
+		{"?type=email", map[string]string{}},
 	} {
 		code, body := e.get(c, "/notifications"+tc.query)
 		if code != http.StatusOK {
@@ -48,6 +53,9 @@ func TestListChipsCountEachStatus(t *testing.T) {
 				t.Errorf("%q: chip %s shows %q, want %s (chips %v)", tc.query, st, got[st], n, got)
 			}
 		}
+		if len(tc.want) == 0 && (len(got) != 0 || !strings.Contains(body, "(counted without a list, type or keyword filter)")) {
+			t.Errorf("%q: chips %v, want none counted and the legend saying why", tc.query, got)
+		}
 	}
 }
 
@@ -58,9 +66,9 @@ func TestListChipsCapTheirCounts(t *testing.T) {
 	ns := make([]ports.Notification, 0, 10_001+3)
 	for i := range cap(ns) {
 		n := storetest.NewNotification(time.Now().UTC().Add(-time.Hour).Add(time.Duration(i) * time.Millisecond))
-		n.Status, n.LastError, n.List = ports.StatusParked, "list unknown", "many"
+		n.Status, n.LastError, n.SourceSite = ports.StatusParked, "list unknown", "many"
 		if i >= 10_001 {
-			n.List = "few"
+			n.SourceSite = "few"
 		}
 		ns = append(ns, n)
 	}
@@ -73,7 +81,7 @@ func TestListChipsCapTheirCounts(t *testing.T) {
 	if want := `<b class="count" data-count="Parked" title="more than ` + ten + `">` + ten + `+</b>`; !strings.Contains(body, want) {
 		t.Errorf("the Parked chip of 10,004 rows is not %s:\n%s", want, body)
 	}
-	_, body = e.get(c, "/notifications?list=few")
+	_, body = e.get(c, "/notifications?site=few")
 	if got := chipCounts(body); got["Parked"] != "3" {
 		t.Errorf("the Parked chip of 3 rows shows %q (chips %v)", got["Parked"], got)
 	}
