@@ -316,6 +316,9 @@ func TestCloseWhileAppending(t *testing.T) {
 		l := c.leader()
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
+		var stopOnce sync.Once
+		halt := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+		t.Cleanup(halt) // a failed round stops its appenders too
 		for range 32 {
 			wg.Go(func() {
 				for {
@@ -341,8 +344,7 @@ func TestCloseWhileAppending(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("round %d: Close did not return within a minute of appends racing it", round)
 		}
-		close(stop)
-		wg.Wait()
+		halt()
 		c.nodes[0] = nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -567,6 +568,7 @@ func (n *Node) applyAll(ctx context.Context, op string, cmds [][]byte) ([]any, e
 	futures := make([]raft.ApplyFuture, len(cmds))
 	for i, c := range cmds {
 		futures[i] = n.raft.Apply(c, timeout)
+		n.endWithNode(futures[i])
 	}
 	err := n.await(ctx, func() error {
 		for _, f := range futures {
@@ -589,12 +591,33 @@ func (n *Node) applyAll(ctx context.Context, op string, cmds [][]byte) ([]any, e
 	return answers, nil
 }
 
+// endWithNode makes a future of raft.Apply answer ErrRaftShutdown once the
+// node has shut raft down (n.stop), as raft's own futures of other kinds
+// do (their ShutdownCh): raft leaves a command unanswered when it shuts
+// down after committing it but before its FSM goroutine took it (the
+// batch is dropped with the FSM's queue), and Close, which waits for every
+// await, would then wait for ever. Raft sets no ShutdownCh on an Apply's
+// future, so this sets it, through reflection since the future's type is
+// raft's own; a future of another shape (an error future) is left as it
+// is. Raft never reads the field: only Error does, on the caller's side.
+func (n *Node) endWithNode(f raft.ApplyFuture) {
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	ch := v.Elem().FieldByName("ShutdownCh")
+	if ch.IsValid() && ch.CanSet() && ch.Type() == reflect.TypeOf(n.stop) && ch.IsNil() {
+		ch.Set(reflect.ValueOf(n.stop))
+	}
+}
+
 // errOutcomeUnknown reports a wait that ctx ended before raft answered.
 var errOutcomeUnknown = errors.New("outcome unknown")
 
 // await runs wait, which blocks on raft futures, until it returns or ctx
 // ends. The goroutine that runs it belongs to the node: raft answers every
-// future by Shutdown at the latest, and Close waits for it.
+// future by Shutdown at the latest, or the node's stop does (endWithNode),
+// and Close waits for it.
 func (n *Node) await(ctx context.Context, wait func() error) error {
 	if ctx.Done() == nil {
 		return wait()
