@@ -602,13 +602,38 @@ func (n *Node) applyAll(ctx context.Context, op string, cmds [][]byte) ([]any, e
 // is. Raft never reads the field: only Error does, on the caller's side.
 func (n *Node) endWithNode(f raft.ApplyFuture) {
 	v := reflect.ValueOf(f)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
 	}
-	ch := v.Elem().FieldByName("ShutdownCh")
-	if ch.IsValid() && ch.CanSet() && ch.Type() == reflect.TypeOf(n.stop) && ch.IsNil() {
+	index := shutdownChIndex(v.Type())
+	if index == nil {
+		return
+	}
+	if ch := v.Elem().FieldByIndex(index); ch.CanSet() && ch.IsNil() {
 		ch.Set(reflect.ValueOf(n.stop))
 	}
+}
+
+// shutdownChIndexes caches, per future type, the index of its settable
+// ShutdownCh field of the node's stop channel's type (nil: none), so that
+// an Append, on the site's hot path, looks the field up once per type
+// rather than by name each time.
+var shutdownChIndexes sync.Map // reflect.Type → []int
+
+// shutdownChIndex is the index of t's ShutdownCh field (t a pointer to a
+// struct), or nil.
+func shutdownChIndex(t reflect.Type) []int {
+	if index, ok := shutdownChIndexes.Load(t); ok {
+		return index.([]int)
+	}
+	var index []int
+	if t.Elem().Kind() == reflect.Struct {
+		if f, ok := t.Elem().FieldByName("ShutdownCh"); ok && f.IsExported() && f.Type == reflect.TypeFor[chan struct{}]() {
+			index = f.Index
+		}
+	}
+	shutdownChIndexes.Store(t, index)
+	return index
 }
 
 // errOutcomeUnknown reports a wait that ctx ended before raft answered.
