@@ -240,7 +240,7 @@ func TestChannelForm(t *testing.T) {
 		`<textarea name="setting.scopes"`,
 		`<input name="setting.connect_timeout" value="" pattern=`,
 		`Host name or IP address of the SMTP server.`,
-		`placeholder="4"`, // pool_size's default
+		`placeholder="16"`, // pool_size's default
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the email form lacks %s", want)

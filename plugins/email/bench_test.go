@@ -24,8 +24,9 @@ func BenchmarkEmail(b *testing.B) {
 		poolSize int
 		targets  int // 0: the two of the first cases
 	}{
-		{tlsNone, defaultPoolSize, 0},
+		{tlsNone, 4, 0}, // the default pool_size before 16
 		{tlsNone, 8, 0},
+		{tlsNone, 16, 0},
 		{tlsStartTLS, 8, 0},
 		{tlsNone, 8, 1},
 		{tlsNone, 8, 10},

@@ -21,8 +21,11 @@
 // another was refused.
 //
 // Connections are pooled per set of connection settings and reused from
-// message to message. A change of the settings starts a new pool and closes
-// the old one's connections.
+// message to message. The pool opens a connection when a delivery finds none
+// idle, up to pool_size (default 16), and closes one left idle for 30 s, so
+// it grows with the deliveries waiting and shrinks back when they stop. A
+// change of the settings starts a new pool and closes the old one's
+// connections.
 //
 // Errors and logs never hold a secret setting, an OAuth2 token or an e-mail
 // address: addresses in SMTP replies are masked (b***@example.com).
@@ -70,6 +73,7 @@ type Channel struct {
 	policy *channel.NetworkPolicy // every connection obeys it
 
 	current atomic.Pointer[pool] // the pool of the latest settings
+	maxIdle time.Duration        // how long a pool keeps an idle connection; 0: maxIdle (tests shorten it)
 
 	mu     sync.Mutex // serializes pool changes; guards tokens
 	tokens map[[sha256.Size]byte]*tokenSource
@@ -276,6 +280,9 @@ func (c *Channel) poolFor(cfg *config) (*pool, error) {
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err
+	}
+	if c.maxIdle > 0 {
+		p.maxIdle = c.maxIdle
 	}
 	old := c.current.Swap(p)
 	c.mu.Unlock()

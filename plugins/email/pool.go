@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/textproto"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,9 +22,12 @@ import (
 )
 
 const (
-	// maxIdle is how long an idle connection is reused. Servers drop idle
+	// maxIdle is how long an idle connection is kept. Servers drop idle
 	// clients after a while (Postfix after 300 s); one idle for longer is
-	// closed instead of risking a failure.
+	// closed, by the pool's idle timer or by the next acquire, instead of
+	// risking a failure. It is also what lets the pool shrink: the idle
+	// connections are reused most recently used first, so the ones a
+	// lighter load no longer needs stay idle and are closed.
 	maxIdle = 30 * time.Second
 	// quitTimeout bounds the polite QUIT when a healthy connection is closed.
 	quitTimeout = time.Second
@@ -56,7 +60,11 @@ func (cn *smtpConn) close(graceful bool) {
 }
 
 // pool holds the connections of one set of connection settings: at most
-// poolSize open at once, the idle ones kept for the next message.
+// poolSize open at once, the idle ones kept for the next message. It grows
+// with the deliveries waiting: a delivery that finds no idle connection
+// opens one while fewer than poolSize are open. It shrinks when the load
+// does: a connection idle for maxIdle is closed by the pool's idle timer,
+// so a quiet channel keeps none open.
 type pool struct {
 	key    poolKey
 	cfg    *config // the settings it was made for, secrets included
@@ -65,22 +73,25 @@ type pool struct {
 	policy *channel.NetworkPolicy
 	logger *slog.Logger
 
-	slots chan struct{} // one token per open connection
+	slots   chan struct{} // one token per open connection
+	maxIdle time.Duration // how long an idle connection is kept
 
 	mu      sync.Mutex
 	idle    []*smtpConn // the most recently used last
+	reaper  *time.Timer // closes the idle connections past maxIdle; nil when none is armed
 	retired bool        // replaced or closed: connections are closed when released
 }
 
 // newPool returns an empty pool for cfg. It reads the tls_ca_file.
 func newPool(cfg *config, key poolKey, tokens *tokenSource, policy *channel.NetworkPolicy, logger *slog.Logger) (*pool, error) {
 	p := &pool{
-		key:    key,
-		cfg:    cfg,
-		tokens: tokens,
-		policy: policy,
-		logger: logger,
-		slots:  make(chan struct{}, cfg.poolSize),
+		key:     key,
+		cfg:     cfg,
+		tokens:  tokens,
+		policy:  policy,
+		logger:  logger,
+		slots:   make(chan struct{}, cfg.poolSize),
+		maxIdle: maxIdle,
 	}
 	if cfg.tls != tlsNone {
 		p.tls = &tls.Config{
@@ -200,7 +211,7 @@ func (p *pool) acquire(ctx context.Context) (*smtpConn, error) {
 	for len(p.idle) > 0 {
 		cn := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(cn.lastUsed) < maxIdle {
+		if now.Sub(cn.lastUsed) < p.maxIdle {
 			p.mu.Unlock()
 			for _, s := range stale {
 				s.close(false)
@@ -227,10 +238,13 @@ func (p *pool) acquire(ctx context.Context) (*smtpConn, error) {
 // kept for the next message unless the pool is retired; any other is closed.
 func (p *pool) release(cn *smtpConn, healthy bool) {
 	defer func() { <-p.slots }()
-	cn.lastUsed = time.Now()
 	p.mu.Lock()
+	cn.lastUsed = time.Now() // under the lock: idle stays in the order of lastUsed
 	if healthy && !p.retired {
 		p.idle = append(p.idle, cn)
+		if p.reaper == nil {
+			p.reaper = time.AfterFunc(p.maxIdle, p.reap)
+		}
 		p.mu.Unlock()
 		return
 	}
@@ -238,19 +252,57 @@ func (p *pool) release(cn *smtpConn, healthy bool) {
 	cn.close(healthy)
 }
 
-// retire closes the idle connections, politely and at once, and makes
-// release close the connections still in use.
+// reap is the idle timer's work: it closes, politely, the idle connections
+// unused for maxIdle, and arms the timer again for the oldest one left.
+func (p *pool) reap() {
+	now := time.Now()
+	p.mu.Lock()
+	p.reaper = nil
+	if p.retired {
+		p.mu.Unlock()
+		return
+	}
+	// idle is in the order of release: the least recently used first.
+	n := 0
+	for n < len(p.idle) && now.Sub(p.idle[n].lastUsed) >= p.maxIdle {
+		n++
+	}
+	expired := slices.Clone(p.idle[:n])
+	p.idle = slices.Delete(p.idle, 0, n)
+	left := len(p.idle)
+	if left > 0 {
+		p.reaper = time.AfterFunc(p.idle[0].lastUsed.Add(p.maxIdle).Sub(now), p.reap)
+	}
+	p.mu.Unlock()
+	if len(expired) > 0 {
+		closeAll(expired)
+		p.logger.LogAttrs(context.Background(), slog.LevelDebug, "email: idle SMTP connections closed",
+			slog.Int("closed", len(expired)), slog.Int("idle", left))
+	}
+}
+
+// closeAll closes the connections politely, at once.
+func closeAll(conns []*smtpConn) {
+	var wg sync.WaitGroup
+	for _, cn := range conns {
+		wg.Go(func() { cn.close(true) })
+	}
+	wg.Wait()
+}
+
+// retire closes the idle connections, politely and at once, stops the idle
+// timer, and makes release close the connections still in use.
 func (p *pool) retire() {
 	p.mu.Lock()
 	p.retired = true
 	idle := p.idle
 	p.idle = nil
-	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, cn := range idle {
-		wg.Go(func() { cn.close(true) })
+	if p.reaper != nil {
+		p.reaper.Stop()
+		p.reaper = nil
 	}
-	wg.Wait()
+	p.mu.Unlock()
+	closeAll(idle)
 }
 
 // dial opens, secures and authenticates a new connection. Its deadlines
