@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -264,13 +265,18 @@ func (h *handle) pgArgs(args []any) []any {
 	return append([]any{pgx.QueryExecModeCacheStatement}, args...)
 }
 
+// insert tries one COPY of the batch (pgcopy.go), and runs the
+// insert-if-not-exists statement when the COPY cannot store it.
 func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
-	var qs []query
-	_ = chunks(rows, insertChunk, func(part []notificationRow) error {
-		qs = append(qs, query{text: pgInsertText, args: h.pgArgs(pgArrays(notificationModel, part))})
-		return nil
-	})
-	ids, err := h.writeIDs(ctx, qs, len(rows))
+	ids, err := h.copyInsert(ctx, rows)
+	if errors.Is(err, errNoCopy) {
+		var qs []query
+		_ = chunks(rows, insertChunk, func(part []notificationRow) error {
+			qs = append(qs, query{text: pgInsertText, args: h.pgArgs(pgArrays(notificationModel, part))})
+			return nil
+		})
+		ids, err = h.writeIDs(ctx, qs, len(rows))
+	}
 	if err == nil && h.analyze != nil {
 		h.analyze.inserted(len(ids))
 	}

@@ -148,6 +148,7 @@ type handle struct {
 	insertStmts map[int]*sql.Stmt
 	ckpt        *checkpointer
 	analyze     *analyzer // PostgreSQL only; nil elsewhere
+	pgCopy      pgCopier  // PostgreSQL's COPY into notifications (pgcopy.go)
 	// The most keyword candidates read by rowid (SQLite; see subjectRowids):
 	// subjectQueryCap and subjectCountCap, other values in tests.
 	subjectQueryCap, subjectCountCap int

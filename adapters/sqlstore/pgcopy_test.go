@@ -1,0 +1,179 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/storetest"
+)
+
+// copyRows returns rows with every kind of value the COPY encodes: NULL
+// and set nullable texts and instants, a negative priority, an upper-case
+// id, non-ASCII text, an empty text.
+func copyRows(t *testing.T, now time.Time) []ports.Notification {
+	t.Helper()
+	a := storetest.NewNotification(now)
+	a.ID = strings.ToUpper(a.ID)
+	a.Subject = "Tank 3 level high — réservoir ½"
+	a.Body = ""
+	a.TypeData = []byte(`{"k":"v"}`)
+	a.Priority = -7
+	a.ExpiresAt = now.Add(48*time.Hour + 123*time.Microsecond)
+	b := storetest.NewNotification(now.Add(time.Microsecond))
+	b.Priority = 1<<31 - 1
+	b.Status = ports.StatusParked
+	b.LastError = "parked at ingest"
+	b.SiteEnqueuedAt = time.Time{}
+	c := storetest.NewNotification(now.Add(2 * time.Microsecond))
+	c.CreatedAt = time.Date(1601, 1, 1, 0, 0, 0, 1000, time.UTC) // before 2000, beyond a Duration from it
+	return []ports.Notification{a, b, c}
+}
+
+// TestPostgresCopyInsert: a fresh batch is stored by one COPY, and each
+// row reads back exactly as the same row stored by the insert statement.
+func TestPostgresCopyInsert(t *testing.T) {
+	t.Parallel()
+	s := newPostgresStore(t, postgresDSN(t)).Notifications()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ns := copyRows(t, now)
+	rows := make([]notificationRow, len(ns))
+	twins := make([]notificationRow, len(ns)) // the same rows under other ids
+	for i := range ns {
+		var err error
+		if rows[i], err = toRow(&ns[i]); err != nil {
+			t.Fatal(err)
+		}
+		twin := ns[i]
+		twin.ID = storetest.NewID()
+		if twins[i], err = toRow(&twin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := s.copyInsert(ctx, rows)
+	if err != nil {
+		t.Fatalf("copyInsert: %v", err)
+	}
+	for i, id := range ids {
+		if want := strings.ToLower(ns[i].ID); id != want {
+			t.Fatalf("copyInsert returned id %q, want %q", id, want)
+		}
+	}
+	stmt := query{text: pgInsertText, args: s.pgArgs(pgArrays(notificationModel, twins))}
+	if got, err := s.writeIDs(ctx, []query{stmt}, len(twins)); err != nil || len(got) != len(twins) {
+		t.Fatalf("insert statement: %d ids, %v", len(got), err)
+	}
+	for i := range ns {
+		copied, err := s.Get(ctx, ns[i].ID)
+		if err != nil {
+			t.Fatalf("get copied row %d: %v", i, err)
+		}
+		stated, err := s.Get(ctx, twins[i].ID)
+		if err != nil {
+			t.Fatalf("get stated row %d: %v", i, err)
+		}
+		stated.ID = copied.ID
+		if !equalNotifications(copied, stated) {
+			t.Errorf("row %d: COPY stored\n%+v\nthe statement stored\n%+v", i, copied, stated)
+		}
+		if !copied.CreatedAt.Equal(ns[i].CreatedAt) || !copied.ExpiresAt.Equal(ns[i].ExpiresAt) {
+			t.Errorf("row %d: times %v, %v; want %v, %v", i, copied.CreatedAt, copied.ExpiresAt, ns[i].CreatedAt, ns[i].ExpiresAt)
+		}
+	}
+}
+
+// equalNotifications compares two notifications field by field (times by
+// instant).
+func equalNotifications(a, b ports.Notification) bool {
+	times := func(n *ports.Notification) []*time.Time {
+		return []*time.Time{&n.SiteEnqueuedAt, &n.CreatedAt, &n.UpdatedAt, &n.LastAttemptAt, &n.NextAttemptAt,
+			&n.DeliveredAt, &n.ExpiresAt}
+	}
+	ta, tb := times(&a), times(&b)
+	for i := range ta {
+		if !ta[i].Equal(*tb[i]) {
+			return false
+		}
+		*ta[i], *tb[i] = time.Time{}, time.Time{}
+	}
+	return string(a.TypeData) == string(b.TypeData) && a.ID == b.ID && a.Type == b.Type && a.List == b.List &&
+		a.Subject == b.Subject && a.Body == b.Body && a.Priority == b.Priority && a.Status == b.Status &&
+		a.RetryCount == b.RetryCount && a.LastError == b.LastError && a.SourceSite == b.SourceSite &&
+		a.SourceInstance == b.SourceInstance && a.SourceScript == b.SourceScript && a.ExecutionID == b.ExecutionID &&
+		a.ParentExecutionID == b.ParentExecutionID && len(a.ResolvedTargets) == len(b.ResolvedTargets) &&
+		len(a.Targets) == len(b.Targets)
+}
+
+// TestPostgresCopyFallsBack: a batch holding an id stored already makes the
+// COPY store nothing, and Insert stores the new rows with the statement; a
+// value out of a column's range leaves it to the statement, which refuses
+// it; a column whose type changed under the open store is read again.
+func TestPostgresCopyFallsBack(t *testing.T) {
+	t.Parallel()
+	db := newPostgresStore(t, postgresDSN(t))
+	s := db.Notifications()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	old := storetest.NewNotification(now)
+	if _, err := s.Insert(ctx, []ports.Notification{old}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := storetest.NewNotification(now.Add(time.Microsecond))
+	rows := make([]notificationRow, 2)
+	for i, n := range []ports.Notification{fresh, old} {
+		var err error
+		if rows[i], err = toRow(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.copyInsert(ctx, rows); !errors.Is(err, errNoCopy) {
+		t.Fatalf("copyInsert of a stored id: %v, want errNoCopy", err)
+	}
+	if _, err := s.Get(ctx, fresh.ID); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("the failed COPY stored a row: %v", err)
+	}
+	ids, err := s.Insert(ctx, []ports.Notification{fresh, old})
+	if err != nil || len(ids) != 1 || ids[0] != fresh.ID {
+		t.Fatalf("Insert of a resend: %v, %v; want [%s]", ids, err, fresh.ID)
+	}
+
+	big := storetest.NewNotification(now.Add(2 * time.Microsecond))
+	big.Priority = 1 << 31
+	row, err := toRow(&big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.copyInsert(ctx, []notificationRow{row}); !errors.Is(err, errNoCopy) {
+		t.Fatalf("copyInsert of a priority beyond integer: %v, want errNoCopy", err)
+	}
+	if _, err := s.Insert(ctx, []ports.Notification{big}); err == nil || errors.Is(err, errNoCopy) {
+		t.Fatalf("Insert of a priority beyond integer: %v, want the statement's error", err)
+	}
+
+	// The column types were read; a migration widens one.
+	if _, err := db.writer().ExecContext(ctx, `ALTER TABLE notifications ALTER COLUMN priority TYPE bigint`); err != nil {
+		t.Fatal(err)
+	}
+	small := storetest.NewNotification(now.Add(3 * time.Microsecond))
+	small.Priority = 5
+	ids, err = s.Insert(ctx, []ports.Notification{small})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Insert after the column changed: %v, %v", ids, err)
+	}
+	if got, err := s.Get(ctx, small.ID); err != nil || got.Priority != 5 {
+		t.Fatalf("stored priority %d, %v; want 5", got.Priority, err)
+	}
+	if row, err = toRow(&big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.copyInsert(ctx, []notificationRow{row}); err != nil {
+		t.Fatalf("copyInsert after the types were read again: %v", err)
+	}
+	if got, err := s.Get(ctx, big.ID); err != nil || got.Priority != 1<<31 {
+		t.Fatalf("stored priority %d, %v; want %d", got.Priority, err, int64(1<<31))
+	}
+}
