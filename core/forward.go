@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -19,6 +20,13 @@ import (
 // de-duplicates on the id, so a batch sent twice (the leader died between
 // central's acknowledgement and the removal) is stored once.
 //
+// The removal of what central acknowledged does not hold up the next
+// batch: it goes to the buffer while the next batch goes to central, and
+// acknowledgements that arrive while a removal is under way go together in
+// the next one (see removals). Before it pauses, and before it starts a
+// new pass from the oldest, the forwarder waits for its removals, so that
+// the backlog never counts for long what central holds.
+//
 // A batch central refuses as a whole (more than it takes at once) is sent
 // again in halves, down to single notifications.
 //
@@ -34,6 +42,8 @@ func (s *Site) Forward(ctx context.Context) {
 	s.log.Info("forwarder started", "site", s.cfg.Site, "batch", s.cfg.ForwardBatch,
 		"retry_interval", s.cfg.RetryInterval.String())
 	defer s.log.Info("forwarder stopped", "site", s.cfg.Site)
+	rm := &removals{s: s, limit: removalsLimit * s.cfg.ForwardBatch}
+	defer rm.wg.Wait()
 	var (
 		after    uint64 // Scan from just after this Seq
 		rejected bool   // this pass left rejected notifications behind
@@ -50,11 +60,16 @@ func (s *Site) Forward(ctx context.Context) {
 				return // stopping: a read cut short is no failure
 			}
 			s.log.Error("forwarder: read the buffer", "err", err)
+			rm.flush(ctx)
 			s.pause(ctx, false)
 			continue
 		}
 		batch = s.capBytes(batch)
 		if len(batch) == 0 {
+			if !rm.flush(ctx) {
+				after = 0 // send again what could not be removed
+				continue
+			}
 			if after == 0 {
 				s.pause(ctx, true) // idle: until a Send wakes us
 				continue
@@ -86,6 +101,7 @@ func (s *Site) Forward(ctx context.Context) {
 					"refusals", throttled, "wait", throttleWait(after, s.cfg.RetryInterval).String(), "reason", err)
 				throttleLogged, throttled = now, 0
 			}
+			rm.flush(ctx)
 			s.sleep(ctx, throttleWait(after, s.cfg.RetryInterval))
 			continue
 		}
@@ -93,11 +109,16 @@ func (s *Site) Forward(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Warn("forwarder: central did not acknowledge; retrying after the interval",
 					"notifications", len(batch), "retry_interval", s.cfg.RetryInterval.String(), "err", err)
+				rm.flush(ctx)
 				s.pause(ctx, false)
 			}
 			continue
 		}
-		if len(res.Accepted) > 0 && !s.removeAcked(ctx, res.Accepted) {
+		if len(res.Accepted) > 0 && !rm.add(ctx, res.Accepted) {
+			// A removal failed (typically leadership lost): send again
+			// from the oldest what is still buffered; central stores it
+			// once.
+			after = 0
 			continue
 		}
 		for _, r := range res.Rejected {
@@ -111,10 +132,10 @@ func (s *Site) Forward(ctx context.Context) {
 
 // removeAcked removes the notifications central acknowledged from the
 // buffer, trying again through a blip (a Raft commit that timed out) for up
-// to RetryInterval, the wait the forwarder would take before sending the
-// batch again anyway. It reports whether they were removed. When they were
-// not (typically leadership lost), the batch is sent again, by this node or
-// the next leader, and central stores it once: retrying only spares that
+// to RetryInterval, the wait the forwarder would take before sending them
+// again anyway. It reports whether they were removed. When they were not
+// (typically leadership lost), they are sent again, by this node or the
+// next leader, and central stores them once: retrying only spares that
 // second round trip.
 func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 	tries, err := retryBlip(ctx, s.log, time.Now().Add(s.cfg.RetryInterval),
@@ -135,6 +156,88 @@ func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 		s.pause(ctx, false)
 	}
 	return false
+}
+
+// removalsLimit × ForwardBatch is the most acknowledged ids the forwarder
+// holds for removal while a removal is under way; past it, it waits for
+// that removal before it sends more.
+const removalsLimit = 4
+
+// removals runs the forwarder's removals beside its sending: one Remove at
+// a time, of every id acknowledged since the last one started. It is the
+// forwarder's own (not safe for concurrent use); the forwarder waits for its
+// goroutine (wg) before it returns.
+type removals struct {
+	s     *Site
+	limit int
+	wg    sync.WaitGroup
+	// pending are acknowledged ids no Remove has taken yet.
+	pending []string
+	// running receives the outcome of the Remove under way (removeAcked's);
+	// nil when none is.
+	running chan bool
+}
+
+// add takes ids central acknowledged: a Remove of them starts now when
+// none is under way, else with the next. It waits for the Remove under way
+// only when limit ids are pending. It returns false when a Remove failed
+// (they are all dropped then: the caller sends them again).
+func (r *removals) add(ctx context.Context, ids []string) bool {
+	r.pending = append(r.pending, ids...)
+	if r.running != nil {
+		if len(r.pending) < r.limit {
+			select {
+			case ok := <-r.running:
+				r.running = nil
+				if !ok {
+					r.pending = nil
+					return false
+				}
+			default:
+				return true // with the next
+			}
+		} else if !r.wait() {
+			return false
+		}
+	}
+	r.start(ctx)
+	return true
+}
+
+// flush removes every acknowledged id before it returns, and reports
+// whether all were removed.
+func (r *removals) flush(ctx context.Context) bool {
+	if !r.wait() {
+		return false
+	}
+	if len(r.pending) == 0 {
+		return true
+	}
+	r.start(ctx)
+	return r.wait()
+}
+
+// start starts a Remove of the pending ids; none is under way.
+func (r *removals) start(ctx context.Context) {
+	ids := r.pending
+	r.pending = nil
+	done := make(chan bool, 1)
+	r.running = done
+	r.wg.Go(func() { done <- r.s.removeAcked(ctx, ids) })
+}
+
+// wait waits for the Remove under way, if any, and reports whether it
+// succeeded; when it failed the pending ids are dropped too.
+func (r *removals) wait() bool {
+	if r.running == nil {
+		return true
+	}
+	ok := <-r.running
+	r.running = nil
+	if !ok {
+		r.pending = nil
+	}
+	return ok
 }
 
 // submit sends one batch to central within CallTimeout.
