@@ -21,11 +21,13 @@ import (
 // central's acknowledgement and the removal) is stored once.
 //
 // The removal of what central acknowledged does not hold up the next
-// batch: it goes to the buffer while the next batch goes to central, and
-// acknowledgements that arrive while a removal is under way go together in
-// the next one (see removals). Before it pauses, and before it starts a
-// new pass from the oldest, the forwarder waits for its removals, so that
-// the backlog never counts for long what central holds.
+// batch, and costs the buffer few commits (on Raft, log entries that
+// share the disk with the Sends'): acknowledged ids gather until there are
+// ForwardBatch of them or the oldest has waited removeLinger, then go in
+// one Remove, which runs while the next batches go to central (see
+// removals). Before it pauses, and before it starts a new pass from the
+// oldest, the forwarder waits for its removals, so that the backlog counts
+// what central holds for removeLinger and a commit at most.
 //
 // A batch central refuses as a whole (more than it takes at once) is sent
 // again in halves, down to single notifications.
@@ -42,7 +44,7 @@ func (s *Site) Forward(ctx context.Context) {
 	s.log.Info("forwarder started", "site", s.cfg.Site, "batch", s.cfg.ForwardBatch,
 		"retry_interval", s.cfg.RetryInterval.String())
 	defer s.log.Info("forwarder stopped", "site", s.cfg.Site)
-	rm := &removals{s: s, limit: removalsLimit * s.cfg.ForwardBatch}
+	rm := &removals{s: s, batch: s.cfg.ForwardBatch, limit: removalsLimit * s.cfg.ForwardBatch}
 	defer rm.wg.Wait()
 	var (
 		after    uint64 // Scan from just after this Seq
@@ -65,11 +67,15 @@ func (s *Site) Forward(ctx context.Context) {
 			continue
 		}
 		batch = s.capBytes(batch)
-		if len(batch) == 0 {
-			if !rm.flush(ctx) {
+		if len(batch) == 0 && rm.waiting() {
+			// Nothing new: let the acknowledged ids gather until a Send
+			// comes or the oldest is due, without starting a new pass.
+			if !rm.linger(ctx) {
 				after = 0 // send again what could not be removed
-				continue
 			}
+			continue
+		}
+		if len(batch) == 0 {
 			if after == 0 {
 				s.pause(ctx, true) // idle: until a Send wakes us
 				continue
@@ -158,31 +164,46 @@ func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 	return false
 }
 
+// removeLinger is the longest an acknowledged id waits for its Remove
+// while the forwarder has fewer than ForwardBatch of them: short against
+// the backlog's reading (Health, the reports to central), long against the
+// time between the acknowledgements of a trickle of Sends, which then share
+// one Remove rather than take a commit each.
+const removeLinger = 50 * time.Millisecond
+
 // removalsLimit × ForwardBatch is the most acknowledged ids the forwarder
-// holds for removal while a removal is under way; past it, it waits for
-// that removal before it sends more.
+// holds while a Remove is under way; past it, it waits for that Remove
+// before it sends more.
 const removalsLimit = 4
 
 // removals runs the forwarder's removals beside its sending: one Remove at
-// a time, of every id acknowledged since the last one started. It is the
+// a time, of the ids acknowledged since the last one started, once there
+// are batch of them or the oldest has waited removeLinger. It is the
 // forwarder's own (not safe for concurrent use); the forwarder waits for its
 // goroutine (wg) before it returns.
 type removals struct {
 	s     *Site
+	batch int
 	limit int
 	wg    sync.WaitGroup
-	// pending are acknowledged ids no Remove has taken yet.
+	// pending are acknowledged ids no Remove has taken yet, the first of
+	// them acknowledged at since.
 	pending []string
+	since   time.Time
 	// running receives the outcome of the Remove under way (removeAcked's);
 	// nil when none is.
 	running chan bool
 }
 
-// add takes ids central acknowledged: a Remove of them starts now when
-// none is under way, else with the next. It waits for the Remove under way
-// only when limit ids are pending. It returns false when a Remove failed
-// (they are all dropped then: the caller sends them again).
+// add takes ids central acknowledged. A Remove of every pending id starts
+// when none is under way and there are batch of them or the oldest is
+// due; add waits for the Remove under way only when limit ids are pending.
+// It returns false when a Remove failed (then every pending id is dropped:
+// the caller sends them again).
 func (r *removals) add(ctx context.Context, ids []string) bool {
+	if len(r.pending) == 0 {
+		r.since = time.Now()
+	}
 	r.pending = append(r.pending, ids...)
 	if r.running != nil {
 		if len(r.pending) < r.limit {
@@ -200,8 +221,38 @@ func (r *removals) add(ctx context.Context, ids []string) bool {
 			return false
 		}
 	}
-	r.start(ctx)
+	if len(r.pending) >= r.batch || time.Since(r.since) >= removeLinger {
+		r.start(ctx)
+	}
 	return true
+}
+
+// waiting reports whether acknowledged ids are not yet removed.
+func (r *removals) waiting() bool { return r.running != nil || len(r.pending) > 0 }
+
+// linger waits, while the forwarder has nothing to send, until a Send
+// wakes it (then a moment more, as pause does) or the oldest pending id is
+// due (then it removes every acknowledged id). It reports false when a
+// Remove failed.
+func (r *removals) linger(ctx context.Context) bool {
+	if len(r.pending) == 0 {
+		return r.wait() // what is acknowledged is being removed
+	}
+	due := time.Until(r.since.Add(removeLinger))
+	if due <= 0 {
+		return r.flush(ctx)
+	}
+	t := time.NewTimer(due)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return r.flush(ctx)
+	case <-r.s.wake:
+		r.s.sleep(ctx, forwardLinger)
+		return true
+	}
 }
 
 // flush removes every acknowledged id before it returns, and reports

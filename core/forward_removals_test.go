@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,7 +76,7 @@ func newRemovalEnv(t *testing.T, n int) (*Site, *removeGate, *flakyCentral, []st
 		subs = append(subs, ports.Submission{ID: id, List: "ops", Subject: fmt.Sprint(i), SourceSite: "plant-1",
 			SiteEnqueuedAt: time.Now().UTC()})
 	}
-	if err := buf.Append(context.Background(), subs); err != nil {
+	if err := buf.Append(context.Background(), subs); n > 0 && err != nil {
 		t.Fatal(err)
 	}
 	return s, buf, central, ids
@@ -128,4 +129,34 @@ func TestAFailedRemovalSendsAgainAndLosesNothing(t *testing.T) {
 	if n := central.submits.Load(); n <= 3 {
 		t.Errorf("%d Submits: the notifications the failed removal left were not sent again", n)
 	}
+}
+
+func TestAcksOfATrickleShareOneRemove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, buf, central, _ := newRemovalEnv(t, 0)
+		s.cfg.ForwardBatch = 500
+		forwardUntilEnd(t, s)
+		for i := range 3 {
+			id, err := s.Send(sendCtx(t), ports.SendRequest{List: "ops", Subject: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(forwardLinger) // the forwarder's wait for more Sends
+			synctest.Wait()           // forwarded, its removal waiting for company
+			if !central.stored(t, id) {
+				t.Fatalf("Send %d not forwarded", i)
+			}
+			if got := buf.sizes(); len(got) != 0 {
+				t.Fatalf("Removes %v after Send %d, want none before removeLinger", got, i)
+			}
+		}
+		time.Sleep(removeLinger)
+		synctest.Wait()
+		if got := buf.sizes(); !slices.Equal(got, []int{3}) {
+			t.Errorf("Removes of %v ids, want one of 3", got)
+		}
+		if st, _ := buf.Stats(context.Background()); st.Count != 0 {
+			t.Errorf("buffer holds %d after removeLinger, want 0", st.Count)
+		}
+	})
 }
