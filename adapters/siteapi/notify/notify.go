@@ -178,7 +178,8 @@ type Client struct {
 	token   string
 	prov    Provenance
 	attempt time.Duration
-	// next is the index of the node that answered last: the first to try.
+	// next is the index of the node to try first: the leader a node named,
+	// else the node that answered last.
 	next   atomic.Int32
 	closed atomic.Bool
 }
