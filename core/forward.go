@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/siteline/outbox/ports"
@@ -19,6 +20,15 @@ import (
 // de-duplicates on the id, so a batch sent twice (the leader died between
 // central's acknowledgement and the removal) is stored once.
 //
+// The removal of what central acknowledged does not hold up the next
+// batch, and costs the buffer few commits (on Raft, log entries that
+// share the disk with the Sends'): acknowledged ids gather until there are
+// ForwardBatch of them or the oldest has waited removeLinger, then go in
+// one Remove, which runs while the next batches go to central (see
+// removals). Before it pauses, and before it starts a new pass from the
+// oldest, the forwarder waits for its removals, so that the backlog counts
+// what central holds for removeLinger and a commit at most.
+//
 // A batch central refuses as a whole (more than it takes at once) is sent
 // again in halves, down to single notifications.
 //
@@ -34,6 +44,8 @@ func (s *Site) Forward(ctx context.Context) {
 	s.log.Info("forwarder started", "site", s.cfg.Site, "batch", s.cfg.ForwardBatch,
 		"retry_interval", s.cfg.RetryInterval.String())
 	defer s.log.Info("forwarder stopped", "site", s.cfg.Site)
+	rm := &removals{s: s, batch: s.cfg.ForwardBatch, limit: removalsLimit * s.cfg.ForwardBatch}
+	defer rm.wg.Wait()
 	var (
 		after    uint64 // Scan from just after this Seq
 		rejected bool   // this pass left rejected notifications behind
@@ -50,10 +62,19 @@ func (s *Site) Forward(ctx context.Context) {
 				return // stopping: a read cut short is no failure
 			}
 			s.log.Error("forwarder: read the buffer", "err", err)
+			rm.flush(ctx)
 			s.pause(ctx, false)
 			continue
 		}
 		batch = s.capBytes(batch)
+		if len(batch) == 0 && rm.waiting() {
+			// Nothing new: let the acknowledged ids gather until a Send
+			// comes or the oldest is due, without starting a new pass.
+			if !rm.linger(ctx) {
+				after = 0 // send again what could not be removed
+			}
+			continue
+		}
 		if len(batch) == 0 {
 			if after == 0 {
 				s.pause(ctx, true) // idle: until a Send wakes us
@@ -86,6 +107,7 @@ func (s *Site) Forward(ctx context.Context) {
 					"refusals", throttled, "wait", throttleWait(after, s.cfg.RetryInterval).String(), "reason", err)
 				throttleLogged, throttled = now, 0
 			}
+			rm.flush(ctx)
 			s.sleep(ctx, throttleWait(after, s.cfg.RetryInterval))
 			continue
 		}
@@ -93,11 +115,16 @@ func (s *Site) Forward(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Warn("forwarder: central did not acknowledge; retrying after the interval",
 					"notifications", len(batch), "retry_interval", s.cfg.RetryInterval.String(), "err", err)
+				rm.flush(ctx)
 				s.pause(ctx, false)
 			}
 			continue
 		}
-		if len(res.Accepted) > 0 && !s.removeAcked(ctx, res.Accepted) {
+		if len(res.Accepted) > 0 && !rm.add(ctx, res.Accepted) {
+			// A removal failed (typically leadership lost): send again
+			// from the oldest what is still buffered; central stores it
+			// once.
+			after = 0
 			continue
 		}
 		for _, r := range res.Rejected {
@@ -111,10 +138,10 @@ func (s *Site) Forward(ctx context.Context) {
 
 // removeAcked removes the notifications central acknowledged from the
 // buffer, trying again through a blip (a Raft commit that timed out) for up
-// to RetryInterval, the wait the forwarder would take before sending the
-// batch again anyway. It reports whether they were removed. When they were
-// not (typically leadership lost), the batch is sent again, by this node or
-// the next leader, and central stores it once: retrying only spares that
+// to RetryInterval, the wait the forwarder would take before sending them
+// again anyway. It reports whether they were removed. When they were not
+// (typically leadership lost), they are sent again, by this node or the
+// next leader, and central stores them once: retrying only spares that
 // second round trip.
 func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 	tries, err := retryBlip(ctx, s.log, time.Now().Add(s.cfg.RetryInterval),
@@ -135,6 +162,133 @@ func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 		s.pause(ctx, false)
 	}
 	return false
+}
+
+// removeLinger is the longest an acknowledged id waits for its Remove
+// while the forwarder has fewer than ForwardBatch of them: short against
+// the backlog's reading (Health, the reports to central), long against the
+// time between the acknowledgements of a trickle of Sends, which then share
+// one Remove rather than take a commit each.
+const removeLinger = 50 * time.Millisecond
+
+// removalsLimit × ForwardBatch is the most acknowledged ids the forwarder
+// holds while a Remove is under way; past it, it waits for that Remove
+// before it sends more.
+const removalsLimit = 4
+
+// removals runs the forwarder's removals beside its sending: one Remove at
+// a time, of the ids acknowledged since the last one started, once there
+// are batch of them or the oldest has waited removeLinger. It is the
+// forwarder's own (not safe for concurrent use); the forwarder waits for its
+// goroutine (wg) before it returns.
+type removals struct {
+	s     *Site
+	batch int
+	limit int
+	wg    sync.WaitGroup
+	// pending are acknowledged ids no Remove has taken yet, the first of
+	// them acknowledged at since.
+	pending []string
+	since   time.Time
+	// running receives the outcome of the Remove under way (removeAcked's);
+	// nil when none is.
+	running chan bool
+}
+
+// add takes ids central acknowledged. A Remove of every pending id starts
+// when none is under way and there are batch of them or the oldest is
+// due; add waits for the Remove under way only when limit ids are pending.
+// It returns false when a Remove failed (then every pending id is dropped:
+// the caller sends them again).
+func (r *removals) add(ctx context.Context, ids []string) bool {
+	if len(r.pending) == 0 {
+		r.since = time.Now()
+	}
+	r.pending = append(r.pending, ids...)
+	if r.running != nil {
+		if len(r.pending) < r.limit {
+			select {
+			case ok := <-r.running:
+				r.running = nil
+				if !ok {
+					r.pending = nil
+					return false
+				}
+			default:
+				return true // with the next
+			}
+		} else if !r.wait() {
+			return false
+		}
+	}
+	if len(r.pending) >= r.batch || time.Since(r.since) >= removeLinger {
+		r.start(ctx)
+	}
+	return true
+}
+
+// waiting reports whether acknowledged ids are not yet removed.
+func (r *removals) waiting() bool { return r.running != nil || len(r.pending) > 0 }
+
+// linger waits, while the forwarder has nothing to send, until a Send
+// wakes it (then a moment more, as pause does) or the oldest pending id is
+// due (then it removes every acknowledged id). It reports false when a
+// Remove failed.
+func (r *removals) linger(ctx context.Context) bool {
+	if len(r.pending) == 0 {
+		return r.wait() // what is acknowledged is being removed
+	}
+	due := time.Until(r.since.Add(removeLinger))
+	if due <= 0 {
+		return r.flush(ctx)
+	}
+	t := time.NewTimer(due)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return r.flush(ctx)
+	case <-r.s.wake:
+		r.s.sleep(ctx, forwardLinger)
+		return true
+	}
+}
+
+// flush removes every acknowledged id before it returns, and reports
+// whether all were removed.
+func (r *removals) flush(ctx context.Context) bool {
+	if !r.wait() {
+		return false
+	}
+	if len(r.pending) == 0 {
+		return true
+	}
+	r.start(ctx)
+	return r.wait()
+}
+
+// start starts a Remove of the pending ids; none is under way.
+func (r *removals) start(ctx context.Context) {
+	ids := r.pending
+	r.pending = nil
+	done := make(chan bool, 1)
+	r.running = done
+	r.wg.Go(func() { done <- r.s.removeAcked(ctx, ids) })
+}
+
+// wait waits for the Remove under way, if any, and reports whether it
+// succeeded; when it failed the pending ids are dropped too.
+func (r *removals) wait() bool {
+	if r.running == nil {
+		return true
+	}
+	ok := <-r.running
+	r.running = nil
+	if !ok {
+		r.pending = nil
+	}
+	return ok
 }
 
 // submit sends one batch to central within CallTimeout.

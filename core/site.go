@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
 	"github.com/siteline/outbox/ports"
 )
 
@@ -214,6 +215,9 @@ type Site struct {
 	opMu     sync.Mutex
 	inflight map[string]chan struct{}
 
+	// sends coalesces concurrent Sends into one Append.
+	sends *sendBatcher
+
 	// link is the telemetry queue and the Sync loop's state.
 	link *link
 
@@ -262,6 +266,7 @@ func NewSite(cfg SiteConfig, deps SiteDeps) (*Site, error) {
 		opWake:   make(chan struct{}, 1),
 		inflight: make(map[string]chan struct{}),
 		link:     newLink(),
+		sends:    newSendBatcher(deps.Buffer),
 	}, nil
 }
 
@@ -297,7 +302,9 @@ func (s *Site) Send(ctx context.Context, req ports.SendRequest) (string, error) 
 		ParentExecutionID: req.ParentExecutionID,
 		SiteEnqueuedAt:    s.clock.Now().UTC(),
 	}
-	if err := s.buffer.Append(ctx, []ports.Submission{sub}); err != nil {
+	// Concurrent Sends go in one Append (see sendBatcher); each gets its
+	// own outcome.
+	if err := s.sends.append(ctx, sub); err != nil {
 		return "", fmt.Errorf("buffer notification %s: %w", id, err)
 	}
 	s.Wake()

@@ -559,6 +559,12 @@ func (s *Server) route(ctx context.Context) (client pb.SiteClient, out context.C
 	if self {
 		return nil, ctx, "", nil
 	}
+	if addr != "" {
+		// Tell the caller where the leader is, so that its next call
+		// skips this hop; answered or refused, the trailer goes back.
+		// Outside a served call (no stream) there is no one to tell.
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(pb.LeaderKey, addr))
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if len(md.Get(ForwardedKey)) > 0 {
 		return nil, nil, "", status.Error(codes.Unavailable, "a forwarded request reached a node that does not lead (stale view of the leader); try again")

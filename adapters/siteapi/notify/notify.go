@@ -47,8 +47,10 @@
 // Give the client every node of the site. Any node accepts every call: a
 // follower passes a Send, a Status, a cached call or write and an
 // operator's Retry or Discard to the leader (package siteapi), so the
-// client never needs to know which node leads. The client starts with the node that
-// answered last.
+// client never needs to know which node leads. A follower names the leader
+// in its answer, and the client calls the leader first from then on (when
+// the name is one of the addresses it was given: give the nodes as they
+// name each other); otherwise it starts with the node that answered last.
 //
 // # One id, however many tries
 //
@@ -176,7 +178,8 @@ type Client struct {
 	token   string
 	prov    Provenance
 	attempt time.Duration
-	// next is the index of the node that answered last: the first to try.
+	// next is the index of the node to try first: the leader a node named,
+	// else the node that answered last.
 	next   atomic.Int32
 	closed atomic.Bool
 }
@@ -292,8 +295,8 @@ func (l List) SendWithID(ctx context.Context, id, subject, body string) (string,
 		ParentExecutionID: p.ParentExecutionID,
 	})
 	var got string
-	err := l.c.retry(ctx, "Send", func(ctx context.Context, rpc pb.SiteClient) error {
-		resp, err := rpc.Send(ctx, req)
+	err := l.c.retry(ctx, "Send", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := rpc.Send(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
@@ -334,8 +337,8 @@ func (c *Client) Statuses(ctx context.Context, ids []string) (map[string]ports.S
 	defer cancel()
 	req := &pb.StatusRequest{Ids: ids}
 	var out map[string]ports.Status
-	err := c.retry(ctx, "Status", func(ctx context.Context, rpc pb.SiteClient) error {
-		resp, err := rpc.Status(ctx, req)
+	err := c.retry(ctx, "Status", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := rpc.Status(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
@@ -384,25 +387,35 @@ func (c *Client) outgoing(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 }
 
-// retry makes the call try at the nodes in turn, starting with the one that
-// answered last, until one answers, the answer is a refusal, or ctx ends.
-func (c *Client) retry(ctx context.Context, op string, try func(context.Context, pb.SiteClient) error) error {
+// retry makes the call try at the nodes in turn, starting with the one
+// that answered last (or the leader a node named), until one answers, the
+// answer is a refusal, or ctx ends.
+//
+// A node that passes a call to the leader names the leader in its answer
+// (pb.LeaderKey): the client calls that node first from then on, when it
+// is one of the nodes it was given; a name it was not given is ignored.
+// A try that failed as unavailable moves to the named leader once per
+// call, then on in turn: a wrong name costs one try, never the call.
+func (c *Client) retry(ctx context.Context, op string, try func(context.Context, pb.SiteClient, ...grpc.CallOption) error) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	i := int(c.next.Load())
 	wait := minBackoff
 	var last error
+	followed := false // a try moved to the leader a node named
 	for tried := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return exhausted(op, err, last)
 		}
 		nd := c.nodes[i]
 		actx, cancel := context.WithTimeout(ctx, c.attempt)
-		err := try(c.outgoing(actx), nd.rpc)
+		var trailer metadata.MD
+		err := try(c.outgoing(actx), nd.rpc, grpc.Trailer(&trailer))
 		cancel()
+		hint := c.leaderHint(trailer)
 		if err == nil {
-			c.next.Store(int32(i))
+			c.prefer(hint, i)
 			return nil
 		}
 		if c.closed.Load() {
@@ -430,7 +443,7 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 		}
 		if !errors.Is(e, ports.ErrUnavailable) {
 			// A refusal: the node answered, and will answer the same again.
-			c.next.Store(int32(i))
+			c.prefer(hint, i)
 			return e
 		}
 		last = e
@@ -441,8 +454,31 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 			}
 			wait = min(2*wait, maxBackoff)
 		}
+		if hint >= 0 && hint != i && !followed {
+			followed, i = true, hint
+			continue
+		}
 		i = (i + 1) % len(c.nodes)
 	}
+}
+
+// leaderHint returns the index of the node a call's trailer names as the
+// leader, or -1 when it names none or a node the client was not given.
+func (c *Client) leaderHint(trailer metadata.MD) int {
+	addr, ok := pb.LeaderHint(trailer)
+	if !ok {
+		return -1
+	}
+	return slices.IndexFunc(c.nodes, func(n node) bool { return n.addr == addr })
+}
+
+// prefer makes the named leader (hint, when not -1), or else the node i
+// that answered, the first to try on the next call.
+func (c *Client) prefer(hint, i int) {
+	if hint >= 0 {
+		i = hint
+	}
+	c.next.Store(int32(i))
 }
 
 // pause waits for d or the end of ctx.

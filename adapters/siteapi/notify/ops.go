@@ -90,8 +90,8 @@ func (c *Client) CallWithID(ctx context.Context, id, system, method string, para
 		raw = b
 	}
 	req := pb.CallRequestToPB(ports.CallRequest{ID: id, System: system, Method: method, Params: raw, OpSource: c.source()})
-	return c.cached(ctx, "Call", func(ctx context.Context, rpc pb.SiteClient) (*pb.OperationOutcome, error) {
-		return rpc.CachedCall(ctx, req)
+	return c.cached(ctx, "Call", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) (*pb.OperationOutcome, error) {
+		return rpc.CachedCall(ctx, req, opts...)
 	})
 }
 
@@ -121,17 +121,17 @@ func (c *Client) WriteWithID(ctx context.Context, id, connection, sql string, ar
 		return Result{}, fmt.Errorf("notify: Write to %.64s: encode args: %w: %w", connection, err, ports.ErrInvalid)
 	}
 	req := pb.WriteRequestToPB(ports.WriteRequest{ID: id, Connection: connection, SQL: sql, Args: raw, OpSource: c.source()})
-	return c.cached(ctx, "Write", func(ctx context.Context, rpc pb.SiteClient) (*pb.OperationOutcome, error) {
-		return rpc.CachedWrite(ctx, req)
+	return c.cached(ctx, "Write", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) (*pb.OperationOutcome, error) {
+		return rpc.CachedWrite(ctx, req, opts...)
 	})
 }
 
 // cached makes a cached call or write with retries, and returns a Failed
 // outcome as an *OperationError.
-func (c *Client) cached(ctx context.Context, op string, call func(context.Context, pb.SiteClient) (*pb.OperationOutcome, error)) (Result, error) {
+func (c *Client) cached(ctx context.Context, op string, call func(context.Context, pb.SiteClient, ...grpc.CallOption) (*pb.OperationOutcome, error)) (Result, error) {
 	var out ports.OpOutcome
-	err := c.retry(ctx, op, func(ctx context.Context, rpc pb.SiteClient) error {
-		resp, err := call(ctx, rpc)
+	err := c.retry(ctx, op, func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := call(ctx, rpc, opts...)
 		if err != nil {
 			return err
 		}
@@ -183,8 +183,8 @@ func (c *Client) Tracking(ctx context.Context, ids ...string) (map[string]ports.
 	defer cancel()
 	req := &pb.TrackingRequest{Ids: ids}
 	var out map[string]ports.Operation
-	err := c.retry(ctx, "Tracking", func(ctx context.Context, rpc pb.SiteClient) error {
-		resp, err := rpc.Tracking(ctx, req)
+	err := c.retry(ctx, "Tracking", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := rpc.Tracking(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
@@ -203,8 +203,8 @@ func (c *Client) Operations(ctx context.Context, f ports.OpFilter, page ports.Pa
 	defer cancel()
 	req := pb.ListRequestToPB(f, page)
 	var out ports.OpPage
-	err := c.retry(ctx, "Operations", func(ctx context.Context, rpc pb.SiteClient) error {
-		resp, err := rpc.ListOperations(ctx, req)
+	err := c.retry(ctx, "Operations", func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := rpc.ListOperations(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
@@ -235,8 +235,8 @@ func (c *Client) operatorAction(ctx context.Context, op, id string, rpc actionRP
 	defer cancel()
 	req := &pb.OperationRequest{Id: id}
 	var out ports.Operation
-	err := c.retry(ctx, op, func(ctx context.Context, cl pb.SiteClient) error {
-		resp, err := rpc(cl, ctx, req)
+	err := c.retry(ctx, op, func(ctx context.Context, cl pb.SiteClient, opts ...grpc.CallOption) error {
+		resp, err := rpc(cl, ctx, req, opts...)
 		if err != nil {
 			return err
 		}
