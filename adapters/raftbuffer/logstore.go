@@ -61,13 +61,35 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	return s.BoltStore.StoreLogs(logs)
 }
 
-// DeleteRange implements raft.LogStore. A compaction reads every page it
-// deletes from, so the mapping is dropped after each.
+// logDeleteChunk is how many entries one write transaction of a
+// compaction deletes.
+const logDeleteChunk = 16384
+
+// DeleteRange implements raft.LogStore. A compaction after a long burst
+// can delete most of a million entries; in one transaction bbolt would
+// read every page of them into the mapping and hold every rewritten page
+// in memory until the commit (the node's peak RSS reached 700 MB), so it
+// deletes logDeleteChunk entries a transaction, oldest first (a failure
+// leaves a shorter log, never a hole), and drops the mapping after each.
 func (s *logStore) DeleteRange(lo, hi uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.drop()
-	return s.BoltStore.DeleteRange(lo, hi)
+	for from := lo; from <= hi; {
+		to := hi
+		if hi-from >= logDeleteChunk {
+			to = from + logDeleteChunk - 1
+		}
+		err := s.BoltStore.DeleteRange(from, to)
+		s.drop()
+		if err != nil {
+			return err
+		}
+		if to == hi {
+			break
+		}
+		from = to + 1
+	}
+	return nil
 }
 
 // Set implements raft.StableStore.

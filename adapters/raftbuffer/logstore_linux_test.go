@@ -106,3 +106,41 @@ func TestLogStoreDropsItsMapping(t *testing.T) {
 	}
 	readAll(t, st.store, entries/2+1, entries)
 }
+
+// TestLogStoreCompactsInChunks: a compaction longer than logDeleteChunk
+// entries, done a chunk a transaction, deletes exactly the range asked.
+func TestLogStoreCompactsInChunks(t *testing.T) {
+	st, err := openStores(t.TempDir(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.store.Close()
+	const entries = 3*logDeleteChunk + 100
+	batch := make([]*raft.Log, 0, 1000)
+	for i := uint64(1); i <= entries; i++ {
+		batch = append(batch, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry %08d", i))})
+		if len(batch) == cap(batch) || i == entries {
+			if err := st.store.StoreLogs(batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	const upTo = 2*logDeleteChunk + 50 // two whole chunks and part of a third
+	if err := st.store.DeleteRange(1, upTo); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.store.FirstIndex()
+	if err != nil || first != upTo+1 {
+		t.Fatalf("first index %d (%v), want %d", first, err, upTo+1)
+	}
+	last, err := st.store.LastIndex()
+	if err != nil || last != entries {
+		t.Fatalf("last index %d (%v), want %d", last, err, entries)
+	}
+	var l raft.Log
+	if err := st.store.GetLog(upTo, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("entry %d after the compaction: %v, want ErrLogNotFound", upTo, err)
+	}
+	readAll(t, st.store, upTo+1, entries)
+}
