@@ -68,7 +68,7 @@ const logDeleteChunk = 16384
 // DeleteRange implements raft.LogStore. A compaction after a long burst
 // can delete most of a million entries; in one transaction bbolt would
 // read every page of them into the mapping and hold every rewritten page
-// in memory until the commit (the node's peak RSS reached 700 MB), so it
+// in memory until the commit (nodes peaked at 660–820 MB of RSS), so it
 // deletes logDeleteChunk entries a transaction, oldest first (a failure
 // leaves a shorter log, never a hole), and drops the mapping after each.
 func (s *logStore) DeleteRange(lo, hi uint64) error {
