@@ -64,7 +64,7 @@ type Node struct {
 	raft     *raft.Raft
 	fsm      *fsm
 	trans    *raft.NetworkTransport
-	store    *raftboltdb.BoltStore
+	store    *logStore
 	logs     raft.LogStore
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -225,17 +225,27 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 
 // stores are a node's Raft log, stable store and snapshots.
 type stores struct {
-	store *raftboltdb.BoltStore
+	store *logStore
 	logs  raft.LogStore
 	snaps raft.SnapshotStore
 }
 
 func openStores(dir string, hl hclog.Logger) (stores, error) {
 	opts := boltOptions(raftMmapSize)
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, raftFile), BoltOptions: opts})
+	path, err := filepath.Abs(filepath.Join(dir, raftFile))
 	if err != nil {
 		return stores{}, fmt.Errorf("raftbuffer: open %s: %w", filepath.Join(dir, raftFile), err)
 	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: opts})
+	if err != nil {
+		return stores{}, fmt.Errorf("raftbuffer: open %s: %w", path, err)
+	}
+	// /proc/self/maps names the file by its path without symbolic links.
+	mapped, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		mapped = path
+	}
+	store := &logStore{BoltStore: bolt, path: mapped}
 	logs, err := raft.NewLogCache(logCacheSize, store)
 	if err != nil {
 		store.Close()
