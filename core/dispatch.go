@@ -540,6 +540,25 @@ func terminalRecord(row ports.Notification, u ports.Update) ports.AuditRecord {
 		Status: u.Status, Error: u.LastError}
 }
 
+// attemptRecords returns the audit records of an attempt whose Attempted
+// record is attempt and whose outcome is u: the attempt's record, and the
+// terminal record when the row reached Delivered or Parked. An attempt that
+// delivered the row and leaves no error to tell (the common case: its
+// record says Success, status Delivered, no error, and the row keeps no
+// error from earlier attempts) is the one record: it tells all the
+// Delivered record would (the status, the instant, the actor), and each
+// record costs the audit log an insert on the dispatcher's hot path. Every
+// other terminal attempt (a parking, or a delivery after failures, whose
+// Delivered record carries the last error) keeps both records. Readers
+// that wait for a row's settling record take either (see ports.AuditKind).
+func attemptRecords(row ports.Notification, attempt ports.AuditRecord, u ports.Update) []ports.AuditRecord {
+	if !u.Status.Terminal() || (u.Status == ports.StatusDelivered && attempt.Outcome == ports.OutcomeSuccess &&
+		attempt.Error == "" && u.LastError == "") {
+		return []ports.AuditRecord{attempt}
+	}
+	return []ports.AuditRecord{attempt, terminalRecord(row, u)}
+}
+
 // park finishes a job as Parked without a delivery attempt.
 func (s *Service) park(j *job, now time.Time, reason string) {
 	if err := Move(j.row.Status, ports.StatusParked); err != nil {
@@ -601,18 +620,15 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 		return
 	}
 	j.update = st.update
-	j.records = append(j.records[:0], ports.AuditRecord{
+	j.records = attemptRecords(j.row, ports.AuditRecord{
 		NotificationID: j.row.ID, SourceSite: j.row.SourceSite, Type: j.row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: st.outcome, Status: st.update.Status, Duration: took, Error: st.err, Targets: st.audit,
-	})
+	}, st.update)
 	outcomes := make([]ports.Outcome, len(rs))
 	for i, r := range rs {
 		outcomes[i] = r.Outcome
 	}
 	s.observer.Attempted(j.typ, st.outcome, took, outcomes)
-	if st.update.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(j.row, st.update))
-	}
 	j.done = true
 }
 
@@ -654,14 +670,11 @@ func (s *Service) settleWhole(ctx context.Context, j *job, res ports.Result, too
 		return
 	}
 	j.update = u
-	j.records = append(j.records[:0], ports.AuditRecord{
+	j.records = attemptRecords(row, ports.AuditRecord{
 		NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: r.Outcome, Status: u.Status, Duration: took, Error: r.Error,
-	})
+	}, u)
 	s.observer.Attempted(j.typ, r.Outcome, took, nil)
-	if u.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(row, u))
-	}
 	j.done = true
 }
 

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,4 +268,52 @@ func TestBatchesGoOutInClaimOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAttemptRecords: an attempt that delivers the row with no error to
+// tell is one Attempted record whose status is Delivered; a delivery after
+// failures (the row's last error rides on the Delivered record) and a
+// parking keep their terminal record, and an attempt that leaves the row
+// due is its record alone.
+func TestAttemptRecords(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	row := ports.Notification{ID: "n1", SourceSite: "site-a", Type: "email", Status: ports.StatusPending}
+	attempt := func(o ports.Outcome, s ports.Status, errText string) ports.AuditRecord {
+		return ports.AuditRecord{NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: at,
+			Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: o, Status: s, Duration: time.Millisecond, Error: errText}
+	}
+	for _, c := range []struct {
+		name    string
+		attempt ports.AuditRecord
+		u       ports.Update
+		want    []ports.AuditKind
+	}{
+		{"first delivery", attempt(ports.OutcomeSuccess, ports.StatusDelivered, ""),
+			ports.Update{Status: ports.StatusDelivered, DeliveredAt: at, UpdatedAt: at}, []ports.AuditKind{ports.AuditAttempted}},
+		{"delivery after a failure", attempt(ports.OutcomeSuccess, ports.StatusDelivered, ""),
+			ports.Update{Status: ports.StatusDelivered, DeliveredAt: at, UpdatedAt: at, LastError: "451 later"},
+			[]ports.AuditKind{ports.AuditAttempted, ports.AuditDelivered}},
+		{"parked", attempt(ports.OutcomePermanent, ports.StatusParked, "550 no"),
+			ports.Update{Status: ports.StatusParked, UpdatedAt: at, LastError: "550 no"},
+			[]ports.AuditKind{ports.AuditAttempted, ports.AuditParked}},
+		{"retrying", attempt(ports.OutcomeTransient, ports.StatusRetrying, "451 later"),
+			ports.Update{Status: ports.StatusRetrying, UpdatedAt: at, LastError: "451 later"}, []ports.AuditKind{ports.AuditAttempted}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := attemptRecords(row, c.attempt, c.u)
+			var got []ports.AuditKind
+			for _, r := range recs {
+				got = append(got, r.Kind)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("kinds %v, want %v", got, c.want)
+			}
+			if !reflect.DeepEqual(recs[0], c.attempt) {
+				t.Errorf("attempt record %+v, want %+v", recs[0], c.attempt)
+			}
+			if last := recs[len(recs)-1]; last.Status != c.u.Status || !last.At.Equal(at) {
+				t.Errorf("last record %+v: want status %s at %v", last, c.u.Status, at)
+			}
+		})
+	}
 }
