@@ -312,7 +312,7 @@ func TestAPostgresBlipCostsNoDuplicate(t *testing.T) {
 	proxy.mu.Unlock()
 	t.Logf("sent %d (acknowledged %d, submit errors %d), delivered %d, lost %d, duplicates %d; "+
 		"connections cut %d, Record calls %d, failed %d (retried: %d WARN lines; batches found recorded after all: %d), "+
-		"histories not exactly Attempted,Delivered %d, ERROR lines %d",
+		"histories not exactly Attempted/Delivered %d, ERROR lines %d",
 		sent, len(ids), len(submitErrs), delivered, lost, dups, cut, store.calls.Load(), store.failed.Load(), warnRecord,
 		afterAll, gaps, errorLines)
 	if len(submitErrs) > 0 {
