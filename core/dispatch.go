@@ -68,12 +68,12 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 // returns the earliest retry it scheduled (zero if none). It returns after
 // every batch it claimed is recorded or released.
 //
-// Up to claimDepth claims run at once (see claimDepth). Their rows go into
-// a pool kept in claim order (priority, then age, then id), and the batches
-// take from its front, in the order their claims were made, as many rows
-// as their own claim brought. So the batches of a sweep go out in priority
-// order even when two claims overlap and the later one took the rows that
-// come first.
+// Up to claimDepth claims run at once (see claimDepth). Their rows wait in
+// a pool kept in claim order (priority, then age, then id) until their
+// batch's turn comes, and each batch then takes as many rows from the front
+// of the pool as its own claim brought. So the batches of a sweep go out in
+// priority order even when two claims overlap and the later one took the
+// rows that come first.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	var (
 		wg       sync.WaitGroup
@@ -95,12 +95,6 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	// (see dispatch).
 	turn := make(chan struct{})
 	close(turn)
-	// taking is closed once the batch before has taken its rows from the
-	// pool: batches take their rows in the order their claims were made,
-	// each as soon as every claim before its own has returned, and plan
-	// them while the batch before is still handing out its own.
-	taking := make(chan struct{})
-	close(taking)
 	for first := true; !stop.Load(); first = false {
 		select {
 		case slots <- struct{}{}:
@@ -120,8 +114,6 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		}
 		wait, launched := turn, make(chan struct{})
 		turn = launched
-		prevTook, took := taking, make(chan struct{})
-		taking = took
 		wg.Go(func() {
 			defer func() { <-slots }()
 			launch := sync.OnceFunc(func() { close(launched) })
@@ -145,14 +137,11 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 				mu.Unlock()
 			}
 			pool.add(rows)
-			<-prevTook
-			mine := pool.take(len(rows))
-			close(took)
-			if len(mine) == 0 {
-				<-wait
+			<-wait
+			if len(rows) == 0 {
 				return
 			}
-			n, ok := s.dispatch(ctx, owner, mine, wait, launch)
+			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), nil, launch)
 			if !ok {
 				// Its rows went back untouched; claiming again now would
 				// only spin on them. The next wake-up or poll retries.
