@@ -35,11 +35,14 @@ func TestLifecycle(t *testing.T) {
 			if d.ClaimedBy != "" || !d.ClaimedUntil.IsZero() {
 				t.Errorf("lease not released: %q until %v", d.ClaimedBy, d.ClaimedUntil)
 			}
-			want := []ports.AuditKind{ports.AuditIngested, ports.AuditAttempted, ports.AuditDelivered}
+			// An attempt that delivers the row and leaves no error is one
+			// record: its status is the row's terminal one.
+			want := []ports.AuditKind{ports.AuditIngested, ports.AuditAttempted}
 			if got := kinds(d.History); !slices.Equal(got, want) {
 				t.Fatalf("history %v, want %v", got, want)
 			}
-			if a := d.History[1]; a.Outcome != ports.OutcomeSuccess || a.Actor != ports.ActorSystem || a.Status != ports.StatusDelivered {
+			if a := d.History[1]; a.Outcome != ports.OutcomeSuccess || a.Actor != ports.ActorSystem || a.Status != ports.StatusDelivered ||
+				!a.At.Equal(t0) || a.Error != "" {
 				t.Errorf("attempt record %+v", a)
 			}
 			if e.dispatch() != 0 {
@@ -73,6 +76,16 @@ func TestLifecycle(t *testing.T) {
 			}
 			if n := e.ch.Attempts(id); n != 3 {
 				t.Errorf("%d attempts, want 3", n)
+			}
+			// A delivery after failures keeps its Delivered record, which
+			// carries the last error before it.
+			want := []ports.AuditKind{ports.AuditIngested, ports.AuditAttempted, ports.AuditAttempted, ports.AuditAttempted, ports.AuditDelivered}
+			if got := kinds(d.History); !slices.Equal(got, want) {
+				t.Fatalf("history %v, want %v", got, want)
+			}
+			if a, last := d.History[3], d.History[4]; a.Outcome != ports.OutcomeSuccess || a.Status != ports.StatusDelivered ||
+				last.Status != ports.StatusDelivered || last.Error != "scripted transient failure" {
+				t.Errorf("last attempt %+v, Delivered record %+v", a, last)
 			}
 		})
 

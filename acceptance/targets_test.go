@@ -64,13 +64,14 @@ func (o *targetOutbox) await(id string, s ports.Status) ports.Detail {
 // settledInHistory says whether a row's history already holds the record of
 // the status it shows. The dispatcher appends a batch's audit records after
 // recording its outcomes, so for a moment a row can read Delivered or
-// Parked before the attempt that got it there is in its history.
+// Parked before the attempt that got it there is in its history. The
+// settling record is the Delivered or Parked one, or the Attempted one
+// alone of an attempt that delivered the row with no error to tell.
 func settledInHistory(d ports.Detail) bool {
-	want := map[ports.Status]ports.AuditKind{ports.StatusDelivered: ports.AuditDelivered, ports.StatusParked: ports.AuditParked}[d.Status]
-	if want == "" {
+	if d.Status != ports.StatusDelivered && d.Status != ports.StatusParked {
 		return true
 	}
-	return len(d.History) > 0 && d.History[len(d.History)-1].Kind == want
+	return len(d.History) > 0 && d.History[len(d.History)-1].Status == d.Status
 }
 
 // targetStatuses is "target=Status ..." of a row's targets.

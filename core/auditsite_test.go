@@ -46,7 +46,7 @@ func TestAuditRecordsCarrySiteAndType(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"system:Attempted/Retrying", "ann:Retried/Retrying", "ann:Parked/Parked",
-		"system:Attempted/Parked", "system:Parked/Parked", "system:Delivered/Delivered"} {
+		"system:Attempted/Parked", "system:Parked/Parked", "system:Attempted/Delivered"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s record in the histories: %v", k, kinds)
 		}

@@ -15,9 +15,18 @@ import (
 
 // pipelineDepth is how many claimed batches a sweep may have in delivery and
 // recording at once. The sweep claims the next batch while earlier ones are
-// delivered and recorded, so that the database round trips overlap; claims
-// themselves never overlap on a node.
+// delivered and recorded, so that the database round trips overlap.
 const pipelineDepth = 8
+
+// claimDepth is how many claims of a sweep may be in the database at once,
+// once a claim came back full (the first claim of a sweep runs alone, so an
+// idle node asks once per sweep). A claim waits for its commit, which on a
+// database that syncs its log is most of a claim's time: one at a time,
+// claims were what bounded dispatch at the default batch of 100 (the
+// pipeline's slots stood empty while the sweep waited for the next claim).
+// Two claims at once skip each other's rows (the store's claim takes only
+// unleased rows, and on PostgreSQL skips locked ones).
+const claimDepth = 2
 
 // recordTimeout bounds one try of a write that records a batch's outcomes,
 // and how long those writes go on after shutdown began (they run on, so that
@@ -58,62 +67,147 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 // sweep claims and dispatches batches until a claim comes back short, and
 // returns the earliest retry it scheduled (zero if none). It returns after
 // every batch it claimed is recorded or released.
+//
+// Up to claimDepth claims run at once (see claimDepth). Their rows wait in
+// a pool kept in claim order (priority, then age, then id) until their
+// batch's turn comes, and each batch then takes as many rows from the front
+// of the pool as its own claim brought. So the batches of a sweep go out in
+// priority order even when two claims overlap and the later one took the
+// rows that come first.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	var (
-		wg      sync.WaitGroup
-		slots   = make(chan struct{}, pipelineDepth)
-		mu      sync.Mutex
-		next    time.Time
-		stalled atomic.Bool // a batch's rows went back untouched: stop claiming
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, pipelineDepth)
+		claiming = make(chan struct{}, claimDepth)
+		mu       sync.Mutex
+		next     time.Time
+		pool     claimPool
+		stop     atomic.Bool          // a claim came back short or failed, or a batch's rows went back untouched
+		full     = make(chan bool, 1) // the first claim's answer: whether it came back full
 	)
 	defer wg.Wait()
 	if s.claimDoubt {
 		s.renewOwner(ctx)
 	}
 	owner := s.Owner()
-	// turn is closed once the batch claimed last has handed every row to
-	// a delivery slot: the next batch's turn (see dispatch).
+	// turn is closed once the batch before has taken its rows from the
+	// pool and handed every one to a delivery slot: the next batch's turn
+	// (see dispatch).
 	turn := make(chan struct{})
 	close(turn)
-	for !stalled.Load() {
+	for first := true; !stop.Load(); first = false {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return time.Time{}
 		}
-		rows, err := s.claim(ctx, owner)
-		if err != nil || len(rows) == 0 {
+		select {
+		case claiming <- struct{}{}:
+		case <-ctx.Done():
 			<-slots
-			if err != nil && ctx.Err() == nil {
-				s.log.Error("dispatch sweep failed", "err", err)
-				// The claim may have committed all the same (the
-				// connection died before its answer): rows leased to
-				// this run that no batch holds. The next sweep renews
-				// the owner and releases them.
-				s.claimDoubt = !unfixable(err)
-			}
+			return time.Time{}
+		}
+		if stop.Load() { // a claim in flight came back short meanwhile
+			<-claiming
+			<-slots
 			break
 		}
 		wait, launched := turn, make(chan struct{})
 		turn = launched
 		wg.Go(func() {
 			defer func() { <-slots }()
-			n, ok := s.dispatch(ctx, owner, rows, wait, sync.OnceFunc(func() { close(launched) }))
+			launch := sync.OnceFunc(func() { close(launched) })
+			defer launch()
+			rows, err := s.claim(ctx, owner)
+			<-claiming
+			if len(rows) < s.cfg.DispatchBatchSize {
+				stop.Store(true)
+			}
+			if first {
+				full <- len(rows) == s.cfg.DispatchBatchSize
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("dispatch sweep failed", "err", err)
+				// The claim may have committed all the same (the
+				// connection died before its answer): rows leased to
+				// this run that no batch holds. The next sweep renews
+				// the owner and releases them.
+				mu.Lock()
+				s.claimDoubt = s.claimDoubt || !unfixable(err)
+				mu.Unlock()
+			}
+			pool.add(rows)
+			<-wait
+			if len(rows) == 0 {
+				return
+			}
+			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), nil, launch)
 			if !ok {
 				// Its rows went back untouched; claiming again now would
 				// only spin on them. The next wake-up or poll retries.
-				stalled.Store(true)
+				stop.Store(true)
 			}
 			mu.Lock()
 			next = earliest(next, n)
 			mu.Unlock()
 		})
-		if len(rows) < s.cfg.DispatchBatchSize {
+		if first && !<-full {
 			break
 		}
 	}
 	wg.Wait()
 	return next
+}
+
+// claimPool holds the rows of a sweep's claims that no batch took yet, in
+// claim order.
+type claimPool struct {
+	mu   sync.Mutex
+	rows []ports.Notification
+}
+
+// add puts the rows of a claim (in claim order) into the pool.
+func (p *claimPool) add(rows []ports.Notification) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.rows) == 0 {
+		p.rows = slices.Clone(rows)
+		return
+	}
+	merged := make([]ports.Notification, 0, len(p.rows)+len(rows))
+	i, j := 0, 0
+	for i < len(p.rows) && j < len(rows) {
+		if claimOrder(rows[j], p.rows[i]) < 0 {
+			merged = append(merged, rows[j])
+			j++
+		} else {
+			merged = append(merged, p.rows[i])
+			i++
+		}
+	}
+	p.rows = append(append(merged, p.rows[i:]...), rows[j:]...)
+}
+
+// take removes the first n rows of the pool and returns them.
+func (p *claimPool) take(n int) []ports.Notification {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n = min(n, len(p.rows))
+	out := slices.Clone(p.rows[:n])
+	p.rows = p.rows[n:]
+	return out
+}
+
+// claimOrder is the order Store.Claim returns rows in: Priority descending,
+// then CreatedAt, then ID.
+func claimOrder(a, b ports.Notification) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(b.Priority, a.Priority)
+	}
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }
 
 // renewOwner follows a claim that failed and may have committed all the
@@ -540,6 +634,25 @@ func terminalRecord(row ports.Notification, u ports.Update) ports.AuditRecord {
 		Status: u.Status, Error: u.LastError}
 }
 
+// attemptRecords returns the audit records of an attempt whose Attempted
+// record is attempt and whose outcome is u: the attempt's record, and the
+// terminal record when the row reached Delivered or Parked. An attempt that
+// delivered the row and leaves no error to tell (the common case: its
+// record says Success, status Delivered, no error, and the row keeps no
+// error from earlier attempts) is the one record: it tells all the
+// Delivered record would (the status, the instant, the actor), and each
+// record costs the audit log an insert on the dispatcher's hot path. Every
+// other terminal attempt (a parking, or a delivery after failures, whose
+// Delivered record carries the last error) keeps both records. Readers
+// that wait for a row's settling record take either (see ports.AuditKind).
+func attemptRecords(row ports.Notification, attempt ports.AuditRecord, u ports.Update) []ports.AuditRecord {
+	if !u.Status.Terminal() || (u.Status == ports.StatusDelivered && attempt.Outcome == ports.OutcomeSuccess &&
+		attempt.Error == "" && u.LastError == "") {
+		return []ports.AuditRecord{attempt}
+	}
+	return []ports.AuditRecord{attempt, terminalRecord(row, u)}
+}
+
 // park finishes a job as Parked without a delivery attempt.
 func (s *Service) park(j *job, now time.Time, reason string) {
 	if err := Move(j.row.Status, ports.StatusParked); err != nil {
@@ -601,18 +714,15 @@ func (s *Service) attempt(ctx context.Context, j *job) {
 		return
 	}
 	j.update = st.update
-	j.records = append(j.records[:0], ports.AuditRecord{
+	j.records = attemptRecords(j.row, ports.AuditRecord{
 		NotificationID: j.row.ID, SourceSite: j.row.SourceSite, Type: j.row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: st.outcome, Status: st.update.Status, Duration: took, Error: st.err, Targets: st.audit,
-	})
+	}, st.update)
 	outcomes := make([]ports.Outcome, len(rs))
 	for i, r := range rs {
 		outcomes[i] = r.Outcome
 	}
 	s.observer.Attempted(j.typ, st.outcome, took, outcomes)
-	if st.update.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(j.row, st.update))
-	}
 	j.done = true
 }
 
@@ -654,14 +764,11 @@ func (s *Service) settleWhole(ctx context.Context, j *job, res ports.Result, too
 		return
 	}
 	j.update = u
-	j.records = append(j.records[:0], ports.AuditRecord{
+	j.records = attemptRecords(row, ports.AuditRecord{
 		NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: at, Kind: ports.AuditAttempted, Actor: ports.ActorSystem,
 		Outcome: r.Outcome, Status: u.Status, Duration: took, Error: r.Error,
-	})
+	}, u)
 	s.observer.Attempted(j.typ, r.Outcome, took, nil)
-	if u.Status.Terminal() {
-		j.records = append(j.records, terminalRecord(row, u))
-	}
 	j.done = true
 }
 

@@ -3,6 +3,9 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,4 +269,167 @@ func TestBatchesGoOutInClaimOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAttemptRecords: an attempt that delivers the row with no error to
+// tell is one Attempted record whose status is Delivered; a delivery after
+// failures (the row's last error rides on the Delivered record) and a
+// parking keep their terminal record, and an attempt that leaves the row
+// due is its record alone.
+func TestAttemptRecords(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	row := ports.Notification{ID: "n1", SourceSite: "site-a", Type: "email", Status: ports.StatusPending}
+	attempt := func(o ports.Outcome, s ports.Status, errText string) ports.AuditRecord {
+		return ports.AuditRecord{NotificationID: row.ID, SourceSite: row.SourceSite, Type: row.Type, At: at,
+			Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: o, Status: s, Duration: time.Millisecond, Error: errText}
+	}
+	for _, c := range []struct {
+		name    string
+		attempt ports.AuditRecord
+		u       ports.Update
+		want    []ports.AuditKind
+	}{
+		{"first delivery", attempt(ports.OutcomeSuccess, ports.StatusDelivered, ""),
+			ports.Update{Status: ports.StatusDelivered, DeliveredAt: at, UpdatedAt: at}, []ports.AuditKind{ports.AuditAttempted}},
+		{"delivery after a failure", attempt(ports.OutcomeSuccess, ports.StatusDelivered, ""),
+			ports.Update{Status: ports.StatusDelivered, DeliveredAt: at, UpdatedAt: at, LastError: "451 later"},
+			[]ports.AuditKind{ports.AuditAttempted, ports.AuditDelivered}},
+		{"parked", attempt(ports.OutcomePermanent, ports.StatusParked, "550 no"),
+			ports.Update{Status: ports.StatusParked, UpdatedAt: at, LastError: "550 no"},
+			[]ports.AuditKind{ports.AuditAttempted, ports.AuditParked}},
+		{"retrying", attempt(ports.OutcomeTransient, ports.StatusRetrying, "451 later"),
+			ports.Update{Status: ports.StatusRetrying, UpdatedAt: at, LastError: "451 later"}, []ports.AuditKind{ports.AuditAttempted}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := attemptRecords(row, c.attempt, c.u)
+			var got []ports.AuditKind
+			for _, r := range recs {
+				got = append(got, r.Kind)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("kinds %v, want %v", got, c.want)
+			}
+			if !reflect.DeepEqual(recs[0], c.attempt) {
+				t.Errorf("attempt record %+v, want %+v", recs[0], c.attempt)
+			}
+			if last := recs[len(recs)-1]; last.Status != c.u.Status || !last.At.Equal(at) {
+				t.Errorf("last record %+v: want status %s at %v", last, c.u.Status, at)
+			}
+		})
+	}
+}
+
+// overlapStore holds the sweep's second claim until its third has returned
+// (so the third takes the rows that come first), and the fourth until the
+// second has returned, and counts the claims in the store at once.
+type overlapStore struct {
+	*memstore.Store
+	mu                  sync.Mutex
+	calls, inside, most int
+	second, third       chan struct{} // closed when that claim returned
+}
+
+func (s *overlapStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+	s.mu.Lock()
+	s.calls++
+	call := s.calls
+	s.inside++
+	s.most = max(s.most, s.inside)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inside--
+		s.mu.Unlock()
+	}()
+	hold := map[int]chan struct{}{2: s.third, 4: s.second}[call]
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-time.After(time.Minute): // the bubble's clock: only once nothing else can run
+		}
+	}
+	rows, err := s.Store.Claim(ctx, req)
+	switch call {
+	case 2:
+		close(s.second)
+	case 3:
+		close(s.third)
+	}
+	return rows, err
+}
+
+// TestClaimsOverlap: once a claim came back full, the sweep's next claims
+// run two at a time, every row is delivered once, and the batches still go
+// out in priority order though the later of two claims may take the rows
+// that come first (see TestClaimPoolKeepsClaimOrder).
+func TestClaimsOverlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &overlapStore{Store: memstore.New(), second: make(chan struct{}), third: make(chan struct{})}
+		ch := &orderChannel{}
+		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store.Store,
+			Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 60
+		subs := make([]ports.Submission, n)
+		for i := range subs {
+			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i, Subject: "s"}
+		}
+		if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
+			t.Fatalf("submit: %+v, %v", res, err)
+		}
+		svc.sweep(ctx)
+		if store.most != 2 {
+			t.Errorf("at most %d claims at once, want 2", store.most)
+		}
+		if len(ch.started) != n {
+			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
+		}
+		batchOf := func(priority int) int { return (n - priority) / 10 }
+		for i := 1; i < n; i++ {
+			if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
+				t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
+					batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
+			}
+		}
+		for _, sub := range subs {
+			if row, err := store.Get(ctx, sub.ID); err != nil || row.Status != ports.StatusDelivered {
+				t.Errorf("%s: %s, %v; want Delivered", sub.ID, row.Status, err)
+			}
+		}
+	})
+}
+
+// TestClaimPoolKeepsClaimOrder: the rows of two claims that overlapped go
+// out in claim order whichever claim returned first: the batch whose turn
+// comes first takes the rows that come first.
+func TestClaimPoolKeepsClaimOrder(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	row := func(priority, age int) ports.Notification {
+		return ports.Notification{ID: uuid.NewString(), Priority: priority, CreatedAt: at.Add(time.Duration(age) * time.Second)}
+	}
+	// The earlier claim (its batch's turn comes first) returned last, with
+	// rows that come after some of the later claim's.
+	first := []ports.Notification{row(5, 3), row(1, 1), row(1, 4)}
+	later := []ports.Notification{row(9, 0), row(5, 2), row(1, 2)}
+	var p claimPool
+	p.add(later)
+	p.add(first)
+	prio := func(rows []ports.Notification) (out []string) {
+		for _, r := range rows {
+			out = append(out, fmt.Sprintf("%d/%d", r.Priority, r.CreatedAt.Sub(at)/time.Second))
+		}
+		return out
+	}
+	if got, want := prio(p.take(len(first))), []string{"9/0", "5/2", "5/3"}; !slices.Equal(got, want) {
+		t.Errorf("the first batch takes %v, want %v", got, want)
+	}
+	if got, want := prio(p.take(len(later))), []string{"1/1", "1/2", "1/4"}; !slices.Equal(got, want) {
+		t.Errorf("the second batch takes %v, want %v", got, want)
+	}
+	if rest := p.take(1); len(rest) != 0 {
+		t.Errorf("the pool still holds %d rows", len(rest))
+	}
 }

@@ -35,7 +35,11 @@ const (
 	// Error.
 	AuditAttempted AuditKind = "Attempted"
 	// AuditDelivered, AuditParked and AuditDiscarded record the row reaching
-	// that terminal status.
+	// that terminal status. The dispatcher writes no Delivered record for
+	// an attempt that delivered the row and left no error to tell (the
+	// row kept none from earlier attempts): its Attempted record, Status
+	// Delivered, says it all. So a row's settling record is the last of its
+	// history, whose Status is the row's.
 	AuditDelivered AuditKind = "Delivered"
 	// AuditParked is also an operator parking a Retrying row (Actor the
 	// operator).
