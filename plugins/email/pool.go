@@ -77,9 +77,10 @@ type pool struct {
 	maxIdle time.Duration // how long an idle connection is kept
 
 	mu      sync.Mutex
-	idle    []*smtpConn // the most recently used last
-	reaper  *time.Timer // closes the idle connections past maxIdle; nil when none is armed
-	retired bool        // replaced or closed: connections are closed when released
+	idle    []*smtpConn    // the most recently used last
+	reaper  *time.Timer    // closes the idle connections past maxIdle; nil when none is armed
+	reaping sync.WaitGroup // a reap closing connections; added to under mu while not retired
+	retired bool           // replaced or closed: connections are closed when released
 }
 
 // newPool returns an empty pool for cfg. It reads the tls_ca_file.
@@ -273,12 +274,16 @@ func (p *pool) reap() {
 	if left > 0 {
 		p.reaper = time.AfterFunc(p.idle[0].lastUsed.Add(p.maxIdle).Sub(now), p.reap)
 	}
-	p.mu.Unlock()
-	if len(expired) > 0 {
-		closeAll(expired)
-		p.logger.LogAttrs(context.Background(), slog.LevelDebug, "email: idle SMTP connections closed",
-			slog.Int("closed", len(expired)), slog.Int("idle", left))
+	if len(expired) == 0 {
+		p.mu.Unlock()
+		return
 	}
+	p.reaping.Add(1) // under mu, before retire can see the pool unretired: retire waits for it
+	p.mu.Unlock()
+	defer p.reaping.Done()
+	closeAll(expired)
+	p.logger.LogAttrs(context.Background(), slog.LevelDebug, "email: idle SMTP connections closed",
+		slog.Int("closed", len(expired)), slog.Int("idle", left))
 }
 
 // closeAll closes the connections politely, at once.
@@ -291,7 +296,8 @@ func closeAll(conns []*smtpConn) {
 }
 
 // retire closes the idle connections, politely and at once, stops the idle
-// timer, and makes release close the connections still in use.
+// timer, waits for a reap already closing connections (each QUIT bounded by
+// quitTimeout), and makes release close the connections still in use.
 func (p *pool) retire() {
 	p.mu.Lock()
 	p.retired = true
@@ -303,6 +309,7 @@ func (p *pool) retire() {
 	}
 	p.mu.Unlock()
 	closeAll(idle)
+	p.reaping.Wait()
 }
 
 // dial opens, secures and authenticates a new connection. Its deadlines

@@ -2,6 +2,8 @@ package email
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,4 +103,40 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	}
 	// The one left idle is closed as well.
 	srv.waitClosed(t, 1)
+}
+
+// TestCloseWaitsForTheIdleTimer checks that Close returns only once the
+// idle timer's closing is over: a connection the timer is closing (its QUIT
+// unanswered) is no longer being closed, and nothing of the pool still runs,
+// when Close returns.
+func TestCloseWaitsForTheIdleTimer(t *testing.T) {
+	quitSeen := make(chan struct{}, 1)
+	answer := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(answer) }) }
+	t.Cleanup(release)
+	srv := newTestServer(t, serverConfig{quit: func() {
+		select {
+		case quitSeen <- struct{}{}:
+		default:
+		}
+		<-answer // the reply to QUIT waits until the test has looked
+	}})
+	ch := New(nil)
+	ch.maxIdle = 50 * time.Millisecond
+	wantOutcome(t, deliver(t, ch, testRequest(srv.settings(t), testTargets...)), channel.Success)
+	select {
+	case <-quitSeen: // the idle timer is closing the connection
+	case <-time.After(20 * time.Second):
+		t.Fatal("the idle connection was not closed within 20s")
+	}
+	_ = ch.Close()
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	release()
+	for _, f := range []string{"email.(*pool).reap", "email.(*smtpConn).close"} {
+		if strings.Contains(stacks, f) {
+			t.Errorf("%s still runs after Close returned", f)
+		}
+	}
 }

@@ -125,6 +125,7 @@ type serverConfig struct {
 	rcpt    func(to string) error   // the answer to RCPT TO; nil accepts
 	data    func() error            // called with the message; nil accepts
 	discard bool                    // count messages, keep nothing (benchmarks)
+	quit    func()                  // called when a client's QUIT arrives, before the server reads it; nil: nothing
 	listen  string                  // the address to listen on; 127.0.0.1:0 when empty
 }
 
@@ -258,18 +259,28 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.s.accepted.Add(1)
-	tc := &trackedConn{Conn: c, closed: l.s.closed}
+	tc := &trackedConn{Conn: c, closed: l.s.closed, quit: l.s.cfg.quit}
 	l.s.mu.Lock()
 	l.s.conns = append(l.s.conns, tc)
 	l.s.mu.Unlock()
 	return tc, nil
 }
 
-// trackedConn reports its closing on closed.
+// trackedConn reports its closing on closed, and calls quit (when set)
+// before the server reads a QUIT, so that a test can hold the reply.
 type trackedConn struct {
 	net.Conn
 	once   sync.Once
 	closed chan struct{}
+	quit   func()
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.quit != nil && bytes.Contains(b[:n], []byte("QUIT")) {
+		c.quit()
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {

@@ -45,8 +45,9 @@ type Server struct {
 	ln   net.Listener
 	done chan struct{}
 
-	dir    string
-	reject []string
+	dir       string
+	reject    []string
+	dataDelay time.Duration
 
 	mu       sync.Mutex // numbers the files of dir in the order kept
 	received int
@@ -71,6 +72,11 @@ type Config struct {
 	// permanent failure can be tried: an address (any letter case), or
 	// "@domain" for every address of the domain.
 	Reject []string
+	// DataDelay is how long the server waits, once a message's data is in,
+	// before it keeps the message and answers the end of DATA: what a relay
+	// spends committing each message to disk before its 250, for benchmarks
+	// that should pay a real server's per-message cost; default 0.
+	DataDelay time.Duration
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -94,7 +100,8 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("smtp capture: %w", err)
 		}
 	}
-	s := &Server{ln: ln, done: make(chan struct{}), messages: kept.New[Message](cfg.Keep), dir: cfg.Dir, reject: cfg.Reject}
+	s := &Server{ln: ln, done: make(chan struct{}), messages: kept.New[Message](cfg.Keep), dir: cfg.Dir, reject: cfg.Reject,
+		dataDelay: cfg.DataDelay}
 	s.srv = smtp.NewServer(s)
 	s.srv.Domain = "localhost"
 	s.srv.MaxMessageBytes = cfg.MaxMessageBytes
@@ -224,6 +231,9 @@ func (x *session) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return err
+	}
+	if x.s.dataDelay > 0 {
+		time.Sleep(x.s.dataDelay) // the relay's work before its reply, not a wait for an outcome
 	}
 	err = x.s.keep(Message{From: x.from, To: x.to, Data: b, At: time.Now()})
 	x.to = nil

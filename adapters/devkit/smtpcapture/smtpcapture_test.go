@@ -87,3 +87,46 @@ func TestRejectListAndParse(t *testing.T) {
 		t.Fatalf("parsed %q %q", subject, body)
 	}
 }
+
+// TestDataDelay: with DataDelay set, the reply to the end of DATA comes no
+// sooner than DataDelay after the data, and the message is stamped then.
+func TestDataDelay(t *testing.T) {
+	const delay = 500 * time.Millisecond
+	s, err := Start(Config{DataDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := smtp.Dial(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Mail("outbox@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt("ops@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("Subject: slow\r\n\r\nbody\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	if err := w.Close(); err != nil { // sends the end of DATA, reads the reply
+		t.Fatal(err)
+	}
+	if took := time.Since(sent); took < delay {
+		t.Errorf("the end of DATA was answered after %s, want at least %s", took, delay)
+	}
+	got := s.Messages()
+	if len(got) != 1 {
+		t.Fatalf("kept %d messages, want 1", len(got))
+	}
+	if at := got[0].At.Sub(sent); at < delay {
+		t.Errorf("the message is stamped %s after the end of DATA, want at least %s", at, delay)
+	}
+}
