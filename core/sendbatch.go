@@ -38,14 +38,16 @@ import (
 const (
 	// sendBatchMax bounds the notifications of one coalesced Append.
 	sendBatchMax = 256
-	// sendBatchBytes bounds the estimated size of one coalesced Append,
-	// well below the size of one Raft log entry of the replicated buffer
-	// (1 MiB), so that a batch stays one entry, and small enough that the
-	// entries Raft holds in memory (its log cache, an AppendEntries to a
-	// follower catching up) stay small against a site node's memory: see
-	// raftbuffer's DESIGN.md. 256 Sends of a few hundred bytes take about
-	// 80 KB. The first notification of a batch goes whatever its size.
-	sendBatchBytes = 128 << 10
+	// sendBatchBytes bounds the estimated size of one coalesced Append: no
+	// larger than one notification at the default limits (a 64 KiB body),
+	// so that a batch is one Raft log entry of the replicated buffer no
+	// larger than one Send could make before Sends were coalesced, and what
+	// Raft holds in memory (its log cache, an AppendEntries to a follower
+	// catching up: so many entries each) is bounded as before; see
+	// raftbuffer's DESIGN.md. 64 concurrent Sends of a few hundred bytes
+	// take about 20 KB. The first notification of a batch goes whatever its
+	// size.
+	sendBatchBytes = 64 << 10
 	// sendOverhead is what a submission costs besides its fields' text: the
 	// sequence number, the enqueue time, the framing.
 	sendOverhead = 64

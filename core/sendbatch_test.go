@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -426,5 +427,16 @@ func TestTheNextBatchIsLedByItsLatestDeadline(t *testing.T) {
 		}
 	default:
 		t.Error("the caller with the latest deadline was not handed the lead")
+	}
+}
+
+func TestABatchIsNoLargerThanOneNotificationAtTheDefaultLimits(t *testing.T) {
+	// Raft holds entries in memory by the count (its log cache, an
+	// AppendEntries): a batch must not make an entry larger than a lone
+	// Send at the default limits could.
+	one := (&pendingSend{sub: ports.Submission{Subject: strings.Repeat("s", DefaultMaxSubjectBytes),
+		Body: strings.Repeat("b", DefaultMaxBodyBytes)}}).size()
+	if sendBatchBytes > one {
+		t.Errorf("sendBatchBytes %d, larger than one notification at the default limits (%d)", sendBatchBytes, one)
 	}
 }
