@@ -335,6 +335,10 @@ func (r *removals) linger() bool {
 		r.mu.Unlock()
 		return false
 	}
+	if r.running == 0 && len(r.pending) == 0 {
+		r.mu.Unlock()
+		return true // removed meanwhile
+	}
 	ended := r.ended
 	r.mu.Unlock()
 	select {
