@@ -182,10 +182,10 @@ func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 // each.
 const removeLinger = 50 * time.Millisecond
 
-// removalsLimit × ForwardBatch is the most acknowledged ids not yet
-// removed (under way and waiting) the forwarder holds; past it, it waits
-// for the Remove under way before it sends more. It bounds what a new
-// leader sends again after a failover.
+// removalsLimit × ForwardBatch acknowledged ids not yet removed (under way
+// and waiting) make the forwarder wait for the Remove under way before it
+// sends more. So a new leader sends again, after a failover, fewer than
+// (removalsLimit+1) × ForwardBatch notifications central already has.
 const removalsLimit = 4
 
 // removals runs the forwarder's removals beside its sending: one Remove at
