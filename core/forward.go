@@ -23,11 +23,14 @@ import (
 // The removal of what central acknowledged does not hold up the next
 // batch, and costs the buffer few commits (on Raft, log entries that
 // share the disk with the Sends'): acknowledged ids gather until there are
-// ForwardBatch of them or the oldest has waited removeLinger, then go in
-// one Remove, which runs while the next batches go to central (see
-// removals). Before it pauses, and before it starts a new pass from the
-// oldest, the forwarder waits for its removals, so that the backlog counts
-// what central holds for removeLinger and a commit at most.
+// ForwardBatch of them or the oldest has waited removeLinger (a timer, not
+// held up by a Submit that hangs), then go in one Remove, which runs while
+// the next batches go to central (see removals). So the backlog counts
+// what central holds for removeLinger, or the Remove under way, and a
+// commit. Before it pauses, and before it starts a new pass from the
+// oldest, the forwarder waits for its removals; when one failed, it starts
+// the next pass from the oldest (what could not be removed is sent again,
+// and central stores it once).
 //
 // A batch central refuses as a whole (more than it takes at once) is sent
 // again in halves, down to single notifications.
@@ -44,8 +47,8 @@ func (s *Site) Forward(ctx context.Context) {
 	s.log.Info("forwarder started", "site", s.cfg.Site, "batch", s.cfg.ForwardBatch,
 		"retry_interval", s.cfg.RetryInterval.String())
 	defer s.log.Info("forwarder stopped", "site", s.cfg.Site)
-	rm := &removals{s: s, batch: s.cfg.ForwardBatch, limit: removalsLimit * s.cfg.ForwardBatch}
-	defer rm.wg.Wait()
+	rm := newRemovals(ctx, s)
+	defer rm.close()
 	var (
 		after    uint64 // Scan from just after this Seq
 		rejected bool   // this pass left rejected notifications behind
@@ -62,15 +65,18 @@ func (s *Site) Forward(ctx context.Context) {
 				return // stopping: a read cut short is no failure
 			}
 			s.log.Error("forwarder: read the buffer", "err", err)
-			rm.flush(ctx)
+			if !rm.flush() {
+				after = 0 // send again what could not be removed
+			}
 			s.pause(ctx, false)
 			continue
 		}
 		batch = s.capBytes(batch)
 		if len(batch) == 0 && rm.waiting() {
-			// Nothing new: let the acknowledged ids gather until a Send
-			// comes or the oldest is due, without starting a new pass.
-			if !rm.linger(ctx) {
+			// Nothing new: let the acknowledged ids be removed (when there
+			// are few, removeLinger after the oldest) or a Send come,
+			// without starting a new pass, which would send them again.
+			if !rm.linger() {
 				after = 0 // send again what could not be removed
 			}
 			continue
@@ -96,7 +102,7 @@ func (s *Site) Forward(ctx context.Context) {
 				"notifications", len(batch), "now", limit, "err", err)
 			continue
 		}
-		if after, ok := ports.RetryAfter(err); ok && ctx.Err() == nil {
+		if asked, ok := ports.RetryAfter(err); ok && ctx.Err() == nil {
 			// Central refused the batch for now, storing nothing (the
 			// site is over its ingest quota): wait as long as it asks and
 			// send the same batch again. Not a failure: logged at most
@@ -104,23 +110,27 @@ func (s *Site) Forward(ctx context.Context) {
 			throttled++
 			if now := s.clock.Now(); now.Sub(throttleLogged) >= time.Minute {
 				s.log.Info("forwarder: central asks this site to slow down; waiting as it says",
-					"refusals", throttled, "wait", throttleWait(after, s.cfg.RetryInterval).String(), "reason", err)
+					"refusals", throttled, "wait", throttleWait(asked, s.cfg.RetryInterval).String(), "reason", err)
 				throttleLogged, throttled = now, 0
 			}
-			rm.flush(ctx)
-			s.sleep(ctx, throttleWait(after, s.cfg.RetryInterval))
+			if !rm.flush() {
+				after = 0 // send again what could not be removed
+			}
+			s.sleep(ctx, throttleWait(asked, s.cfg.RetryInterval))
 			continue
 		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("forwarder: central did not acknowledge; retrying after the interval",
 					"notifications", len(batch), "retry_interval", s.cfg.RetryInterval.String(), "err", err)
-				rm.flush(ctx)
+				if !rm.flush() {
+					after = 0 // send again what could not be removed
+				}
 				s.pause(ctx, false)
 			}
 			continue
 		}
-		if len(res.Accepted) > 0 && !rm.add(ctx, res.Accepted) {
+		if len(res.Accepted) > 0 && !rm.add(res.Accepted) {
 			// A removal failed (typically leadership lost): send again
 			// from the oldest what is still buffered; central stores it
 			// once.
@@ -165,130 +175,225 @@ func (s *Site) removeAcked(ctx context.Context, ids []string) bool {
 }
 
 // removeLinger is the longest an acknowledged id waits for its Remove
-// while the forwarder has fewer than ForwardBatch of them: short against
-// the backlog's reading (Health, the reports to central), long against the
-// time between the acknowledgements of a trickle of Sends, which then share
-// one Remove rather than take a commit each.
+// while the forwarder has fewer than ForwardBatch of them (and no Remove is
+// under way): short against the backlog's reading (Health, the reports to
+// central), long against the time between the acknowledgements of a
+// trickle of Sends, which then share one Remove rather than take a commit
+// each.
 const removeLinger = 50 * time.Millisecond
 
-// removalsLimit × ForwardBatch is the most acknowledged ids the forwarder
-// holds while a Remove is under way; past it, it waits for that Remove
-// before it sends more.
+// removalsLimit × ForwardBatch acknowledged ids not yet removed (under way
+// and waiting) make the forwarder wait for the Remove under way before it
+// sends more. So a new leader sends again, after a failover, fewer than
+// (removalsLimit+1) × ForwardBatch notifications central already has.
 const removalsLimit = 4
 
 // removals runs the forwarder's removals beside its sending: one Remove at
 // a time, of the ids acknowledged since the last one started, once there
-// are batch of them or the oldest has waited removeLinger. It is the
-// forwarder's own (not safe for concurrent use); the forwarder waits for its
-// goroutine (wg) before it returns.
+// are batch of them or the oldest has waited removeLinger: a timer of its
+// own, so that a Submit that hangs holds no removal up. Its goroutines (a
+// Remove, the timer's) end before close returns.
 type removals struct {
 	s     *Site
+	ctx   context.Context
 	batch int
 	limit int
 	wg    sync.WaitGroup
+
+	mu sync.Mutex
 	// pending are acknowledged ids no Remove has taken yet, the first of
-	// them acknowledged at since.
+	// them acknowledged at since; timer starts their Remove at
+	// since+removeLinger.
 	pending []string
 	since   time.Time
-	// running receives the outcome of the Remove under way (removeAcked's);
-	// nil when none is.
-	running chan bool
+	timer   *time.Timer
+	// running is how many ids the Remove under way holds (0: none).
+	running int
+	// failed reports a Remove that failed since the forwarder last asked
+	// (then the pending ids were dropped: the forwarder sends them again).
+	failed bool
+	closed bool
+	// ended is closed, and replaced, when a Remove ends.
+	ended chan struct{}
+}
+
+func newRemovals(ctx context.Context, s *Site) *removals {
+	return &removals{s: s, ctx: ctx, batch: s.cfg.ForwardBatch, limit: removalsLimit * s.cfg.ForwardBatch,
+		ended: make(chan struct{})}
 }
 
 // add takes ids central acknowledged. A Remove of every pending id starts
-// when none is under way and there are batch of them or the oldest is
-// due; add waits for the Remove under way only when limit ids are pending.
-// It returns false when a Remove failed (then every pending id is dropped:
-// the caller sends them again).
-func (r *removals) add(ctx context.Context, ids []string) bool {
+// when none is under way and there are batch of them; otherwise the oldest
+// waits at most removeLinger (the timer). add waits for the Remove under
+// way when limit ids are not yet removed. It returns false when a Remove
+// failed (then every pending id is dropped: the caller sends them again).
+func (r *removals) add(ids []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed {
+		r.failedSeen()
+		return false
+	}
 	if len(r.pending) == 0 {
 		r.since = time.Now()
+		r.timer = time.AfterFunc(removeLinger, r.due)
 	}
 	r.pending = append(r.pending, ids...)
-	if r.running != nil {
-		if len(r.pending) < r.limit {
-			select {
-			case ok := <-r.running:
-				r.running = nil
-				if !ok {
-					r.pending = nil
-					return false
-				}
-			default:
-				return true // with the next
-			}
-		} else if !r.wait() {
+	for r.running > 0 && r.running+len(r.pending) >= r.limit {
+		ended := r.ended
+		r.mu.Unlock()
+		select {
+		case <-ended:
+		case <-r.ctx.Done():
+		}
+		r.mu.Lock()
+		if r.ctx.Err() != nil {
+			return true // stopping
+		}
+		if r.failed {
+			r.failedSeen()
 			return false
 		}
 	}
-	if len(r.pending) >= r.batch || time.Since(r.since) >= removeLinger {
-		r.start(ctx)
+	if r.running == 0 && len(r.pending) >= r.batch {
+		r.start()
 	}
 	return true
 }
 
-// waiting reports whether acknowledged ids are not yet removed.
-func (r *removals) waiting() bool { return r.running != nil || len(r.pending) > 0 }
+// due is the timer's: the oldest pending id has waited removeLinger.
+func (r *removals) due() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.running > 0 || len(r.pending) == 0 {
+		return // the Remove under way starts the next when it ends
+	}
+	if wait := removeLinger - time.Since(r.since); wait > 0 {
+		// A timer of ids already taken: the pending ones came later.
+		r.timer = time.AfterFunc(wait, r.due)
+		return
+	}
+	r.start()
+}
 
-// linger waits, while the forwarder has nothing to send, until a Send
-// wakes it (then a moment more, as pause does) or the oldest pending id is
-// due (then it removes every acknowledged id). It reports false when a
-// Remove failed.
-func (r *removals) linger(ctx context.Context) bool {
-	if len(r.pending) == 0 {
-		return r.wait() // what is acknowledged is being removed
+// start starts a Remove of the pending ids; none is under way; mu is held.
+// When it ends, the next starts at once if the pending ids are due.
+func (r *removals) start() {
+	ids := r.pending
+	r.pending = nil
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
 	}
-	due := time.Until(r.since.Add(removeLinger))
-	if due <= 0 {
-		return r.flush(ctx)
+	r.running = len(ids)
+	r.wg.Go(func() {
+		ok := r.s.removeAcked(r.ctx, ids)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.running = 0
+		if !ok {
+			r.failed = true
+			r.dropPending()
+		} else if len(r.pending) > 0 && !r.closed &&
+			(len(r.pending) >= r.batch || time.Since(r.since) >= removeLinger) {
+			r.start()
+		}
+		close(r.ended)
+		r.ended = make(chan struct{})
+	})
+}
+
+// dropPending drops the pending ids; mu is held.
+func (r *removals) dropPending() {
+	r.pending = nil
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
 	}
-	t := time.NewTimer(due)
-	defer t.Stop()
+}
+
+// failedSeen clears failed, which the forwarder is being told; mu is held.
+func (r *removals) failedSeen() {
+	r.failed = false
+	r.dropPending()
+}
+
+// waiting reports whether acknowledged ids are not yet removed.
+func (r *removals) waiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running > 0 || len(r.pending) > 0
+}
+
+// linger waits, while the forwarder has nothing to send and acknowledged
+// ids are not yet removed, until a Send wakes it (then a moment more, as
+// pause does) or a Remove ends. It reports false when a Remove failed.
+func (r *removals) linger() bool {
+	r.mu.Lock()
+	if r.failed {
+		r.failedSeen()
+		r.mu.Unlock()
+		return false
+	}
+	if r.running == 0 && len(r.pending) == 0 {
+		r.mu.Unlock()
+		return true // removed meanwhile
+	}
+	ended := r.ended
+	r.mu.Unlock()
 	select {
-	case <-ctx.Done():
+	case <-r.ctx.Done():
 		return true
-	case <-t.C:
-		return r.flush(ctx)
+	case <-ended:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.failed {
+			r.failedSeen()
+			return false
+		}
+		return true
 	case <-r.s.wake:
-		r.s.sleep(ctx, forwardLinger)
+		r.s.sleep(r.ctx, forwardLinger)
 		return true
 	}
 }
 
 // flush removes every acknowledged id before it returns, and reports
 // whether all were removed.
-func (r *removals) flush(ctx context.Context) bool {
-	if !r.wait() {
-		return false
+func (r *removals) flush() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.ctx.Err() == nil {
+		if r.failed {
+			r.failedSeen()
+			return false
+		}
+		if r.running == 0 && len(r.pending) == 0 {
+			return true
+		}
+		if r.running == 0 {
+			r.start()
+		}
+		ended := r.ended
+		r.mu.Unlock()
+		select {
+		case <-ended:
+		case <-r.ctx.Done():
+		}
+		r.mu.Lock()
 	}
-	if len(r.pending) == 0 {
-		return true
-	}
-	r.start(ctx)
-	return r.wait()
+	return true // stopping
 }
 
-// start starts a Remove of the pending ids; none is under way.
-func (r *removals) start(ctx context.Context) {
-	ids := r.pending
-	r.pending = nil
-	done := make(chan bool, 1)
-	r.running = done
-	r.wg.Go(func() { done <- r.s.removeAcked(ctx, ids) })
-}
-
-// wait waits for the Remove under way, if any, and reports whether it
-// succeeded; when it failed the pending ids are dropped too.
-func (r *removals) wait() bool {
-	if r.running == nil {
-		return true
+// close stops the timer and waits for the Remove under way.
+func (r *removals) close() {
+	r.mu.Lock()
+	r.closed = true
+	if r.timer != nil {
+		r.timer.Stop()
 	}
-	ok := <-r.running
-	r.running = nil
-	if !ok {
-		r.pending = nil
-	}
-	return ok
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 // submit sends one batch to central within CallTimeout.

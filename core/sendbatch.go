@@ -21,8 +21,13 @@ import (
 // alone, so a lone caller waits for nobody. A Send that finds one under way
 // queues. When an Append ends, its leader answers each caller of its batch,
 // takes the queue (up to sendBatchMax notifications and sendBatchBytes) as
-// the next batch, and hands it to the first caller in it, who leads it;
-// the former leader returns at once.
+// the next batch, and hands it to the caller in it with the latest
+// deadline, who leads it; the former leader returns at once.
+//
+// No caller waits past its own deadline: the Append of a batch runs until
+// the latest deadline in it, its leader's, and a caller of the batch whose
+// deadline comes first is answered then that the outcome is unknown (it
+// sends again; Append keeps one notification per id).
 //
 // Each caller gets its own answer: an Append that fails as unavailable
 // (not the leader, leadership lost, outcome unknown) is answered to every
@@ -33,11 +38,16 @@ import (
 const (
 	// sendBatchMax bounds the notifications of one coalesced Append.
 	sendBatchMax = 256
-	// sendBatchBytes bounds the estimated size of one coalesced Append,
-	// below the size of one Raft log entry of the replicated buffer (1 MiB),
-	// so that a batch stays one entry. The first notification of a batch
-	// goes whatever its size.
-	sendBatchBytes = 768 << 10
+	// sendBatchBytes bounds the estimated size of one coalesced Append: no
+	// larger than one notification at the default limits (a 64 KiB body),
+	// so that a batch is one Raft log entry of the replicated buffer no
+	// larger than one Send could make before Sends were coalesced, and what
+	// Raft holds in memory (its log cache, an AppendEntries to a follower
+	// catching up: so many entries each) is bounded as before; see
+	// raftbuffer's DESIGN.md. 64 concurrent Sends of a few hundred bytes
+	// take about 20 KB. The first notification of a batch goes whatever its
+	// size.
+	sendBatchBytes = 64 << 10
 	// sendOverhead is what a submission costs besides its fields' text: the
 	// sequence number, the enqueue time, the framing.
 	sendOverhead = 64
@@ -93,6 +103,12 @@ func (b *sendBatcher) append(ctx context.Context, sub ports.Submission) error {
 	}
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
+	return b.await(ctx, p)
+}
+
+// await waits for the outcome of p, queued, or for the batch it is to
+// lead, and returns p's outcome.
+func (b *sendBatcher) await(ctx context.Context, p *pendingSend) error {
 	select {
 	case a := <-p.answer:
 		if a.lead != nil {
@@ -114,9 +130,10 @@ func (b *sendBatcher) append(ctx context.Context, sub ports.Submission) error {
 		return fmt.Errorf("wait for the buffer: %w: %w", ctx.Err(), ports.ErrUnavailable)
 	}
 	b.mu.Unlock()
-	// Taken: either its batch is under way, or it was handed the next batch
-	// to lead (then the batch is already in answer, sent under mu), which
-	// it must lead whatever its own context says.
+	// Taken: either its batch is under way (led by a caller whose deadline
+	// is not before its own), or it was handed the next batch to lead (then
+	// the batch is already in answer, sent under mu), which it must lead
+	// whatever its own context says: the others wait for it.
 	select {
 	case a := <-p.answer:
 		if a.lead != nil {
@@ -130,8 +147,9 @@ func (b *sendBatcher) append(ctx context.Context, sub ports.Submission) error {
 
 // lead appends batch (which holds self), answers the others in it, hands
 // the queue on to the next leader, and returns self's outcome. The Append
-// runs until the latest deadline in the batch, whether or not self's ctx
-// ends first: the others wait for it.
+// runs until the latest deadline in the batch (self's, unless self was
+// handed the lead after its context ended), whether or not self's ctx is
+// cancelled first: the others wait for it.
 func (b *sendBatcher) lead(ctx context.Context, batch []*pendingSend, self *pendingSend) error {
 	errs := b.appendBatch(ctx, batch)
 	var mine error
@@ -149,7 +167,15 @@ func (b *sendBatcher) lead(ctx context.Context, batch []*pendingSend, self *pend
 		b.busy = false
 		return mine
 	}
-	next[0].answer <- sendAnswer{lead: next}
+	// The caller with the latest deadline leads, so that the Append, which
+	// runs until that deadline, holds no caller past its own.
+	l := next[0]
+	for _, p := range next[1:] {
+		if p.deadline.After(l.deadline) {
+			l = p
+		}
+	}
+	l.answer <- sendAnswer{lead: next}
 	return mine
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,6 +24,9 @@ import (
 type gatedBuffer struct {
 	*membuffer.Buffer
 	gate chan struct{} // each Append waits for it to close; nil: no wait
+	// gates, when set, are the gates of the first Appends, one each, in
+	// order; the Appends after them wait for gate.
+	gates []chan struct{}
 
 	mu     sync.Mutex
 	calls  [][]string // the ids of each Append
@@ -41,10 +46,14 @@ func (g *gatedBuffer) Append(ctx context.Context, ns []ports.Submission) error {
 	if lose {
 		g.lose = false
 	}
+	gate := g.gate
+	if n := len(g.calls) - 1; n < len(g.gates) {
+		gate = g.gates[n]
+	}
 	g.mu.Unlock()
-	if g.gate != nil {
+	if gate != nil {
 		select {
-		case <-g.gate:
+		case <-gate:
 		case <-ctx.Done():
 			return fmt.Errorf("gated: %w: %w", ctx.Err(), ports.ErrUnavailable)
 		}
@@ -303,5 +312,131 @@ func TestBatchTakesBoundedCountAndBytes(t *testing.T) {
 	b.queue = []*pendingSend{{sub: ports.Submission{Body: string(make([]byte, 2*sendBatchBytes))}}}
 	if n := len(b.take()); n != 1 {
 		t.Errorf("took %d of one oversized notification, want it alone", n)
+	}
+}
+
+func TestACallerIsAnsweredAtItsOwnDeadlineWhateverTheBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		buf := &gatedBuffer{Buffer: membuffer.New("a"), gates: gates}
+		release := sync.OnceFunc(func() { close(gates[1]) })
+		defer release() // on a failure too, so that every Send returns
+		s, err := NewSite(SiteConfig{Site: "plant-1"}, SiteDeps{Buffer: buf, Central: newFlakyCentral(t, "plant-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := newIDs(3)
+		send := func(id string, d time.Duration) chan error {
+			out := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				_, err := s.Send(ctx, ports.SendRequest{ID: id, List: "ops", Subject: "s"})
+				out <- err
+			}()
+			synctest.Wait()
+			return out
+		}
+		a := send(ids[0], 30*time.Second) // alone: its Append waits at the first gate
+		b := send(ids[1], 300*time.Millisecond)
+		c := send(ids[2], 30*time.Second)
+		close(gates[0]) // B and C go in the second Append, held at its gate
+		synctest.Wait()
+		if err := <-a; err != nil {
+			t.Fatalf("A = %v", err)
+		}
+		if got := buf.appends(); !slices.Equal(got, []int{1, 2}) {
+			t.Fatalf("Appends %v, want [1 2]", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case err := <-b:
+			if !errors.Is(err, ports.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("B past its deadline = %v; want outcome unknown (ErrUnavailable, DeadlineExceeded)", err)
+			}
+		default:
+			t.Fatal("B unanswered 1 s after its 300 ms deadline: held by a batch with a later deadline")
+		}
+		release()
+		synctest.Wait()
+		if err := <-c; err != nil {
+			t.Errorf("C = %v", err)
+		}
+		// B's notification went on in the batch: sent again, it is kept
+		// once.
+		got, _ := buf.Contains(context.Background(), ids)
+		if len(got) != 3 {
+			t.Errorf("buffered %v, want the three", got)
+		}
+	})
+}
+
+func TestACallerHandedTheLeadAfterItsContextEndedStillLeads(t *testing.T) {
+	// The caller's context was cancelled as the lead reached it: it leads
+	// all the same, so that the others in its batch are answered. Each
+	// round may take either path of await (the answer or the context
+	// first); both must lead.
+	for range 20 {
+		buf := &gatedBuffer{Buffer: membuffer.New("a")}
+		b := newSendBatcher(buf)
+		b.busy = true // the former leader's Append just ended
+		ids := newIDs(2)
+		now := time.Now()
+		pending := func(id string, d time.Duration) *pendingSend {
+			return &pendingSend{sub: ports.Submission{ID: id, List: "ops", Subject: "s"},
+				deadline: now.Add(d), taken: true, answer: make(chan sendAnswer, 1)}
+		}
+		self, other := pending(ids[0], 30*time.Second), pending(ids[1], 10*time.Second)
+		self.answer <- sendAnswer{lead: []*pendingSend{other, self}}
+		ctx, cancel := context.WithDeadline(context.Background(), self.deadline)
+		cancel()
+		if err := b.await(ctx, self); err != nil {
+			t.Fatalf("the leader's own outcome = %v; its notification was appended", err)
+		}
+		if a := <-other.answer; a.err != nil || a.lead != nil {
+			t.Fatalf("the other caller got %+v, want success", a)
+		}
+		if got, _ := buf.Contains(context.Background(), ids); len(got) != 2 {
+			t.Fatalf("buffered %v, want both", got)
+		}
+		if b.busy {
+			t.Fatal("still busy after the batch, with nothing queued")
+		}
+	}
+}
+
+func TestTheNextBatchIsLedByItsLatestDeadline(t *testing.T) {
+	b := newSendBatcher(membuffer.New("a"))
+	now := time.Now()
+	ids := newIDs(4)
+	for i, d := range []time.Duration{time.Second, 3 * time.Second, 2 * time.Second} {
+		b.queue = append(b.queue, &pendingSend{sub: ports.Submission{ID: ids[i], List: "ops", Subject: "s"},
+			deadline: now.Add(d), answer: make(chan sendAnswer, 1)})
+	}
+	q := slices.Clone(b.queue)
+	b.busy = true
+	self := &pendingSend{sub: ports.Submission{ID: ids[3], List: "ops", Subject: "s"}, deadline: now.Add(time.Minute)}
+	if err := b.lead(sendCtx(t), []*pendingSend{self}, self); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-q[1].answer:
+		if len(a.lead) != 3 {
+			t.Errorf("lead of %d, want the 3 queued", len(a.lead))
+		}
+	default:
+		t.Error("the caller with the latest deadline was not handed the lead")
+	}
+}
+
+func TestABatchIsNoLargerThanOneNotificationAtTheDefaultLimits(t *testing.T) {
+	// Raft holds entries in memory by the count (its log cache, an
+	// AppendEntries): a batch must not make an entry larger than a lone
+	// Send at the default limits could.
+	one := (&pendingSend{sub: ports.Submission{Subject: strings.Repeat("s", DefaultMaxSubjectBytes),
+		Body: strings.Repeat("b", DefaultMaxBodyBytes)}}).size()
+	if sendBatchBytes > one {
+		t.Errorf("sendBatchBytes %d, larger than one notification at the default limits (%d)", sendBatchBytes, one)
 	}
 }

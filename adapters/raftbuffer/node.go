@@ -42,8 +42,10 @@ const (
 	// Append's idempotence makes harmless).
 	maxCommandBytes = 1 << 20
 	// logCacheSize is how many recent log entries stay in memory for
-	// replication: at most logCacheSize × maxCommandBytes, in practice a
-	// few hundred one-notification Sends.
+	// replication: at most logCacheSize × maxCommandBytes; a Send's entry
+	// (a batch of coalesced Sends) is at most 64 KiB or one notification,
+	// so about 17 MiB at the default limits (DESIGN.md, "What Raft holds
+	// in memory").
 	logCacheSize = 256
 	// maxRemoveIDs bounds the ids of one Remove command.
 	maxRemoveIDs = 16384

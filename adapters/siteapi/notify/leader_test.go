@@ -7,12 +7,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/siteline/outbox/adapters/siteapi/internal/pb"
 	"github.com/siteline/outbox/adapters/siteapi/internal/sitetest"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestClientMovesToTheLeaderAFollowerNames(t *testing.T) {
@@ -23,7 +29,16 @@ func TestClientMovesToTheLeaderAFollowerNames(t *testing.T) {
 	f2 := sitetest.Start(t, "f2", sitetest.Options{})
 	f2.SetLeader(false, leader.Addr)
 	c := dial(t, []string{f1.Addr, f2.Addr, leader.Addr})
-	for range 5 {
+	if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	// f1 named the leader: the client connects to it, and calls it first
+	// once the connection is ready.
+	waittest.For(t, 10*time.Second, "a ready connection to the named leader", func() (bool, string) {
+		st := c.nodes[2].conn.GetState()
+		return st == connectivity.Ready, st.String()
+	})
+	for range 4 {
 		if _, err := c.To("ops").Send(deadline(t), "s", "b"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
@@ -42,7 +57,7 @@ func TestClientMovesToTheLeaderAFollowerNames(t *testing.T) {
 	if n := leader.LeaderCalls.Load(); n != 6 {
 		t.Errorf("the leader served %d calls, want 6 (one Send passed on by f1, four Sends and a Status called directly)", n)
 	}
-	if got := c.nodes[c.next.Load()].addr; got != leader.Addr {
+	if got := c.nodes[c.first()].addr; got != leader.Addr {
 		t.Errorf("first node to try = %s, want the leader %s", got, leader.Addr)
 	}
 }
@@ -73,7 +88,7 @@ func TestAWrongLeaderNameCostsOneTry(t *testing.T) {
 	// stale believes the dead node leads: it fails to pass the call on and
 	// names the dead node, which the client tries once before moving on.
 	stale.SetLeader(false, dead)
-	c := dial(t, []string{stale.Addr, dead, leader.Addr})
+	c := dial(t, []string{stale.Addr, leader.Addr, dead})
 	id, err := c.To("ops").Send(deadline(t), "s", "b")
 	if err != nil {
 		t.Fatalf("Send past a wrong leader name: %v", err)
@@ -81,8 +96,110 @@ func TestAWrongLeaderNameCostsOneTry(t *testing.T) {
 	if s := leader.Site.Sends(); len(s) != 1 || s[0].ID != id {
 		t.Fatalf("leader's Site got %+v, want one Send of %s", s, id)
 	}
-	if got := c.nodes[c.next.Load()].addr; got != leader.Addr {
+	if got := c.nodes[c.first()].addr; got != leader.Addr {
 		t.Errorf("first node to try = %s, want the leader %s", got, leader.Addr)
+	}
+}
+
+// tryRecorder is a try function over c's nodes that records the order
+// of the tries and answers each node as answer says.
+func tryRecorder(c *Client, answer func(i int, trailer *metadata.MD, ctx context.Context) error) (
+	func(context.Context, pb.SiteClient, ...grpc.CallOption) error, *[]int) {
+	var order []int
+	return func(ctx context.Context, rpc pb.SiteClient, opts ...grpc.CallOption) error {
+		i := slices.IndexFunc(c.nodes, func(n node) bool { return n.rpc == rpc })
+		order = append(order, i)
+		md := metadata.MD{}
+		err := answer(i, &md, ctx)
+		for _, o := range opts {
+			if tr, ok := o.(grpc.TrailerCallOption); ok {
+				*tr.TrailerAddr = md
+			}
+		}
+		return err
+	}, &order
+}
+
+func TestAWrongLeaderNameIsTriedOnceThenTheRotationGoesOn(t *testing.T) {
+	// stale, leader, dead: stale names dead. The client tries stale, then
+	// the dead node it named, then goes on from stale: the leader. Without
+	// the hint it would try stale, leader; going on from the named node
+	// it would try stale, dead, stale, leader.
+	c := dial(t, []string{"127.0.0.1:7201", "127.0.0.1:7202", "127.0.0.1:7203"})
+	try, order := tryRecorder(c, func(i int, md *metadata.MD, _ context.Context) error {
+		switch i {
+		case 0:
+			*md = metadata.Pairs(pb.LeaderKey, "127.0.0.1:7203")
+			return status.Error(codes.Unavailable, "cannot reach the leader")
+		case 1:
+			return nil
+		}
+		return status.Error(codes.Unavailable, "connection refused")
+	})
+	if err := c.retry(deadline(t), "Send", try); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*order, []int{0, 2, 1}) {
+		t.Errorf("tries at nodes %v, want [0 2 1]: stale, the node it named, the leader", *order)
+	}
+}
+
+func TestALeaderTheClientCannotReachCostsNoCall(t *testing.T) {
+	// The follower answers and names a leader the client cannot reach (no
+	// connection ever becomes ready: packets dropped, here nobody
+	// listening); a try there would last the whole deadline. Every call
+	// goes on through the follower.
+	leaderAddr := sitetest.DeadAddr(t)
+	c := dial(t, []string{"127.0.0.1:7101", leaderAddr})
+	try, order := tryRecorder(c, func(i int, md *metadata.MD, ctx context.Context) error {
+		if i == 0 {
+			*md = metadata.Pairs(pb.LeaderKey, leaderAddr)
+			return nil
+		}
+		<-ctx.Done() // blackholed
+		return status.FromContextError(ctx.Err()).Err()
+	})
+	for k := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := c.retry(ctx, "Send", try)
+		cancel()
+		if err != nil {
+			t.Errorf("call %d: %v", k, err)
+		}
+	}
+	if !slices.Equal(*order, []int{0, 0, 0, 0}) {
+		t.Errorf("tries at nodes %v, want the follower's only", *order)
+	}
+}
+
+func TestANamedLeaderWhoseTryFailedIsNotTriedFirstAgain(t *testing.T) {
+	// The leader is connected (its connection ready) but does not answer:
+	// the first call that starts there pays one try, and later calls stay
+	// with the follower, which answers.
+	leader := sitetest.Start(t, "leader", sitetest.Options{})
+	leader.SetLeader(true, "")
+	c := dial(t, []string{"127.0.0.1:7101", leader.Addr})
+	try, order := tryRecorder(c, func(i int, md *metadata.MD, ctx context.Context) error {
+		if i == 0 {
+			*md = metadata.Pairs(pb.LeaderKey, leader.Addr)
+			return nil
+		}
+		return status.Error(codes.DeadlineExceeded, "no answer in time")
+	})
+	if err := c.retry(deadline(t), "Send", try); err != nil {
+		t.Fatal(err)
+	}
+	waittest.For(t, 10*time.Second, "a ready connection to the named leader", func() (bool, string) {
+		st := c.nodes[1].conn.GetState()
+		return st == connectivity.Ready, st.String()
+	})
+	for range 3 {
+		if err := c.retry(deadline(t), "Send", try); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(*order, []int{0, 1, 0, 0, 0}) {
+		t.Errorf("tries at nodes %v, want [0 1 0 0 0]: the leader tried first once", *order)
 	}
 }
 
@@ -148,7 +265,7 @@ func TestARefusalPassedOnByAFollowerNamesTheLeader(t *testing.T) {
 	if _, err := c.To("nosuch").Send(deadline(t), "s", "b"); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("Send = %v, want the leader's refusal", err)
 	}
-	if got := c.nodes[c.next.Load()].addr; got != leader.Addr {
-		t.Errorf("first node to try = %s, want the leader %s", got, leader.Addr)
+	if got := c.nodes[c.leader.Load()].addr; got != leader.Addr {
+		t.Errorf("named leader = %s, want %s", got, leader.Addr)
 	}
 }

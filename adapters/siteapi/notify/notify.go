@@ -48,9 +48,11 @@
 // follower passes a Send, a Status, a cached call or write and an
 // operator's Retry or Discard to the leader (package siteapi), so the
 // client never needs to know which node leads. A follower names the leader
-// in its answer, and the client calls the leader first from then on (when
-// the name is one of the addresses it was given: give the nodes as they
-// name each other); otherwise it starts with the node that answered last.
+// in its answer, and the client calls the leader first from then on, when
+// the name is one of the addresses it was given (give the nodes as they
+// name each other), once it holds a ready connection to it, and until a
+// try there fails; otherwise it starts with the node that answered last.
+// A leader the client cannot reach thus costs no call.
 //
 // # One id, however many tries
 //
@@ -110,6 +112,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -178,9 +181,13 @@ type Client struct {
 	token   string
 	prov    Provenance
 	attempt time.Duration
-	// next is the index of the node to try first: the leader a node named,
-	// else the node that answered last.
+	// next is the index of the node that answered last; leader is the
+	// index of the node named the leader (or that answered without naming
+	// another), -1 before any answer. A call starts at the leader when the
+	// client holds a ready connection to it and its last try there did not
+	// fail, else at next (see first).
 	next   atomic.Int32
+	leader atomic.Int32
 	closed atomic.Bool
 }
 
@@ -189,7 +196,21 @@ type node struct {
 	addr string
 	conn *grpc.ClientConn
 	rpc  pb.SiteClient
+	// health is what the client saw of the node (nodeHealth); shared by
+	// the copies of node, which all point to the same.
+	health *atomic.Int32
 }
+
+// What the client saw of a node: a try there failed as unavailable
+// (suspect), then its connection was seen not ready (suspectDown). A
+// suspect node is not started at as the leader until a call there
+// succeeds or its connection is seen ready again after being down (it
+// restarted, the network came back).
+const (
+	nodeOK int32 = iota
+	nodeSuspect
+	nodeSuspectDown
+)
 
 // Dial returns a Client for the site nodes at addrs, a comma-separated list
 // of host:port. It does not connect yet: each node is connected on first use,
@@ -207,6 +228,7 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 		creds = credentials.NewTLS(o.tls.Clone())
 	}
 	c := &Client{token: o.token, prov: o.prov, attempt: o.attempt}
+	c.leader.Store(-1)
 	for a := range strings.SplitSeq(addrs, ",") {
 		a = strings.TrimSpace(a)
 		if a == "" || slices.ContainsFunc(c.nodes, func(n node) bool { return n.addr == a }) {
@@ -217,7 +239,7 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 			c.Close()
 			return nil, fmt.Errorf("notify: dial %s: %w", a, err)
 		}
-		c.nodes = append(c.nodes, node{addr: a, conn: conn, rpc: pb.NewSiteClient(conn)})
+		c.nodes = append(c.nodes, node{addr: a, conn: conn, rpc: pb.NewSiteClient(conn), health: new(atomic.Int32)})
 	}
 	if len(c.nodes) == 0 {
 		return nil, fmt.Errorf("notify: dial: no site node address in %q: %w", addrs, ports.ErrInvalid)
@@ -387,23 +409,28 @@ func (c *Client) outgoing(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 }
 
-// retry makes the call try at the nodes in turn, starting with the one
-// that answered last (or the leader a node named), until one answers, the
-// answer is a refusal, or ctx ends.
+// retry makes the call try at the nodes in turn, starting with the leader
+// a node named or else the one that answered last (first), until one
+// answers, the answer is a refusal, or ctx ends.
 //
 // A node that passes a call to the leader names the leader in its answer
 // (pb.LeaderKey): the client calls that node first from then on, when it
-// is one of the nodes it was given; a name it was not given is ignored.
-// A try that failed as unavailable moves to the named leader once per
-// call, then on in turn: a wrong name costs one try, never the call.
+// is one of the nodes it was given (a name it was not given is ignored),
+// once it holds a ready connection to it, and while its tries there do
+// not fail: a leader the client cannot reach (packets dropped) never
+// becomes the first try, and one whose try failed stops being it, so the
+// client stays with the node that answered. A try that failed as
+// unavailable moves to the named leader once per call, then the rotation
+// goes on from where it was: a wrong name costs one try, never the call.
 func (c *Client) retry(ctx context.Context, op string, try func(context.Context, pb.SiteClient, ...grpc.CallOption) error) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	i := int(c.next.Load())
+	i := c.first()
 	wait := minBackoff
 	var last error
 	followed := false // a try moved to the leader a node named
+	resume := -1      // where the rotation goes on after that try
 	for tried := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return exhausted(op, err, last)
@@ -415,6 +442,7 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 		cancel()
 		hint := c.leaderHint(trailer)
 		if err == nil {
+			nd.health.Store(nodeOK)
 			c.prefer(hint, i)
 			return nil
 		}
@@ -443,10 +471,12 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 		}
 		if !errors.Is(e, ports.ErrUnavailable) {
 			// A refusal: the node answered, and will answer the same again.
+			nd.health.Store(nodeOK)
 			c.prefer(hint, i)
 			return e
 		}
 		last = e
+		nd.health.CompareAndSwap(nodeOK, nodeSuspect)
 		if tried++; tried%len(c.nodes) == 0 {
 			// A round of every node failed: wait a little.
 			if err := pause(ctx, wait/2+rand.N(wait/2+1)); err != nil {
@@ -455,11 +485,46 @@ func (c *Client) retry(ctx context.Context, op string, try func(context.Context,
 			wait = min(2*wait, maxBackoff)
 		}
 		if hint >= 0 && hint != i && !followed {
-			followed, i = true, hint
+			followed, resume, i = true, i, hint
 			continue
+		}
+		if resume >= 0 {
+			// Back from the named node: on from the node that named it.
+			i, resume = resume, -1
 		}
 		i = (i + 1) % len(c.nodes)
 	}
+}
+
+// first returns the index of the node a call tries first: the leader, when
+// one was named, the client holds a ready connection to it and no try there
+// failed since its last success; else the node that answered last. It asks
+// gRPC to connect to a named leader it is not connected to, so that a later
+// call finds the connection ready.
+func (c *Client) first() int {
+	next := int(c.next.Load())
+	l := int(c.leader.Load())
+	if l < 0 || l == next {
+		return next
+	}
+	nd := c.nodes[l]
+	st := nd.conn.GetState()
+	ready := st == connectivity.Ready
+	if st == connectivity.Idle {
+		nd.conn.Connect()
+	}
+	switch h := nd.health.Load(); {
+	case h == nodeSuspect && !ready:
+		nd.health.CompareAndSwap(nodeSuspect, nodeSuspectDown)
+		return next
+	case h == nodeSuspectDown && ready:
+		// Connected again since the failed try: worth trying first.
+		nd.health.CompareAndSwap(nodeSuspectDown, nodeOK)
+		return l
+	case h == nodeOK && ready:
+		return l
+	}
+	return next
 }
 
 // leaderHint returns the index of the node a call's trailer names as the
@@ -472,13 +537,17 @@ func (c *Client) leaderHint(trailer metadata.MD) int {
 	return slices.IndexFunc(c.nodes, func(n node) bool { return n.addr == addr })
 }
 
-// prefer makes the named leader (hint, when not -1), or else the node i
-// that answered, the first to try on the next call.
+// prefer records that node i answered, naming the leader hint (-1: it
+// named none, so it is the leader itself, as far as the client knows).
 func (c *Client) prefer(hint, i int) {
-	if hint >= 0 {
-		i = hint
-	}
 	c.next.Store(int32(i))
+	if hint < 0 {
+		hint = i
+	}
+	c.leader.Store(int32(hint))
+	if conn := c.nodes[hint].conn; hint != i && conn.GetState() == connectivity.Idle {
+		conn.Connect() // for the next call to find it ready
+	}
 }
 
 // pause waits for d or the end of ctx.
