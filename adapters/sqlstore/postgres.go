@@ -309,6 +309,7 @@ func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) 
 	for _, id := range order {
 		if _, ok := stored[id]; ok {
 			out = append(out, id)
+			delete(stored, id) // an id twice in the batch, in two cases, is one row
 		}
 	}
 	return out, nil
