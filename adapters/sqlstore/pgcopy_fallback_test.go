@@ -368,4 +368,13 @@ func TestPostgresInsertOverlappingBatches(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Insert of a resend among new rows: %v, %v; want %v", got, err, want)
 	}
+
+	// One id twice, in two cases: one row, answered once.
+	twice := storetest.NewNotification(now)
+	upper := twice
+	upper.ID = strings.ToUpper(twice.ID)
+	got, err = s.Insert(ctx, []ports.Notification{upper, twice})
+	if err != nil || !slices.Equal(got, []string{twice.ID}) {
+		t.Fatalf("Insert of one id in two cases: %v, %v; want [%s]", got, err, twice.ID)
+	}
 }

@@ -277,7 +277,7 @@ func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) 
 	for i := range rows {
 		order[i] = strings.ToLower(rows[i].ID)
 	}
-	slices.SortFunc(rows, func(a, b notificationRow) int { return compareUUIDText(a.ID, b.ID) })
+	sortByID(rows)
 	ids, err := h.copyInsert(ctx, rows)
 	if errors.Is(err, errNoCopy) {
 		var qs []query
@@ -313,6 +313,39 @@ func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) 
 		}
 	}
 	return out, nil
+}
+
+// sortByID sorts rows by id (compareUUIDText). It sorts the ids with
+// their places, then moves each row once along the permutation's cycles:
+// sorting the rows themselves copied two of them at each comparison.
+func sortByID(rows []notificationRow) {
+	type key struct {
+		id string
+		at int
+	}
+	keys := make([]key, len(rows))
+	for i := range rows {
+		keys[i] = key{rows[i].ID, i}
+	}
+	slices.SortFunc(keys, func(a, b key) int { return compareUUIDText(a.id, b.id) })
+	// Row keys[k].at goes to place k: follow each cycle from its first place.
+	for start := range keys {
+		if keys[start].at < 0 || keys[start].at == start {
+			continue
+		}
+		hold := rows[start]
+		k := start
+		for {
+			from := keys[k].at
+			keys[k].at = -1
+			if from == start {
+				rows[k] = hold
+				break
+			}
+			rows[k] = rows[from]
+			k = from
+		}
+	}
 }
 
 // compareUUIDText orders two uuids in text form as PostgreSQL orders the
