@@ -319,6 +319,13 @@ func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) 
 // their places, then moves each row once along the permutation's cycles:
 // sorting the rows themselves copied two of them at each comparison.
 func sortByID(rows []notificationRow) {
+	sorted := true // time-ordered ids (UUIDv7) come sorted: no work
+	for i := 1; i < len(rows) && sorted; i++ {
+		sorted = compareUUIDText(rows[i-1].ID, rows[i].ID) <= 0
+	}
+	if sorted {
+		return
+	}
 	type key struct {
 		id string
 		at int
