@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"strings"
@@ -22,18 +23,27 @@ import (
 // the notifications table, the cheapest way into it: no statement to plan,
 // no unnest, no speculative insertion per row for ON CONFLICT (DESIGN.md,
 // "Insert on PostgreSQL"). A COPY is one statement, so it stores all the
-// rows or none. When an id is stored already (a resend: the COPY fails on
-// the primary key), or when the COPY cannot carry the batch (a column type
-// it does not encode, a value out of the column's range), Insert runs the
-// insert-if-not-exists statement instead, which stores the new rows and
-// returns their ids.
+// rows or none. When the COPY cannot store the batch (an id is stored
+// already, a column type or value it does not encode, or any other refusal
+// by the server), Insert runs the insert-if-not-exists statement instead,
+// which stores the new rows and returns their ids, or reports the error
+// in its own words.
+
+// copyRecheck is how long COPY stays off after the table turned out not to
+// fit the encoder or the server refused COPY as such (feature not
+// supported: row-level security, a proxy without COPY); then the next
+// Insert reads the column types again and tries COPY again.
+const copyRecheck = time.Minute
 
 // pgCopier holds the types of the notifications table's columns, read once
-// per store, which the binary COPY must match exactly.
+// per store, which the binary COPY must match exactly, and whether COPY is
+// off for a while. Its mutex guards the fields only; no query runs under it.
 type pgCopier struct {
-	mu    sync.Mutex
-	oids  []uint32 // per column of notificationModel; nil until read
-	unfit bool     // a column of a type the encoder does not write: never COPY
+	mu       sync.Mutex
+	oids     []uint32  // per column of notificationModel; nil until read
+	gen      uint64    // counts forget calls: a read begun before one is not kept
+	offUntil time.Time // no COPY before then (zero: COPY on)
+	offLog   bool      // that COPY is off was logged, and no COPY worked since
 }
 
 // The type OIDs the encoder writes (pg_type.oid, fixed by PostgreSQL).
@@ -50,19 +60,25 @@ const (
 // errNoCopy says the batch goes through the insert statement instead.
 var errNoCopy = errors.New("sqlstore: batch not fit for COPY")
 
+// pgTypesText reads the notifications table's column types.
+const pgTypesText = `SELECT attname, atttypid FROM pg_attribute ` +
+	`WHERE attrelid = 'notifications'::regclass AND attnum > 0 AND NOT attisdropped`
+
 // types returns the OIDs of the notifications columns in model order, or
-// errNoCopy when one is of a type the encoder does not write.
-func (p *pgCopier) types(ctx context.Context, db *sql.DB) ([]uint32, error) {
+// errNoCopy while COPY is off or when a column is missing or of a type the
+// encoder does not write (which turns COPY off for copyRecheck). Concurrent
+// first calls may each read the catalog; each waits only on its own ctx.
+func (p *pgCopier) types(ctx context.Context, db *sql.DB, logger *slog.Logger) ([]uint32, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.unfit {
+	oids, gen, off := p.oids, p.gen, time.Now().Before(p.offUntil)
+	p.mu.Unlock()
+	if off {
 		return nil, errNoCopy
 	}
-	if p.oids != nil {
-		return p.oids, nil
+	if oids != nil {
+		return oids, nil
 	}
-	rows, err := db.QueryContext(ctx, `SELECT attname, atttypid FROM pg_attribute `+
-		`WHERE attrelid = 'notifications'::regclass AND attnum > 0 AND NOT attisdropped`)
+	rows, err := db.QueryContext(ctx, pgTypesText)
 	if err != nil {
 		return nil, fmt.Errorf("read column types: %w", err)
 	}
@@ -79,25 +95,63 @@ func (p *pgCopier) types(ctx context.Context, db *sql.DB) ([]uint32, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read column types: %w", err)
 	}
-	oids := make([]uint32, len(notificationModel))
+	oids = make([]uint32, len(notificationModel))
 	for i, c := range notificationModel {
 		oid, ok := byName[c.name]
 		if !ok || !encodes(c.kind, oid) {
-			p.unfit = true
+			p.turnOff(gen, logger, "column "+c.name+" is missing or of a type COPY does not write")
 			return nil, errNoCopy
 		}
 		oids[i] = oid
 	}
-	p.oids = oids
+	p.mu.Lock()
+	if p.gen == gen {
+		p.oids = oids
+	}
+	p.mu.Unlock()
 	return oids, nil
 }
 
-// forget drops the column types read, to read them again at the next COPY
-// (after a migration changed the table under an open store).
+// turnOff turns COPY off for copyRecheck, unless forget ran since gen was
+// read, and logs it unless that was logged and no COPY worked since.
+func (p *pgCopier) turnOff(gen uint64, logger *slog.Logger, why string) {
+	p.mu.Lock()
+	if p.gen != gen {
+		p.mu.Unlock()
+		return
+	}
+	p.offUntil = time.Now().Add(copyRecheck)
+	logged := p.offLog
+	p.offLog = true
+	p.mu.Unlock()
+	if !logged {
+		logger.Warn("sqlstore: Insert stores batches with the insert statement instead of COPY",
+			"reason", why, "retry_after", copyRecheck)
+	}
+}
+
+// worked notes that a COPY stored a batch.
+func (p *pgCopier) worked() {
+	p.mu.Lock()
+	p.offLog = false
+	p.mu.Unlock()
+}
+
+// forget drops the column types read and turns COPY on, to read them again
+// at the next Insert (after a migration changed the table under an open
+// store).
 func (p *pgCopier) forget() {
 	p.mu.Lock()
-	p.oids, p.unfit = nil, false
+	p.oids, p.offUntil = nil, time.Time{}
+	p.gen++
 	p.mu.Unlock()
+}
+
+// generation returns the count of forget calls.
+func (p *pgCopier) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
 }
 
 // encodes reports whether the encoder writes a column of kind as type oid.
@@ -196,9 +250,12 @@ var pgCopyText = `COPY "notifications" (` + quoted("", notificationColumns) + `)
 // copyInsert stores rows with one binary COPY and returns their ids (in
 // PostgreSQL's text form of a uuid, as RETURNING gives them). errNoCopy
 // says nothing was stored and the insert statement must run: an id is
-// stored already, or the batch or the table does not fit the encoder.
+// stored already, the batch or the table does not fit the encoder, or the
+// server refused the COPY (the statement then stores the batch, or
+// reports the error in its own words).
 func (h *handle) copyInsert(ctx context.Context, rows []notificationRow) ([]string, error) {
-	oids, err := h.pgCopy.types(ctx, h.writer())
+	gen := h.pgCopy.generation()
+	oids, err := h.pgCopy.types(ctx, h.writer(), h.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -222,19 +279,22 @@ func (h *handle) copyInsert(ctx context.Context, rows []notificationRow) ([]stri
 	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
 		switch {
 		case pe.Code == "23505": // unique_violation: an id is stored already
-			return nil, errNoCopy
+		case pe.Code == "0A000": // feature_not_supported: COPY as such, e.g. under row-level security
+			h.pgCopy.turnOff(gen, h.logger, "the server refuses COPY ("+pe.Code+"): "+pe.Message)
 		case strings.HasPrefix(pe.Code, "42"), pe.Code == "22P03", pe.Code == "08P01":
 			// The table changed under the store: a column of another
 			// type (a field of the wrong size), or gone.
 			h.pgCopy.forget()
-			return nil, errNoCopy
-		case strings.HasPrefix(pe.Code, "22"): // a value the column refuses: the statement says which
-			return nil, errNoCopy
 		}
+		// Any refusal: the statement is the reference, and a real error
+		// shows there with its own text (a value the column refuses, class
+		// 22, say).
+		return nil, errNoCopy
 	}
 	if err != nil {
 		return nil, err
 	}
+	h.pgCopy.worked()
 	ids := make([]string, len(rows))
 	for i := range rows {
 		ids[i] = strings.ToLower(rows[i].ID)

@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,15 @@ func copyRows(t *testing.T, now time.Time) []ports.Notification {
 	b.SiteEnqueuedAt = time.Time{}
 	c := storetest.NewNotification(now.Add(2 * time.Microsecond))
 	c.CreatedAt = time.Date(1601, 1, 1, 0, 0, 0, 1000, time.UTC) // before 2000, beyond a Duration from it
+	c.Status = ports.StatusRetrying
+	c.RetryCount = 2
+	c.ResolvedTargets = []string{"ops@example.com"}
+	c.Targets = []ports.TargetState{
+		{Target: "ops@example.com", Status: ports.TargetDelivered, Attempts: 1, LastAttemptAt: now, DeliveredAt: now},
+		{Target: "env:ONCALL", Status: ports.TargetRetrying, Attempts: 2, LastError: "421 busy", LastAttemptAt: now},
+	}
+	c.ClaimedBy = "dispatcher-1"
+	c.ClaimedUntil = now.Add(time.Minute)
 	return []ports.Notification{a, b, c}
 }
 
@@ -86,26 +97,22 @@ func TestPostgresCopyInsert(t *testing.T) {
 	}
 }
 
-// equalNotifications compares two notifications field by field (times by
-// instant).
+// equalNotifications compares two notifications field by field, times
+// (also those of the targets) by instant.
 func equalNotifications(a, b ports.Notification) bool {
-	times := func(n *ports.Notification) []*time.Time {
-		return []*time.Time{&n.SiteEnqueuedAt, &n.CreatedAt, &n.UpdatedAt, &n.LastAttemptAt, &n.NextAttemptAt,
-			&n.DeliveredAt, &n.ExpiresAt}
-	}
-	ta, tb := times(&a), times(&b)
-	for i := range ta {
-		if !ta[i].Equal(*tb[i]) {
-			return false
+	norm := func(n ports.Notification) ports.Notification {
+		for _, t := range []*time.Time{&n.SiteEnqueuedAt, &n.CreatedAt, &n.UpdatedAt, &n.LastAttemptAt,
+			&n.NextAttemptAt, &n.DeliveredAt, &n.ExpiresAt, &n.ClaimedUntil} {
+			*t = t.UTC()
 		}
-		*ta[i], *tb[i] = time.Time{}, time.Time{}
+		n.Targets = slices.Clone(n.Targets)
+		for i := range n.Targets {
+			n.Targets[i].LastAttemptAt = n.Targets[i].LastAttemptAt.UTC()
+			n.Targets[i].DeliveredAt = n.Targets[i].DeliveredAt.UTC()
+		}
+		return n
 	}
-	return string(a.TypeData) == string(b.TypeData) && a.ID == b.ID && a.Type == b.Type && a.List == b.List &&
-		a.Subject == b.Subject && a.Body == b.Body && a.Priority == b.Priority && a.Status == b.Status &&
-		a.RetryCount == b.RetryCount && a.LastError == b.LastError && a.SourceSite == b.SourceSite &&
-		a.SourceInstance == b.SourceInstance && a.SourceScript == b.SourceScript && a.ExecutionID == b.ExecutionID &&
-		a.ParentExecutionID == b.ParentExecutionID && len(a.ResolvedTargets) == len(b.ResolvedTargets) &&
-		len(a.Targets) == len(b.Targets)
+	return reflect.DeepEqual(norm(a), norm(b))
 }
 
 // TestPostgresCopyFallsBack: a batch holding an id stored already makes the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/schema"
@@ -266,8 +268,16 @@ func (h *handle) pgArgs(args []any) []any {
 }
 
 // insert tries one COPY of the batch (pgcopy.go), and runs the
-// insert-if-not-exists statement when the COPY cannot store it.
+// insert-if-not-exists statement when the COPY cannot store it. Either
+// writes the rows in the order of their ids: two Inserts of overlapping
+// batches then wait on each other's rows in one order, never in a cycle
+// (a deadlock, 40P01). The ids come back in the caller's order.
 func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) ([]string, error) {
+	order := make([]string, len(rows)) // the caller's order, as RETURNING spells the ids
+	for i := range rows {
+		order[i] = strings.ToLower(rows[i].ID)
+	}
+	sortByID(rows)
 	ids, err := h.copyInsert(ctx, rows)
 	if errors.Is(err, errNoCopy) {
 		var qs []query
@@ -276,11 +286,91 @@ func (pgDialect) insert(ctx context.Context, h *handle, rows []notificationRow) 
 			return nil
 		})
 		ids, err = h.writeIDs(ctx, qs, len(rows))
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && strings.HasPrefix(pe.Code, "42") {
+			// The table is not what the store read (a column renamed
+			// or gone): read its types again at the next Insert.
+			h.pgCopy.forget()
+		}
 	}
-	if err == nil && h.analyze != nil {
+	if err != nil {
+		return nil, err
+	}
+	if h.analyze != nil {
 		h.analyze.inserted(len(ids))
 	}
-	return ids, err
+	if len(ids) == len(order) {
+		return order, nil // all of them (the batch holds each id once)
+	}
+	stored := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		stored[id] = struct{}{}
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range order {
+		if _, ok := stored[id]; ok {
+			out = append(out, id)
+			delete(stored, id) // an id twice in the batch, in two cases, is one row
+		}
+	}
+	return out, nil
+}
+
+// sortByID sorts rows by id (compareUUIDText). It sorts the ids with
+// their places, then moves each row once along the permutation's cycles:
+// sorting the rows themselves copied two of them at each comparison.
+func sortByID(rows []notificationRow) {
+	sorted := true // time-ordered ids (UUIDv7) come sorted: no work
+	for i := 1; i < len(rows) && sorted; i++ {
+		sorted = compareUUIDText(rows[i-1].ID, rows[i].ID) <= 0
+	}
+	if sorted {
+		return
+	}
+	type key struct {
+		id string
+		at int
+	}
+	keys := make([]key, len(rows))
+	for i := range rows {
+		keys[i] = key{rows[i].ID, i}
+	}
+	slices.SortFunc(keys, func(a, b key) int { return compareUUIDText(a.id, b.id) })
+	// Row keys[k].at goes to place k: follow each cycle from its first place.
+	for start := range keys {
+		if keys[start].at < 0 || keys[start].at == start {
+			continue
+		}
+		hold := rows[start]
+		k := start
+		for {
+			from := keys[k].at
+			keys[k].at = -1
+			if from == start {
+				rows[k] = hold
+				break
+			}
+			rows[k] = rows[from]
+			k = from
+		}
+	}
+}
+
+// compareUUIDText orders two uuids in text form as PostgreSQL orders the
+// uuids (their bytes): the text compared with hex letters in one case.
+func compareUUIDText(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'F' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'F' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return int(x) - int(y)
+		}
+	}
+	return len(a) - len(b)
 }
 
 func (pgDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
