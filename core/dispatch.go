@@ -25,7 +25,11 @@ const pipelineDepth = 8
 // claims were what bounded dispatch at the default batch of 100 (the
 // pipeline's slots stood empty while the sweep waited for the next claim).
 // Two claims at once skip each other's rows (the store's claim takes only
-// unleased rows, and on PostgreSQL skips locked ones).
+// unleased rows, and on PostgreSQL skips locked ones, which may be more
+// rows than the other claim takes: each part of PostgreSQL's claim locks up
+// to a batch of rows). So a claim that came back short while another was
+// in the database does not show that no due rows are left: only a short
+// claim that ran alone ends a sweep (see sweep).
 const claimDepth = 2
 
 // recordTimeout bounds one try of a write that records a batch's outcomes,
@@ -64,11 +68,14 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// sweep claims and dispatches batches until a claim comes back short, and
-// returns the earliest retry it scheduled (zero if none). It returns after
-// every batch it claimed is recorded or released.
+// sweep claims and dispatches batches until a claim that ran alone comes
+// back short, and returns the earliest retry it scheduled (zero if none). It
+// returns after every batch it claimed is recorded or released.
 //
-// Up to claimDepth claims run at once (see claimDepth). Their rows wait in
+// Up to claimDepth claims run at once (see claimDepth). A claim that came
+// back short while another claim of the sweep was in the database proves
+// nothing (the other may have held due rows it did not take): the next
+// claim then waits for every claim in flight and runs alone. Their rows wait in
 // a pool kept in claim order (priority, then age, then id) until their
 // batch's turn comes, and each batch then takes as many rows from the front
 // of the pool as its own claim brought. So the batches of a sweep go out in
@@ -82,8 +89,10 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		mu       sync.Mutex
 		next     time.Time
 		pool     claimPool
-		stop     atomic.Bool          // a claim came back short or failed, or a batch's rows went back untouched
+		stop     atomic.Bool          // a claim that ran alone came back short, a claim failed, or a batch's rows went back untouched
+		alone    atomic.Bool          // a claim that overlapped another came back short: the next runs alone
 		full     = make(chan bool, 1) // the first claim's answer: whether it came back full
+		overlaps overlapTracker
 	)
 	defer wg.Wait()
 	if s.claimDoubt {
@@ -107,8 +116,25 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			<-slots
 			return time.Time{}
 		}
+		tokens := 1
+		if alone.Swap(false) {
+			// Wait for every other claim in flight: this one runs alone.
+			for ; tokens < claimDepth; tokens++ {
+				select {
+				case claiming <- struct{}{}:
+				case <-ctx.Done():
+					for range tokens {
+						<-claiming
+					}
+					<-slots
+					return time.Time{}
+				}
+			}
+		}
 		if stop.Load() { // a claim in flight came back short meanwhile
-			<-claiming
+			for range tokens {
+				<-claiming
+			}
 			<-slots
 			break
 		}
@@ -118,10 +144,22 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			defer func() { <-slots }()
 			launch := sync.OnceFunc(func() { close(launched) })
 			defer launch()
+			end := overlaps.begin()
 			rows, err := s.claim(ctx, owner)
-			<-claiming
-			if len(rows) < s.cfg.DispatchBatchSize {
+			overlapped := end()
+			// Decided before the claim's tokens go back, so that the
+			// loop's next claim sees it.
+			switch {
+			case err != nil:
 				stop.Store(true)
+			case len(rows) == s.cfg.DispatchBatchSize:
+			case overlapped:
+				alone.Store(true)
+			default:
+				stop.Store(true)
+			}
+			for range tokens {
+				<-claiming
 			}
 			if first {
 				full <- len(rows) == s.cfg.DispatchBatchSize
@@ -157,6 +195,34 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	}
 	wg.Wait()
 	return next
+}
+
+// overlapTracker tells whether a claim was in the database at the same time
+// as another claim of the sweep.
+type overlapTracker struct {
+	mu     sync.Mutex
+	active map[*bool]struct{}
+}
+
+// begin notes a claim starting; the returned end notes it ending and reports
+// whether another claim ran at any moment in between.
+func (o *overlapTracker) begin() (end func() bool) {
+	var overlapped bool
+	o.mu.Lock()
+	if o.active == nil {
+		o.active = make(map[*bool]struct{})
+	}
+	for other := range o.active {
+		*other, overlapped = true, true
+	}
+	o.active[&overlapped] = struct{}{}
+	o.mu.Unlock()
+	return func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		delete(o.active, &overlapped)
+		return overlapped
+	}
 }
 
 // claimPool holds the rows of a sweep's claims that no batch took yet, in
