@@ -179,7 +179,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			if len(rows) == 0 {
 				return
 			}
-			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), nil, launch)
+			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), launch)
 			if !ok {
 				// Its rows went back untouched; claiming again now would
 				// only spin on them. The next wake-up or poll retries.
@@ -314,7 +314,7 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, ok := s.dispatch(ctx, owner, rows, nil, func() {}); !ok {
+	if _, ok := s.dispatch(ctx, owner, rows, func() {}); !ok {
 		return len(rows), errors.New("dispatch: some notifications went back untouched (the directory failed, or their channel had no room)")
 	}
 	return len(rows), nil
@@ -357,8 +357,8 @@ type job struct {
 const minDefer = 100 * time.Millisecond
 
 // dispatch delivers one batch claimed under owner with bounded parallelism,
-// handing its rows to delivery slots once turn is closed (nil: at once) and
-// calling launched when it has, then records
+// calling launched once it has handed every row to a delivery slot (the
+// sweep starts the next batch's deliveries then), then records
 // every outcome in one write (see record), releases the rows it could not
 // attempt and appends the audit records of the outcomes it recorded. One
 // bad row never stops the batch. Each of these writes is tried again through
@@ -367,7 +367,7 @@ const minDefer = 100 * time.Millisecond
 // recordTimeout once ctx ends (shutdown). It returns the earliest retry it
 // scheduled, and false when some rows went back untouched because the
 // directory failed or their channel had no room (NotAttempted).
-func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, turn <-chan struct{}, launched func()) (time.Time, bool) {
+func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, launched func()) (time.Time, bool) {
 	defer launched()
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
@@ -391,16 +391,12 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 			"rows", len(release), "err", planErr)
 	}
 
-	// The batches of a sweep take delivery slots one after the other, in
-	// the order they were claimed (which is priority order): a batch starts
-	// when the one before has handed every row to a slot (turn), and says
-	// so when it has (launched). Interleaved, every batch of the pipeline
-	// would finish late and together, and a crash would find that many more
-	// rows delivered and not yet recorded, each of which is delivered again.
+	// The batches of a sweep take delivery slots one after the other (the
+	// sweep calls dispatch once the batch before has called launched, see
+	// sweep). Interleaved, every batch of the pipeline would finish late and
+	// together, and a crash would find that many more rows delivered and not
+	// yet recorded, each of which is delivered again.
 	var wg sync.WaitGroup
-	if turn != nil {
-		<-turn
-	}
 	for i := range jobs {
 		j := &jobs[i]
 		if j.done {
