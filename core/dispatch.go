@@ -226,7 +226,12 @@ func (o *overlapTracker) begin() (end func() bool) {
 }
 
 // claimPool holds the rows of a sweep's claims that no batch took yet, in
-// claim order.
+// claim order. A row leaves it only from the front, so a claimed row waits
+// while later claims bring rows that rank before it (ingested since, of a
+// higher priority, or skipped locked before): under a steady stream of such
+// rows it can wait for many batches. It keeps its lease meanwhile, and a
+// row whose lease would run out within DeliveryTimeout is released
+// untouched instead of delivered (see attempt), for a later claim.
 type claimPool struct {
 	mu   sync.Mutex
 	rows []ports.Notification
