@@ -307,7 +307,7 @@ func TestSweepDeliversTheWholeBacklog(t *testing.T) {
 		// dispatchers below are woken by nobody.
 		seeder := e.service(e.store, core.Config{})
 		store := e.store.Notifications()
-		const pending, retrying, rounds = 1050, 70, 3
+		const pending, retrying, rounds = 1050, 70, 6
 		total := 0
 		for round := range rounds {
 			var ids []string
