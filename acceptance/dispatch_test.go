@@ -2,12 +2,14 @@ package acceptance
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/siteline/outbox/core"
 	"github.com/siteline/outbox/ports"
+	"github.com/siteline/outbox/ports/waittest"
 )
 
 func TestParksWithoutAnAttempt(t *testing.T) {
@@ -286,6 +288,91 @@ func TestScheduledRetryRunsWithoutAPoll(t *testing.T) {
 		await(t, e.ch.Attempted, s.ID) // the retry, 50 ms later
 		if n := e.ch.Attempts(s.ID); n != 2 {
 			t.Fatalf("%d attempts, want 2", n)
+		}
+	})
+}
+
+// TestSweepDeliversTheWholeBacklog: with a one-hour poll and nothing to
+// wake it, the sweep a dispatcher makes at start delivers a whole backlog of
+// Pending and due Retrying rows, its claims overlapping: a claim that came
+// back short while another of the node's claims was in the database (and
+// held rows it would not take) does not end the sweep. Each round starts a
+// fresh dispatcher over a fresh backlog, so only its start sweep can
+// deliver it.
+func TestSweepDeliversTheWholeBacklog(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, core.Config{})
+		// The seeder ingests and sets rows up; it never runs, and the
+		// dispatchers below are woken by nobody.
+		seeder := e.service(e.store, core.Config{})
+		store := e.store.Notifications()
+		const pending, retrying, rounds = 1050, 70, 6
+		total := 0
+		for round := range rounds {
+			var ids []string
+			for len(ids) < pending+retrying {
+				batch := make([]ports.Submission, 0, 280)
+				for range cap(batch) {
+					s := submission("ops")
+					if len(ids)+len(batch) < retrying {
+						s.Priority = 0
+					} else {
+						s.Priority = 5 // before the retries in claim order
+					}
+					batch = append(batch, s)
+				}
+				res, err := seeder.Submit(ctx, ports.SubmitRequest{Notifications: batch})
+				if err != nil || len(res.Accepted) != len(batch) {
+					t.Fatalf("submit: %v, accepted %d", err, len(res.Accepted))
+				}
+				ids = append(ids, res.Accepted...)
+			}
+			// Turn the first rows (priority 0) into retries that are due.
+			retry := make(map[string]bool, retrying)
+			for _, id := range ids[:retrying] {
+				retry[id] = true
+			}
+			rows, err := store.Claim(ctx, ports.ClaimRequest{Owner: "seeder", Now: e.clock.Now(), Lease: time.Minute, Limit: 100000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				updates []ports.Update
+				back    []string
+			)
+			for _, r := range rows {
+				if retry[r.ID] {
+					updates = append(updates, ports.Update{ID: r.ID, Status: ports.StatusRetrying, RetryCount: 1, LastError: "try again", ResolvedTargets: r.ResolvedTargets, Targets: r.Targets,
+						LastAttemptAt: e.clock.Now().Add(-2 * time.Minute), NextAttemptAt: e.clock.Now().Add(-time.Minute), UpdatedAt: e.clock.Now()})
+				} else {
+					back = append(back, r.ID)
+				}
+			}
+			if len(updates) != retrying {
+				t.Fatalf("round %d: %d retries set up, want %d", round, len(updates), retrying)
+			}
+			if lost, err := store.Record(ctx, "seeder", updates); err != nil || len(lost) > 0 {
+				t.Fatalf("record the retries: lost %v, %v", lost, err)
+			}
+			if err := store.Release(ctx, "seeder", back); err != nil {
+				t.Fatal(err)
+			}
+			total += len(rows)
+
+			svc := e.service(e.store, core.Config{DispatchInterval: time.Hour})
+			stop := e.run(svc)
+			waittest.For(t, 2*time.Minute, fmt.Sprintf("round %d: the start sweep delivers all %d rows of the backlog", round, total),
+				func() (bool, string) {
+					n := len(e.ch.Successes())
+					return n == total, fmt.Sprintf("%d delivered", n)
+				})
+			stop()
+		}
+		for id, n := range e.ch.Successes() {
+			if n != 1 {
+				t.Errorf("notification %s delivered %d times", id, n)
+			}
 		}
 	})
 }

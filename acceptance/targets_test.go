@@ -71,7 +71,17 @@ func settledInHistory(d ports.Detail) bool {
 	if d.Status != ports.StatusDelivered && d.Status != ports.StatusParked {
 		return true
 	}
-	return len(d.History) > 0 && d.History[len(d.History)-1].Status == d.Status
+	if len(d.History) == 0 {
+		return false
+	}
+	last := d.History[len(d.History)-1]
+	switch last.Kind {
+	case ports.AuditDelivered, ports.AuditParked:
+		return last.Status == d.Status
+	case ports.AuditAttempted:
+		return d.Status == ports.StatusDelivered && last.Status == d.Status && last.Outcome == ports.OutcomeSuccess
+	}
+	return false
 }
 
 // targetStatuses is "target=Status ..." of a row's targets.

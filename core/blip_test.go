@@ -263,7 +263,7 @@ func (e *blipEnv) lines(level, text string) int {
 }
 
 // delivered checks that every id is Delivered, unleased, delivered once at
-// the channel, with its Attempted and Delivered records each once.
+// the channel, with its history the one Attempted record, status Delivered.
 func (e *blipEnv) delivered(ids []string) {
 	e.t.Helper()
 	ctx := context.Background()

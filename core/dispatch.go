@@ -25,7 +25,11 @@ const pipelineDepth = 8
 // claims were what bounded dispatch at the default batch of 100 (the
 // pipeline's slots stood empty while the sweep waited for the next claim).
 // Two claims at once skip each other's rows (the store's claim takes only
-// unleased rows, and on PostgreSQL skips locked ones).
+// unleased rows, and on PostgreSQL skips locked ones, which may be more
+// rows than the other claim takes: each part of PostgreSQL's claim locks up
+// to a batch of rows). So a claim that came back short while another was
+// in the database does not show that no due rows are left: only a short
+// claim that ran alone ends a sweep (see sweep).
 const claimDepth = 2
 
 // recordTimeout bounds one try of a write that records a batch's outcomes,
@@ -64,11 +68,14 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// sweep claims and dispatches batches until a claim comes back short, and
-// returns the earliest retry it scheduled (zero if none). It returns after
-// every batch it claimed is recorded or released.
+// sweep claims and dispatches batches until a claim that ran alone comes
+// back short, and returns the earliest retry it scheduled (zero if none). It
+// returns after every batch it claimed is recorded or released.
 //
-// Up to claimDepth claims run at once (see claimDepth). Their rows wait in
+// Up to claimDepth claims run at once (see claimDepth). A claim that came
+// back short while another claim of the sweep was in the database proves
+// nothing (the other may have held due rows it did not take): the next
+// claim then waits for every claim in flight and runs alone. Their rows wait in
 // a pool kept in claim order (priority, then age, then id) until their
 // batch's turn comes, and each batch then takes as many rows from the front
 // of the pool as its own claim brought. So the batches of a sweep go out in
@@ -82,8 +89,10 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		mu       sync.Mutex
 		next     time.Time
 		pool     claimPool
-		stop     atomic.Bool          // a claim came back short or failed, or a batch's rows went back untouched
+		stop     atomic.Bool          // a claim that ran alone came back short, a claim failed, or a batch's rows went back untouched
+		alone    atomic.Bool          // a claim that overlapped another came back short: the next runs alone
 		full     = make(chan bool, 1) // the first claim's answer: whether it came back full
+		overlaps overlapTracker
 	)
 	defer wg.Wait()
 	if s.claimDoubt {
@@ -107,8 +116,25 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			<-slots
 			return time.Time{}
 		}
+		tokens := 1
+		if alone.Swap(false) {
+			// Wait for every other claim in flight: this one runs alone.
+			for ; tokens < claimDepth; tokens++ {
+				select {
+				case claiming <- struct{}{}:
+				case <-ctx.Done():
+					for range tokens {
+						<-claiming
+					}
+					<-slots
+					return time.Time{}
+				}
+			}
+		}
 		if stop.Load() { // a claim in flight came back short meanwhile
-			<-claiming
+			for range tokens {
+				<-claiming
+			}
 			<-slots
 			break
 		}
@@ -118,10 +144,22 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			defer func() { <-slots }()
 			launch := sync.OnceFunc(func() { close(launched) })
 			defer launch()
+			end := overlaps.begin()
 			rows, err := s.claim(ctx, owner)
-			<-claiming
-			if len(rows) < s.cfg.DispatchBatchSize {
+			overlapped := end()
+			// Decided before the claim's tokens go back, so that the
+			// loop's next claim sees it.
+			switch {
+			case err != nil:
 				stop.Store(true)
+			case len(rows) == s.cfg.DispatchBatchSize:
+			case overlapped:
+				alone.Store(true)
+			default:
+				stop.Store(true)
+			}
+			for range tokens {
+				<-claiming
 			}
 			if first {
 				full <- len(rows) == s.cfg.DispatchBatchSize
@@ -141,7 +179,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			if len(rows) == 0 {
 				return
 			}
-			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), nil, launch)
+			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), launch)
 			if !ok {
 				// Its rows went back untouched; claiming again now would
 				// only spin on them. The next wake-up or poll retries.
@@ -159,8 +197,41 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	return next
 }
 
+// overlapTracker tells whether a claim was in the database at the same time
+// as another claim of the sweep.
+type overlapTracker struct {
+	mu     sync.Mutex
+	active map[*bool]struct{}
+}
+
+// begin notes a claim starting; the returned end notes it ending and reports
+// whether another claim ran at any moment in between.
+func (o *overlapTracker) begin() (end func() bool) {
+	var overlapped bool
+	o.mu.Lock()
+	if o.active == nil {
+		o.active = make(map[*bool]struct{})
+	}
+	for other := range o.active {
+		*other, overlapped = true, true
+	}
+	o.active[&overlapped] = struct{}{}
+	o.mu.Unlock()
+	return func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		delete(o.active, &overlapped)
+		return overlapped
+	}
+}
+
 // claimPool holds the rows of a sweep's claims that no batch took yet, in
-// claim order.
+// claim order. A row leaves it only from the front, so a claimed row waits
+// while later claims bring rows that rank before it (ingested since, of a
+// higher priority, or skipped locked before): under a steady stream of such
+// rows it can wait for many batches. It keeps its lease meanwhile, and a
+// row whose lease would run out within DeliveryTimeout is released
+// untouched instead of delivered (see attempt), for a later claim.
 type claimPool struct {
 	mu   sync.Mutex
 	rows []ports.Notification
@@ -248,7 +319,7 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, ok := s.dispatch(ctx, owner, rows, nil, func() {}); !ok {
+	if _, ok := s.dispatch(ctx, owner, rows, func() {}); !ok {
 		return len(rows), errors.New("dispatch: some notifications went back untouched (the directory failed, or their channel had no room)")
 	}
 	return len(rows), nil
@@ -291,8 +362,8 @@ type job struct {
 const minDefer = 100 * time.Millisecond
 
 // dispatch delivers one batch claimed under owner with bounded parallelism,
-// handing its rows to delivery slots once turn is closed (nil: at once) and
-// calling launched when it has, then records
+// calling launched once it has handed every row to a delivery slot (the
+// sweep starts the next batch's deliveries then), then records
 // every outcome in one write (see record), releases the rows it could not
 // attempt and appends the audit records of the outcomes it recorded. One
 // bad row never stops the batch. Each of these writes is tried again through
@@ -301,7 +372,7 @@ const minDefer = 100 * time.Millisecond
 // recordTimeout once ctx ends (shutdown). It returns the earliest retry it
 // scheduled, and false when some rows went back untouched because the
 // directory failed or their channel had no room (NotAttempted).
-func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, turn <-chan struct{}, launched func()) (time.Time, bool) {
+func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, launched func()) (time.Time, bool) {
 	defer launched()
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
@@ -325,16 +396,12 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 			"rows", len(release), "err", planErr)
 	}
 
-	// The batches of a sweep take delivery slots one after the other, in
-	// the order they were claimed (which is priority order): a batch starts
-	// when the one before has handed every row to a slot (turn), and says
-	// so when it has (launched). Interleaved, every batch of the pipeline
-	// would finish late and together, and a crash would find that many more
-	// rows delivered and not yet recorded, each of which is delivered again.
+	// The batches of a sweep take delivery slots one after the other (the
+	// sweep calls dispatch once the batch before has called launched, see
+	// sweep). Interleaved, every batch of the pipeline would finish late and
+	// together, and a crash would find that many more rows delivered and not
+	// yet recorded, each of which is delivered again.
 	var wg sync.WaitGroup
-	if turn != nil {
-		<-turn
-	}
 	for i := range jobs {
 		j := &jobs[i]
 		if j.done {

@@ -32,14 +32,16 @@ const (
 	// appended to the log.
 	AuditIngested AuditKind = "Ingested"
 	// AuditAttempted records one delivery attempt: its Outcome, Duration and
-	// Error.
+	// Error, and in Status the row's status after the attempt.
 	AuditAttempted AuditKind = "Attempted"
 	// AuditDelivered, AuditParked and AuditDiscarded record the row reaching
 	// that terminal status. The dispatcher writes no Delivered record for
 	// an attempt that delivered the row and left no error to tell (the
 	// row kept none from earlier attempts): its Attempted record, Status
-	// Delivered, says it all. So a row's settling record is the last of its
-	// history, whose Status is the row's.
+	// Delivered, says it all. So a row's settling record is its Delivered
+	// or Parked record, or that Attempted record, whose Status is the row's.
+	// It is the last of the row's history unless the append of the
+	// attempt's records failed (an audit failure never undoes an outcome).
 	AuditDelivered AuditKind = "Delivered"
 	// AuditParked is also an operator parking a Retrying row (Actor the
 	// operator).
