@@ -1,26 +1,21 @@
 package acceptance
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/siteline/outbox/adapters/devkit/smtpcapture"
 	"github.com/siteline/outbox/adapters/sqlstore/sqlstoretest"
-	"github.com/siteline/outbox/ports/waittest"
 )
 
 // BenchmarkEndToEnd measures the whole path of a notification with every
@@ -441,13 +436,9 @@ func childPIDs(pid string) []string {
 // e2eCentral is the real `outbox central` process of the end-to-end
 // benchmark.
 type e2eCentral struct {
-	t       testing.TB
-	dir     string
-	log     string
-	link    string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error // set before exited is closed
+	dir  string
+	link string
+	*centralProcess
 }
 
 // startE2ECentral writes central's configuration and starts the outbox
@@ -459,7 +450,7 @@ type e2eCentral struct {
 func startE2ECentral(b *testing.B, smtpAddr string) *e2eCentral {
 	b.Helper()
 	dir := b.TempDir()
-	c := &e2eCentral{t: b, dir: dir, log: filepath.Join(dir, "central.log"), link: freeAddr(b), exited: make(chan struct{})}
+	c := &e2eCentral{dir: dir, link: freeAddr(b)}
 	httpAddr := freeAddr(b)
 	for name, content := range map[string]string{"admin.password": pagePassword + "\n", "plant-1.token": tokenPlant1} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -504,70 +495,6 @@ link:
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	logFile, err := os.Create(c.log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	c.cmd = exec.Command(outboxBinary(b, false), "central", "-config", file)
-	c.cmd.Dir = dir
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	// Should this process die without its cleanups, central dies with it.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		b.Fatalf("start central: %v", err)
-	}
-	// Ends when the process does; the cleanup makes sure it does.
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-	b.Cleanup(c.stop)
-	waittest.For(b, nodeStartTimeout, "central answers /readyz", func() (bool, string) {
-		if isClosed(c.exited) {
-			b.Fatalf("central ended while starting (%v):\n%s", c.waitErr, c.tail(60))
-		}
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	c.centralProcess = startCentralProcess(b, outboxBinary(b, false), dir, file, env, "http://"+httpAddr+"/readyz")
 	return c
-}
-
-// stop stops central with SIGTERM; it fails the benchmark unless central
-// stops in time with exit status 0.
-func (c *e2eCentral) stop() {
-	if !isClosed(c.exited) {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.exited:
-			if c.waitErr != nil {
-				c.t.Errorf("central stopped with %v after SIGTERM", c.waitErr)
-			}
-		case <-time.After(nodeStopTimeout):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-			c.t.Errorf("central did not stop within %s of SIGTERM", nodeStopTimeout)
-		}
-	}
-	if c.t.Failed() {
-		c.t.Log(c.tail(60))
-	}
-}
-
-// tail returns the last k lines of central's log.
-func (c *e2eCentral) tail(k int) string {
-	raw, err := os.ReadFile(c.log)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(string(bytes.TrimRight(raw, "\n")), "\n")
-	if len(lines) > k {
-		lines = lines[len(lines)-k:]
-	}
-	return fmt.Sprintf("--- last %d lines of central's log (%s) ---\n%s", len(lines), c.log, strings.Join(lines, "\n"))
 }

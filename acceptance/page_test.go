@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -356,13 +355,11 @@ func browserPath(t *testing.T) string {
 // site's client of its link.
 type pageCentral struct {
 	t          *testing.T
-	dir, log   string
+	dir        string
 	base       string // the page's URL, http://host:port
 	link, smtp string
 	client     *sitelink.Client
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	waitErr    error // set before exited is closed
+	*centralProcess
 }
 
 // startPageCentral writes central's configuration in a temporary directory
@@ -375,8 +372,7 @@ type pageCentral struct {
 func startPageCentral(t *testing.T) *pageCentral {
 	t.Helper()
 	dir := t.TempDir()
-	c := &pageCentral{t: t, dir: dir, log: filepath.Join(dir, "central.log"),
-		link: freeAddr(t), smtp: freeAddr(t), exited: make(chan struct{})}
+	c := &pageCentral{t: t, dir: dir, link: freeAddr(t), smtp: freeAddr(t)}
 	httpAddr := freeAddr(t)
 	c.base = "http://" + httpAddr
 	for name, content := range map[string]string{"admin.password": pagePassword + "\n", "plant-1.token": tokenPlant1} {
@@ -418,89 +414,16 @@ link:
 		t.Fatal(err)
 	}
 
-	logFile, err := os.Create(c.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	c.cmd = exec.Command(testBinary(t), "central", "-config", file)
-	c.cmd.Dir = dir
-	c.cmd.Env = childEnv()
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	// Should this process die without its cleanups, central dies with it.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start central: %v", err)
-	}
-	// Ends when the process does; the cleanup makes sure it does.
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(c.stop)
-
-	waittest.For(t, nodeStartTimeout, "central's page answers /readyz", func() (bool, string) {
-		if isClosed(c.exited) {
-			t.Fatalf("central ended while starting (%v):\n%s", c.waitErr, c.tail(60))
-		}
-		resp, err := http.Get(c.base + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	c.centralProcess = startCentralProcess(t, testBinary(t), dir, file, childEnv(), c.base+"/readyz")
 	client, err := sitelink.Dial(sitelink.ClientConfig{Addr: c.link, Token: tokenPlant1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.client = client
+	t.Cleanup(func() { _ = client.Close() }) // before central stops
 	return c
 }
 
-// stop closes the link client and stops central with SIGTERM; it fails the
-// test unless central stops in time with exit status 0 and without a data
-// race in its log.
-func (c *pageCentral) stop() {
-	if c.client != nil {
-		_ = c.client.Close()
-	}
-	if !isClosed(c.exited) {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.exited:
-			if c.waitErr != nil {
-				c.t.Errorf("central stopped with %v after SIGTERM", c.waitErr)
-			}
-		case <-time.After(nodeStopTimeout):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-			c.t.Errorf("central did not stop within %s of SIGTERM", nodeStopTimeout)
-		}
-	}
-	b, _ := os.ReadFile(c.log)
-	switch {
-	case bytes.Contains(b, []byte("WARNING: DATA RACE")):
-		c.t.Errorf("central's log reports a data race:\n%s", c.tail(200))
-	case c.t.Failed():
-		c.t.Log(c.tail(60))
-	}
-}
-
-// tail returns the last k lines of central's log.
-func (c *pageCentral) tail(k int) string {
-	b, err := os.ReadFile(c.log)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > k {
-		lines = lines[len(lines)-k:]
-	}
-	return fmt.Sprintf("--- last %d lines of central's log (%s) ---\n%s", len(lines), c.log, strings.Join(lines, "\n"))
-}
-
-// submit sends one notification per subject to list through the site link,
 // as site plant-1, and returns their ids.
 func (c *pageCentral) submit(list string, subjects ...string) []string {
 	c.t.Helper()
