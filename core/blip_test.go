@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -730,4 +731,31 @@ func TestALostClaimAnswerIsReleased(t *testing.T) {
 		waittest.For(t, time.Minute, "every row recorded", allDelivered(e.store, ids))
 		e.delivered(ids)
 	})
+}
+
+// signalCause is a cancellation cause as signal.NotifyContext gives one:
+// it is context.Canceled for errors.Is, but not equal to it.
+type signalCause string
+
+func (c signalCause) Error() string        { return string(c) }
+func (c signalCause) Is(target error) bool { return target == context.Canceled }
+
+// TestRetryBlipStoppedBySignalIsNoError: a retry cut short because the
+// process is stopping (its context cancelled by a signal, whose cause is
+// not context.Canceled itself) gives up at WARN, not ERROR: a normal
+// shutdown logs no error.
+func TestRetryBlipStoppedBySignalIsNoError(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	tries, err := retryBlip(ctx, log, time.Time{}, "remove", "sent again", func(context.Context) error {
+		cancel(signalCause("interrupt signal received"))
+		return errBlip
+	})
+	if tries != 1 || err == nil {
+		t.Fatalf("%d tries, %v", tries, err)
+	}
+	if out := buf.String(); strings.Contains(out, "level=ERROR") || !strings.Contains(out, "level=WARN") {
+		t.Errorf("a retry stopped by a signal logged:\n%s\nwant WARN, no ERROR", out)
+	}
 }

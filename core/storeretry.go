@@ -41,8 +41,10 @@ func retryBlip(ctx context.Context, log *slog.Logger, until time.Time, what, the
 	}
 	giveUp := func(why string) {
 		level := slog.LevelError
-		if context.Cause(ctx) == context.Canceled {
-			level = slog.LevelWarn // the caller stopped (shutdown, a lost leadership), no bound ran out
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			// The caller stopped (shutdown, a lost leadership), no bound
+			// ran out; a signal's cause (signal.NotifyContext) is one too.
+			level = slog.LevelWarn
 		}
 		log.Log(context.WithoutCancel(ctx), level, what+" failed; giving up: "+why,
 			append([]any{"tries", tries, "then", then, "err", err}, attrs...)...)
