@@ -247,13 +247,7 @@ func TestBatchesGoOutInClaimOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		const n = 60 // six batches: the pipeline holds them all at once
-		subs := make([]ports.Submission, n)
-		for i := range subs {
-			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i, Subject: "s"}
-		}
-		if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
-			t.Fatalf("submit: %+v, %v", res, err)
-		}
+		submitByPriority(ctx, t, svc, n)
 		svc.sweep(ctx)
 		if len(ch.started) != n {
 			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
@@ -373,13 +367,7 @@ func TestClaimsOverlap(t *testing.T) {
 			t.Fatal(err)
 		}
 		const n = 60
-		subs := make([]ports.Submission, n)
-		for i := range subs {
-			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i, Subject: "s"}
-		}
-		if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
-			t.Fatalf("submit: %+v, %v", res, err)
-		}
+		subs := submitByPriority(ctx, t, svc, n)
 		svc.sweep(ctx)
 		if store.most != 2 {
 			t.Errorf("at most %d claims at once, want 2", store.most)
@@ -432,4 +420,18 @@ func TestClaimPoolKeepsClaimOrder(t *testing.T) {
 	if rest := p.take(1); len(rest) != 0 {
 		t.Errorf("the pool still holds %d rows", len(rest))
 	}
+}
+
+// submitByPriority submits n notifications to the list ops, the first of
+// the highest priority (n) down to the last (1), and returns them.
+func submitByPriority(ctx context.Context, t *testing.T, svc *Service, n int) []ports.Submission {
+	t.Helper()
+	subs := make([]ports.Submission, n)
+	for i := range subs {
+		subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a", Priority: n - i, Subject: "s"}
+	}
+	if res, err := svc.Submit(ctx, ports.SubmitRequest{Notifications: subs}); err != nil || len(res.Accepted) != n {
+		t.Fatalf("submit: %+v, %v", res, err)
+	}
+	return subs
 }
