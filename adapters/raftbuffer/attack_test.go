@@ -79,6 +79,30 @@ func (a *attacker) probe(target *Node) (raft.AppendEntriesResponse, error) {
 	return resp, err
 }
 
+// lastLogTerm finds the term of the node's last entry, which no answer
+// carries, by asking which term makes the log check pass: an AppendEntries
+// with no entries at the node's own term, guessing downwards from it. A
+// guess of the node's current term does not raise that term, so the search
+// cannot depose anyone. ok is false when no guess matched, as when the
+// node's term moved on while it searched.
+func (a *attacker) lastLogTerm(target *Node, p raft.AppendEntriesResponse) (term uint64, ok bool, err error) {
+	for guess := p.Term; guess > 0; guess-- {
+		var resp raft.AppendEntriesResponse
+		err := a.trans.AppendEntries(raft.ServerID(target.id), raft.ServerAddress(target.cfg.self().Address),
+			&raft.AppendEntriesRequest{RPCHeader: a.hdr, Term: p.Term, PrevLogEntry: p.LastLog, PrevLogTerm: guess}, &resp)
+		if err != nil {
+			return 0, false, err
+		}
+		if resp.Success {
+			return guess, true, nil
+		}
+		if resp.Term != p.Term || resp.LastLog != p.LastLog {
+			return 0, false, nil
+		}
+	}
+	return 0, false, nil
+}
+
 // inject sends what a leader of a newer term would: one new entry after the
 // node's last, an Append command of the buffer's FSM, with the commit index
 // past it, so that the node applies it at once.
@@ -120,14 +144,37 @@ func TestRaftInClearAppliesAnOutsidersAppend(t *testing.T) {
 	evil := buffertest.NewSubmissions(buffertest.BaseTime.Add(time.Hour), 1)
 	a := newAttacker(t, tcpDial)
 
+	// A first try with a wrong guess of the last entry's term fails, and
+	// leaves the node's term ahead of its log's, as a try made just after
+	// an election, before the leader's no-op arrived, does: the outsider
+	// must succeed from there.
+	p, err := a.probe(target)
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if resp, err := a.inject(t, target, p.Term+1, p.LastLog, p.Term+1, evil); err != nil || resp.Success {
+		t.Fatalf("an inject with a wrong previous term: success %v, error %v", resp.Success, err)
+	}
+
 	waittest.For(t, waitFor, "the crafted AppendEntries to be accepted", waittest.Holds(func() bool {
 		p, err := a.probe(target)
 		if err != nil {
 			t.Fatalf("probe: %v", err)
 		}
-		// A leader's first entry of its term is a no-op: the last entry's
-		// term is the node's term.
-		resp, err := a.inject(t, target, p.Term+1, p.LastLog, p.Term, evil)
+		// The last entry's term is usually the node's term (a leader's
+		// first entry of its term is a no-op), but not after an inject
+		// that failed: it raised the node's term, and an election may be
+		// under way. Guessing it as the node's term would raise the term
+		// again at every try, and keep deposing each new leader before its
+		// no-op reached the node.
+		lastTerm, ok, err := a.lastLogTerm(target, p)
+		if err != nil {
+			t.Fatalf("search of the last entry's term: %v", err)
+		}
+		if !ok {
+			return false
+		}
+		resp, err := a.inject(t, target, p.Term+1, p.LastLog, lastTerm, evil)
 		if err != nil {
 			t.Fatalf("inject: %v", err)
 		}
