@@ -512,7 +512,8 @@ func TestAnUnfixableRecordIsNotRetried(t *testing.T) {
 }
 
 // TestReleaseAndAuditAreRetried: a Release and an audit Append that fail
-// are tried again; an Append whose answer was lost is not written twice.
+// are tried again; an Append whose answer was lost is not written twice;
+// the dispatcher appends nothing on its own (its records go with Record).
 func TestReleaseAndAuditAreRetried(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -533,13 +534,36 @@ func TestReleaseAndAuditAreRetried(t *testing.T) {
 			}
 		})
 	})
+	// An operator's records are appended on their own, after the move.
+	// Rows parked at ingest (no subject, no body) are discarded.
+	discard := func(e *blipEnv) []string {
+		subs := make([]ports.Submission, 10)
+		for i := range subs {
+			subs[i] = ports.Submission{ID: uuid.NewString(), List: "ops", SourceSite: "site-a"}
+		}
+		res, err := e.svc.Submit(context.Background(), ports.SubmitRequest{Site: "site-a", Notifications: subs})
+		if err != nil || len(res.Accepted) != len(subs) {
+			t.Fatalf("submit: %d accepted, %v", len(res.Accepted), err)
+		}
+		got, err := e.svc.Discard(context.Background(), ports.Action{Actor: "op", IDs: res.Accepted})
+		if err != nil || len(got.Moved) != len(subs) {
+			t.Fatalf("discard: %d moved, %v", len(got.Moved), err)
+		}
+		return res.Accepted
+	}
+	discardedOnce := func(e *blipEnv, ids []string) {
+		for _, id := range ids {
+			h, err := e.store.History(context.Background(), id)
+			if err != nil || len(h) != 1 || h[0].Kind != ports.AuditDiscarded {
+				t.Errorf("%s: history %+v, %v; want one Discarded record", id, h, err)
+			}
+		}
+	}
 	t.Run("audit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newBlipEnv(t, Config{})
-			ids := e.submit(10)
 			e.store.failAppend = 2
-			e.dispatchAll()
-			e.delivered(ids)
+			discardedOnce(e, discard(e))
 			if got := e.store.called("Append"); got != 3 {
 				t.Errorf("%d Append calls, want 3", got)
 			}
@@ -548,12 +572,24 @@ func TestReleaseAndAuditAreRetried(t *testing.T) {
 	t.Run("ambiguous audit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newBlipEnv(t, Config{})
-			ids := e.submit(10)
 			e.store.lostAppend = 1
-			e.dispatchAll()
-			e.delivered(ids) // each record once
+			discardedOnce(e, discard(e))
 			if got := e.store.called("Append"); got != 1 {
 				t.Errorf("%d Append calls, want 1: the records were found written", got)
+			}
+		})
+	})
+	// The dispatcher's records go with its Record, all or nothing: an
+	// Append that would fail changes nothing.
+	t.Run("dispatch records with the outcome", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newBlipEnv(t, Config{})
+			ids := e.submit(10)
+			e.store.failAppend = 100
+			e.dispatchAll()
+			e.delivered(ids)
+			if got := e.store.called("Append"); got != 0 {
+				t.Errorf("%d Append calls by the dispatcher, want 0", got)
 			}
 		})
 	})

@@ -420,7 +420,6 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 
 	var (
 		updates  []ports.Update
-		records  []ports.AuditRecord
 		next     time.Time
 		deferred bool
 	)
@@ -433,7 +432,9 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 				next, deferred = earliest(next, j.deferUntil), true
 			}
 		case j.update.ID != "":
-			updates = append(updates, j.update)
+			u := j.update
+			u.Records = j.records
+			updates = append(updates, u)
 			if j.update.Status == ports.StatusRetrying {
 				next = earliest(next, j.update.NextAttemptAt)
 			}
@@ -448,19 +449,13 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 	until := s.realDeadline(leaseEnd(rows))
 	if len(updates) > 0 {
 		// First, while the lease is young: the outcomes are what a
-		// blip could make the rows be delivered again for.
-		if lost, ok := s.record(wctx, owner, until, updates); ok {
-			for i := range jobs {
-				if j := &jobs[i]; j.done && j.update.ID != "" && !lost[j.update.ID] {
-					records = append(records, j.records...)
-				}
-			}
-		}
+		// blip could make the rows be delivered again for. Their audit
+		// records go with them, all or nothing.
+		s.record(wctx, owner, until, updates)
 	}
 	if len(release) > 0 {
 		s.release(wctx, owner, until, release)
 	}
-	s.appendAuditWithin(wctx, records)
 	// A channel without room: claiming again now would only get the same
 	// answer. The sweep stops; the retry timer brings it back at next.
 	return next, planErr == nil && !deferred
@@ -511,10 +506,10 @@ func (s *Service) release(ctx context.Context, owner string, until time.Time, id
 // leases ran out and delivered again, the accepted at-least-once cost.
 //
 // A try that failed may have committed all the same (the database committed
-// and the connection died before the answer). Record then reports those
-// rows lost on the next try, as their leases are gone; recordedAfterAll
-// tells them from rows another owner took, so that their audit records are
-// kept.
+// and the connection died before the answer), its audit records with it.
+// Record then reports those rows lost on the next try, as their leases are
+// gone; recordedAfterAll tells them from rows another owner took, so that
+// only those are reported lost and warned of.
 func (s *Service) record(ctx context.Context, owner string, until time.Time, updates []ports.Update) (lost map[string]bool, ok bool) {
 	lease := until
 	until = later(until, time.Now().Add(s.cfg.ClaimLease))
@@ -551,7 +546,7 @@ func (s *Service) record(ctx context.Context, owner string, until time.Time, upd
 // count, last attempt and last change (to the store's precision). A row that
 // shows it was written by an earlier try whose answer was lost. A row that
 // cannot be read stays lost. A failed read is tried again until until (the
-// batch's lease: only audit records are at stake), and all the reads together take
+// batch's lease: only a warning is at stake), and all the reads together take
 // at most recordTimeout: the batch, and the sweep that waits for it, must
 // not wait for as long as the database stays away.
 func (s *Service) recordedAfterAll(ctx context.Context, until time.Time, updates []ports.Update, lost []string) []string {
@@ -565,7 +560,7 @@ func (s *Service) recordedAfterAll(ctx context.Context, until time.Time, updates
 	for _, id := range lost {
 		u := byID[id]
 		row, _, err := retryValue(ctx, s.log, until, "dispatch: read back a recorded row",
-			"its audit records of this attempt are not written", func(ctx context.Context) (ports.Notification, error) {
+			"it is reported as a lease lost", func(ctx context.Context) (ports.Notification, error) {
 				tctx, cancel := context.WithTimeout(ctx, recordTimeout)
 				defer cancel()
 				return s.store.Get(tctx, id)

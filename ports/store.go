@@ -32,6 +32,12 @@ type Store interface {
 	// releases their leases (ClaimedBy empty, ClaimedUntil zero). An update
 	// whose row is no longer claimed by owner (its lease expired and another
 	// owner claimed it) is not applied; its ID is returned in lost.
+	//
+	// The audit records of an update (Update.Records) are appended to the
+	// audit log with it, all or nothing: an applied update's records are in
+	// its notification's history, a lost update's are not, and a failed
+	// Record wrote neither. So a store whose Record takes records is also
+	// the AuditLog that reads them.
 	Record(ctx context.Context, owner string, updates []Update) (lost []string, err error)
 
 	// Release drops owner's leases on ids without changing anything else, so
@@ -150,6 +156,9 @@ type Update struct {
 	NextAttemptAt   time.Time
 	DeliveredAt     time.Time
 	UpdatedAt       time.Time
+	// Records are the audit records of this outcome, each of this ID,
+	// appended when the update applies and only then (see Store.Record).
+	Records []AuditRecord
 }
 
 // Filter selects rows. Zero fields do not filter; set fields are ANDed.

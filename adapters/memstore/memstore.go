@@ -172,6 +172,11 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 		if !u.Status.Valid() {
 			return nil, fmt.Errorf("memstore: record %s: status %q: %w", u.ID, u.Status, ports.ErrInvalid)
 		}
+		for _, rec := range u.Records {
+			if rec.NotificationID != u.ID {
+				return nil, fmt.Errorf("memstore: record %s: an audit record of %q: %w", u.ID, rec.NotificationID, ports.ErrInvalid)
+			}
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -182,6 +187,7 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 			lost = append(lost, u.ID)
 			continue
 		}
+		s.appendLocked(u.Records)
 		n := &r.n
 		n.Status = u.Status
 		n.RetryCount = u.RetryCount
@@ -529,12 +535,17 @@ func (s *Store) Append(ctx context.Context, records []ports.AuditRecord) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.appendLocked(records)
+	return nil
+}
+
+// appendLocked appends records to the audit log; s.mu is held.
+func (s *Store) appendLocked(records []ports.AuditRecord) {
 	for _, rec := range records {
 		rec.At = utc(rec.At)
 		rec.Targets = slices.Clone(rec.Targets)
 		s.audit[rec.NotificationID] = append(s.audit[rec.NotificationID], rec)
 	}
-	return nil
 }
 
 // History implements ports.AuditLog.

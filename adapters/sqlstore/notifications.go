@@ -156,7 +156,8 @@ func claimOrder(a, b ports.Notification) int {
 }
 
 // Record implements ports.Store: one statement (one transaction beyond
-// recordChunk updates) writes every update whose row owner still holds.
+// recordChunk updates) writes every update whose row owner still holds,
+// and the audit records of those updates with them (see recordAudited).
 func (s *Notifications) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
 	if len(updates) == 0 {
 		return nil, nil
@@ -180,7 +181,11 @@ func (s *Notifications) Record(ctx context.Context, owner string, updates []port
 		}
 		last[u.ID] = i
 	}
-	var lost []string
+	var (
+		lost    []string
+		audits  [][]auditRow // audits[i] are the records of rows[i]
+		carried bool
+	)
 	rows := make([]recordRow, 0, len(last))
 	for i := range updates {
 		switch id := updates[i].ID; {
@@ -192,17 +197,30 @@ func (s *Notifications) Record(ctx context.Context, owner string, updates []port
 			if err != nil {
 				return nil, err
 			}
-			rows = append(rows, r)
+			a, err := s.updateAudits(&updates[i])
+			if err != nil {
+				return nil, err
+			}
+			rows, audits, carried = append(rows, r), append(audits, a), carried || len(a) > 0
 		}
 	}
 	if len(rows) == 0 {
 		return lost, nil
 	}
-	qs, err := build(rows, recordChunk, func(part []recordRow) (query, error) { return s.d.recordQuery(s.handle, owner, part) })
-	if err != nil {
-		return nil, err
+	var (
+		applied []string
+		err     error
+	)
+	if carried {
+		applied, err = s.recordAudited(ctx, owner, rows, audits)
+	} else {
+		var qs []query
+		qs, err = build(rows, recordChunk, func(part []recordRow) (query, error) { return s.d.recordQuery(s.handle, owner, part) })
+		if err != nil {
+			return nil, err
+		}
+		applied, err = s.writeIDs(ctx, qs, len(rows))
 	}
-	applied, err := s.writeIDs(ctx, qs, len(rows))
 	if err != nil {
 		return nil, s.fail(fmt.Sprintf("record %d updates for %s", len(rows), owner), err)
 	}
@@ -220,6 +238,75 @@ func (s *Notifications) Record(ctx context.Context, owner string, updates []port
 		}
 	}
 	return lost, nil
+}
+
+// updateAudits returns u's audit records as rows, each checked as Append
+// checks a record, and of u's id.
+func (s *Notifications) updateAudits(u *ports.Update) ([]auditRow, error) {
+	if len(u.Records) == 0 {
+		return nil, nil
+	}
+	out := make([]auditRow, len(u.Records))
+	for i := range u.Records {
+		r := &u.Records[i]
+		if r.NotificationID != u.ID {
+			return nil, fmt.Errorf("sqlstore: record %s: audit record %d is of another notification: %w", u.ID, i, ports.ErrInvalid)
+		}
+		var err error
+		if out[i], err = s.auditRow(r); err != nil {
+			return nil, fmt.Errorf("sqlstore: record %s: audit record %d: %w", u.ID, i, err)
+		}
+	}
+	return out, nil
+}
+
+// recordAudited writes rows and, of those applied, their audit records
+// (audits[i] of rows[i]) in one transaction, and returns the ids applied.
+// On PostgreSQL each piece of recordChunk updates is one statement that
+// inserts the records of the rows its update returned (see
+// pgDialect.recordAuditedQuery): one round trip and one commit for a
+// batch. Elsewhere the updates run first, then the INSERTs of the records
+// of the ids they returned.
+func (s *Notifications) recordAudited(ctx context.Context, owner string, rows []recordRow, audits [][]auditRow) ([]string, error) {
+	if pg, ok := s.d.(pgDialect); ok {
+		var qs []query
+		for start := 0; start < len(rows); start += recordChunk {
+			end := min(start+recordChunk, len(rows))
+			qs = append(qs, pg.recordAuditedQuery(s.handle, owner, rows[start:end], slices.Concat(audits[start:end]...)))
+		}
+		return s.writeIDs(ctx, qs, len(rows))
+	}
+	qs, err := build(rows, recordChunk, func(part []recordRow) (query, error) { return s.d.recordQuery(s.handle, owner, part) })
+	if err != nil {
+		return nil, err
+	}
+	var applied []string
+	err = s.write(ctx, true, func(ctx context.Context, c conn) (err error) {
+		applied = make([]string, 0, len(rows)) // afresh: a group writer may run this twice
+		for _, q := range qs {
+			if applied, err = queryIDs(ctx, c, q, applied); err != nil {
+				return err
+			}
+		}
+		done := make(map[string]bool, len(applied))
+		for _, id := range applied {
+			done[strings.ToLower(id)] = true
+		}
+		var recs []auditRow
+		for i := range rows {
+			if done[strings.ToLower(rows[i].ID)] {
+				recs = append(recs, audits[i]...)
+			}
+		}
+		return chunks(recs, auditChunk, func(part []auditRow) error {
+			q, err := s.d.appendQuery(s.handle, part)
+			if err == nil {
+				err = exec(ctx, c, q)
+			}
+			return err
+		})
+	})
+	return applied, err
 }
 
 // releaseQuery drops owner's leases on ids.
@@ -816,16 +903,9 @@ func (s *Notifications) Append(ctx context.Context, records []ports.AuditRecord)
 	}
 	rows := make([]auditRow, len(records))
 	for i := range records {
-		r := &records[i]
-		if r.NotificationID == "" || r.Kind == "" || r.At.IsZero() {
-			return fmt.Errorf("sqlstore: append audit: record %d lacks a notification id, kind or time: %w", i, ports.ErrInvalid)
-		}
-		if !s.d.validID(r.NotificationID) {
-			return fmt.Errorf("sqlstore: append audit: notification id %.40q is not a UUID: %w", r.NotificationID, ports.ErrInvalid)
-		}
 		var err error
-		if rows[i], err = toAuditRow(r); err != nil {
-			return err
+		if rows[i], err = s.auditRow(&records[i]); err != nil {
+			return fmt.Errorf("sqlstore: append audit: record %d: %w", i, err)
 		}
 	}
 	qs, err := build(rows, auditChunk, func(part []auditRow) (query, error) { return s.d.appendQuery(s.handle, part) })
@@ -844,6 +924,17 @@ func (s *Notifications) Append(ctx context.Context, records []ports.AuditRecord)
 		return s.fail(fmt.Sprintf("append %d audit records", len(records)), err)
 	}
 	return nil
+}
+
+// auditRow checks r and returns it as a row.
+func (s *Notifications) auditRow(r *ports.AuditRecord) (auditRow, error) {
+	if r.NotificationID == "" || r.Kind == "" || r.At.IsZero() {
+		return auditRow{}, fmt.Errorf("it lacks a notification id, kind or time: %w", ports.ErrInvalid)
+	}
+	if !s.d.validID(r.NotificationID) {
+		return auditRow{}, fmt.Errorf("notification id %.40q is not a UUID: %w", r.NotificationID, ports.ErrInvalid)
+	}
+	return toAuditRow(r)
 }
 
 // historyQuery selects the records of one notification into rows, oldest

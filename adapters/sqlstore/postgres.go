@@ -183,14 +183,17 @@ func (pgDialect) claim(db *bun.DB, req ports.ClaimRequest) *bun.RawQuery {
 // time). They run on database/sql directly, past bun's formatter.
 
 // pgUnnest returns "unnest($1::t1[], $2::t2[], ...)" for cols.
-func pgUnnest(cols []column) string {
+func pgUnnest(cols []column) string { return pgUnnestFrom(cols, 1) }
+
+// pgUnnestFrom is pgUnnest with parameters numbered from first.
+func pgUnnestFrom(cols []column, first int) string {
 	var b strings.Builder
 	b.WriteString("unnest(")
 	for i, c := range cols {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("$" + strconv.Itoa(i+1) + "::" + c.pgType + "[]")
+		b.WriteString("$" + strconv.Itoa(first+i) + "::" + c.pgType + "[]")
 	}
 	b.WriteString(")")
 	return b.String()
@@ -255,6 +258,14 @@ var (
 		`, "owner") WHERE n."id" = ANY($1::uuid[]) AND n."id" = v."id" AND n."claimed_by" = v."owner" RETURNING n."id"`
 	// pgAppendText inserts the audit records of one array per column.
 	pgAppendText = `INSERT INTO "notification_audit" (` + quoted("", auditColumns) + `) SELECT * FROM ` + pgUnnest(auditModel)
+	// pgRecordAuditedText is pgRecordText, and the INSERT of those audit
+	// records (one array per column, after the update's arguments) whose
+	// notification the update returned, in one statement: PostgreSQL runs
+	// every data-modifying WITH to completion, in the statement's one
+	// snapshot and transaction.
+	pgRecordAuditedText = `WITH u AS (` + pgRecordText + `), a AS (INSERT INTO "notification_audit" (` +
+		quoted("", auditColumns) + `) SELECT * FROM ` + pgUnnestFrom(auditModel, len(recordModel)+2) + ` AS r (` +
+		quoted("", auditColumns) + `) WHERE r."notification_id" IN (SELECT "id" FROM u)) SELECT "id" FROM u`
 )
 
 // pgArgs returns the arguments of a batch statement: pgx prepares and
@@ -375,6 +386,13 @@ func compareUUIDText(a, b string) int {
 
 func (pgDialect) recordQuery(h *handle, owner string, rows []recordRow) (query, error) {
 	return query{text: pgRecordText, args: h.pgArgs(append(pgArrays(recordModel, rows), owner))}, nil
+}
+
+// recordAuditedQuery is recordQuery that also inserts, of audits, the
+// records of the rows it updates (see pgRecordAuditedText).
+func (pgDialect) recordAuditedQuery(h *handle, owner string, rows []recordRow, audits []auditRow) query {
+	args := append(pgArrays(recordModel, rows), owner)
+	return query{text: pgRecordAuditedText, args: h.pgArgs(append(args, pgArrays(auditModel, audits)...))}
 }
 
 func (pgDialect) appendQuery(h *handle, rows []auditRow) (query, error) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -245,10 +246,12 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkSame(t, "row after the current owner's Record", applied(n, byB), mustGet(t, s, n.ID))
 	})
 
-	t.Run("MixedBatchAppliesHeldRowsOnly", func(t *testing.T) {
-		s := newHarness(t).Store
-		kept := NewNotification(BaseTime)
-		taken := NewNotification(BaseTime.Add(time.Second))
+	// takenOver inserts two rows that a claims, then b takes one of them
+	// over (taken) once a's lease ran out; a still holds kept.
+	takenOver := func(t *testing.T, s ports.Store) (kept, taken ports.Notification) {
+		t.Helper()
+		kept = NewNotification(BaseTime)
+		taken = NewNotification(BaseTime.Add(time.Second))
 		taken.Priority = 1 // claimed first by b
 		mustInsert(t, s, kept, taken)
 		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: 10}); len(got) != 2 {
@@ -256,6 +259,12 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		got := mustClaim(t, s, ports.ClaimRequest{Owner: "b", Now: now.Add(lease), Lease: lease, Limit: 1})
 		checkIDs(t, "b's claim", []string{taken.ID}, idsOf(got))
+		return kept, taken
+	}
+
+	t.Run("MixedBatchAppliesHeldRowsOnly", func(t *testing.T) {
+		s := newHarness(t).Store
+		kept, taken := takenOver(t, s)
 		takenBefore := mustGet(t, s, taken.ID)
 
 		mk := func(id string) ports.Update {
@@ -270,6 +279,78 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		checkIDs(t, "lost", []string{taken.ID}, lost)
 		checkSame(t, "row a still held", applied(kept, mk(kept.ID)), mustGet(t, s, kept.ID))
 		checkSame(t, "row b took over", takenBefore, mustGet(t, s, taken.ID))
+	})
+
+	// attempted returns the records of a delivery of id at now: the attempt
+	// (with its targets) and a note, as a dispatcher might write them.
+	attempted := func(id string) []ports.AuditRecord {
+		return []ports.AuditRecord{
+			{NotificationID: id, At: now, Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: ports.OutcomeSuccess,
+				Status: ports.StatusDelivered, Duration: 1500 * time.Microsecond, SourceSite: "site-a", Type: "email",
+				Targets: []ports.AuditTarget{{Target: "x@example.test", Outcome: ports.OutcomeSuccess}}},
+			{NotificationID: id, At: now.Add(time.Microsecond), Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
+				Status: ports.StatusDelivered, SourceSite: "site-a", Type: "email"},
+		}
+	}
+
+	t.Run("AuditRecordsGoWithAppliedUpdatesOnly", func(t *testing.T) {
+		h := newHarness(t)
+		s := h.Store
+		kept, taken := takenOver(t, s)
+		mk := func(id string) ports.Update {
+			return ports.Update{ID: id, Status: ports.StatusDelivered, ResolvedTargets: []string{"x@example.test"},
+				LastAttemptAt: now, DeliveredAt: now, UpdatedAt: now, Records: attempted(id)}
+		}
+		lost := mustRecord(t, s, "a", mk(kept.ID), mk(taken.ID))
+		checkIDs(t, "lost", []string{taken.ID}, lost)
+		checkHistory(t, "History of the applied update", attempted(kept.ID), mustHistory(t, h.Audit, kept.ID))
+		if got := mustHistory(t, h.Audit, taken.ID); len(got) != 0 {
+			t.Errorf("History of the lost update = %v, want empty", got)
+		}
+	})
+
+	t.Run("AuditRecordOfAnotherNotificationIsInvalid", func(t *testing.T) {
+		h := newHarness(t)
+		s := h.Store
+		n, other := NewNotification(BaseTime), NewNotification(BaseTime.Add(time.Second))
+		mustInsert(t, s, n, other)
+		mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: 10})
+		before := mustGet(t, s, n.ID)
+		u := ports.Update{ID: n.ID, Status: ports.StatusDelivered, UpdatedAt: now, Records: attempted(other.ID)}
+		if _, err := s.Record(t.Context(), "a", []ports.Update{u}); !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("Record with a record of another notification: %v, want ErrInvalid", err)
+		}
+		requireSame(t, "row after the refused Record", before, mustGet(t, s, n.ID))
+		for _, id := range []string{n.ID, other.ID} {
+			if got := mustHistory(t, h.Audit, id); len(got) != 0 {
+				t.Errorf("History of %s after the refused Record = %v, want empty", id, got)
+			}
+		}
+	})
+
+	t.Run("AuditRecordsOfALargeBatch", func(t *testing.T) {
+		h := newHarness(t)
+		s := h.Store
+		const rows = 1100 // beyond the SQL stores' pieces of a Record
+		ns := make([]ports.Notification, rows)
+		for i := range ns {
+			ns[i] = NewNotification(BaseTime.Add(time.Duration(i) * time.Millisecond))
+		}
+		mustInsert(t, s, ns...)
+		if got := mustClaim(t, s, ports.ClaimRequest{Owner: "a", Now: now, Lease: lease, Limit: rows}); len(got) != rows {
+			t.Fatalf("a claimed %d rows, want %d", len(got), rows)
+		}
+		us := make([]ports.Update, rows)
+		for i, n := range ns {
+			us[i] = ports.Update{ID: n.ID, Status: ports.StatusDelivered, LastAttemptAt: now, DeliveredAt: now,
+				UpdatedAt: now, Records: attempted(n.ID)}
+		}
+		if lost := mustRecord(t, s, "a", us...); len(lost) != 0 {
+			t.Fatalf("lost %d updates", len(lost))
+		}
+		for _, i := range []int{0, 499, 500, 501, 999, 1000, rows - 1} {
+			checkHistory(t, fmt.Sprintf("History of row %d", i), attempted(ns[i].ID), mustHistory(t, h.Audit, ns[i].ID))
+		}
 	})
 
 	t.Run("ExpiredLeaseNotTakenOverStillApplies", func(t *testing.T) {
