@@ -364,12 +364,11 @@ const minDefer = 100 * time.Millisecond
 // dispatch delivers one batch claimed under owner with bounded parallelism,
 // calling launched once it has handed every row to a delivery slot (the
 // sweep starts the next batch's deliveries then), then records
-// every outcome in one write (see record), releases the rows it could not
-// attempt and appends the audit records of the outcomes it recorded. One
-// bad row never stops the batch. Each of these writes is tried again through
-// a blip of the database: the record and the release while the batch's lease
-// lasts, the audit append for up to recordTimeout; all of them for at most
-// recordTimeout once ctx ends (shutdown). It returns the earliest retry it
+// every outcome with its audit records in one write (see record) and
+// releases the rows it could not attempt. One bad row never stops the
+// batch. Both writes are tried again through a blip of the database while
+// the batch's lease lasts, and for at most recordTimeout once ctx ends
+// (shutdown). It returns the earliest retry it
 // scheduled, and false when some rows went back untouched because the
 // directory failed or their channel had no room (NotAttempted).
 func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, launched func()) (time.Time, bool) {

@@ -16,7 +16,11 @@ import (
 
 // Deps are the driven ports the Service needs.
 type Deps struct {
-	Store     ports.Store
+	Store ports.Store
+	// Audit is the audit log: operator actions append to it, and History
+	// reads it. The dispatcher's records go with its outcomes, through
+	// Store.Record, into the store's own log: Audit must read that log
+	// (the SQL stores and memstore are both).
 	Audit     ports.AuditLog
 	Channels  ports.ChannelRegistry
 	Directory ports.Directory

@@ -40,8 +40,8 @@ const (
 	// row kept none from earlier attempts): its Attempted record, Status
 	// Delivered, says it all. So a row's settling record is its Delivered
 	// or Parked record, or that Attempted record, whose Status is the row's.
-	// It is the last of the row's history unless the append of the
-	// attempt's records failed (an audit failure never undoes an outcome).
+	// It is the last of the row's history: the records of an attempt are
+	// written with its outcome (see Store.Record).
 	AuditDelivered AuditKind = "Delivered"
 	// AuditParked is also an operator parking a Retrying row (Actor the
 	// operator).

@@ -35,9 +35,12 @@ type Store interface {
 	//
 	// The audit records of an update (Update.Records) are appended to the
 	// audit log with it, all or nothing: an applied update's records are in
-	// its notification's history, a lost update's are not, and a failed
-	// Record wrote neither. So a store whose Record takes records is also
-	// the AuditLog that reads them.
+	// its notification's history, a lost update's are not, and a Record
+	// that failed wrote both or neither (both when it committed and the
+	// answer was lost). Of several updates of one ID in a call, the last
+	// is written, with its records; the others and theirs are dropped. So
+	// a store whose Record takes records is also the AuditLog that reads
+	// them.
 	Record(ctx context.Context, owner string, updates []Update) (lost []string, err error)
 
 	// Release drops owner's leases on ids without changing anything else, so

@@ -178,10 +178,17 @@ func (s *Store) Record(ctx context.Context, owner string, updates []ports.Update
 			}
 		}
 	}
+	last := make(map[string]int, len(updates))
+	for i, u := range updates {
+		last[u.ID] = i
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var lost []string
-	for _, u := range updates {
+	for i, u := range updates {
+		if last[u.ID] != i {
+			continue // the last update of an id wins
+		}
 		r := s.rows[u.ID]
 		if r == nil || r.n.ClaimedBy != owner {
 			lost = append(lost, u.ID)

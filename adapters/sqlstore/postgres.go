@@ -262,10 +262,13 @@ var (
 	// records (one array per column, after the update's arguments) whose
 	// notification the update returned, in one statement: PostgreSQL runs
 	// every data-modifying WITH to completion, in the statement's one
-	// snapshot and transaction.
+	// snapshot and transaction. The records are inserted in the order
+	// given (their identities are History's order among records of one
+	// instant), whatever join the planner picks.
 	pgRecordAuditedText = `WITH u AS (` + pgRecordText + `), a AS (INSERT INTO "notification_audit" (` +
-		quoted("", auditColumns) + `) SELECT * FROM ` + pgUnnestFrom(auditModel, len(recordModel)+2) + ` AS r (` +
-		quoted("", auditColumns) + `) WHERE r."notification_id" IN (SELECT "id" FROM u)) SELECT "id" FROM u`
+		quoted("", auditColumns) + `) SELECT ` + quoted("r.", auditColumns) + ` FROM ` +
+		pgUnnestFrom(auditModel, len(recordModel)+2) + ` WITH ORDINALITY AS r (` + quoted("", auditColumns) +
+		`, "ord") WHERE r."notification_id" IN (SELECT "id" FROM u) ORDER BY r."ord") SELECT "id" FROM u`
 )
 
 // pgArgs returns the arguments of a batch statement: pgx prepares and

@@ -282,13 +282,14 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 	})
 
 	// attempted returns the records of a delivery of id at now: the attempt
-	// (with its targets) and a note, as a dispatcher might write them.
+	// (with its targets) and the delivery, at one instant, as a dispatcher
+	// writes them: History keeps them in this order (append order).
 	attempted := func(id string) []ports.AuditRecord {
 		return []ports.AuditRecord{
 			{NotificationID: id, At: now, Kind: ports.AuditAttempted, Actor: ports.ActorSystem, Outcome: ports.OutcomeSuccess,
 				Status: ports.StatusDelivered, Duration: 1500 * time.Microsecond, SourceSite: "site-a", Type: "email",
 				Targets: []ports.AuditTarget{{Target: "x@example.test", Outcome: ports.OutcomeSuccess}}},
-			{NotificationID: id, At: now.Add(time.Microsecond), Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
+			{NotificationID: id, At: now, Kind: ports.AuditDelivered, Actor: ports.ActorSystem,
 				Status: ports.StatusDelivered, SourceSite: "site-a", Type: "email"},
 		}
 	}
@@ -307,6 +308,23 @@ func exerciseRecord(t *testing.T, newHarness func(t *testing.T) Harness) {
 		if got := mustHistory(t, h.Audit, taken.ID); len(got) != 0 {
 			t.Errorf("History of the lost update = %v, want empty", got)
 		}
+	})
+
+	t.Run("LastUpdateOfAnIDWinsWithItsRecords", func(t *testing.T) {
+		h := newHarness(t)
+		s := h.Store
+		n := NewNotification(BaseTime)
+		mustInsert(t, s, n)
+		claimOne(t, s, "a", now)
+		first := ports.Update{ID: n.ID, Status: ports.StatusRetrying, RetryCount: 1, LastError: "x", UpdatedAt: now,
+			Records: []ports.AuditRecord{{NotificationID: n.ID, At: now, Kind: ports.AuditAttempted, Status: ports.StatusRetrying}}}
+		second := ports.Update{ID: n.ID, Status: ports.StatusDelivered, LastAttemptAt: now, DeliveredAt: now,
+			UpdatedAt: now, Records: attempted(n.ID)}
+		if lost := mustRecord(t, s, "a", first, second); len(lost) != 0 {
+			t.Errorf("lost %v", lost)
+		}
+		checkSame(t, "row", applied(n, second), mustGet(t, s, n.ID))
+		checkHistory(t, "History", attempted(n.ID), mustHistory(t, h.Audit, n.ID))
 	})
 
 	t.Run("AuditRecordOfAnotherNotificationIsInvalid", func(t *testing.T) {
