@@ -159,6 +159,20 @@ func openPostgres(t *testing.T, dsn string) *sql.DB {
 	return db
 }
 
+// unrecorded counts the Delivered rows whose history holds no record that
+// the row was delivered (status Delivered): an outcome is written with its
+// audit records, so a crash or a restart of the database leaves none.
+func unrecorded(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM "notifications" AS n WHERE n."status" = 'Delivered' `+
+		`AND NOT EXISTS (SELECT 1 FROM "notification_audit" AS a WHERE a."notification_id" = n."id" AND a."status" = 'Delivered')`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // leasedBy returns the ids of the Pending and Retrying rows whose lease
 // belongs to a run of central node node.
 func leasedBy(t *testing.T, db *sql.DB, node string) []string {
@@ -302,6 +316,9 @@ func TestCentralKilledMidDispatch(t *testing.T) {
 	if took > time.Minute {
 		t.Errorf("the restarted node took %s to deliver its earlier run's rows: it waited out the lease", took)
 	}
+	if n := unrecorded(t, db); n > 0 {
+		t.Errorf("%d Delivered rows have no Delivered record in their history", n)
+	}
 }
 
 // TestCentralsSurviveDatabaseRestart runs two central nodes on a PostgreSQL
@@ -346,6 +363,9 @@ func TestCentralsSurviveDatabaseRestart(t *testing.T) {
 	}
 	if extra > 0 {
 		t.Errorf("%d duplicate deliveries, e.g. %s", extra, sortedKeys(dups)[0])
+	}
+	if n := unrecorded(t, db); n > 0 {
+		t.Errorf("%d Delivered rows have no Delivered record in their history", n)
 	}
 	for _, p := range []*proc{a, b} {
 		if !strings.Contains(p.Output(), "central started") {
