@@ -252,16 +252,7 @@ func TestBatchesGoOutInClaimOrder(t *testing.T) {
 		if len(ch.started) != n {
 			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
 		}
-		// Within a batch two deliveries run at once and may start in either
-		// order; across batches, every delivery of a batch starts before any
-		// of the next.
-		batchOf := func(priority int) int { return (n - priority) / 10 }
-		for i := 1; i < n; i++ {
-			if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
-				t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
-					batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
-			}
-		}
+		requireBatchOrder(t, ch.started, n)
 	})
 }
 
@@ -375,13 +366,7 @@ func TestClaimsOverlap(t *testing.T) {
 		if len(ch.started) != n {
 			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
 		}
-		batchOf := func(priority int) int { return (n - priority) / 10 }
-		for i := 1; i < n; i++ {
-			if batchOf(ch.started[i]) < batchOf(ch.started[i-1]) {
-				t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
-					batchOf(ch.started[i]), batchOf(ch.started[i-1]), ch.started)
-			}
-		}
+		requireBatchOrder(t, ch.started, n)
 		for _, sub := range subs {
 			if row, err := store.Get(ctx, sub.ID); err != nil || row.Status != ports.StatusDelivered {
 				t.Errorf("%s: %s, %v; want Delivered", sub.ID, row.Status, err)
@@ -419,6 +404,22 @@ func TestClaimPoolKeepsClaimOrder(t *testing.T) {
 	}
 	if rest := p.take(1); len(rest) != 0 {
 		t.Errorf("the pool still holds %d rows", len(rest))
+	}
+}
+
+// requireBatchOrder fails t unless the deliveries of n rows submitted by
+// submitByPriority (priorities n down to 1, batches of 10) started batch
+// by batch: within a batch two deliveries run at once and may start in
+// either order; across batches, every delivery of a batch starts before
+// any of the next. started holds each delivery's priority, in start order.
+func requireBatchOrder(t *testing.T, started []int, n int) {
+	t.Helper()
+	batchOf := func(priority int) int { return (n - priority) / 10 }
+	for i := 1; i < len(started); i++ {
+		if batchOf(started[i]) < batchOf(started[i-1]) {
+			t.Fatalf("a delivery of batch %d started after one of batch %d: start order (by priority) %v",
+				batchOf(started[i]), batchOf(started[i-1]), started)
+		}
 	}
 }
 

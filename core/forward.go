@@ -240,13 +240,7 @@ func (r *removals) add(ids []string) bool {
 	}
 	r.pending = append(r.pending, ids...)
 	for r.running > 0 && r.running+len(r.pending) >= r.limit {
-		ended := r.ended
-		r.mu.Unlock()
-		select {
-		case <-ended:
-		case <-r.ctx.Done():
-		}
-		r.mu.Lock()
+		r.awaitEnd()
 		if r.ctx.Err() != nil {
 			return true // stopping
 		}
@@ -374,15 +368,21 @@ func (r *removals) flush() bool {
 		if r.running == 0 {
 			r.start()
 		}
-		ended := r.ended
-		r.mu.Unlock()
-		select {
-		case <-ended:
-		case <-r.ctx.Done():
-		}
-		r.mu.Lock()
+		r.awaitEnd()
 	}
 	return true // stopping
+}
+
+// awaitEnd waits, r.mu held, until the Remove under way ends or r stops;
+// it releases r.mu meanwhile and holds it again when it returns.
+func (r *removals) awaitEnd() {
+	ended := r.ended
+	r.mu.Unlock()
+	select {
+	case <-ended:
+	case <-r.ctx.Done():
+	}
+	r.mu.Lock()
 }
 
 // close stops the timer and waits for the Remove under way.
