@@ -417,3 +417,30 @@ func isUUID(id string) bool {
 	}
 	return true
 }
+
+// uuidBytes returns the 16 bytes of id, a UUID in the hyphenated form
+// isUUID accepts, and false for anything else.
+func uuidBytes(id string) (u [16]byte, ok bool) {
+	if !isUUID(id) {
+		return u, false
+	}
+	for i, k := 0, 0; i < len(id); i++ {
+		if id[i] == '-' {
+			continue
+		}
+		u[k/2] |= unhex(id[i]) << (4 * (1 - k%2))
+		k++
+	}
+	return u, true
+}
+
+// unhex is the value of the hex digit c (isUUID checked it is one).
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}

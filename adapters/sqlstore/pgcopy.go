@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -187,11 +186,8 @@ func encodeCopy(buf []byte, oids []uint32, rows []notificationRow) ([]byte, erro
 			switch c.kind {
 			case textColumn:
 				if oids[j] == oidUUID {
-					var u [16]byte
-					if !isUUID(f.String()) {
-						return nil, errNoCopy
-					}
-					if _, err := hex.Decode(u[:], []byte(strings.ReplaceAll(f.String(), "-", ""))); err != nil {
+					u, ok := uuidBytes(f.String())
+					if !ok {
 						return nil, errNoCopy
 					}
 					buf = binary.BigEndian.AppendUint32(buf, 16)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/storetest"
 )
@@ -182,5 +183,43 @@ func TestPostgresCopyFallsBack(t *testing.T) {
 	}
 	if got, err := s.Get(ctx, big.ID); err != nil || got.Priority != 1<<31 {
 		t.Fatalf("stored priority %d, %v; want %d", got.Priority, err, int64(1<<31))
+	}
+}
+
+// The bytes of a UUID are those google/uuid reads, in either letter case;
+// anything isUUID refuses has none.
+func TestUUIDBytes(t *testing.T) {
+	for range 100 {
+		id := uuid.New()
+		for _, s := range []string{id.String(), strings.ToUpper(id.String())} {
+			got, ok := uuidBytes(s)
+			if !ok || got != [16]byte(id) {
+				t.Fatalf("uuidBytes(%q) = %x, %v; want %x", s, got, ok, id)
+			}
+		}
+	}
+	for _, s := range []string{"", "not-a-uuid", "0190f3c28e1a7cc19a113f5a8e2b7c01", "{0190f3c2-8e1a-7cc1-9a11-3f5a8e2b7c01}",
+		"0190f3c2-8e1a-7cc1-9a11-3f5a8e2b7c0g", "0190f3c2+8e1a-7cc1-9a11-3f5a8e2b7c01"} {
+		if _, ok := uuidBytes(s); ok {
+			t.Errorf("uuidBytes(%q) accepted", s)
+		}
+	}
+}
+
+// A uuid column's array goes to pgx as bytes, which it sends in binary,
+// when the statement is prepared; unprepared, or with one id that is no
+// UUID, it stays text (for PostgreSQL to refuse the id).
+func TestUUIDColumnsAreBinaryArrays(t *testing.T) {
+	rows := []recordRow{{ID: uuid.NewString()}, {ID: strings.ToUpper(uuid.NewString())}}
+	prepared, unprepared := &handle{pgPrepare: true}, &handle{}
+	if got := prepared.pgArgs(pgArrays(recordModel, rows)); !reflect.DeepEqual(got[1], [][16]byte{uuid.MustParse(rows[0].ID), uuid.MustParse(rows[1].ID)}) {
+		t.Errorf("prepared, the id array is %#v, want the ids' bytes", got[1])
+	}
+	if got := unprepared.pgArgs(pgArrays(recordModel, rows)); !reflect.DeepEqual(got[0], []string{rows[0].ID, rows[1].ID}) {
+		t.Errorf("unprepared, the id array is %#v, want the texts", got[0])
+	}
+	rows = append(rows, recordRow{ID: "not-a-uuid"})
+	if got := prepared.pgArgs(pgArrays(recordModel, rows)); !reflect.DeepEqual(got[1], []string{rows[0].ID, rows[1].ID, "not-a-uuid"}) {
+		t.Errorf("with an id that is no UUID, the id array is %#v, want the texts", got[1])
 	}
 }

@@ -211,7 +211,11 @@ func pgArrays[T any](cols []column, rows []T) []any {
 			for i := range rows {
 				a[i] = at(i).String()
 			}
-			arrays[j] = a
+			if c.pgType == "uuid" {
+				arrays[j] = uuidTexts(a) // see pgArgs
+			} else {
+				arrays[j] = a
+			}
 		case intColumn:
 			a := make([]int64, len(rows))
 			for i := range rows {
@@ -238,6 +242,23 @@ func pgArrays[T any](cols []column, rows []T) []any {
 		}
 	}
 	return arrays
+}
+
+// uuidTexts is the array of a uuid column, as pgArrays gives it: texts
+// until pgArgs decides how they are sent.
+type uuidTexts []string
+
+// uuidArray returns the bytes of ids, or false if one is not a UUID.
+func uuidArray(ids uuidTexts) ([][16]byte, bool) {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		u, ok := uuidBytes(id)
+		if !ok {
+			return nil, false
+		}
+		out[i] = u
+	}
+	return out, true
 }
 
 var (
@@ -274,11 +295,29 @@ var (
 // pgArgs returns the arguments of a batch statement: pgx prepares and
 // caches the statement unless the DSN chose its own exec mode (e.g. for a
 // pooler that cannot keep prepared statements).
+//
+// A uuid column's array (uuidTexts) goes as bytes when the statement is
+// prepared: pgx has no binary form of a string for a uuid, so it would try
+// one, fail (formatting the whole array into its error, a tenth of a
+// dispatcher's CPU) and send the array as text for the server to parse.
+// Unprepared, pgx knows no parameter's type and can send only texts; an
+// array holding an id that is no UUID stays text too, for PostgreSQL to
+// refuse as before.
 func (h *handle) pgArgs(args []any) []any {
-	if !h.pgPrepare {
-		return args
+	out := make([]any, 0, len(args)+1)
+	if h.pgPrepare {
+		out = append(out, pgx.QueryExecModeCacheStatement)
 	}
-	return append([]any{pgx.QueryExecModeCacheStatement}, args...)
+	for _, a := range args {
+		if ids, ok := a.(uuidTexts); ok {
+			a = []string(ids)
+			if u, ok := uuidArray(ids); ok && h.pgPrepare {
+				a = u
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // insert tries one COPY of the batch (pgcopy.go), and runs the
