@@ -111,6 +111,8 @@ func BenchmarkIngest(b *testing.B) {
 
 // BenchmarkDispatch measures dispatch without the plugin hop: claim → an in-process
 // no-op channel → recorded (with the audit records), by the real dispatcher.
+// Besides the rate it reports the CPU a delivery costs, the machine's and
+// this process's (see busyMeter).
 func BenchmarkDispatch(b *testing.B) {
 	for _, batch := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
@@ -160,7 +162,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, 
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), startBusy(b)
 	go func() { ran <- svc.Run(ctx) }()
 	<-counter.done
 	cancel()
@@ -169,6 +171,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, 
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
+	cpu.report(b, b.N, "delivery")
 	if n, _ := store.Notifications().Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
 		b.Fatalf("%d rows Delivered, want %d", n, b.N)
 	}

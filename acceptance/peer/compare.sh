@@ -43,8 +43,9 @@ echo "building the test binaries (outbox: $tree)" >&2
 (cd "$here" && go test -c -o "$out/peer.test" .)
 
 # run NAME BINARY DIR BENCH COUNT METRIC: one locked run; appends
-# "NAME value" lines (one per sub-benchmark that reports METRIC) to
-# $out/figures.
+# "NAME value" lines (one per sub-benchmark that reports METRIC, and one
+# "NAME@cpu-µs/UNIT value" per sub-benchmark that reports the machine's CPU
+# per unit of work) to $out/figures.
 run() {
 	local name="$1" bin="$2" dir="$3" bench="$4" count="$5" metric="$6"
 	local log="$out/$name.$round.log"
@@ -56,8 +57,11 @@ run() {
 		exit 1
 	}
 	awk -v name="$name" -v metric="$metric" '
-		/^Benchmark/ { for (i = 2; i < NF; i++) if ($(i + 1) == metric) {
-			sub(/-[0-9]+$/, "", $1); print name " " $1 " " $i } }' "$log" >>"$out/figures"
+		/^Benchmark/ { sub(/-[0-9]+$/, "", $1)
+			for (i = 2; i < NF; i++) {
+				if ($(i + 1) == metric) print name " " $1 " " $i
+				if ($(i + 1) ~ /^cpu-µs\//) print name " " $1 "@" $(i + 1) " " $i
+			} }' "$log" >>"$out/figures"
 }
 
 : >"$out/figures"
@@ -76,4 +80,4 @@ awk '{ key = $2; v = $3 + 0
 	if (v < lo[key]) lo[key] = v; if (v > hi[key]) hi[key] = v
 	all[key] = all[key] sprintf(" %.0f", v) }
 	END { for (i = 0; i < n; i++) { k = order[i]
-		printf "%-45s %8.0f – %-8.0f (%s )\n", k, lo[k], hi[k], all[k] } }' "$out/figures"
+		printf "%-60s %8.0f – %-8.0f (%s )\n", k, lo[k], hi[k], all[k] } }' "$out/figures"
