@@ -27,7 +27,11 @@ type Config struct {
 	NodeID string
 	// DispatchInterval is the fallback poll of the dispatcher. Default 10 s.
 	DispatchInterval time.Duration
-	// DispatchBatchSize is the most rows claimed per sweep. Default 100.
+	// DispatchBatchSize is the most rows a batch delivers and records
+	// together. A sweep's first claim takes one batch; once a claim came
+	// back full, a claim takes the rows of up to four batches (at most
+	// 1,000 rows) in one statement, and they still go out batch by batch.
+	// Default 100.
 	DispatchBatchSize int
 	// DispatchConcurrency bounds deliveries in flight at once. Default 32.
 	DispatchConcurrency int

@@ -32,6 +32,11 @@ const pipelineDepth = 8
 // claim that ran alone ends a sweep (see sweep).
 const claimDepth = 2
 
+// maxClaimRows bounds the rows of one claim that takes several batches at
+// once (see claimBatches): a batch size of 1,000 or more claims one batch at
+// a time.
+const maxClaimRows = 1000
+
 // recordTimeout bounds one try of a write that records a batch's outcomes,
 // and how long those writes go on after shutdown began (they run on, so that
 // finished deliveries are not sent again, but a dead database cannot hold a
@@ -81,6 +86,11 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 // of the pool as its own claim brought. So the batches of a sweep go out in
 // priority order even when two claims overlap and the later one took the
 // rows that come first.
+//
+// Once a claim came back full, each claim takes the rows of several batches
+// at once (claimBatches) and holds a pipeline slot for each: the rows in
+// flight stay within pipelineDepth batches, and a backlog costs a quarter
+// of the claims.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	var (
 		wg       sync.WaitGroup
@@ -91,6 +101,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		pool     claimPool
 		stop     atomic.Bool          // a claim that ran alone came back short, a claim failed, or a batch's rows went back untouched
 		alone    atomic.Bool          // a claim that overlapped another came back short: the next runs alone
+		backlog  atomic.Bool          // the last claim to end came back full: the next takes several batches
 		full     = make(chan bool, 1) // the first claim's answer: whether it came back full
 		overlaps overlapTracker
 	)
@@ -104,16 +115,41 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	// (see dispatch).
 	turn := make(chan struct{})
 	close(turn)
+	// deliver dispatches one batch of n rows from the pool once wait is
+	// closed, calling launch once its rows are in delivery slots.
+	deliver := func(n int, wait <-chan struct{}, launch func()) {
+		<-wait
+		t, ok := s.dispatch(ctx, owner, pool.take(n), launch)
+		if !ok {
+			// Its rows went back untouched; claiming again now would
+			// only spin on them. The next wake-up or poll retries.
+			stop.Store(true)
+		}
+		mu.Lock()
+		next = earliest(next, t)
+		mu.Unlock()
+	}
 	for first := true; !stop.Load(); first = false {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return time.Time{}
+		batches := 1
+		if backlog.Load() {
+			batches = s.claimBatches()
+		}
+		for held := 0; held < batches; held++ {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				for range held {
+					<-slots
+				}
+				return time.Time{}
+			}
 		}
 		select {
 		case claiming <- struct{}{}:
 		case <-ctx.Done():
-			<-slots
+			for range batches {
+				<-slots
+			}
 			return time.Time{}
 		}
 		tokens := 1
@@ -126,7 +162,9 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 					for range tokens {
 						<-claiming
 					}
-					<-slots
+					for range batches {
+						<-slots
+					}
 					return time.Time{}
 				}
 			}
@@ -135,34 +173,37 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			for range tokens {
 				<-claiming
 			}
-			<-slots
+			for range batches {
+				<-slots
+			}
 			break
 		}
 		wait, launched := turn, make(chan struct{})
 		turn = launched
+		limit := batches * s.cfg.DispatchBatchSize
 		wg.Go(func() {
-			defer func() { <-slots }()
 			launch := sync.OnceFunc(func() { close(launched) })
 			defer launch()
 			end := overlaps.begin()
-			rows, err := s.claim(ctx, owner)
+			rows, err := s.claim(ctx, owner, limit)
 			overlapped := end()
 			// Decided before the claim's tokens go back, so that the
 			// loop's next claim sees it.
 			switch {
 			case err != nil:
 				stop.Store(true)
-			case len(rows) == s.cfg.DispatchBatchSize:
+			case len(rows) == limit:
 			case overlapped:
 				alone.Store(true)
 			default:
 				stop.Store(true)
 			}
+			backlog.Store(err == nil && len(rows) == limit)
 			for range tokens {
 				<-claiming
 			}
 			if first {
-				full <- len(rows) == s.cfg.DispatchBatchSize
+				full <- len(rows) == limit
 			}
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("dispatch sweep failed", "err", err)
@@ -174,20 +215,29 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 				s.claimDoubt = s.claimDoubt || !unfixable(err)
 				mu.Unlock()
 			}
+			// The claim's rows go out as batches of DispatchBatchSize,
+			// each holding one of the slots and taking its turn after the
+			// one before; the slots no batch needs go back at once.
+			size := s.cfg.DispatchBatchSize
+			m := (len(rows) + size - 1) / size
+			for range batches - m {
+				<-slots
+			}
 			pool.add(rows)
-			<-wait
-			if len(rows) == 0 {
+			if m == 0 {
+				<-wait // the turn passes on in order
 				return
 			}
-			n, ok := s.dispatch(ctx, owner, pool.take(len(rows)), launch)
-			if !ok {
-				// Its rows went back untouched; claiming again now would
-				// only spin on them. The next wake-up or poll retries.
-				stop.Store(true)
+			for range m - 1 {
+				prev, after := wait, make(chan struct{})
+				wg.Go(func() {
+					defer func() { <-slots }()
+					deliver(size, prev, sync.OnceFunc(func() { close(after) }))
+				})
+				wait = after
 			}
-			mu.Lock()
-			next = earliest(next, n)
-			mu.Unlock()
+			defer func() { <-slots }()
+			deliver(len(rows)-(m-1)*size, wait, launch) // the last batch: the next claim's turn follows
 		})
 		if first && !<-full {
 			break
@@ -195,6 +245,13 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	}
 	wg.Wait()
 	return next
+}
+
+// claimBatches is how many batches one claim takes once a claim of the
+// sweep came back full: as many as half the pipeline holds (the other half
+// is the other claim's, see claimDepth), and no more than maxClaimRows rows.
+func (s *Service) claimBatches() int {
+	return max(1, min(pipelineDepth/claimDepth, maxClaimRows/s.cfg.DispatchBatchSize))
 }
 
 // overlapTracker tells whether a claim was in the database at the same time
@@ -315,7 +372,7 @@ func (s *Service) renewOwner(ctx context.Context) {
 // of a DispatchOnce in flight would be claimed and delivered again.
 func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	owner := s.Owner()
-	rows, err := s.claim(ctx, owner)
+	rows, err := s.claim(ctx, owner, s.cfg.DispatchBatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -325,10 +382,10 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
-// claim leases the next batch of due rows to owner.
-func (s *Service) claim(ctx context.Context, owner string) ([]ports.Notification, error) {
+// claim leases the next limit due rows to owner.
+func (s *Service) claim(ctx context.Context, owner string, limit int) ([]ports.Notification, error) {
 	rows, err := s.store.Claim(ctx, ports.ClaimRequest{
-		Owner: owner, Now: s.clock.Now(), Lease: s.cfg.ClaimLease, Limit: s.cfg.DispatchBatchSize,
+		Owner: owner, Now: s.clock.Now(), Lease: s.cfg.ClaimLease, Limit: limit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim due notifications: %w", err)

@@ -436,3 +436,87 @@ func submitByPriority(ctx context.Context, t *testing.T, svc *Service, n int) []
 	}
 	return subs
 }
+
+// batchStore counts what the sweep asks of the store: each claim's limit,
+// each Record's updates, and the most rows leased and not yet recorded.
+type batchStore struct {
+	*memstore.Store
+	mu           sync.Mutex
+	limits       []int
+	records      []int
+	leased, most int
+}
+
+func (s *batchStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+	rows, err := s.Store.Claim(ctx, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits = append(s.limits, req.Limit)
+	s.leased += len(rows)
+	s.most = max(s.most, s.leased)
+	return rows, err
+}
+
+func (s *batchStore) Record(ctx context.Context, owner string, updates []ports.Update) ([]string, error) {
+	lost, err := s.Store.Record(ctx, owner, updates)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, len(updates))
+	s.leased -= len(updates)
+	return lost, err
+}
+
+// TestBacklogClaimsSeveralBatches: once a claim came back full, a claim
+// takes four batches' rows in one statement, but they still go out and are
+// recorded batch by batch, in priority order, and the rows leased and not
+// yet recorded never exceed the pipeline's eight batches.
+func TestBacklogClaimsSeveralBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &batchStore{Store: memstore.New()}
+		ch := &orderChannel{}
+		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store.Store,
+			Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 100 // the most priorities: one row each, so that requireBatchOrder can tell batches apart
+		subs := submitByPriority(ctx, t, svc, n)
+		svc.sweep(ctx)
+		if len(ch.started) != n {
+			t.Fatalf("%d deliveries, want %d", len(ch.started), n)
+		}
+		requireBatchOrder(t, ch.started, n)
+		if store.limits[0] != 10 {
+			t.Errorf("the sweep's first claim asked for %d rows, want one batch (10)", store.limits[0])
+		}
+		if !slices.Contains(store.limits, 40) || slices.ContainsFunc(store.limits, func(l int) bool { return l != 10 && l != 40 }) {
+			t.Errorf("claims asked for %v rows, want 10 first and 40 (four batches) once one came back full", store.limits)
+		}
+		if len(store.limits) > 1+(n-10+39)/40+claimDepth {
+			t.Errorf("%d claims for %d rows: a backlog should cost about a quarter of the claims", len(store.limits), n)
+		}
+		if i := slices.IndexFunc(store.records, func(k int) bool { return k > 10 }); i >= 0 {
+			t.Errorf("a Record of %d updates, want batches of at most 10: %v", store.records[i], store.records)
+		}
+		if store.most > pipelineDepth*10 {
+			t.Errorf("%d rows leased and not recorded at once, want at most %d", store.most, pipelineDepth*10)
+		}
+		for _, sub := range subs {
+			if row, err := store.Get(ctx, sub.ID); err != nil || row.Status != ports.StatusDelivered {
+				t.Errorf("%s: %s, %v; want Delivered", sub.ID, row.Status, err)
+			}
+		}
+	})
+}
+
+// TestClaimBatches: a claim takes the rows of half the pipeline's batches,
+// and no more than maxClaimRows.
+func TestClaimBatches(t *testing.T) {
+	for batch, want := range map[int]int{1: 4, 100: 4, 250: 4, 300: 3, 500: 2, 1000: 1, 10000: 1} {
+		s := &Service{cfg: Config{DispatchBatchSize: batch}}
+		if got := s.claimBatches(); got != want {
+			t.Errorf("batch %d: a claim takes %d batches, want %d", batch, got, want)
+		}
+	}
+}

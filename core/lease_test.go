@@ -130,12 +130,12 @@ func TestRestartReleasesTheLeasesOfEarlierRuns(t *testing.T) {
 		// The dead run claims three rows and never records them; another node
 		// holds two more.
 		inFlight := submitN(t, dead, 3)
-		rows, err := dead.claim(ctx, dead.Owner())
+		rows, err := dead.claim(ctx, dead.Owner(), cfg.DispatchBatchSize)
 		if err != nil || len(rows) != 3 {
 			t.Fatalf("the first run claimed %d rows (%v), want 3", len(rows), err)
 		}
 		held := submitN(t, other, 2)
-		if rows, err := other.claim(ctx, other.Owner()); err != nil || len(rows) != 2 {
+		if rows, err := other.claim(ctx, other.Owner(), 2); err != nil || len(rows) != 2 {
 			t.Fatalf("the other node claimed %d rows (%v), want 2", len(rows), err)
 		}
 

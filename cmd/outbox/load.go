@@ -107,7 +107,7 @@ var centralSettings = []settings.Setting[Config]{
 
 	setting("outbox.node_id", "OUTBOX_NODE_ID", "node-id", "`name` of this central node in leases and logs: unique per running central, the same across its restarts (default: random)", func(c *Config) any { return &c.Outbox.NodeID }),
 	setting("outbox.dispatch_interval", "OUTBOX_DISPATCH_INTERVAL", "dispatch-interval", "fallback poll `interval` of the dispatcher, e.g. 10s", func(c *Config) any { return &c.Outbox.DispatchInterval }),
-	setting("outbox.dispatch_batch_size", "OUTBOX_DISPATCH_BATCH_SIZE", "", "rows claimed per sweep", func(c *Config) any { return &c.Outbox.DispatchBatchSize }),
+	setting("outbox.dispatch_batch_size", "OUTBOX_DISPATCH_BATCH_SIZE", "", "rows a dispatch batch delivers and records", func(c *Config) any { return &c.Outbox.DispatchBatchSize }),
 	setting("outbox.dispatch_concurrency", "OUTBOX_DISPATCH_CONCURRENCY", "", "deliveries in flight at once", func(c *Config) any { return &c.Outbox.DispatchConcurrency }),
 	setting("outbox.delivery_timeout", "OUTBOX_DELIVERY_TIMEOUT", "", "bound of one delivery attempt", func(c *Config) any { return &c.Outbox.DeliveryTimeout }),
 	setting("outbox.claim_lease", "OUTBOX_CLAIM_LEASE", "", "how long a claimed row stays leased to this node", func(c *Config) any { return &c.Outbox.ClaimLease }),
