@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,11 +116,10 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	turn := make(chan struct{})
 	close(turn)
 	// deliver dispatches one batch of n rows from the pool once wait is
-	// closed, with the directory's answers of cache, calling launch once
-	// its rows are in delivery slots.
-	deliver := func(n int, cache *directoryCache, wait <-chan struct{}, launch func()) {
+	// closed, calling launch once its rows are in delivery slots.
+	deliver := func(n int, wait <-chan struct{}, launch func()) {
 		<-wait
-		t, ok := s.dispatch(ctx, owner, pool.take(n), cache, launch)
+		t, ok := s.dispatch(ctx, owner, pool.take(n), launch)
 		if !ok {
 			// Its rows went back untouched; claiming again now would
 			// only spin on them. The next wake-up or poll retries.
@@ -226,7 +224,6 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 				<-slots
 			}
 			pool.add(rows)
-			cache := newDirectoryCache() // the claim's batches share the directory's answers
 			if m == 0 {
 				<-wait // the turn passes on in order
 				return
@@ -235,12 +232,12 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 				prev, after := wait, make(chan struct{})
 				wg.Go(func() {
 					defer func() { <-slots }()
-					deliver(size, cache, prev, sync.OnceFunc(func() { close(after) }))
+					deliver(size, prev, sync.OnceFunc(func() { close(after) }))
 				})
 				wait = after
 			}
 			defer func() { <-slots }()
-			deliver(len(rows)-(m-1)*size, cache, wait, launch) // the last batch: the next claim's turn follows
+			deliver(len(rows)-(m-1)*size, wait, launch) // the last batch: the next claim's turn follows
 		})
 		if first && !<-full {
 			break
@@ -379,7 +376,7 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, ok := s.dispatch(ctx, owner, rows, newDirectoryCache(), func() {}); !ok {
+	if _, ok := s.dispatch(ctx, owner, rows, func() {}); !ok {
 		return len(rows), errors.New("dispatch: some notifications went back untouched (the directory failed, or their channel had no room)")
 	}
 	return len(rows), nil
@@ -431,7 +428,7 @@ const minDefer = 100 * time.Millisecond
 // (shutdown). It returns the earliest retry it
 // scheduled, and false when some rows went back untouched because the
 // directory failed or their channel had no room (NotAttempted).
-func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, cache *directoryCache, launched func()) (time.Time, bool) {
+func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notification, launched func()) (time.Time, bool) {
 	defer launched()
 	now := s.clock.Now()
 	jobs := make([]job, len(rows))
@@ -439,7 +436,7 @@ func (s *Service) dispatch(ctx context.Context, owner string, rows []ports.Notif
 		release []string
 		planErr error
 	)
-	cache.forgetFailures()
+	cache := batchCache{lists: make(map[string]listLookup), channels: make(map[string]channelLookup)}
 	for i, row := range rows {
 		jobs[i].row = row
 		if err := s.plan(ctx, &jobs[i], now, cache); err != nil {
@@ -647,53 +644,11 @@ func shows(row ports.Notification, u ports.Update) bool {
 		same(row.UpdatedAt, u.UpdatedAt)
 }
 
-// directoryCache keeps the directory's answers for the batches of one
-// claim, so that they ask once per list and once per channel type: a list
-// or channel edit takes effect for the rows claimed after it. A failed
-// lookup is kept for the rest of its batch only (see forgetFailures): the
-// next batch asks again.
-type directoryCache struct {
-	mu       sync.Mutex
+// batchCache keeps the directory's answers for one batch, so a batch asks
+// once per list and once per channel type.
+type batchCache struct {
 	lists    map[string]listLookup
 	channels map[string]channelLookup
-}
-
-func newDirectoryCache() *directoryCache {
-	return &directoryCache{lists: make(map[string]listLookup), channels: make(map[string]channelLookup)}
-}
-
-// list returns the list name, asking the directory the first time.
-func (c *directoryCache) list(ctx context.Context, s *Service, name string) listLookup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l, ok := c.lists[name]
-	if !ok {
-		l.list, l.err = s.directory.List(ctx, name)
-		c.lists[name] = l
-	}
-	return l
-}
-
-// channel returns the settings and retry policy of channel type typ,
-// asking the directory the first time.
-func (c *directoryCache) channel(ctx context.Context, s *Service, typ string) channelLookup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.channels[typ]
-	if !ok {
-		ch.settings, ch.policy, ch.err = s.channelPolicy(ctx, typ)
-		c.channels[typ] = ch
-	}
-	return ch
-}
-
-// forgetFailures drops the lookups that failed (not "not found"), at the
-// start of a batch.
-func (c *directoryCache) forgetFailures() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	maps.DeleteFunc(c.lists, func(_ string, l listLookup) bool { return l.err != nil && !errors.Is(l.err, ports.ErrNotFound) })
-	maps.DeleteFunc(c.channels, func(_ string, ch channelLookup) bool { return ch.err != nil })
 }
 
 type listLookup struct {
@@ -711,7 +666,7 @@ type channelLookup struct {
 // neither subject nor body, unknown list, no channel for its list's type) or a delivery through the
 // channel of its list's current type. It returns an error only when the
 // directory itself failed.
-func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache *directoryCache) error {
+func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache batchCache) error {
 	row := j.row
 	if !row.ExpiresAt.IsZero() && !now.Before(row.ExpiresAt) {
 		s.park(j, now, "expired")
@@ -723,7 +678,11 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache *direct
 		s.park(j, now, emptyParkReason)
 		return nil
 	}
-	l := cache.list(ctx, s, row.List)
+	l, ok := cache.lists[row.List]
+	if !ok {
+		l.list, l.err = s.directory.List(ctx, row.List)
+		cache.lists[row.List] = l
+	}
 	if errors.Is(l.err, ports.ErrNotFound) {
 		s.park(j, now, fmt.Sprintf("unknown list %q", row.List))
 		return nil
@@ -746,7 +705,11 @@ func (s *Service) plan(ctx context.Context, j *job, now time.Time, cache *direct
 		s.park(j, now, fmt.Sprintf("no delivery adapter for type %s", typ))
 		return nil
 	}
-	c := cache.channel(ctx, s, typ)
+	c, ok := cache.channels[typ]
+	if !ok {
+		c.settings, c.policy, c.err = s.channelPolicy(ctx, typ)
+		cache.channels[typ] = c
+	}
 	if c.err != nil {
 		return c.err
 	}

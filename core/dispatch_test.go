@@ -437,15 +437,14 @@ func submitByPriority(ctx context.Context, t *testing.T, svc *Service, n int) []
 	return subs
 }
 
-// batchStore counts what the sweep asks of the store: each claim's limit
-// and rows, each Record's updates, and the most rows leased and not yet
-// recorded.
+// batchStore counts what the sweep asks of the store: each claim's limit,
+// each Record's updates, and the most rows leased and not yet recorded.
 type batchStore struct {
 	*memstore.Store
-	mu              sync.Mutex
-	limits, claimed []int
-	records         []int
-	leased, most    int
+	mu           sync.Mutex
+	limits       []int
+	records      []int
+	leased, most int
 }
 
 func (s *batchStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
@@ -453,7 +452,6 @@ func (s *batchStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limits = append(s.limits, req.Limit)
-	s.claimed = append(s.claimed, len(rows))
 	s.leased += len(rows)
 	s.most = max(s.most, s.leased)
 	return rows, err
@@ -521,73 +519,4 @@ func TestClaimBatches(t *testing.T) {
 			t.Errorf("batch %d: a claim takes %d batches, want %d", batch, got, want)
 		}
 	}
-}
-
-// countingDirectory is okDirectory that counts its list lookups and fails
-// the one numbered failAt (from 1; 0 fails none).
-type countingDirectory struct {
-	okDirectory
-	lists  atomic.Int64
-	failAt int64
-}
-
-func (d *countingDirectory) List(ctx context.Context, name string) (ports.List, error) {
-	if d.lists.Add(1) == d.failAt {
-		return ports.List{}, errors.New("directory database unreachable")
-	}
-	return d.okDirectory.List(ctx, name)
-}
-
-// TestAClaimsBatchesShareTheDirectory: the batches of one claim ask the
-// directory once per list between them, not once each.
-func TestAClaimsBatchesShareTheDirectory(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := &batchStore{Store: memstore.New()}
-		dir := &countingDirectory{}
-		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store.Store,
-			Directory: dir, Channels: ports.ChannelMap{"email": &orderChannel{}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		submitByPriority(ctx, t, svc, 100)
-		dir.lists.Store(0) // ingest's lookup
-		svc.sweep(ctx)
-		claims := len(slices.DeleteFunc(slices.Clone(store.claimed), func(n int) bool { return n == 0 }))
-		if got := dir.lists.Load(); got != int64(claims) || claims >= len(store.records) {
-			t.Errorf("%d list lookups for %d claims that brought rows and %d batches; want one a claim", got, claims, len(store.records))
-		}
-	})
-}
-
-// TestAFailedLookupIsAskedAgainByTheNextBatch: a directory failure sends its
-// batch's rows back untouched, and the next batch of the same claim asks
-// the directory again instead of taking the failure from the claim's
-// shared answers.
-func TestAFailedLookupIsAskedAgainByTheNextBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := memstore.New()
-		// The first claim (one batch) asks once; the second claim's first
-		// batch gets the failure.
-		dir := &countingDirectory{failAt: 2}
-		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store,
-			Directory: dir, Channels: ports.ChannelMap{"email": &orderChannel{}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		subs := submitByPriority(ctx, t, svc, 100)
-		dir.lists.Store(0) // ingest's lookup
-		svc.sweep(ctx)
-		for i, sub := range subs[:50] {
-			row, err := store.Get(ctx, sub.ID)
-			want := ports.StatusDelivered
-			if i >= 10 && i < 20 { // the batch that met the failure
-				want = ports.StatusPending
-			}
-			if err != nil || row.Status != want || row.ClaimedBy != "" {
-				t.Errorf("row of priority %d: %s, claimed by %q, %v; want %s and unclaimed", sub.Priority, row.Status, row.ClaimedBy, err, want)
-			}
-		}
-	})
 }
