@@ -28,10 +28,10 @@ type Config struct {
 	// DispatchInterval is the fallback poll of the dispatcher. Default 10 s.
 	DispatchInterval time.Duration
 	// DispatchBatchSize is the most rows a batch delivers and records
-	// together. A sweep's first claim takes one batch; once a claim came
-	// back full, a claim takes the rows of up to four batches (at most
-	// 1,000 rows) in one statement, and they still go out batch by batch.
-	// Default 100.
+	// together. A sweep's first claim takes one batch; while the last
+	// claim to end came back full, a claim takes the rows of up to four
+	// batches in one statement (at most 1,000 rows, but always at least one
+	// batch), and they still go out batch by batch. Default 100.
 	DispatchBatchSize int
 	// DispatchConcurrency bounds deliveries in flight at once. Default 32.
 	DispatchConcurrency int

@@ -27,14 +27,14 @@ const pipelineDepth = 8
 // Two claims at once skip each other's rows (the store's claim takes only
 // unleased rows, and on PostgreSQL skips locked ones, which may be more
 // rows than the other claim takes: each part of PostgreSQL's claim locks up
-// to a batch of rows). So a claim that came back short while another was
+// to the claim's limit of rows). So a claim that came back short while another was
 // in the database does not show that no due rows are left: only a short
 // claim that ran alone ends a sweep (see sweep).
 const claimDepth = 2
 
 // maxClaimRows bounds the rows of one claim that takes several batches at
-// once (see claimBatches): a batch size of 1,000 or more claims one batch at
-// a time.
+// once (see claimBatches): batches of up to 250 rows are claimed four at a
+// time, of 1,000 rows or more one at a time, whatever their size.
 const maxClaimRows = 1000
 
 // recordTimeout bounds one try of a write that records a batch's outcomes,
@@ -82,15 +82,19 @@ func (s *Service) dispatchLoop(ctx context.Context) {
 // nothing (the other may have held due rows it did not take): the next
 // claim then waits for every claim in flight and runs alone. Their rows wait in
 // a pool kept in claim order (priority, then age, then id) until their
-// batch's turn comes, and each batch then takes as many rows from the front
-// of the pool as its own claim brought. So the batches of a sweep go out in
+// batch's turn comes, and each batch then takes its rows from the front of
+// the pool: DispatchBatchSize rows, or for the last batch of a claim the
+// rest of what that claim brought. So the batches of a sweep go out in
 // priority order even when two claims overlap and the later one took the
 // rows that come first.
 //
-// Once a claim came back full, each claim takes the rows of several batches
-// at once (claimBatches) and holds a pipeline slot for each: the rows in
-// flight stay within pipelineDepth batches, and a backlog costs a quarter
-// of the claims.
+// While the last claim to end came back full, each claim takes the rows of
+// several batches at once (claimBatches) and first holds a pipeline slot
+// for each: the rows in flight stay within pipelineDepth batches, and at
+// the default batch of 100 a backlog costs a quarter of the claims. A claim
+// then waits for that many free slots, so two such claims are seldom in the
+// database at once; claimDepth matters for batches of 1,000 rows or more,
+// claimed one at a time.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	var (
 		wg       sync.WaitGroup
@@ -187,6 +191,10 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			end := overlaps.begin()
 			rows, err := s.claim(ctx, owner, limit)
 			overlapped := end()
+			// A store that broke its contract and returned more rows
+			// than asked would make more batches than the slots held:
+			// the extra rows stay leased until their lease runs out.
+			rows = rows[:min(len(rows), limit)]
 			// Decided before the claim's tokens go back, so that the
 			// loop's next claim sees it.
 			switch {
@@ -247,9 +255,10 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	return next
 }
 
-// claimBatches is how many batches one claim takes once a claim of the
-// sweep came back full: as many as half the pipeline holds (the other half
-// is the other claim's, see claimDepth), and no more than maxClaimRows rows.
+// claimBatches is how many batches one claim takes while the last claim of
+// the sweep to end came back full: half the pipeline (so that one claim's
+// batches are delivered while the next claim waits for its slots), and no
+// more than maxClaimRows rows.
 func (s *Service) claimBatches() int {
 	return max(1, min(pipelineDepth/claimDepth, maxClaimRows/s.cfg.DispatchBatchSize))
 }

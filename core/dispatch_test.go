@@ -520,3 +520,41 @@ func TestClaimBatches(t *testing.T) {
 		}
 	}
 }
+
+// greedyStore breaks the Claim contract: it leases and returns five rows
+// more than asked.
+type greedyStore struct{ *batchStore }
+
+func (s greedyStore) Claim(ctx context.Context, req ports.ClaimRequest) ([]ports.Notification, error) {
+	req.Limit += 5
+	return s.batchStore.Claim(ctx, req)
+}
+
+// TestAClaimOfTooManyRowsHoldsTheBounds: rows beyond a claim's limit (a
+// store that broke its contract) are not delivered by batches that hold no
+// slot: the sweep ends, no batch is larger than DispatchBatchSize, and what
+// is delivered is delivered once.
+func TestAClaimOfTooManyRowsHoldsTheBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := greedyStore{&batchStore{Store: memstore.New()}}
+		ch := &orderChannel{}
+		svc, err := New(Config{DispatchBatchSize: 10, DispatchConcurrency: 2}, Deps{Store: store, Audit: store.Store,
+			Directory: okDirectory{}, Channels: ports.ChannelMap{"email": ch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitByPriority(ctx, t, svc, 100)
+		svc.sweep(ctx)
+		if i := slices.IndexFunc(store.records, func(k int) bool { return k > 10 }); i >= 0 {
+			t.Errorf("a Record of %d updates, want batches of at most 10: %v", store.records[i], store.records)
+		}
+		seen := map[int]bool{}
+		for _, p := range ch.started {
+			if seen[p] {
+				t.Errorf("the row of priority %d was delivered twice", p)
+			}
+			seen[p] = true
+		}
+	})
+}
