@@ -138,48 +138,20 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		if backlog.Load() {
 			batches = s.claimBatches()
 		}
-		for held := 0; held < batches; held++ {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				for range held {
-					<-slots
-				}
-				return time.Time{}
-			}
-		}
-		select {
-		case claiming <- struct{}{}:
-		case <-ctx.Done():
-			for range batches {
-				<-slots
-			}
+		if !acquireN(ctx, slots, batches) {
 			return time.Time{}
 		}
 		tokens := 1
 		if alone.Swap(false) {
-			// Wait for every other claim in flight: this one runs alone.
-			for ; tokens < claimDepth; tokens++ {
-				select {
-				case claiming <- struct{}{}:
-				case <-ctx.Done():
-					for range tokens {
-						<-claiming
-					}
-					for range batches {
-						<-slots
-					}
-					return time.Time{}
-				}
-			}
+			tokens = claimDepth // wait for every other claim in flight: this one runs alone
+		}
+		if !acquireN(ctx, claiming, tokens) {
+			releaseN(slots, batches)
+			return time.Time{}
 		}
 		if stop.Load() { // a claim in flight came back short meanwhile
-			for range tokens {
-				<-claiming
-			}
-			for range batches {
-				<-slots
-			}
+			releaseN(claiming, tokens)
+			releaseN(slots, batches)
 			break
 		}
 		wait, launched := turn, make(chan struct{})
@@ -207,9 +179,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 				stop.Store(true)
 			}
 			backlog.Store(err == nil && len(rows) == limit)
-			for range tokens {
-				<-claiming
-			}
+			releaseN(claiming, tokens)
 			if first {
 				full <- len(rows) == limit
 			}
@@ -228,9 +198,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			// one before; the slots no batch needs go back at once.
 			size := s.cfg.DispatchBatchSize
 			m := (len(rows) + size - 1) / size
-			for range batches - m {
-				<-slots
-			}
+			releaseN(slots, batches-m)
 			pool.add(rows)
 			if m == 0 {
 				<-wait // the turn passes on in order
@@ -253,6 +221,28 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	}
 	wg.Wait()
 	return next
+}
+
+// acquireN puts n tokens into the semaphore sem, waiting for room, and
+// reports true; if ctx ends first it takes back those it put and reports
+// false.
+func acquireN(ctx context.Context, sem chan struct{}, n int) bool {
+	for held := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			releaseN(sem, held)
+			return false
+		}
+	}
+	return true
+}
+
+// releaseN takes n tokens out of the semaphore sem.
+func releaseN(sem chan struct{}, n int) {
+	for range n {
+		<-sem
+	}
 }
 
 // claimBatches is how many batches one claim takes while the last claim of
