@@ -71,6 +71,7 @@ func settle(b *testing.B, sc sqlstore.Config) {
 
 // BenchmarkIngest measures ingest: batches of 100 from 4 concurrent submitters
 // through the driving port, insert-if-not-exists and an audit record each.
+// Besides the rate it reports the CPU a notification costs (see busyMeter).
 func BenchmarkIngest(b *testing.B) {
 	const batch, submitters = 100, 4
 	benchBackends(b, func(b *testing.B, be backend) {
@@ -87,7 +88,7 @@ func BenchmarkIngest(b *testing.B) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		b.ResetTimer()
-		start := time.Now()
+		start, cpu := time.Now(), startBusy(b)
 		for range submitters {
 			wg.Go(func() {
 				for {
@@ -106,6 +107,7 @@ func BenchmarkIngest(b *testing.B) {
 		wg.Wait()
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "notifications/s")
+		cpu.report(b, b.N, "notification")
 	})
 }
 

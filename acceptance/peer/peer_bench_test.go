@@ -154,7 +154,7 @@ func BenchmarkPeerInsert(b *testing.B) {
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			start := time.Now()
+			start, busy, self := time.Now(), machineBusy(b), selfCPU(b)
 			for range inserters {
 				wg.Go(func() {
 					for {
@@ -181,6 +181,8 @@ func BenchmarkPeerInsert(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+			b.ReportMetric(float64((machineBusy(b)-busy).Microseconds())/float64(b.N), "cpu-µs/job")
+			b.ReportMetric(float64((selfCPU(b)-self).Microseconds())/float64(b.N), "self-cpu-µs/job")
 			if n := countJobs(b, pool, "available"); n != int64(b.N) {
 				b.Fatalf("%d jobs available, want %d", n, b.N)
 			}
