@@ -10,17 +10,13 @@ import (
 
 // busyMeter measures the CPU time a benchmark's work costs: the whole
 // machine's busy time (every process, the database server's included; the
-// time the hypervisor gave to other guests, steal, is not in it, so the
-// figure holds on a shared host where rates swing) and this process's own.
-type busyMeter struct {
-	machine, self time.Duration
-	ok            bool
-}
+// time the hypervisor gave to other guests, steal, is not in it) and this
+// process's own.
+type busyMeter struct{ machine, self time.Duration }
 
 // startBusy reads both clocks.
 func startBusy(b *testing.B) busyMeter {
-	m, ok := machineBusy()
-	return busyMeter{machine: m, self: procCPU(b, "self"), ok: ok}
+	return busyMeter{machine: machineBusy(b), self: procCPU(b, "self")}
 }
 
 // report adds the CPU per unit of work since startBusy as metrics:
@@ -30,23 +26,22 @@ func (m busyMeter) report(b *testing.B, n int, unit string) {
 	if n == 0 {
 		return
 	}
-	if busy, ok := machineBusy(); ok && m.ok {
-		b.ReportMetric(float64((busy-m.machine).Microseconds())/float64(n), "cpu-µs/"+unit)
-	}
+	b.ReportMetric(float64((machineBusy(b)-m.machine).Microseconds())/float64(n), "cpu-µs/"+unit)
 	b.ReportMetric(float64((procCPU(b, "self")-m.self).Microseconds())/float64(n), "self-cpu-µs/"+unit)
 }
 
 // machineBusy is the time all CPUs spent neither idle, waiting for I/O nor
-// stolen, from the first line of /proc/stat; false where there is none.
-func machineBusy() (time.Duration, bool) {
+// stolen, from the first line of /proc/stat (as procCPU reads a process's).
+func machineBusy(b *testing.B) time.Duration {
+	b.Helper()
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, false
+		b.Fatalf("read the machine's CPU time: %v", err)
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
 	fields := strings.Fields(line)
 	if len(fields) < 9 || fields[0] != "cpu" {
-		return 0, false
+		b.Fatalf("/proc/stat: unexpected first line %q", line)
 	}
 	var ticks int64
 	// user nice system idle iowait irq softirq steal: all but idle,
@@ -57,10 +52,10 @@ func machineBusy() (time.Duration, bool) {
 		}
 		v, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return 0, false
+			b.Fatalf("/proc/stat: %v", err)
 		}
 		ticks += v
 	}
 	const hz = 100 // USER_HZ
-	return time.Duration(ticks) * time.Second / hz, true
+	return time.Duration(ticks) * time.Second / hz
 }

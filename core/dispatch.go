@@ -27,9 +27,9 @@ const pipelineDepth = 8
 // Two claims at once skip each other's rows (the store's claim takes only
 // unleased rows, and on PostgreSQL skips locked ones, which may be more
 // rows than the other claim takes: each part of PostgreSQL's claim locks up
-// to the claim's limit of rows). So a claim that came back short while another was
-// in the database does not show that no due rows are left: only a short
-// claim that ran alone ends a sweep (see sweep).
+// to the claim's limit of rows). So a claim that came back short while
+// another was in the database does not show that no due rows are left: only
+// a short claim that ran alone ends a sweep (see sweep).
 const claimDepth = 2
 
 // maxClaimRows bounds the rows of one claim that takes several batches at
@@ -207,12 +207,12 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			for range m - 1 {
 				prev, after := wait, make(chan struct{})
 				wg.Go(func() {
-					defer func() { <-slots }()
+					defer releaseN(slots, 1)
 					deliver(size, prev, sync.OnceFunc(func() { close(after) }))
 				})
 				wait = after
 			}
-			defer func() { <-slots }()
+			defer releaseN(slots, 1)
 			deliver(len(rows)-(m-1)*size, wait, launch) // the last batch: the next claim's turn follows
 		})
 		if first && !<-full {

@@ -304,7 +304,8 @@ func machineBusy(b *testing.B) time.Duration {
 }
 
 // selfCPU is this process's user and system time (the peer's client: its
-// share of the machine's), from /proc/self/stat.
+// share of the machine's), from /proc/self/stat, as the outbox's benchmarks
+// read theirs (procCPU in acceptance/site_bench_test.go).
 func selfCPU(b *testing.B) time.Duration {
 	b.Helper()
 	raw, err := os.ReadFile("/proc/self/stat")

@@ -311,8 +311,10 @@ func (h *handle) pgArgs(args []any) []any {
 	for _, a := range args {
 		if ids, ok := a.(uuidTexts); ok {
 			a = []string(ids)
-			if u, ok := uuidArray(ids); ok && h.pgPrepare {
-				a = u
+			if h.pgPrepare {
+				if u, ok := uuidArray(ids); ok {
+					a = u
+				}
 			}
 		}
 		out = append(out, a)
