@@ -75,7 +75,7 @@ func settle(b *testing.B, sc sqlstore.Config) {
 func BenchmarkIngest(b *testing.B) {
 	const batch, submitters = 100, 4
 	benchBackends(b, func(b *testing.B, be backend) {
-		svc, _, _ := benchEnv(b, be, noopChannel{}, core.Config{})
+		svc, _, sc := benchEnv(b, be, noopChannel{}, core.Config{})
 		batches := make([][]ports.Submission, (b.N+batch-1)/batch)
 		for i := range batches {
 			n := min(batch, b.N-i*batch)
@@ -88,6 +88,7 @@ func BenchmarkIngest(b *testing.B) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		b.ResetTimer()
+		wal := startWAL(b, sc)
 		start, cpu := time.Now(), startBusy(b)
 		for range submitters {
 			wg.Go(func() {
@@ -108,6 +109,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "notifications/s")
 		cpu.report(b, b.N, "notification")
+		wal.report(b, b.N, "notification")
 	})
 }
 
@@ -148,7 +150,7 @@ func BenchmarkDispatchPlugin(b *testing.B) {
 func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, targets int) {
 	b.Helper()
 	counter := &countingChannel{Channel: ch, target: int64(b.N), done: make(chan struct{})}
-	svc, store, _ := benchEnv(b, be, counter, cfg)
+	svc, store, sc := benchEnv(b, be, counter, cfg)
 	list := "ops"
 	if targets > 0 {
 		list = fmt.Sprintf("bench-%d", targets)
@@ -164,6 +166,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, 
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	b.ResetTimer()
+	wal := startWAL(b, sc)
 	start, cpu := time.Now(), startBusy(b)
 	go func() { ran <- svc.Run(ctx) }()
 	<-counter.done
@@ -174,6 +177,7 @@ func benchDispatch(b *testing.B, be backend, ch ports.Channel, cfg core.Config, 
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
 	cpu.report(b, b.N, "delivery")
+	wal.report(b, b.N, "delivery")
 	if n, _ := store.Notifications().Count(context.Background(), ports.Filter{Statuses: []ports.Status{ports.StatusDelivered}}); n != int64(b.N) {
 		b.Fatalf("%d rows Delivered, want %d", n, b.N)
 	}

@@ -46,7 +46,8 @@ echo "building the test binaries (outbox: $tree)" >&2
 # "NAME value" lines (one per sub-benchmark that reports METRIC, and one
 # "NAME@cpu-µs/UNIT value" and "NAME@self-cpu-µs/UNIT value" per
 # sub-benchmark that reports the machine's and its own process's CPU per
-# unit of work) to $out/figures.
+# unit of work, and "NAME@wal-bytes/UNIT value" for the write-ahead log the
+# outbox's benchmarks report) to $out/figures.
 run() {
 	local name="$1" bin="$2" dir="$3" bench="$4" count="$5" metric="$6"
 	local log="$out/$name.$round.log"
@@ -61,7 +62,7 @@ run() {
 		/^Benchmark/ { sub(/-[0-9]+$/, "", $1)
 			for (i = 2; i < NF; i++) {
 				if ($(i + 1) == metric) print name " " $1 " " $i
-				if ($(i + 1) ~ /cpu-µs\//) print name " " $1 "@" $(i + 1) " " $i
+				if ($(i + 1) ~ /cpu-µs\/|wal-bytes\//) print name " " $1 "@" $(i + 1) " " $i
 			} }' "$log" >>"$out/figures"
 }
 
