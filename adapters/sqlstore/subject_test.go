@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -475,7 +476,7 @@ func explainUsesTrigram(t *testing.T, s *DB, keyword string) bool {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Contains(plan.String(), "notifications_subject_trgm_idx")
+	return strings.Contains(plan.String(), "notification_subjects_trgm_idx")
 }
 
 // TestSubjectIndexPostgres checks that the keyword predicate is one the
@@ -485,7 +486,7 @@ func TestSubjectIndexPostgres(t *testing.T) {
 	s := newPostgresStore(t, postgresDSN(t))
 	ctx := context.Background()
 	if !explainUsesTrigram(t, s, "flooded") {
-		t.Errorf("PostgreSQL cannot answer a keyword through notifications_subject_trgm_idx")
+		t.Errorf("PostgreSQL cannot answer a keyword through notification_subjects_trgm_idx")
 	}
 	var ascii []byte
 	for c := byte(1); c < 128; c++ {
@@ -603,7 +604,7 @@ func TestSubjectMigrationWithoutTrigramPostgres(t *testing.T) {
 	}
 	hasIndex := func(schema string) bool {
 		var n int
-		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'notifications_subject_trgm_idx'`, schema).Scan(&n)
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'notification_subjects_trgm_idx'`, schema).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -648,5 +649,206 @@ func TestLikeEscapeFold(t *testing.T) {
 		if got := likeEscapeFold(text); got != want {
 			t.Errorf("likeEscapeFold(%q) = %q, want %q", text, got, want)
 		}
+	}
+}
+
+// subjectTable returns notification_subjects of s as id → subject, and as
+// id → the transaction that wrote the row's version (xmin).
+func subjectTable(t *testing.T, s *DB) (subjects, writers map[string]string) {
+	t.Helper()
+	rows, err := s.writer().QueryContext(context.Background(), `SELECT id::text, subject, xmin::text FROM notification_subjects`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	subjects, writers = make(map[string]string), make(map[string]string)
+	for rows.Next() {
+		var id, subject, xmin string
+		if err := rows.Scan(&id, &subject, &xmin); err != nil {
+			t.Fatal(err)
+		}
+		subjects[id], writers[id] = subject, xmin
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return subjects, writers
+}
+
+// wantSubjects checks that notification_subjects holds exactly the subjects
+// of want (id → subject).
+func wantSubjects(t *testing.T, s *DB, want map[string]string) {
+	t.Helper()
+	got, _ := subjectTable(t, s)
+	if !maps.Equal(got, want) {
+		t.Errorf("notification_subjects holds %d rows, want %d: %v, want %v", len(got), len(want), got, want)
+	}
+}
+
+// TestSubjectTablePostgres: on PostgreSQL the keyword search reads
+// notification_subjects, which the triggers of migration 0010 keep equal to
+// the notifications' ids and subjects through every way rows come and go
+// (the COPY of a batch, the insert that skips stored ids, a purge, an
+// update of a subject, TRUNCATE), and which no recorded outcome touches:
+// the trigram index is on that table, not on the notifications.
+func TestSubjectTablePostgres(t *testing.T) {
+	s := newPostgresStore(t, postgresDSN(t))
+	ctx := context.Background()
+	var gin int
+	if err := s.writer().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() `+
+		`AND tablename = 'notifications' AND indexdef LIKE '%USING gin%'`).Scan(&gin); err != nil || gin != 0 {
+		t.Errorf("GIN indexes on notifications = %d, %v; want 0 (the trigram index is on notification_subjects)", gin, err)
+	}
+	if !explainUsesTrigram(t, s, "flooded") {
+		t.Errorf("PostgreSQL cannot answer a keyword through notification_subjects_trgm_idx")
+	}
+
+	want := make(map[string]string)
+	rows := subjectRows(40)
+	for i := range rows {
+		rows[i].Status, rows[i].DeliveredAt = ports.StatusPending, time.Time{}
+	}
+	if _, err := s.Notifications().Insert(ctx, rows[:20]); err != nil { // one COPY
+		t.Fatal(err)
+	}
+	// Stored ids among new ones: the insert that skips them.
+	if ids, err := s.Notifications().Insert(ctx, rows[10:]); err != nil || len(ids) != 20 {
+		t.Fatalf("Insert of 10 stored and 20 new rows = %d ids, %v; want 20", len(ids), err)
+	}
+	for _, r := range rows {
+		want[strings.ToLower(r.ID)] = r.Subject
+	}
+	wantSubjects(t, s, want)
+
+	// Outcomes: claimed and recorded, the subjects' table untouched.
+	_, before := subjectTable(t, s)
+	claimed, err := s.Notifications().Claim(ctx, ports.ClaimRequest{Owner: "node/1", Now: storetest.BaseTime.Add(time.Hour), Lease: time.Minute, Limit: 40})
+	if err != nil || len(claimed) != 40 {
+		t.Fatalf("Claim = %d rows, %v; want 40", len(claimed), err)
+	}
+	var updates []ports.Update
+	for _, r := range claimed {
+		at := storetest.BaseTime.Add(time.Hour)
+		updates = append(updates, ports.Update{ID: r.ID, Status: ports.StatusDelivered, LastAttemptAt: at, DeliveredAt: at, UpdatedAt: at,
+			Records: []ports.AuditRecord{{NotificationID: r.ID, At: at, Kind: ports.AuditDelivered, Status: ports.StatusDelivered, Actor: ports.ActorSystem}}})
+	}
+	if lost, err := s.Notifications().Record(ctx, "node/1", updates); err != nil || len(lost) != 0 {
+		t.Fatalf("Record = %v, %v", lost, err)
+	}
+	if _, after := subjectTable(t, s); !maps.Equal(after, before) {
+		t.Errorf("recording outcomes wrote rows of notification_subjects: versions %v, before %v", after, before)
+	}
+	if n, err := s.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED", Statuses: []ports.Status{ports.StatusDelivered}}); err != nil || n != 5 {
+		t.Errorf("Count(FLOODED, Delivered) = %d, %v; want 5", n, err)
+	}
+
+	// A purge of the delivered rows takes their subjects with them.
+	purged, err := s.Notifications().Purge(ctx, storetest.BaseTime.Add(2*time.Hour), 15)
+	if err != nil || len(purged) != 15 {
+		t.Fatalf("Purge = %d rows, %v; want 15", len(purged), err)
+	}
+	for _, id := range purged {
+		delete(want, strings.ToLower(id))
+	}
+	wantSubjects(t, s, want)
+
+	// Nothing in the outbox writes a subject; an update by hand is followed.
+	var id string
+	for id = range want {
+		break
+	}
+	if _, err := s.writer().ExecContext(ctx, `UPDATE notifications SET subject = 'Kettle boiling' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	want[id] = "Kettle boiling"
+	wantSubjects(t, s, want)
+	if p, err := s.Notifications().Query(ctx, ports.Filter{Subject: "kettle"}, ports.PageRequest{Limit: 10}); err != nil || len(p.Items) != 1 || !strings.EqualFold(p.Items[0].ID, id) {
+		t.Errorf("Query(kettle) = %+v, %v; want the row of %s", p.Items, err, id)
+	}
+
+	if _, err := s.writer().ExecContext(ctx, `TRUNCATE notifications`); err != nil {
+		t.Fatal(err)
+	}
+	wantSubjects(t, s, map[string]string{})
+	if _, err := s.Notifications().Insert(ctx, rows[:5]); err != nil { // the same ids again
+		t.Fatalf("Insert after TRUNCATE: %v", err)
+	}
+	clear(want)
+	for _, r := range rows[:5] {
+		want[strings.ToLower(r.ID)] = r.Subject
+	}
+	wantSubjects(t, s, want)
+}
+
+// TestSubjectTableMigrationPostgres migrates a database of 0009 that holds
+// notifications: 0010 copies their subjects into notification_subjects and
+// moves the trigram index there; rolled back, the index is on the
+// notifications again and the table is gone; migrated again, every subject
+// is back.
+func TestSubjectTableMigrationPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := newPostgresSchema(t, postgresDSN(t))
+	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	legacyMigrate(t, s, "0009_throughput")
+	rows := subjectRows(30)
+	if _, err := s.Notifications().Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]string)
+	for _, r := range rows {
+		want[strings.ToLower(r.ID)] = r.Subject
+	}
+	index := func(name string) bool {
+		var n int
+		if err := s.writer().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1`, name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !index("notifications_subject_trgm_idx") {
+		t.Fatal("no trigram index on notifications at 0009")
+	}
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from 0009: %v", err)
+	}
+	wantSubjects(t, s, want)
+	if index("notifications_subject_trgm_idx") || !index("notification_subjects_trgm_idx") {
+		t.Errorf("after 0010: trigram index on notifications %v, on notification_subjects %v; want false, true",
+			index("notifications_subject_trgm_idx"), index("notification_subjects_trgm_idx"))
+	}
+	if n, err := s.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 5 {
+		t.Errorf("Count(FLOODED) after 0010 = %d, %v; want 5", n, err)
+	}
+
+	down, err := s.MigrateDown(ctx)
+	if err != nil || !slices.Equal(down, []string{"0010_subject_table"}) {
+		t.Fatalf("MigrateDown = %q, %v; want 0010", down, err)
+	}
+	var table sql.NullString
+	if err := s.writer().QueryRowContext(ctx, `SELECT to_regclass('notification_subjects')::text`).Scan(&table); err != nil || table.Valid {
+		t.Errorf("notification_subjects after rolling 0010 back: %v, %v; want gone", table, err)
+	}
+	if !index("notifications_subject_trgm_idx") {
+		t.Errorf("rolling 0010 back left no trigram index on notifications")
+	}
+	// A row stored meanwhile, with no trigger to copy it, is copied by the
+	// next migration.
+	extra := storetest.NewNotification(storetest.BaseTime.Add(time.Hour))
+	extra.Subject = "Chiller flooded"
+	if _, err := s.Notifications().Insert(ctx, []ports.Notification{extra}); err != nil {
+		t.Fatal(err)
+	}
+	want[strings.ToLower(extra.ID)] = extra.Subject
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after rolling 0010 back: %v", err)
+	}
+	wantSubjects(t, s, want)
+	if n, err := s.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 6 {
+		t.Errorf("Count(FLOODED) after 0010 again = %d, %v; want 6", n, err)
 	}
 }
