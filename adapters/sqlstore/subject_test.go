@@ -766,6 +766,34 @@ func TestSubjectTablePostgres(t *testing.T) {
 		t.Errorf("Query(kettle) = %+v, %v; want the row of %s", p.Items, err, id)
 	}
 
+	// An update of an id is followed too, and a temporary table of the
+	// same name in the writer's session takes no row of it.
+	conn, err := s.writer().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TEMP TABLE notification_subjects (id uuid, subject text)`); err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.ToLower(storetest.NewNotification(storetest.BaseTime).ID)
+	if _, err := conn.ExecContext(ctx, `UPDATE notifications SET id = $1 WHERE id = $2`, moved, id); err != nil {
+		t.Fatal(err)
+	}
+	fresh := storetest.NewNotification(storetest.BaseTime.Add(3 * time.Hour))
+	fresh.Subject = "Mixer jammed"
+	if _, err := conn.ExecContext(ctx, `INSERT INTO notifications (id, subject, status, created_at) VALUES ($1, $2, 'Pending', now())`,
+		fresh.ID, fresh.Subject); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `DROP TABLE pg_temp.notification_subjects`); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	want[moved] = want[id]
+	delete(want, id)
+	want[strings.ToLower(fresh.ID)] = fresh.Subject
+	wantSubjects(t, s, want)
+
 	if _, err := s.writer().ExecContext(ctx, `TRUNCATE notifications`); err != nil {
 		t.Fatal(err)
 	}
@@ -851,4 +879,143 @@ func TestSubjectTableMigrationPostgres(t *testing.T) {
 	if n, err := s.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 6 {
 		t.Errorf("Count(FLOODED) after 0010 again = %d, %v; want 6", n, err)
 	}
+}
+
+// TestSubjectTableMigrationWaitsForWritersPostgres: a writer that began
+// before migration 0010 and commits while it waits for its lock has its row
+// copied, though the migration's transaction is REPEATABLE READ (the
+// server's default here), whose snapshot is taken at its first statement
+// that reads.
+func TestSubjectTableMigrationWaitsForWritersPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := newPostgresSchema(t, postgresDSN(t))
+	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	legacyMigrate(t, s, "0009_throughput")
+
+	writer, err := s.writer().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback() }()
+	row := storetest.NewNotification(storetest.BaseTime)
+	if _, err := writer.ExecContext(ctx, `INSERT INTO notifications (id, subject, status, created_at) VALUES ($1, 'Pump flooded', 'Pending', now())`, row.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("default_transaction_isolation", "repeatable read")
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no '+' as a space
+	m, err := Open(ctx, Config{Driver: DriverPostgres, DSN: u.String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	migrated := make(chan error, 1)
+	go func() { migrated <- m.Migrate(ctx) }()
+	// The migration waits for the writer's lock on notifications.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := s.reader().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks WHERE relation = 'notifications'::regclass AND NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-migrated:
+			t.Fatalf("Migrate ended while a writer of notifications was open: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration never waited for the writer's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := writer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	wantSubjects(t, s, map[string]string{strings.ToLower(row.ID): "Pump flooded"})
+}
+
+// TestSubjectTableGrantsPostgres: a role that reads and writes the
+// notifications through grants (not their owner) keeps doing so across
+// migration 0010, which its owner runs: the table of subjects gets the
+// notifications' grants, and the triggers, which run with the writer's
+// rights, write it.
+func TestSubjectTableGrantsPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := newPostgresSchema(t, postgresDSN(t))
+	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	legacyMigrate(t, s, "0009_throughput")
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role := "outbox_app_" + hex.EncodeToString(b[:])
+	var schema string
+	if err := s.writer().QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := s.writer().ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, stmt := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := s.writer().ExecContext(context.Background(), stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	app, err := Open(ctx, Config{Driver: DriverPostgres, DSN: u.String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Close() })
+	rows := subjectRows(30)
+	if _, err := app.Notifications().Insert(ctx, rows); err != nil {
+		t.Fatalf("Insert as a role with grants: %v", err)
+	}
+	if n, err := app.Notifications().Count(ctx, ports.Filter{Subject: "FLOODED"}); err != nil || n != 5 {
+		t.Errorf("Count(FLOODED) as a role with grants = %d, %v; want 5", n, err)
+	}
+	purged, err := app.Notifications().Purge(ctx, storetest.BaseTime.Add(time.Hour), 100)
+	if err != nil || len(purged) != 10 {
+		t.Fatalf("Purge as a role with grants = %d rows, %v; want the 10 delivered", len(purged), err)
+	}
+	want := make(map[string]string)
+	for _, r := range rows {
+		if !slices.ContainsFunc(purged, func(id string) bool { return strings.EqualFold(id, r.ID) }) {
+			want[strings.ToLower(r.ID)] = r.Subject
+		}
+	}
+	wantSubjects(t, s, want)
 }

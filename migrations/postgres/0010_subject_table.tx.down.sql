@@ -1,5 +1,7 @@
 -- The trigram index goes back onto notifications where this migration had
--- moved it, and the table of subjects and its triggers go.
+-- moved it (built under a lock that holds writers of notifications off,
+-- as long as 0010's build took), and the table of subjects and its
+-- triggers go.
 
 DO $$
 DECLARE
