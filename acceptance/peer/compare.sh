@@ -13,7 +13,8 @@
 # /tmp/bench.lock (flock), so that benchmarks of others on the machine never
 # overlap with it. Environment: INGEST_N (default 200000) and DISPATCH_N
 # (default 100000) are the -benchtime counts; OUT (default a temporary
-# directory) keeps each run's output.
+# directory) keeps each run's output. After the ranges it prints, round by
+# round, the outbox's rates over the peer's of the same round.
 set -euo pipefail
 
 rounds=3
@@ -83,3 +84,24 @@ awk '{ key = $2; v = $3 + 0
 	all[key] = all[key] sprintf(" %.0f", v) }
 	END { for (i = 0; i < n; i++) { k = order[i]
 		printf "%-60s %8.0f – %-8.0f (%s )\n", k, lo[k], hi[k], all[k] } }' "$out/figures"
+
+# Round by round, the outbox's rate over the peer's: ingest over the COPY
+# insert, and dispatch (each batch size) over the better of the peer's two
+# burn-downs in the same round (its worker counts trade places run to run).
+echo
+echo "ours ÷ the peer's, round by round"
+awk '{ key = $2; r = ++seen[key]; v[key, r] = $3 + 0; if (r > rounds) rounds = r }
+	END {
+		for (r = 1; r <= rounds; r++) {
+			peer = v["BenchmarkPeerBurnDown/workers=800", r]
+			if (v["BenchmarkPeerBurnDown/workers=1000", r] > peer) peer = v["BenchmarkPeerBurnDown/workers=1000", r]
+			line = sprintf("round %d:", r)
+			if (v["BenchmarkPeerInsert/InsertManyFast", r] > 0)
+				line = line sprintf("  ingest %.2f×", v["BenchmarkIngest/postgres", r] / v["BenchmarkPeerInsert/InsertManyFast", r])
+			if (peer > 0) {
+				line = line sprintf("  dispatch batch 100 %.2f×", v["BenchmarkDispatch/batch=100/postgres", r] / peer)
+				line = line sprintf("  batch 1000 %.2f×", v["BenchmarkDispatch/batch=1000/postgres", r] / peer)
+			}
+			print line
+		}
+	}' "$out/figures"
