@@ -808,6 +808,21 @@ func TestSubjectTablePostgres(t *testing.T) {
 	wantSubjects(t, s, want)
 }
 
+// postgresAt0009 opens a store on a fresh PostgreSQL schema migrated up to
+// 0009, the last migration before the table of subjects, and returns it
+// with the schema's DSN.
+func postgresAt0009(t *testing.T) (*DB, string) {
+	t.Helper()
+	dsn := newPostgresSchema(t, postgresDSN(t))
+	s, err := Open(context.Background(), Config{Driver: DriverPostgres, DSN: dsn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	legacyMigrate(t, s, "0009_throughput")
+	return s, dsn
+}
+
 // TestSubjectTableMigrationPostgres migrates a database of 0009 that holds
 // notifications: 0010 copies their subjects into notification_subjects and
 // moves the trigram index there; rolled back, the index is on the
@@ -815,13 +830,7 @@ func TestSubjectTablePostgres(t *testing.T) {
 // is back.
 func TestSubjectTableMigrationPostgres(t *testing.T) {
 	ctx := context.Background()
-	dsn := newPostgresSchema(t, postgresDSN(t))
-	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	legacyMigrate(t, s, "0009_throughput")
+	s, _ := postgresAt0009(t)
 	rows := subjectRows(30)
 	if _, err := s.Notifications().Insert(ctx, rows); err != nil {
 		t.Fatal(err)
@@ -888,13 +897,7 @@ func TestSubjectTableMigrationPostgres(t *testing.T) {
 // that reads.
 func TestSubjectTableMigrationWaitsForWritersPostgres(t *testing.T) {
 	ctx := context.Background()
-	dsn := newPostgresSchema(t, postgresDSN(t))
-	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	legacyMigrate(t, s, "0009_throughput")
+	s, dsn := postgresAt0009(t)
 
 	writer, err := s.writer().BeginTx(ctx, nil)
 	if err != nil {
@@ -956,13 +959,7 @@ func TestSubjectTableMigrationWaitsForWritersPostgres(t *testing.T) {
 // rights, write it.
 func TestSubjectTableGrantsPostgres(t *testing.T) {
 	ctx := context.Background()
-	dsn := newPostgresSchema(t, postgresDSN(t))
-	s, err := Open(ctx, Config{Driver: DriverPostgres, DSN: dsn}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	legacyMigrate(t, s, "0009_throughput")
+	s, dsn := postgresAt0009(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	role := "outbox_app_" + hex.EncodeToString(b[:])
