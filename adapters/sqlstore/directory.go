@@ -19,9 +19,12 @@ import (
 // (migration 0002_directory). notification_lists holds one row per list, its
 // targets a JSON array; notification_channels one row per channel type, its
 // settings a JSON object and its retry policy in columns. List and
-// ChannelSettings read one row by primary key: the core calls them once per
-// claimed batch and once per list of an ingested batch, and a primary-key
-// lookup is cheaper than keeping a cache coherent across central nodes.
+// ChannelSettings read one row by primary key, and their answers are kept
+// for a second (dircache.go): the core asks once per claimed batch and once
+// per list of an ingested batch, and at the default batch of 100 those
+// lookups were most of a batch's statements. A write through this store
+// drops the kept answers at once; other nodes' writes show within the
+// second.
 //
 // The rows are bun models; statements are bun's query builders, and the
 // upsert is the dialect's (writeDialect in bunquery.go).
@@ -99,16 +102,20 @@ func storable(key string) bool {
 
 // --- lists -------------------------------------------------------------------
 
-// List implements ports.Directory: one primary-key lookup.
+// List implements ports.Directory: one primary-key lookup, or the answer
+// of one made less than directoryFresh ago (dircache.go).
 func (s *Directory) List(ctx context.Context, name string) (ports.List, error) {
-	ls, err := s.lists(ctx, &name)
-	if err != nil {
-		return ports.List{}, err
+	l, found, err := cachedRead(&s.dir, &s.dir.lists, name, copyList, func() (ports.List, bool, error) {
+		ls, err := s.lists(ctx, &name)
+		if err != nil || len(ls) == 0 {
+			return ports.List{}, false, err
+		}
+		return ls[0], true, nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("sqlstore: list %q: %w", name, ports.ErrNotFound)
 	}
-	if len(ls) == 0 {
-		return ports.List{}, fmt.Errorf("sqlstore: list %q: %w", name, ports.ErrNotFound)
-	}
-	return ls[0], nil
+	return l, err
 }
 
 // Lists implements ports.DirectoryAdmin.
@@ -159,6 +166,7 @@ func (s *Directory) PutList(ctx context.Context, l ports.List) error {
 		return fmt.Errorf("sqlstore: encode the targets of list %q: %w", l.Name, err)
 	}
 	row := &listRow{Name: l.Name, Type: l.Type, Targets: string(enc), UpdatedAt: at(time.Now())}
+	defer s.dir.changed()
 	if err := s.write(ctx, false, func(ctx context.Context, c conn) error { return s.upsert(ctx, c, row) }); err != nil {
 		return s.fail(fmt.Sprintf("put list %q", l.Name), err)
 	}
@@ -167,21 +175,26 @@ func (s *Directory) PutList(ctx context.Context, l ports.List) error {
 
 // DeleteList implements ports.DirectoryAdmin.
 func (s *Directory) DeleteList(ctx context.Context, name string) error {
+	defer s.dir.changed()
 	return s.deleteKey(ctx, "notification_lists", "name", name, "list")
 }
 
 // --- channels ----------------------------------------------------------------
 
-// ChannelSettings implements ports.Directory: one primary-key lookup.
+// ChannelSettings implements ports.Directory: one primary-key lookup, or
+// the answer of one made less than directoryFresh ago (dircache.go).
 func (s *Directory) ChannelSettings(ctx context.Context, typ string) (ports.ChannelSettings, error) {
-	cs, err := s.channels(ctx, &typ)
-	if err != nil {
-		return ports.ChannelSettings{}, err
+	c, found, err := cachedRead(&s.dir, &s.dir.channels, typ, copyChannel, func() (ports.ChannelSettings, bool, error) {
+		cs, err := s.channels(ctx, &typ)
+		if err != nil || len(cs) == 0 {
+			return ports.ChannelSettings{}, false, err
+		}
+		return cs[0], true, nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("sqlstore: channel settings for type %q: %w", typ, ports.ErrNotFound)
 	}
-	if len(cs) == 0 {
-		return ports.ChannelSettings{}, fmt.Errorf("sqlstore: channel settings for type %q: %w", typ, ports.ErrNotFound)
-	}
-	return cs[0], nil
+	return c, err
 }
 
 // Channels implements ports.DirectoryAdmin.
@@ -248,6 +261,7 @@ func (s *Directory) PutChannel(ctx context.Context, c ports.ChannelSettings) err
 		RetryMaxIntervalMS: c.Retry.MaxInterval.Milliseconds(), RateLimit: eFloat(c.RateLimit),
 		UpdatedAt: at(time.Now()),
 	}
+	defer s.dir.changed()
 	if err := s.write(ctx, false, func(ctx context.Context, cn conn) error { return s.upsert(ctx, cn, row) }); err != nil {
 		return s.fail(fmt.Sprintf("put channel settings for type %q", c.Type), err)
 	}
@@ -256,6 +270,7 @@ func (s *Directory) PutChannel(ctx context.Context, c ports.ChannelSettings) err
 
 // DeleteChannel implements ports.DirectoryAdmin.
 func (s *Directory) DeleteChannel(ctx context.Context, typ string) error {
+	defer s.dir.changed()
 	return s.deleteKey(ctx, "notification_channels", "type", typ, "channel settings for type")
 }
 

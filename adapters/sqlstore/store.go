@@ -149,6 +149,7 @@ type handle struct {
 	ckpt        *checkpointer
 	analyze     *analyzer // PostgreSQL only; nil elsewhere
 	pgCopy      pgCopier  // PostgreSQL's COPY into notifications (pgcopy.go)
+	dir         dirCache  // the directory's recent answers (dircache.go)
 	// The most keyword candidates read by rowid (SQLite; see subjectRowids):
 	// subjectQueryCap and subjectCountCap, other values in tests.
 	subjectQueryCap, subjectCountCap int
