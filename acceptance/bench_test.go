@@ -64,7 +64,7 @@ func settle(b *testing.B, sc sqlstore.Config) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec("VACUUM ANALYZE notifications, notification_subjects"); err != nil {
+	if _, err := db.Exec("VACUUM ANALYZE notifications, notification_keys"); err != nil {
 		b.Fatalf("vacuum: %v", err)
 	}
 }

@@ -71,7 +71,7 @@ func BenchmarkPage(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.Exec("VACUUM ANALYZE notifications, notification_subjects"); err != nil {
+		if _, err := db.Exec("VACUUM ANALYZE notifications, notification_keys"); err != nil {
 			b.Fatalf("vacuum: %v", err)
 		}
 		note += fmt.Sprintf(", VACUUM ANALYZEd in %s", time.Since(start).Round(time.Second))

@@ -31,7 +31,7 @@ func TestFS(t *testing.T) {
 
 // TestSameVersions: every dialect has the same migrations, in the same order.
 func TestSameVersions(t *testing.T) {
-	want := []string{"0001_init", "0002_directory", "0003_accounts", "0004_subject_search", "0005_admin_audit", "0006_target_states", "0007_site_calls", "0008_site_call_search", "0009_throughput", "0010_subject_table"}
+	want := []string{"0001_init", "0002_directory", "0003_accounts", "0004_subject_search", "0005_admin_audit", "0006_target_states", "0007_site_calls", "0008_site_call_search", "0009_throughput", "0010_subject_table", "0011_key_table"}
 	for _, d := range Dialects {
 		fsys, err := FS(d)
 		if err != nil {

@@ -59,11 +59,16 @@ type dialect interface {
 	// (bun.Ident("notifications") elsewhere).
 	from(index string) schema.QueryAppender
 	// after is the keyset condition of the rows after c, newest first, or
-	// oldest first if oldest.
-	after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery
+	// oldest first if oldest, on the columns of table (a qualifier such as
+	// `"k".`, or "" for the one table read).
+	after(q *bun.SelectQuery, table string, c cursor, oldest bool) *bun.SelectQuery
+	// keys says how a read of the rows of f uses the table of the
+	// notifications' keys (see keysUse).
+	keys(f ports.Filter, read filterRead) keysUse
 	// subjectContains is the condition of Filter.Subject: the subject holds
-	// keyword, ignoring the case of ASCII letters only.
-	subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder
+	// keyword, ignoring the case of ASCII letters only; keys says that the
+	// read has the keys' table as "k" (see keysUse).
+	subjectContains(q bun.QueryBuilder, keyword string, keys bool) bun.QueryBuilder
 	// contains is the condition that column col holds keyword, ignoring
 	// the case of ASCII letters only, LIKE wildcards matching literally:
 	// its text with one placeholder, and the placeholder's value.

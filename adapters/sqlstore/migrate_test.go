@@ -350,21 +350,21 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 	}
 
 	db := open()
-	before := wantStatus(t, db, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0) // adopted, nothing applied
+	before := wantStatus(t, db, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0) // adopted, nothing applied
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database made by the former runner: %v", err)
 	}
-	after := wantStatus(t, db, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2)
+	after := wantStatus(t, db, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2)
 	wantNotReapplied(t, before[:5], after[:5])
 	rows.check(t, db)
 	rows.checkTargetsKept(t, db)
 	checkSiteCallsKept(t, db)
 
 	down, err := db.MigrateDown(t.Context())
-	if err != nil || !slices.Equal(down, []string{"0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states"}) {
-		t.Fatalf("MigrateDown = %q, %v; want 0010 to 0006", down, err)
+	if err != nil || !slices.Equal(down, []string{"0011_key_table", "0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states"}) {
+		t.Fatalf("MigrateDown = %q, %v; want 0011 to 0006", down, err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0)
 	if _, err := db.SiteCalls().SiteHealth(t.Context()); err == nil {
 		t.Errorf("SiteHealth after rolling back 0007: no error, want the table gone")
 	}
@@ -375,7 +375,7 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 	if want := []string{"0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}; !slices.Equal(down, want) {
 		t.Errorf("MigrateDown = %q, want %q", down, want)
 	}
-	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) // the former runner's table is not adopted again
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) // the former runner's table is not adopted again
 	if n := legacyCount(t, db); n != 0 {
 		t.Errorf("after MigrateDown rolled back every migration, %s still records %d of them", legacyMigrationsTable, n)
 	}
@@ -385,7 +385,7 @@ func checkUpgrade(t *testing.T, open func() *DB) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate after MigrateDown: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 	fresh := newUpgradeRows()
 	fresh.write(t, db)
 	fresh.check(t, db)
@@ -412,20 +412,20 @@ func onEachDatabase(t *testing.T, check func(t *testing.T, open func() *DB)) {
 func checkGroups(t *testing.T, open func() *DB) {
 	db := open()
 	legacyMigrate(t, db, "0003_accounts")
-	wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2)
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2)
 	down, err := db.MigrateDown(t.Context())
-	if err != nil || !slices.Equal(down, []string{"0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states", "0005_admin_audit", "0004_subject_search"}) {
-		t.Fatalf("MigrateDown = %q, %v; want 0010 to 0004", down, err)
+	if err != nil || !slices.Equal(down, []string{"0011_key_table", "0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states", "0005_admin_audit", "0004_subject_search"}) {
+		t.Fatalf("MigrateDown = %q, %v; want 0011 to 0004", down, err)
 	}
-	wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
 	if _, err := db.Accounts().AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err == nil {
 		t.Errorf("AdminRecords after rolling back 0005: no error, want the table gone")
 	}
@@ -435,7 +435,7 @@ func checkGroups(t *testing.T, open func() *DB) {
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate after MigrateDown: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2)
 	if _, err := db.Accounts().AdminRecords(t.Context(), ports.AdminQuery{Limit: 1}); err != nil {
 		t.Errorf("AdminRecords after migrating up again: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestMigrateDownEmpty(t *testing.T) {
 	if err != nil || len(down) != 0 {
 		t.Fatalf("MigrateDown of an empty database = %q, %v; want nothing", down, err)
 	}
-	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 // TestMigrationFailureLeavesNoRecord: a migration that fails leaves
@@ -467,7 +467,7 @@ func TestMigrationFailureLeavesNoRecord(t *testing.T) {
 	if err := db.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "0005_admin_audit statement 1: ") {
 		t.Fatalf("Migrate = %v, want 0005_admin_audit statement 1 to fail", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0)
 	var n int
 	if err := db.reader().QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master WHERE name = 'admin_audit'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("admin_audit after the failed migration: %d tables, %v; want none", n, err)
@@ -585,7 +585,7 @@ func TestMigrateWaitsForTheLockPostgres(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Migrate after the lock was released: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 }
 
 // legacyCount returns how many migrations outbox_schema_migrations records.
@@ -613,25 +613,25 @@ func checkAdoptsLegacyAfterTheTable(t *testing.T, open func() *DB) {
 	legacyMigrate(t, db, "") // the previous release's node migrates
 	rows := newUpgradeRows()
 	rows.write(t, db)
-	before := wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1) // to be adopted
+	before := wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1) // to be adopted
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database the former runner migrated after outbox_migrations was made: %v", err)
 	}
-	after := wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	after := wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 	wantNotReapplied(t, before, after)
 	rows.check(t, db)
 
 	// Adopted after groups of its own: the former runner's record of a
 	// migration outbox_migrations lacks becomes the next group.
 	down, err := db.MigrateDown(t.Context())
-	if err != nil || len(down) != 10 {
-		t.Fatalf("MigrateDown = %q, %v; want all ten", down, err)
+	if err != nil || len(down) != 11 {
+		t.Fatalf("MigrateDown = %q, %v; want all eleven", down, err)
 	}
 	legacyMigrate(t, db, "0003_accounts")
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2)
+	wantStatus(t, db, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2)
 }
 
 func TestAdoptsLegacyRecordsWrittenAfterTheTable(t *testing.T) {
@@ -642,12 +642,12 @@ func TestAdoptsLegacyRecordsWrittenAfterTheTable(t *testing.T) {
 // then the former runner migrates, then Migrate: nothing is applied twice.
 func TestAdoptsLegacyRecordsAfterStatus(t *testing.T) {
 	db := sqliteOpener(t)()
-	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 	legacyMigrate(t, db, "")
 	if err := db.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of a database the former runner migrated after a status: %v", err)
 	}
-	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	wantStatus(t, db, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 }
 
 // TestMigrateDownForgetsLegacyRecords: rolling back an adopted migration
@@ -715,9 +715,9 @@ func checkRacingNodesAgreeOnTheGroup(t *testing.T, open func() *DB) {
 	if err := <-doneB; err != nil {
 		t.Fatalf("B: %v", err)
 	}
-	wantStatus(t, a, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	wantStatus(t, a, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 	down, err := a.MigrateDown(t.Context())
-	if err != nil || !slices.Equal(down, []string{"0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states", "0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
+	if err != nil || !slices.Equal(down, []string{"0011_key_table", "0010_subject_table", "0009_throughput", "0008_site_call_search", "0007_site_calls", "0006_target_states", "0005_admin_audit", "0004_subject_search", "0003_accounts", "0002_directory", "0001_init"}) {
 		t.Errorf("MigrateDown = %q, %v; want the whole group the racing nodes applied", down, err)
 	}
 }
@@ -766,9 +766,9 @@ func TestMigrationStatusWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if legacy {
-			wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0)
+			wantStatus(t, db, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
 		} else {
-			wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+			wantStatus(t, db, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 		}
 		if err := db.reader().QueryRowContext(t.Context(), count).Scan(&after); err != nil {
 			t.Fatal(err)

@@ -73,16 +73,21 @@ func (mssqlDialect) returned(col string) string { return `inserted."` + col + `"
 func (mssqlDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }
 
 // after spells the row comparison out: T-SQL has none.
-func (mssqlDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
+func (mssqlDialect) after(q *bun.SelectQuery, table string, c cursor, oldest bool) *bun.SelectQuery {
+	created, id := table+`"created_at"`, table+`"id"`
 	if oldest {
-		return q.Where(`("created_at" > ? OR ("created_at" = ? AND "id" > ?))`, at(c.createdAt), at(c.createdAt), c.id)
+		return q.Where(`(`+created+` > ? OR (`+created+` = ? AND `+id+` > ?))`, at(c.createdAt), at(c.createdAt), c.id)
 	}
-	return q.Where(`("created_at" < ? OR ("created_at" = ? AND "id" < ?))`, at(c.createdAt), at(c.createdAt), c.id)
+	return q.Where(`(`+created+` < ? OR (`+created+` = ? AND `+id+` < ?))`, at(c.createdAt), at(c.createdAt), c.id)
 }
+
+// keys: MS SQL keeps every index on the notifications (an update enters
+// only the indexes whose columns it changes).
+func (mssqlDialect) keys(ports.Filter, filterRead) keysUse { return noKeys }
 
 // subjectContains compares code points (the binary collation) with each
 // ASCII letter of the pattern spelled in both cases ([aA]).
-func (mssqlDialect) subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder {
+func (mssqlDialect) subjectContains(q bun.QueryBuilder, keyword string, _ bool) bun.QueryBuilder {
 	return q.Where(`"subject" COLLATE Latin1_General_100_BIN2 LIKE ? ESCAPE '\'`, "%"+likeEscapeFold(keyword)+"%")
 }
 

@@ -439,49 +439,98 @@ func checkFilter(f ports.Filter) error {
 	return noNUL(f.Type, f.SourceSite, f.List, f.Subject)
 }
 
-// where adds the conditions of f (checked by checkFilter) to q.
-func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter) bun.QueryBuilder {
+// keysUse is how a read of the notifications uses notification_keys, the
+// table of their keys that PostgreSQL keeps beside them (migration 0011):
+// columns no outcome changes (created_at, list, type, subject) with the
+// indexes that order and filter the lists by them, which an outcome, never
+// a HOT update there, would otherwise enter again.
+type keysUse int
+
+const (
+	// noKeys reads the notifications alone, every condition unqualified:
+	// always on SQLite and MS SQL; on PostgreSQL, a read that the
+	// notifications' own indexes serve (status, site).
+	noKeys keysUse = iota
+	// joinKeys joins the keys, as "k", to the notifications, as "n", on
+	// id: the keys' conditions and a list's order are on "k", the others
+	// on "n".
+	joinKeys
+	// keysOnly reads the keys alone, as "k": a count that names only
+	// keys.
+	keysOnly
+)
+
+// filterRead is the kind of read of a filter's rows (see dialect.keys).
+type filterRead int
+
+const (
+	readList  filterRead = iota // a page of rows, in creation order
+	readCount                   // their count
+	readGroup                   // their counts per status
+)
+
+// where adds the conditions of f (checked by checkFilter) to q, on the
+// tables use names.
+func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter, use keysUse) bun.QueryBuilder {
+	row, key := "", "" // the qualifiers of the notifications' columns and of the keys'
+	switch use {
+	case joinKeys:
+		row, key = `"n".`, `"k".`
+	case keysOnly:
+		key = `"k".`
+	}
 	if len(f.Statuses) > 0 {
-		q = q.Where(`"status" IN (?)`, bun.List(f.Statuses))
+		q = q.Where(row+`"status" IN (?)`, bun.List(f.Statuses))
 	}
 	if f.Type != "" {
-		q = q.Where(`"type" = ?`, f.Type)
+		q = q.Where(key+`"type" = ?`, f.Type)
 	}
 	if f.SourceSite != "" {
-		q = q.Where(`"source_site" = ?`, f.SourceSite)
+		q = q.Where(row+`"source_site" = ?`, f.SourceSite)
 	}
 	if f.List != "" {
-		q = q.Where(`"list" = ?`, f.List)
+		q = q.Where(key+`"list" = ?`, f.List)
 	}
 	if !f.CreatedFrom.IsZero() {
-		q = q.Where(`"created_at" >= ?`, at(f.CreatedFrom))
+		q = q.Where(key+`"created_at" >= ?`, at(f.CreatedFrom))
 	}
 	if !f.CreatedTo.IsZero() {
-		q = q.Where(`"created_at" < ?`, at(f.CreatedTo))
+		q = q.Where(key+`"created_at" < ?`, at(f.CreatedTo))
 	}
 	if !f.UpdatedFrom.IsZero() {
-		q = q.Where(`"updated_at" >= ?`, at(f.UpdatedFrom))
+		q = q.Where(row+`"updated_at" >= ?`, at(f.UpdatedFrom))
 	}
 	if !f.UpdatedTo.IsZero() {
-		q = q.Where(`"updated_at" < ?`, at(f.UpdatedTo))
+		q = q.Where(row+`"updated_at" < ?`, at(f.UpdatedTo))
 	}
 	if !f.StuckBefore.IsZero() {
-		q = q.Where(`"status" IN (?)`, bun.List(dueStatuses)).Where(`"created_at" < ?`, at(f.StuckBefore))
+		q = q.Where(row+`"status" IN (?)`, bun.List(dueStatuses)).Where(key+`"created_at" < ?`, at(f.StuckBefore))
 	}
 	if f.Subject != "" {
-		q = s.d.subjectContains(q, f.Subject)
+		q = s.d.subjectContains(q, f.Subject, use != noKeys)
 	}
 	return q
 }
 
-// filtered selects from the notifications the rows of f; among the
-// candidates only, when not nil (SQLite's keyword path).
-func (s *Notifications) filtered(f ports.Filter, c *candidates) *bun.SelectQuery {
-	q := s.r.NewSelect().Model((*notificationRow)(nil))
-	if c != nil {
-		q = fromCandidates(q, c)
+// filtered selects the rows of f, for a read of kind read: from the
+// notifications, with or without their keys (see keysUse), or from the
+// keys alone; among the candidates only, when not nil (SQLite's keyword
+// path). It returns how it used the keys.
+func (s *Notifications) filtered(f ports.Filter, c *candidates, read filterRead) (*bun.SelectQuery, keysUse) {
+	use := s.d.keys(f, read)
+	var q *bun.SelectQuery
+	switch use {
+	case keysOnly:
+		q = s.r.NewSelect().TableExpr(`"notification_keys" AS "k"`)
+	case joinKeys:
+		q = s.r.NewSelect().Model((*notificationRow)(nil)).Join(`JOIN "notification_keys" AS "k" ON "k"."id" = "n"."id"`)
+	default:
+		q = s.r.NewSelect().Model((*notificationRow)(nil))
+		if c != nil {
+			q = fromCandidates(q, c)
+		}
 	}
-	return q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, f) })
+	return q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, f, use) }), use
 }
 
 // listQuery selects up to limit rows of f after the cursor, newest first
@@ -504,14 +553,18 @@ func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *c
 			f.CreatedTo = time.Time{} // created_at <= the cursor's < CreatedTo
 		}
 	}
-	q := s.filtered(f, c)
+	q, use := s.filtered(f, c, readList)
+	table := "" // the table whose columns order the page
+	if use == joinKeys {
+		table = `"k".`
+	}
 	if after != nil {
-		q = s.d.after(q, *after, oldest)
+		q = s.d.after(q, table, *after, oldest)
 	}
 	if oldest {
-		return q.OrderExpr(`"created_at" ASC, "id" ASC`).Limit(int64(limit))
+		return q.OrderExpr(table + `"created_at" ASC, ` + table + `"id" ASC`).Limit(int64(limit))
 	}
-	return q.OrderExpr(`"created_at" DESC, "id" DESC`).Limit(int64(limit))
+	return q.OrderExpr(table + `"created_at" DESC, ` + table + `"id" DESC`).Limit(int64(limit))
 }
 
 // Query implements ports.Store.
@@ -567,7 +620,8 @@ func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.Pa
 
 // countQuery counts the rows of f.
 func (s *Notifications) countQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
-	return s.filtered(f, c).ColumnExpr(s.d.countAll())
+	q, _ := s.filtered(f, c, readCount)
+	return q.ColumnExpr(s.d.countAll())
 }
 
 // Count implements ports.Store.
@@ -597,7 +651,8 @@ type statusCount struct {
 
 // countByStatusQuery counts the rows of f per status.
 func (s *Notifications) countByStatusQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
-	return s.filtered(f, c).ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
+	q, _ := s.filtered(f, c, readGroup)
+	return q.ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
 }
 
 // CountByStatus implements ports.Store. Capped, for a filter of statuses
@@ -656,7 +711,8 @@ func (s *Notifications) cappedCountByStatusQuery(f ports.Filter, c *candidates, 
 	for _, st := range statuses {
 		g := f
 		g.Statuses = []ports.Status{st}
-		part := s.r.NewSelect().TableExpr(`(?) AS "capped"`, s.d.firstRows(s.filtered(g, c), limit+1)).
+		rows, _ := s.filtered(g, c, readCount)
+		part := s.r.NewSelect().TableExpr(`(?) AS "capped"`, s.d.firstRows(rows, limit+1)).
 			ColumnExpr(`? AS "status"`, string(st)).ColumnExpr(s.d.countAll() + ` AS "matched"`)
 		if q == nil {
 			q = part
@@ -829,7 +885,7 @@ func (s *Notifications) transitionQuery(req ports.TransitionRequest) *bun.Update
 	if len(req.Selection.IDs) > 0 {
 		q = q.Where(`"id" IN (?)`, bun.List(req.Selection.IDs))
 	} else {
-		q = q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, req.Selection.Filter) })
+		q = q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, req.Selection.Filter, noKeys) })
 	}
 	return q.Returning(s.d.returned("id") + ", " + s.d.returned("source_site") + ", " + s.d.returned("type"))
 }

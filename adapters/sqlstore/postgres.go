@@ -74,7 +74,7 @@ func (a *analyzer) inserted(n int) {
 		defer a.running.Store(false)
 		ctx, cancel := context.WithTimeout(a.ctx, time.Minute)
 		defer cancel()
-		if _, err := a.db.ExecContext(ctx, "ANALYZE notifications, notification_subjects"); err != nil && a.ctx.Err() == nil {
+		if _, err := a.db.ExecContext(ctx, "ANALYZE notifications, notification_keys"); err != nil && a.ctx.Err() == nil {
 			a.onError(err)
 		}
 	})
@@ -136,23 +136,44 @@ func (pgDialect) returned(col string) string { return `"` + col + `"` }
 
 func (pgDialect) from(string) schema.QueryAppender { return bun.Ident("notifications") }
 
-func (pgDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
+func (pgDialect) after(q *bun.SelectQuery, table string, c cursor, oldest bool) *bun.SelectQuery {
 	if oldest {
-		return q.Where(`("created_at", "id") > (?, ?)`, at(c.createdAt), c.id)
+		return q.Where(`(`+table+`"created_at", `+table+`"id") > (?, ?)`, at(c.createdAt), c.id)
 	}
-	return q.Where(`("created_at", "id") < (?, ?)`, at(c.createdAt), c.id)
+	return q.Where(`(`+table+`"created_at", `+table+`"id") < (?, ?)`, at(c.createdAt), c.id)
 }
 
 // subjectContains is a case-sensitive regular expression that spells each
 // ASCII letter in both cases: 13 times cheaper per row than folding the
-// subject with translate() for a LIKE. It matches in notification_subjects,
-// the table of subjects whose pg_trgm index serves it (migrations 0004 and
-// 0010), which PostgreSQL joins to the notifications as a semi-join: from
-// the index's matches for a rare keyword, or probing the table's key for
+// subject with translate() for a LIKE. It matches in notification_keys,
+// whose pg_trgm index serves it (migrations 0004, 0010 and 0011): on the
+// joined keys' subject, or else as a semi-join that PostgreSQL plans from the
+// index's matches for a rare keyword, or probing the keys' primary key for
 // each row of the list's order for a common one (DESIGN.md, "Keyword
 // search").
-func (pgDialect) subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder {
-	return q.Where(`"id" IN (SELECT "id" FROM "notification_subjects" WHERE "subject" ~ ?)`, asciiFoldRegexp(keyword))
+func (pgDialect) subjectContains(q bun.QueryBuilder, keyword string, keys bool) bun.QueryBuilder {
+	if keys {
+		return q.Where(`"k"."subject" ~ ?`, asciiFoldRegexp(keyword))
+	}
+	return q.Where(`"id" IN (SELECT "id" FROM "notification_keys" WHERE "subject" ~ ?)`, asciiFoldRegexp(keyword))
+}
+
+// keys: a list or type filter joins the keys, where their indexes are; so
+// does a list ordered by creation time that neither one status nor a site
+// narrows (the notifications' (status, created_at, id) and (source_site,
+// created_at, id) indexes serve those, the second also combined with
+// statuses); a count that names only keys reads them alone.
+func (pgDialect) keys(f ports.Filter, read filterRead) keysUse {
+	oneStatus := len(f.Statuses) == 1 && f.StuckBefore.IsZero()
+	onRow := len(f.Statuses) > 0 || !f.StuckBefore.IsZero() || !f.UpdatedFrom.IsZero() || !f.UpdatedTo.IsZero() ||
+		f.SourceSite != ""
+	switch {
+	case read == readCount && !onRow:
+		return keysOnly
+	case f.List != "" || f.Type != "", read == readList && !oneStatus && f.SourceSite == "":
+		return joinKeys
+	}
+	return noKeys
 }
 
 // ownerHasPrefix is a LIKE with the prefix's wildcards escaped: claimed_by

@@ -359,15 +359,16 @@ func (sqliteDialect) from(index string) schema.QueryAppender {
 	return bun.Safe(`"notifications" INDEXED BY "` + index + `"`)
 }
 
-func (sqliteDialect) after(q *bun.SelectQuery, c cursor, oldest bool) *bun.SelectQuery {
-	if oldest {
-		return q.Where(`("created_at", "id") > (?, ?)`, at(c.createdAt), c.id)
-	}
-	return q.Where(`("created_at", "id") < (?, ?)`, at(c.createdAt), c.id)
+func (sqliteDialect) after(q *bun.SelectQuery, table string, c cursor, oldest bool) *bun.SelectQuery {
+	return pgDialect{}.after(q, table, c, oldest) // the same row comparison
 }
 
+// keys: SQLite keeps every index on the notifications (an update enters
+// only the indexes whose columns it changes).
+func (sqliteDialect) keys(ports.Filter, filterRead) keysUse { return noKeys }
+
 // subjectContains: SQLite's LIKE ignores the case of ASCII letters only.
-func (sqliteDialect) subjectContains(q bun.QueryBuilder, keyword string) bun.QueryBuilder {
+func (sqliteDialect) subjectContains(q bun.QueryBuilder, keyword string, _ bool) bun.QueryBuilder {
 	return q.Where(`"subject" LIKE ? ESCAPE '\'`, "%"+likeEscape(keyword)+"%")
 }
 
