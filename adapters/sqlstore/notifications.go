@@ -458,6 +458,11 @@ const (
 	// keysOnly reads the keys alone, as "k": a count that names only
 	// keys.
 	keysOnly
+	// eachStatus reads the notifications alone, one status at a time (see
+	// listQuery): a list of several statuses, or of the stuck ones, without
+	// a list or type, on PostgreSQL, whose (status, created_at, id) index
+	// orders the rows of each status but not of their union.
+	eachStatus
 )
 
 // filterRead is the kind of read of a filter's rows (see dialect.keys).
@@ -512,12 +517,10 @@ func (s *Notifications) where(q bun.QueryBuilder, f ports.Filter, use keysUse) b
 	return q
 }
 
-// filtered selects the rows of f, for a read of kind read: from the
-// notifications, with or without their keys (see keysUse), or from the
-// keys alone; among the candidates only, when not nil (SQLite's keyword
-// path). It returns how it used the keys.
-func (s *Notifications) filtered(f ports.Filter, c *candidates, read filterRead) (*bun.SelectQuery, keysUse) {
-	use := s.d.keys(f, read)
+// filtered selects the rows of f as use says: from the notifications,
+// with or without their keys, or from the keys alone; among the candidates
+// only, when not nil (SQLite's keyword path).
+func (s *Notifications) filtered(f ports.Filter, c *candidates, use keysUse) *bun.SelectQuery {
 	var q *bun.SelectQuery
 	switch use {
 	case keysOnly:
@@ -530,7 +533,7 @@ func (s *Notifications) filtered(f ports.Filter, c *candidates, read filterRead)
 			q = fromCandidates(q, c)
 		}
 	}
-	return q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, f, use) }), use
+	return q.ApplyQueryBuilder(func(q bun.QueryBuilder) bun.QueryBuilder { return s.where(q, f, use) })
 }
 
 // listQuery selects up to limit rows of f after the cursor, newest first
@@ -553,11 +556,40 @@ func (s *Notifications) listQuery(f ports.Filter, after *cursor, limit int, c *c
 			f.CreatedTo = time.Time{} // created_at <= the cursor's < CreatedTo
 		}
 	}
-	q, use := s.filtered(f, c, readList)
+	use := s.d.keys(f, readList)
+	if use == eachStatus {
+		// The first rows of each status, through its range of the status
+		// index, and the first of those: a bounded read however few rows
+		// match, where the keys' creation index would be walked until
+		// enough did.
+		statuses := slices.Compact(slices.Sorted(slices.Values(f.Statuses))) // each once
+		if len(statuses) == 0 {
+			statuses = []ports.Status{ports.StatusPending, ports.StatusRetrying} // the stuck filter's (dueStatuses)
+		}
+		var union *bun.SelectQuery
+		for _, st := range statuses {
+			g := f
+			g.Statuses = []ports.Status{st}
+			part := s.page(s.filtered(g, c, noKeys), "", after, limit, oldest)
+			if union == nil {
+				union = part
+			} else {
+				union = union.UnionAll(part)
+			}
+		}
+		return s.page(s.r.NewSelect().TableExpr(`(?) AS "n"`, union).ColumnExpr(`"n".*`), "", nil, limit, oldest)
+	}
 	table := "" // the table whose columns order the page
 	if use == joinKeys {
 		table = `"k".`
 	}
+	return s.page(s.filtered(f, c, use), table, after, limit, oldest)
+}
+
+// page orders q by creation time and id on the columns of table (a
+// qualifier, or ""), newest first or if oldest oldest first, and keeps
+// the first limit rows after the cursor.
+func (s *Notifications) page(q *bun.SelectQuery, table string, after *cursor, limit int, oldest bool) *bun.SelectQuery {
 	if after != nil {
 		q = s.d.after(q, table, *after, oldest)
 	}
@@ -620,8 +652,7 @@ func (s *Notifications) Query(ctx context.Context, f ports.Filter, page ports.Pa
 
 // countQuery counts the rows of f.
 func (s *Notifications) countQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
-	q, _ := s.filtered(f, c, readCount)
-	return q.ColumnExpr(s.d.countAll())
+	return s.filtered(f, c, s.d.keys(f, readCount)).ColumnExpr(s.d.countAll())
 }
 
 // Count implements ports.Store.
@@ -651,8 +682,7 @@ type statusCount struct {
 
 // countByStatusQuery counts the rows of f per status.
 func (s *Notifications) countByStatusQuery(f ports.Filter, c *candidates) *bun.SelectQuery {
-	q, _ := s.filtered(f, c, readGroup)
-	return q.ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
+	return s.filtered(f, c, s.d.keys(f, readGroup)).ColumnExpr(`"status"`).ColumnExpr(s.d.countAll() + ` AS "matched"`).GroupExpr(`"status"`)
 }
 
 // CountByStatus implements ports.Store. Capped, for a filter of statuses
@@ -711,7 +741,7 @@ func (s *Notifications) cappedCountByStatusQuery(f ports.Filter, c *candidates, 
 	for _, st := range statuses {
 		g := f
 		g.Statuses = []ports.Status{st}
-		rows, _ := s.filtered(g, c, readCount)
+		rows := s.filtered(g, c, s.d.keys(g, readCount))
 		part := s.r.NewSelect().TableExpr(`(?) AS "capped"`, s.d.firstRows(rows, limit+1)).
 			ColumnExpr(`? AS "status"`, string(st)).ColumnExpr(s.d.countAll() + ` AS "matched"`)
 		if q == nil {

@@ -35,8 +35,8 @@ import (
 // default), so the store runs ANALYZE itself in the background each time
 // the rows it inserted since Open cross a threshold: 1,000, then 4 times
 // the previous one. Past a few million rows autovacuum's own thresholds
-// (set low by the migration) take over. The table of subjects grows with
-// it and is analyzed with it: the keyword search's join is planned by its
+// (set low by the migration) take over. The table of the keys grows with
+// it and is analyzed with it: the lists' joins are planned by its
 // statistics.
 type analyzer struct {
 	db      *sql.DB
@@ -159,18 +159,26 @@ func (pgDialect) subjectContains(q bun.QueryBuilder, keyword string, keys bool) 
 }
 
 // keys: a list or type filter joins the keys, where their indexes are; so
-// does a list ordered by creation time that neither one status nor a site
-// narrows (the notifications' (status, created_at, id) and (source_site,
-// created_at, id) indexes serve those, the second also combined with
-// statuses); a count that names only keys reads them alone.
+// does a list ordered by creation time that no status and no site narrows.
+// A list of one status, or of a site, reads the notifications' (status,
+// created_at, id) or (source_site, created_at, id) index in its order (the
+// site's also under statuses); a list of several statuses reads each one's
+// range of the status index. A count that names only keys reads them
+// alone.
 func (pgDialect) keys(f ports.Filter, read filterRead) keysUse {
-	oneStatus := len(f.Statuses) == 1 && f.StuckBefore.IsZero()
-	onRow := len(f.Statuses) > 0 || !f.StuckBefore.IsZero() || !f.UpdatedFrom.IsZero() || !f.UpdatedTo.IsZero() ||
-		f.SourceSite != ""
+	statuses := len(f.Statuses) > 0 || !f.StuckBefore.IsZero()
+	byKeys := f.List != "" || f.Type != ""
 	switch {
-	case read == readCount && !onRow:
-		return keysOnly
-	case f.List != "" || f.Type != "", read == readList && !oneStatus && f.SourceSite == "":
+	case read == readCount:
+		if !statuses && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() && f.SourceSite == "" {
+			return keysOnly
+		}
+	case read == readList && !byKeys && statuses && !(len(f.Statuses) == 1 && f.StuckBefore.IsZero()):
+		return eachStatus
+	case read == readList && !byKeys && !statuses && f.SourceSite == "":
+		return joinKeys
+	}
+	if byKeys {
 		return joinKeys
 	}
 	return noKeys

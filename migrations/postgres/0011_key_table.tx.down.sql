@@ -1,9 +1,14 @@
 -- The three B-tree indexes go back onto notifications where this migration had
 -- moved them, and notification_keys becomes 0010's notification_subjects
 -- again (its trigram index kept), with 0010's triggers. Writers of
--- notifications wait for the index builds.
+-- notifications wait for the index builds. The dropped columns keep their
+-- space in the table until it is rewritten (VACUUM FULL).
 
 LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE;
+
+--bun:split
+
+DROP VIEW IF EXISTS notification_subjects;
 
 --bun:split
 

@@ -23,7 +23,14 @@
 -- trigger follows an update of a key (none of the outbox's statements
 -- writes one). Each names the table in the schema of the notifications that
 -- fired it, whatever the writer's search path. They run with the writer's
--- rights, so the table gets the grants notifications has.
+-- rights, so the table gets the owner and the grants notifications has (a
+-- role granted rights on notifications later needs them on
+-- notification_keys too).
+--
+-- A view named notification_subjects (id, subject) takes the dropped
+-- table's place, so that the nodes of the previous release keep their
+-- keyword search during a rolling upgrade (their lists ordered by creation
+-- time, list or type scan until they are upgraded: their indexes moved).
 --
 -- Each index moves only where it is: an installation whose DBA dropped one
 -- keeps that choice (the trigram index, for instance, where pg_trgm is
@@ -36,9 +43,10 @@
 -- The first statement takes the lock that holds every writer of
 -- notifications off until the commit, so that the copy below misses no row
 -- (first, so that a transaction of REPEATABLE READ takes its snapshot only
--- once the writers before it are done). Readers go on until the last
--- statements, which drop the old indexes and table. Writers wait for the
--- whole migration (the copy and four index builds): run `outbox migrate up`
+-- once the writers before it are done). Readers go on until the triggers
+-- are swapped, which, like the drops after them, holds them off until the
+-- commit (a moment: the copy, the index builds and the ANALYZE come
+-- before). Writers wait for the whole migration: run `outbox migrate up`
 -- before the rollout when the table is large.
 
 LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE;
@@ -59,11 +67,14 @@ CREATE TABLE IF NOT EXISTS notification_keys (
 
 --bun:split
 
--- The grants of notifications, for roles that write or read through them.
+-- The owner and the grants of notifications, for roles that write or read
+-- through them (the owner may be another role than the migration's).
 DO $$
 DECLARE
     g record;
 BEGIN
+    EXECUTE format('ALTER TABLE notification_keys OWNER TO %I',
+        (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'notifications'::regclass));
     FOR g IN
         SELECT a.privilege_type, a.is_grantable,
                CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
@@ -132,6 +143,11 @@ BEGIN
     END;
 END
 $$;
+
+--bun:split
+
+-- Statistics for the planner, which picks the lists' joins by them.
+ANALYZE notification_keys;
 
 --bun:split
 
@@ -230,15 +246,40 @@ DROP FUNCTION IF EXISTS notification_subjects_update();
 
 DROP FUNCTION IF EXISTS notification_subjects_truncate();
 
---bun:split
-
--- Statistics for the planner, which picks the lists' joins by them.
-ANALYZE notification_keys;
 
 --bun:split
 
--- Last, since each takes the lock that holds readers off until the commit.
+-- Last, since each takes the lock that holds readers off until the commit
+-- (so do the DROP TRIGGERs above).
 DROP TABLE IF EXISTS notification_subjects;
+
+--bun:split
+
+-- For the nodes of the previous release, until they are upgraded: their
+-- keyword search reads it (and their ANALYZE skips it with a warning).
+CREATE VIEW notification_subjects AS SELECT id, subject FROM notification_keys;
+
+--bun:split
+
+DO $$
+DECLARE
+    g record;
+BEGIN
+    EXECUTE format('ALTER VIEW notification_subjects OWNER TO %I',
+        (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'notifications'::regclass));
+    FOR g IN
+        SELECT a.is_grantable,
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
+        FROM pg_class c
+        CROSS JOIN LATERAL aclexplode(c.relacl) AS a
+        LEFT JOIN pg_roles r ON r.oid = a.grantee
+        WHERE c.oid = 'notifications'::regclass AND a.grantee <> c.relowner AND a.privilege_type = 'SELECT'
+    LOOP
+        EXECUTE format('GRANT SELECT ON notification_subjects TO %s%s', g.grantee,
+            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$$;
 
 --bun:split
 

@@ -1,8 +1,8 @@
--- The keys the lists filter and order by (creation time, site, list, type,
--- subject) move to a table of their own on PostgreSQL (its 0011), so that a
--- recorded outcome, which PostgreSQL writes into every index of a row, does
--- not enter them again. SQLite updates only the indexes whose columns change:
--- nothing changes here. This migration keeps the versions of the three
--- dialects in step; it only checks that 0001 ran.
+-- Keys the lists filter and order by (creation time, list, type, subject)
+-- move to a table of their own on PostgreSQL (its 0011), so that a recorded
+-- outcome, which PostgreSQL writes into every index of a row, does not
+-- enter their indexes again. SQLite updates only the indexes whose columns
+-- change: nothing changes here. This migration keeps the versions of the
+-- three dialects in step; it only checks that 0001 ran.
 
 SELECT 1 FROM notifications LIMIT 0;
