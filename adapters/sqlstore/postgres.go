@@ -167,18 +167,17 @@ func (pgDialect) subjectContains(q bun.QueryBuilder, keyword string, keys bool) 
 // alone.
 func (pgDialect) keys(f ports.Filter, read filterRead) keysUse {
 	statuses := len(f.Statuses) > 0 || !f.StuckBefore.IsZero()
-	byKeys := f.List != "" || f.Type != ""
+	onRow := statuses || !f.UpdatedFrom.IsZero() || !f.UpdatedTo.IsZero() || f.SourceSite != ""
 	switch {
-	case read == readCount:
-		if !statuses && f.UpdatedFrom.IsZero() && f.UpdatedTo.IsZero() && f.SourceSite == "" {
-			return keysOnly
-		}
-	case read == readList && !byKeys && statuses && !(len(f.Statuses) == 1 && f.StuckBefore.IsZero()):
-		return eachStatus
-	case read == readList && !byKeys && !statuses && f.SourceSite == "":
+	case read == readCount && !onRow:
+		return keysOnly
+	case f.List != "" || f.Type != "":
 		return joinKeys
-	}
-	if byKeys {
+	case read != readList:
+		return noKeys
+	case statuses && !(len(f.Statuses) == 1 && f.StuckBefore.IsZero()):
+		return eachStatus
+	case !statuses && f.SourceSite == "":
 		return joinKeys
 	}
 	return noKeys

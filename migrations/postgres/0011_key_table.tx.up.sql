@@ -67,30 +67,6 @@ CREATE TABLE IF NOT EXISTS notification_keys (
 
 --bun:split
 
--- The owner and the grants of notifications, for roles that write or read
--- through them (the owner may be another role than the migration's).
-DO $$
-DECLARE
-    g record;
-BEGIN
-    EXECUTE format('ALTER TABLE notification_keys OWNER TO %I',
-        (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'notifications'::regclass));
-    FOR g IN
-        SELECT a.privilege_type, a.is_grantable,
-               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
-        FROM pg_class c
-        CROSS JOIN LATERAL aclexplode(c.relacl) AS a
-        LEFT JOIN pg_roles r ON r.oid = a.grantee
-        WHERE c.oid = 'notifications'::regclass AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE format('GRANT %s ON notification_keys TO %s%s', g.privilege_type, g.grantee,
-            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-    END LOOP;
-END
-$$;
-
---bun:split
-
 INSERT INTO notification_keys (id, created_at, list, type, subject)
     SELECT id, created_at, list, type, subject FROM notifications;
 
@@ -261,22 +237,30 @@ CREATE VIEW notification_subjects AS SELECT id, subject FROM notification_keys;
 
 --bun:split
 
+-- The owner and the grants of notifications, on the keys' table and (to
+-- read) on the view, for roles that write or read through them (the owner
+-- may be another role than the migration's).
 DO $$
 DECLARE
+    owner name := (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'notifications'::regclass);
     g record;
 BEGIN
-    EXECUTE format('ALTER VIEW notification_subjects OWNER TO %I',
-        (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'notifications'::regclass));
+    EXECUTE format('ALTER TABLE notification_keys OWNER TO %I', owner);
+    EXECUTE format('ALTER VIEW notification_subjects OWNER TO %I', owner);
     FOR g IN
-        SELECT a.is_grantable,
+        SELECT a.privilege_type, a.is_grantable,
                CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
         FROM pg_class c
         CROSS JOIN LATERAL aclexplode(c.relacl) AS a
         LEFT JOIN pg_roles r ON r.oid = a.grantee
-        WHERE c.oid = 'notifications'::regclass AND a.grantee <> c.relowner AND a.privilege_type = 'SELECT'
+        WHERE c.oid = 'notifications'::regclass AND a.grantee <> c.relowner
     LOOP
-        EXECUTE format('GRANT SELECT ON notification_subjects TO %s%s', g.grantee,
+        EXECUTE format('GRANT %s ON notification_keys TO %s%s', g.privilege_type, g.grantee,
             CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        IF g.privilege_type = 'SELECT' THEN
+            EXECUTE format('GRANT SELECT ON notification_subjects TO %s%s', g.grantee,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END IF;
     END LOOP;
 END
 $$;
