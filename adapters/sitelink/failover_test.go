@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/siteline/outbox/adapters/guard"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/centraltest"
 	"github.com/siteline/outbox/ports/waittest"
@@ -390,12 +391,7 @@ func dnsAnswer(query []byte, hosts map[string][]netip.Addr) ([]byte, bool) {
 func TestFailoverUnreachableNamesEveryAddress(t *testing.T) {
 	var addrs []string
 	for range 2 {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, lis.Addr().String())
-		_ = lis.Close() // nothing listens there now
+		addrs = append(addrs, plugintest.RefusedAddr(t)) // nothing listens there
 	}
 	c := dial(t, ClientConfig{Addrs: addrs, Token: tokenA})
 	_, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})

@@ -21,6 +21,7 @@ import (
 	"github.com/siteline/outbox/adapters/memdir"
 	"github.com/siteline/outbox/adapters/memstore"
 	"github.com/siteline/outbox/core"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/centraltest"
 )
@@ -472,14 +473,9 @@ func TestErrorMapping(t *testing.T) {
 // TestUnreachable: a central that does not answer is ErrUnavailable, wrapped
 // with the address and the call.
 func TestUnreachable(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	_ = lis.Close() // nothing listens there now
+	addr := plugintest.RefusedAddr(t) // nothing listens there
 	c := dial(t, ClientConfig{Addr: addr, Token: tokenA})
-	_, err = c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})
+	_, err := c.Submit(ctx(t), ports.SubmitRequest{Notifications: []ports.Submission{centraltest.NewSubmission("site-a")}})
 	if !errors.Is(err, ports.ErrUnavailable) {
 		t.Fatalf("Submit to a closed port: err = %v, want one wrapping ports.ErrUnavailable", err)
 	}

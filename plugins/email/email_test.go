@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 )
 
 const testID = "0190a5c2-7b3e-7d4f-8a1b-2c3d4e5f6a7b"
@@ -648,12 +649,7 @@ func TestDeliverSMTPReplies(t *testing.T) {
 }
 
 func TestDeliverServerDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(l.Addr().String())
-	_ = l.Close() // nothing listens there any more
+	host, port, _ := net.SplitHostPort(plugintest.RefusedAddr(t)) // nothing listens there
 	ch := newChannel(t, nil)
 	for _, mode := range []string{tlsNone, tlsStartTLS, tlsImplicit} {
 		res := deliver(t, ch, testRequest(map[string]string{"host": host, "port": port, "tls": mode,

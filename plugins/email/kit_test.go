@@ -94,12 +94,7 @@ func kitCases(t *testing.T) []plugintest.Case {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
 			Message: "<" + to + ">: Recipient address rejected: User unknown"}
 	}})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := l.Addr().String()
-	_ = l.Close() // nothing listens there any more
+	down := plugintest.RefusedAddr(t)
 	hang := newHangingServer(t)
 
 	wrongPassword := ok.settings(t, auth...)

@@ -61,8 +61,7 @@ func cases(t *testing.T) []plugintest.Case {
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 	t.Cleanup(func() { close(release); hang.Close() })
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
+	down := "http://" + plugintest.RefusedAddr(t)
 
 	req := func(targets ...string) channel.Request {
 		return channel.Request{
@@ -75,10 +74,10 @@ func cases(t *testing.T) []plugintest.Case {
 		{Name: "ServerError", Request: req(status(http.StatusServiceUnavailable)), Want: channel.Transient},
 		{Name: "TooManyRequests", Request: req(status(http.StatusTooManyRequests)), Want: channel.Transient},
 		{Name: "NotFound", Request: req(status(http.StatusNotFound)), Want: channel.Permanent},
-		{Name: "ServerDown", Request: req(down.URL + "/hook?token=s3cr3t"), Want: channel.Transient,
+		{Name: "ServerDown", Request: req(down + "/hook?token=s3cr3t"), Want: channel.Transient,
 			Check: func(t *testing.T, _ channel.Request, res channel.Result) {
 				// The address once, the token never.
-				host := strings.TrimPrefix(down.URL, "http://")
+				host := strings.TrimPrefix(down, "http://")
 				if strings.Count(res.Error, host) != 1 || strings.Contains(res.Error, "s3cr3t") || !strings.Contains(res.Error, "connection refused") {
 					t.Errorf("error %q: want %s once, why, and no token", res.Error, host)
 				}

@@ -115,8 +115,7 @@ func KitCases(t *testing.T, delivered plugintest.Case) []plugintest.Case {
 			}
 		}
 	}
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
+	down := "http://" + plugintest.RefusedAddr(t)
 
 	return []plugintest.Case{
 		delivered,
@@ -131,7 +130,7 @@ func KitCases(t *testing.T, delivered plugintest.Case) []plugintest.Case {
 			}},
 		{Name: "NotFound", Request: at(status(http.StatusNotFound, "")),
 			Want: channel.Permanent, Check: wantStatus("404")},
-		{Name: "ServerDown", Request: at(withToken(down.URL)), Want: channel.Transient},
+		{Name: "ServerDown", Request: at(withToken(down)), Want: channel.Transient},
 		{Name: "ServerHangs", Request: at(withToken(hangingServer(t).URL)), Want: channel.Transient,
 			Timeout: 300 * time.Millisecond},
 		{Name: "NotAURL", Request: at("mailto:ops@example.com?token=" + KitToken), Want: channel.Permanent},

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	channel "github.com/siteline/outbox/plugins/channel/v1"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 )
 
 // Channel is an HTTP channel under test.
@@ -544,8 +545,7 @@ func (s Suite) testNoLeaks(t *testing.T) {
 		http.Redirect(w, r, "http://example.invalid"+r.URL.RequestURI(), http.StatusFound)
 	})
 	ok := statusServer(t, http.StatusOK, "")
-	refused := httptest.NewServer(http.NotFoundHandler())
-	refused.Close()
+	refused := "http://" + plugintest.RefusedAddr(t)
 	hanging := hangingServer(t)
 
 	cases := []struct {
@@ -558,7 +558,7 @@ func (s Suite) testNoLeaks(t *testing.T) {
 		{"EchoTransient", echo(http.StatusInternalServerError).URL, "", channel.Transient},
 		{"ShortBody", short(http.StatusNotFound).URL, "", channel.Permanent},
 		{"Redirect", redirect.URL, "", channel.Permanent},
-		{"Refused", refused.URL, "", channel.Transient},
+		{"Refused", refused, "", channel.Transient},
 		{"Timeout", hanging.URL, "100ms", channel.Transient},
 		{"UnknownHost", "http://no-such-host.invalid", "2s", channel.Transient},
 		{"Success", ok.URL, "", channel.Success},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/siteline/outbox/adapters/devkit/tlstest"
 	"github.com/siteline/outbox/adapters/siteapi"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
 	"github.com/siteline/outbox/ports/waittest"
 )
@@ -233,19 +234,11 @@ func StartPair(t testing.TB, opt Options) (leader, follower *Node) {
 	return leader, follower
 }
 
-// DeadAddr returns an address on 127.0.0.1 where nothing listens: a listener
-// that was closed.
+// DeadAddr returns an address on 127.0.0.1 where nothing listens and no
+// listener can be given the port while t runs (plugintest.RefusedAddr).
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
-	return addr
+	return plugintest.RefusedAddr(t)
 }
 
 // TLSConfigs returns a server configuration with a certificate for

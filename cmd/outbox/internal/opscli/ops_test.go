@@ -3,7 +3,6 @@ package opscli
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/siteline/outbox/adapters/httpapi/api"
+	"github.com/siteline/outbox/plugins/channel/v1/plugintest"
 	"github.com/siteline/outbox/ports"
 )
 
@@ -670,9 +670,7 @@ func TestOpsServerErrors(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, %d requests; want 1, %q and none", code, stderr, len(c.requests())-sent, want)
 	}
 	// Unreachable.
-	srv := httptest.NewServer(http.NotFoundHandler())
-	srv.Close()
-	code, _, stderr = runCmd(t, Lists, []string{"OUTBOX_SERVER=" + srv.URL, "OUTBOX_TOKEN=" + c.tokens[ports.RoleAdmin]}, "", "list")
+	code, _, stderr = runCmd(t, Lists, []string{"OUTBOX_SERVER=http://" + plugintest.RefusedAddr(t), "OUTBOX_TOKEN=" + c.tokens[ports.RoleAdmin]}, "", "list")
 	if code != exitFailure || !strings.HasPrefix(stderr, "outbox lists list: GET /api/v1/lists: ") || !strings.Contains(stderr, "connection refused") ||
 		strings.HasSuffix(stderr, ": unavailable\n") {
 		t.Errorf("unreachable: exit %d, stderr %q", code, stderr)
